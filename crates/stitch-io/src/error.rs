@@ -1,0 +1,138 @@
+use crate::Disk;
+use std::fmt;
+
+/// Which disk operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoOp {
+    Open,
+    Read,
+    Write,
+    Sync,
+    Grow,
+    PunchHole,
+    Lock,
+}
+
+impl fmt::Display for IoOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            IoOp::Open => "open",
+            IoOp::Read => "read",
+            IoOp::Write => "write",
+            IoOp::Sync => "sync",
+            IoOp::Grow => "grow",
+            IoOp::PunchHole => "punch_hole",
+            IoOp::Lock => "lock",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Why a disk operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IoErrorKind {
+    /// The device reported an I/O error (EIO), real or injected.
+    Eio,
+    /// The device is full (ENOSPC), real or simulated.
+    NoSpace,
+    /// The range lies outside the disk.
+    OutOfRange { len: u64 },
+    /// Another process holds the store's lock.
+    Locked,
+    /// Any other operating-system error, with its message.
+    Os(String),
+}
+
+/// A failed disk operation: what, where, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoError {
+    pub op: IoOp,
+    pub disk: String,
+    pub offset: u64,
+    pub len: u64,
+    pub kind: IoErrorKind,
+}
+
+impl IoError {
+    pub fn new(
+        op: IoOp,
+        disk: impl Into<String>,
+        offset: u64,
+        len: u64,
+        kind: IoErrorKind,
+    ) -> Self {
+        IoError {
+            op,
+            disk: disk.into(),
+            offset,
+            len,
+            kind,
+        }
+    }
+
+    pub fn from_os(
+        op: IoOp,
+        disk: impl Into<String>,
+        offset: u64,
+        len: u64,
+        e: std::io::Error,
+    ) -> Self {
+        let kind = match e.raw_os_error() {
+            Some(libc::ENOSPC) => IoErrorKind::NoSpace,
+            Some(libc::EIO) => IoErrorKind::Eio,
+            _ => IoErrorKind::Os(e.to_string()),
+        };
+        IoError::new(op, disk, offset, len, kind)
+    }
+}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match &self.kind {
+            IoErrorKind::Eio => "I/O error (EIO)".to_string(),
+            IoErrorKind::NoSpace => "no space left on device".to_string(),
+            IoErrorKind::OutOfRange { len } => {
+                format!("range outside the disk (disk is {len} bytes)")
+            }
+            IoErrorKind::Locked => {
+                "the store is locked by another process (or another handle in this one)".to_string()
+            }
+            IoErrorKind::Os(m) => m.clone(),
+        };
+        match self.op {
+            IoOp::Sync | IoOp::Open | IoOp::Lock => {
+                write!(f, "{} of {} failed: {}", self.op, self.disk, why)
+            }
+            _ => write!(
+                f,
+                "{} of {} bytes at offset {} of {} failed: {}",
+                self.op, self.len, self.offset, self.disk, why
+            ),
+        }
+    }
+}
+
+impl std::error::Error for IoError {}
+
+/// Fails with `OutOfRange` unless the `len` bytes at `offset` lie within `disk_len` bytes.
+/// Takes the disk rather than its name so the name is only built on failure.
+pub(crate) fn check_range(
+    disk: &impl Disk,
+    op: IoOp,
+    offset: u64,
+    len: u64,
+    disk_len: u64,
+) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= disk_len => Ok(()),
+        _ => Err(IoError::new(
+            op,
+            disk.describe(),
+            offset,
+            len,
+            IoErrorKind::OutOfRange { len: disk_len },
+        )),
+    }
+}
+
+pub type Result<T> = std::result::Result<T, IoError>;

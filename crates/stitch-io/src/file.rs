@@ -1,0 +1,168 @@
+//! A regular file or a raw block device as a [`Disk`].
+
+use crate::error::{check_range, IoError, IoErrorKind, IoOp, Result};
+use crate::Disk;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// How a [`FileDisk`] is locked against other openers (`flock(2)` on the store itself, so a
+/// raw block device is locked the same way as a file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// One writer and no readers: a second opener of either kind gets `IoErrorKind::Locked`.
+    Exclusive,
+    /// Any number of read-only openers, but no writer.
+    Shared,
+}
+
+/// A store kept in a regular file or on a raw block device.
+#[derive(Debug)]
+pub struct FileDisk {
+    file: File,
+    path: PathBuf,
+    block_device: bool,
+    len: std::sync::atomic::AtomicU64,
+    /// Serializes `grow`: two racing `set_len` calls could otherwise shrink the file.
+    grow_lock: parking_lot::Mutex<()>,
+}
+
+impl FileDisk {
+    /// Creates a new, empty store file, or takes over a raw block device. Fails if a file
+    /// already exists at `path` (`create_new`, so two creators cannot both succeed).
+    pub fn create(path: &Path) -> Result<Self> {
+        let block_device =
+            std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_block_device());
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(!block_device)
+            .open(path)
+            .map_err(|e| {
+                IoError::from_os(IoOp::Open, format!("file {}", path.display()), 0, 0, e)
+            })?;
+        Self::finish(file, path, LockMode::Exclusive)
+    }
+
+    /// Opens an existing store, locked as `mode` says; read-only for [`LockMode::Shared`].
+    pub fn open(path: &Path, mode: LockMode) -> Result<Self> {
+        let describe = format!("file {}", path.display());
+        let file = OpenOptions::new()
+            .read(true)
+            .write(mode == LockMode::Exclusive)
+            .open(path)
+            .map_err(|e| IoError::from_os(IoOp::Open, describe, 0, 0, e))?;
+        Self::finish(file, path, mode)
+    }
+
+    fn finish(file: File, path: &Path, mode: LockMode) -> Result<Self> {
+        let describe = format!("file {}", path.display());
+        let op = match mode {
+            LockMode::Exclusive => libc::LOCK_EX,
+            LockMode::Shared => libc::LOCK_SH,
+        };
+        // SAFETY: flock on a valid, open file descriptor owned by `file`.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            let kind = if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                IoErrorKind::Locked
+            } else {
+                IoErrorKind::Os(e.to_string())
+            };
+            return Err(IoError::new(IoOp::Lock, describe, 0, 0, kind));
+        }
+        let meta = file
+            .metadata()
+            .map_err(|e| IoError::from_os(IoOp::Open, describe.clone(), 0, 0, e))?;
+        let block_device = meta.file_type().is_block_device();
+        let len = if block_device {
+            // The size of a block device is where seeking to its end lands.
+            use std::io::{Seek, SeekFrom};
+            let mut f = &file;
+            f.seek(SeekFrom::End(0))
+                .map_err(|e| IoError::from_os(IoOp::Open, describe, 0, 0, e))?
+        } else {
+            meta.len()
+        };
+        Ok(FileDisk {
+            file,
+            path: path.to_path_buf(),
+            block_device,
+            len: len.into(),
+            grow_lock: Default::default(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Disk for FileDisk {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        check_range(self, IoOp::Read, offset, buf.len() as u64, self.len())?;
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| IoError::from_os(IoOp::Read, self.describe(), offset, buf.len() as u64, e))
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        check_range(self, IoOp::Write, offset, data.len() as u64, self.len())?;
+        self.file.write_all_at(data, offset).map_err(|e| {
+            IoError::from_os(IoOp::Write, self.describe(), offset, data.len() as u64, e)
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| IoError::from_os(IoOp::Sync, self.describe(), 0, 0, e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn grow(&self, new_len: u64) -> Result<()> {
+        let _serial = self.grow_lock.lock();
+        let len = self.len();
+        if new_len <= len {
+            return Ok(());
+        }
+        if self.block_device {
+            return Err(IoError::new(
+                IoOp::Grow,
+                self.describe(),
+                len,
+                new_len - len,
+                IoErrorKind::NoSpace,
+            ));
+        }
+        self.file
+            .set_len(new_len)
+            .map_err(|e| IoError::from_os(IoOp::Grow, self.describe(), len, new_len - len, e))?;
+        self.len
+            .store(new_len, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
+        check_range(self, IoOp::PunchHole, offset, len, self.len())?;
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        // SAFETY: fallocate on a valid file descriptor with in-range arguments.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, offset as i64, len as i64) };
+        if rc == 0 {
+            return Ok(());
+        }
+        // Devices and file systems without hole punching keep the old bytes: punching only
+        // returns space, and StitchDB never reads a range it has not written since. Writing
+        // zeros instead would cost a full write of every freed zone on a raw device.
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("file {}", self.path.display())
+    }
+}

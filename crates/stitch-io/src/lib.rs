@@ -1,0 +1,46 @@
+//! Layer 1 of StitchDB: the `Disk` trait and its implementations.
+//!
+//! Every byte StitchDB stores goes through a [`Disk`]. Nothing above this layer touches the
+//! file system directly, so tests can swap the real file for [`MemDisk`] or for [`SimDisk`],
+//! the deterministic fault injector that simulates crashes (unsynced writes dropped, reordered
+//! or torn at 512-byte sectors), I/O errors and full disks.
+
+mod error;
+mod file;
+mod mem;
+mod sim;
+
+pub use error::{IoError, IoErrorKind, IoOp, Result};
+pub use file::{FileDisk, LockMode};
+pub use mem::MemDisk;
+pub use sim::{SimConfig, SimDisk, SimStats};
+
+/// The unit a disk writes atomically: a write may be torn at these boundaries by a crash.
+pub const SECTOR_SIZE: u64 = 512;
+
+/// A block device: what StitchDB needs of a file, a raw device or a simulated disk.
+///
+/// Writes become durable only at the next [`Disk::sync`]; until then a crash may keep any
+/// subset of them, each possibly torn at [`SECTOR_SIZE`] boundaries.
+pub trait Disk: Send + Sync + std::fmt::Debug {
+    /// Reads exactly `buf.len()` bytes at `offset`. Reading past [`Disk::len`] is an error.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Writes all of `data` at `offset`. Writing past [`Disk::len`] is an error: grow first.
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// A barrier: every write issued before it is durable when it returns.
+    fn sync(&self) -> Result<()>;
+    /// The current size in bytes.
+    fn len(&self) -> u64;
+    /// True when the disk has no bytes at all.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Grows the disk to `new_len` bytes (new bytes read as zero). Shrinking is a no-op.
+    fn grow(&self, new_len: u64) -> Result<()>;
+    /// Releases the space of a byte range. It reads as zeros afterwards where the device can
+    /// punch holes (files on Linux file systems, `MemDisk`, `SimDisk`); elsewhere the old bytes
+    /// may remain, so callers must never rely on the contents of a punched range.
+    fn punch_hole(&self, offset: u64, len: u64) -> Result<()>;
+    /// A short human-readable name for error messages ("file /srv/a.store", "simdisk").
+    fn describe(&self) -> String;
+}

@@ -1,0 +1,136 @@
+//! FileDisk on a temporary file: round trips, range checks, locking, error messages.
+
+use stitch_io::{Disk, FileDisk, IoErrorKind, IoOp, LockMode};
+
+fn store() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.store");
+    (dir, path)
+}
+
+#[test]
+fn round_trip_survives_reopen() {
+    let (_dir, path) = store();
+    let d = FileDisk::create(&path).unwrap();
+    assert_eq!(d.path(), path);
+    assert!(d.is_empty());
+    d.grow(1 << 20).unwrap();
+    d.grow(10).unwrap(); // shrinking is a no-op
+    assert_eq!(d.len(), 1 << 20);
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8 + 1).collect();
+    d.write_at(12_345, &data).unwrap();
+    d.sync().unwrap();
+    drop(d);
+
+    let d = FileDisk::open(&path, LockMode::Exclusive).unwrap();
+    assert_eq!(d.len(), 1 << 20);
+    let mut buf = vec![0; data.len()];
+    d.read_at(12_345, &mut buf).unwrap();
+    assert_eq!(buf, data);
+}
+
+#[test]
+fn punched_hole_reads_zeros() {
+    let (_dir, path) = store();
+    let d = FileDisk::create(&path).unwrap();
+    d.grow(64 * 1024).unwrap();
+    d.write_at(0, &[7; 64 * 1024]).unwrap();
+    d.punch_hole(1000, 20_000).unwrap();
+    let mut buf = vec![0; 64 * 1024];
+    d.read_at(0, &mut buf).unwrap();
+    assert!(buf[..1000].iter().all(|&b| b == 7));
+    assert!(buf[1000..21_000].iter().all(|&b| b == 0));
+    assert!(buf[21_000..].iter().all(|&b| b == 7));
+    assert_eq!(d.len(), 64 * 1024, "punching keeps the size");
+}
+
+#[test]
+fn create_refuses_an_existing_file() {
+    let (_dir, path) = store();
+    drop(FileDisk::create(&path).unwrap());
+    let e = FileDisk::create(&path).unwrap_err();
+    assert_eq!(e.op, IoOp::Open);
+}
+
+#[test]
+fn out_of_range_is_an_error() {
+    let (_dir, path) = store();
+    let d = FileDisk::create(&path).unwrap();
+    d.grow(4096).unwrap();
+    let mut buf = [0; 100];
+    for (op, result) in [
+        (IoOp::Read, d.read_at(4000, &mut buf)),
+        (IoOp::Write, d.write_at(4000, &[1; 100])),
+        (IoOp::PunchHole, d.punch_hole(4000, 100)),
+        (IoOp::Read, d.read_at(u64::MAX, &mut buf)),
+        (IoOp::PunchHole, d.punch_hole(1, u64::MAX)),
+    ] {
+        let e = result.unwrap_err();
+        assert_eq!((e.op, e.kind), (op, IoErrorKind::OutOfRange { len: 4096 }));
+    }
+}
+
+#[test]
+fn exclusive_lock_excludes_every_other_opener() {
+    let (_dir, path) = store();
+    let held = FileDisk::create(&path).unwrap();
+    for mode in [LockMode::Exclusive, LockMode::Shared] {
+        let e = FileDisk::open(&path, mode).unwrap_err();
+        assert_eq!(
+            (e.op, e.kind),
+            (IoOp::Lock, IoErrorKind::Locked),
+            "{mode:?}"
+        );
+    }
+    drop(held);
+    FileDisk::open(&path, LockMode::Exclusive).unwrap();
+}
+
+#[test]
+fn shared_locks_coexist_and_exclude_a_writer() {
+    let (_dir, path) = store();
+    let d = FileDisk::create(&path).unwrap();
+    d.grow(4096).unwrap();
+    d.write_at(0, b"hello").unwrap();
+    drop(d);
+
+    let a = FileDisk::open(&path, LockMode::Shared).unwrap();
+    let b = FileDisk::open(&path, LockMode::Shared).unwrap();
+    let mut buf = [0; 5];
+    b.read_at(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"hello");
+    assert!(a.write_at(0, b"x").is_err(), "a shared opener is read-only");
+    let e = FileDisk::open(&path, LockMode::Exclusive).unwrap_err();
+    assert_eq!(e.kind, IoErrorKind::Locked);
+}
+
+#[test]
+fn error_messages_say_what_and_where() {
+    let (_dir, path) = store();
+    let d = FileDisk::create(&path).unwrap();
+    d.grow(4096).unwrap();
+    let msg = d.read_at(4000, &mut [0; 100]).unwrap_err().to_string();
+    let expected = format!(
+        "read of 100 bytes at offset 4000 of file {} failed: range outside the disk (disk is 4096 bytes)",
+        path.display()
+    );
+    assert_eq!(msg, expected);
+
+    let msg = FileDisk::open(&path, LockMode::Exclusive)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with(&format!("lock of file {} failed:", path.display())),
+        "{msg}"
+    );
+    assert!(msg.contains("locked"), "{msg}");
+
+    let missing = path.with_file_name("missing.store");
+    let msg = FileDisk::open(&missing, LockMode::Shared)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with(&format!("open of file {} failed:", missing.display())),
+        "{msg}"
+    );
+}

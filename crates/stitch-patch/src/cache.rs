@@ -1,0 +1,379 @@
+//! The dependency-aware block cache: the public face of the patch layer.
+//!
+//! One lock guards the patch graph and the cached blocks; disk I/O happens outside it (see
+//! `load` and `flush`), so reads and new patches proceed while a flush writes.
+
+use crate::graph::{Counters, PatchGraph};
+use crate::lru::CleanBlocks;
+use crate::Result;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ops::{Range, RangeInclusive};
+use std::sync::Arc;
+use stitch_io::{Disk, IoError, IoErrorKind, IoOp};
+
+/// Names a patch. Ids grow monotonically and are never reused. `PatchId::NONE` is a patch
+/// that is always committed (a convenient "no dependency").
+///
+/// A write that the cache merges into an existing pending patch returns that patch's id, so
+/// two writes may share one id; it commits when both writes are durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PatchId(pub u64);
+
+impl PatchId {
+    pub const NONE: PatchId = PatchId(0);
+}
+
+/// Where a patch is on its way to the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchState {
+    /// Created, not yet written. (Also what an id the cache never handed out reads as.)
+    Pending,
+    /// Written to the disk, not yet made durable by a sync.
+    InFlight,
+    /// Durable (or, for an empty patch, every dependency is durable).
+    Committed,
+}
+
+#[derive(Debug, Clone)]
+pub struct CacheConfig {
+    /// Bytes per block (4096). Patches never span blocks. Taken as at least 1 and at most
+    /// 1 GiB.
+    pub block_size: usize,
+    /// How many clean blocks the cache keeps for reads.
+    pub clean_blocks: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            block_size: 4096,
+            clean_blocks: 1024,
+        }
+    }
+}
+
+const MAX_BLOCK_SIZE: usize = 1 << 30;
+
+/// What the cache holds, for `stitchdb stats` and the patch-memory report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Patches not yet committed (empty ones included).
+    pub live_patches: u64,
+    /// Bytes of patch bookkeeping (the patch records and their dependency lists).
+    pub patch_bytes: u64,
+    /// Bytes of undo data kept to revert soft patches.
+    pub undo_bytes: u64,
+    /// Bytes of blocks with uncommitted patches.
+    pub dirty_bytes: u64,
+    pub dirty_blocks: u64,
+    /// Patch records made (a write merged into an existing patch makes none).
+    pub patches_created: u64,
+    /// Writes merged into an existing pending patch.
+    pub patches_merged: u64,
+    /// Patches made hard: created hard, or hardened once what they waited for was written.
+    pub hard_patches: u64,
+    /// Patches reverted from a block image because they could not be written with it.
+    pub reverts: u64,
+    /// Blocks written (adjacent blocks share one disk request).
+    pub block_writes: u64,
+    pub syncs: u64,
+}
+
+pub(crate) type Callback = Box<dyn FnOnce() + Send>;
+
+/// Everything behind the cache's lock.
+pub(crate) struct CacheState {
+    pub graph: PatchGraph,
+    pub clean: CleanBlocks,
+    /// Bumped whenever the cache changes the disk (a flush round starts writing, a hole is
+    /// punched): a block read from the disk meanwhile may be stale and is read again.
+    pub disk_epoch: u64,
+    /// Why flushes are refused, after a write or sync failed.
+    pub failure: Option<String>,
+    pub callbacks: HashMap<u64, Vec<Callback>>,
+}
+
+impl CacheState {
+    pub fn is_cached(&self, block: u64) -> bool {
+        self.graph.blocks.contains_key(&block) || self.clean.contains(block)
+    }
+
+    /// The actions waiting for `committed` patches.
+    pub fn take_callbacks(&mut self, committed: &[u64]) -> Vec<Callback> {
+        if self.callbacks.is_empty() {
+            return Vec::new();
+        }
+        committed
+            .iter()
+            .filter_map(|id| self.callbacks.remove(id))
+            .flatten()
+            .collect()
+    }
+}
+
+/// One block's share of a byte range.
+struct Piece {
+    /// Where in the block.
+    in_block: Range<usize>,
+    /// Where in the range.
+    in_range: Range<usize>,
+}
+
+/// The one block cache through which every write reaches the disk.
+pub struct BlockCache {
+    pub(crate) disk: Arc<dyn Disk>,
+    pub(crate) block_size: usize,
+    pub(crate) state: Mutex<CacheState>,
+    /// Serialises flush rounds: a round's writes all commit before the next one is planned.
+    pub(crate) flush_round: Mutex<()>,
+}
+
+impl BlockCache {
+    pub fn new(disk: Arc<dyn Disk>, config: CacheConfig) -> Self {
+        let block_size = config.block_size.clamp(1, MAX_BLOCK_SIZE);
+        if block_size != config.block_size {
+            tracing::warn!(
+                asked = config.block_size,
+                using = block_size,
+                "block size out of range"
+            );
+        }
+        let state = CacheState {
+            graph: PatchGraph::new(block_size),
+            clean: CleanBlocks::new(config.clean_blocks),
+            disk_epoch: 0,
+            failure: None,
+            callbacks: HashMap::new(),
+        };
+        BlockCache {
+            disk,
+            block_size,
+            state: Mutex::new(state),
+            flush_round: Mutex::new(()),
+        }
+    }
+
+    pub fn disk(&self) -> &Arc<dyn Disk> {
+        &self.disk
+    }
+
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// The blocks a byte range touches, after checking it lies on the disk.
+    fn blocks_of(&self, op: IoOp, offset: u64, len: usize) -> Result<RangeInclusive<u64>> {
+        let disk_len = self.disk.len();
+        let end = offset
+            .checked_add(len as u64)
+            .filter(|&end| end <= disk_len);
+        let Some(end) = end else {
+            let kind = IoErrorKind::OutOfRange { len: disk_len };
+            return Err(IoError::new(op, self.disk.describe(), offset, len as u64, kind).into());
+        };
+        let bs = self.block_size as u64;
+        Ok(offset / bs..=(end - 1) / bs)
+    }
+
+    /// The share of `block` in the `len` bytes at `offset`.
+    fn piece(&self, offset: u64, len: usize, block: u64) -> Piece {
+        let block_start = block * self.block_size as u64;
+        let from = offset.max(block_start);
+        let to = (offset + len as u64).min(block_start + self.block_size as u64);
+        Piece {
+            in_block: (from - block_start) as usize..(to - block_start) as usize,
+            in_range: (from - offset) as usize..(to - offset) as usize,
+        }
+    }
+
+    /// Records a write of `data` at byte `offset` of the disk that must reach the disk after
+    /// every patch in `deps`. One patch is made per block touched; when the write spans several
+    /// blocks the returned id is an empty patch depending on all of them. Nothing is written
+    /// until a flush. Reads through the cache see the new bytes at once.
+    ///
+    /// The range must lie on the disk (grow it first). A write may be merged into a pending
+    /// patch of its block and return that patch's id (see [`PatchId`]).
+    pub fn write(&self, offset: u64, data: &[u8], deps: &[PatchId]) -> Result<PatchId> {
+        if data.is_empty() {
+            return self.empty(deps);
+        }
+        let blocks = self.blocks_of(IoOp::Write, offset, data.len())?;
+        let whole =
+            |block: u64| self.piece(offset, data.len(), block).in_block.len() == self.block_size;
+        // A block must come from the disk unless the write covers it whole and, being hard,
+        // keeps no undo bytes of what it replaces.
+        let (mut st, mut loaded) = self.lock_with_blocks(blocks.clone(), |st, block| {
+            !whole(block) || deps.iter().any(|d| st.graph.is_pending(d.0))
+        })?;
+        st.graph.check_known(deps)?;
+        let st = &mut *st;
+        let mut ids = Vec::with_capacity(1);
+        for block in blocks {
+            let Piece { in_block, in_range } = self.piece(offset, data.len(), block);
+            let bytes = &data[in_range];
+            // A block neither cached nor loaded is one the write covers whole.
+            let base = || {
+                st.clean.take(block).unwrap_or_else(|| {
+                    Arc::new(loaded.take(block).unwrap_or_else(|| bytes.to_vec()))
+                })
+            };
+            ids.push(
+                st.graph
+                    .write_block(block, in_block.start, bytes, deps, base),
+            );
+        }
+        Ok(match ids[..] {
+            [one] => one,
+            _ => st.graph.create_empty(&ids),
+        })
+    }
+
+    /// An empty patch: no block, just dependencies. Committed once all of them are (at once
+    /// if they already are, so only an empty patch with an uncommitted dependency can gain
+    /// more with [`add_dependency`](Self::add_dependency)).
+    pub fn empty(&self, deps: &[PatchId]) -> Result<PatchId> {
+        let mut st = self.state.lock();
+        st.graph.check_known(deps)?;
+        Ok(st.graph.create_empty(deps))
+    }
+
+    /// Makes `after` (an empty patch still pending) depend on `before` as well.
+    pub fn add_dependency(&self, after: PatchId, before: PatchId) -> Result<()> {
+        self.state.lock().graph.add_dependency(after, before)
+    }
+
+    /// Reads the newest bytes (including patches not yet written).
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let blocks = self.blocks_of(IoOp::Read, offset, buf.len())?;
+        let (mut st, mut loaded) = self.lock_with_blocks(blocks.clone(), |_, _| true)?;
+        let mut fresh = Vec::new();
+        for block in blocks {
+            let Piece { in_block, in_range } = self.piece(offset, buf.len(), block);
+            let out = &mut buf[in_range];
+            if let Some(b) = st.graph.blocks.get(&block) {
+                out.copy_from_slice(&b.data[in_block]);
+            } else if let Some(data) = st.clean.get(block) {
+                out.copy_from_slice(&data[in_block]);
+            } else if let Some(data) = loaded.take(block) {
+                out.copy_from_slice(&data[in_block]);
+                fresh.push((block, data));
+            }
+        }
+        // Only now: inserting earlier could evict a block this read has yet to copy.
+        for (block, data) in fresh {
+            st.clean.insert(block, Arc::new(data));
+        }
+        Ok(())
+    }
+
+    /// Punches a hole in the disk through the cache, so cached copies of the range are
+    /// forgotten rather than read back stale. The range should hold no uncommitted patches:
+    /// their blocks would bring the old bytes back when written.
+    pub fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let bs = self.block_size as u64;
+        let (first, last) = (offset / bs, offset.saturating_add(len - 1) / bs);
+        {
+            let mut st = self.state.lock();
+            st.clean.forget(first, last);
+            st.disk_epoch += 1;
+        }
+        let punched = self.disk.punch_hole(offset, len);
+        // Also after: a block read from the disk while the hole was being punched is stale.
+        self.state.lock().disk_epoch += 1;
+        Ok(punched?)
+    }
+
+    pub fn state(&self, patch: PatchId) -> PatchState {
+        self.state.lock().graph.state(patch.0)
+    }
+
+    /// Writes and syncs until `patch` (and so everything it depends on) is committed, with as
+    /// few syncs as the dependencies allow.
+    pub fn flush_patch(&self, patch: PatchId) -> Result<()> {
+        self.state.lock().graph.check_known(&[patch])?;
+        self.flush_until(crate::plan::Goal::Patch(patch.0))
+    }
+
+    /// Writes and syncs until every patch created so far is committed.
+    pub fn flush_all(&self) -> Result<()> {
+        let last = self.state.lock().graph.last_id();
+        self.flush_until(crate::plan::Goal::UpTo(last))
+    }
+
+    /// Runs `action` once `patch` is committed: right away if it already is, else after the
+    /// sync that commits it (outside the cache's lock). An id the cache never handed out
+    /// never commits; its action is dropped.
+    pub fn when_committed(&self, patch: PatchId, action: Box<dyn FnOnce() + Send>) {
+        let mut st = self.state.lock();
+        if st.graph.check_known(&[patch]).is_err() {
+            tracing::warn!(?patch, "when_committed on a patch the cache never made");
+            return;
+        }
+        if st.graph.is_committed(patch.0) {
+            drop(st);
+            action();
+        } else {
+            st.callbacks.entry(patch.0).or_default().push(action);
+        }
+    }
+
+    /// Counts and sizes, computed by walking the live patches.
+    pub fn stats(&self) -> CacheStats {
+        let st = self.state.lock();
+        let graph = &st.graph;
+        let records: usize = graph.patches.values().map(|p| p.bookkeeping_bytes()).sum();
+        let block_lists: usize = graph
+            .blocks
+            .values()
+            .map(|b| b.patches.capacity() * std::mem::size_of::<u64>())
+            .sum();
+        let undo: usize = graph.patches.values().map(|p| p.undo_len()).sum();
+        let Counters {
+            created,
+            merged,
+            hard,
+            reverts,
+            block_writes,
+            syncs,
+        } = graph.counters.clone();
+        CacheStats {
+            live_patches: graph.patches.len() as u64,
+            patch_bytes: (records + block_lists) as u64,
+            undo_bytes: undo as u64,
+            dirty_bytes: (graph.blocks.len() * self.block_size) as u64,
+            dirty_blocks: graph.blocks.len() as u64,
+            patches_created: created,
+            patches_merged: merged,
+            hard_patches: hard,
+            reverts,
+            block_writes,
+            syncs,
+        }
+    }
+
+    /// The dependency graph of uncommitted patches in Graphviz `dot` format.
+    pub fn dump_dot(&self) -> String {
+        self.state.lock().graph.to_dot()
+    }
+
+    /// Why the cache refuses flushes, if an earlier write or sync failed.
+    pub fn failure(&self) -> Option<String> {
+        self.state.lock().failure.clone()
+    }
+}
+
+impl std::fmt::Debug for BlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockCache")
+            .field("disk", &self.disk)
+            .field("block_size", &self.block_size)
+            .finish()
+    }
+}

@@ -1,0 +1,62 @@
+//! Bringing blocks in from the disk without holding the cache's lock during the read.
+//!
+//! A block that is not cached has its newest bytes on the disk: blocks leave memory only
+//! once their patches are durable. The read happens unlocked, so a flush round (or a punched
+//! hole) may change the disk meanwhile; every such change bumps `disk_epoch`, and blocks read
+//! across a bump are read again.
+
+use crate::blockio;
+use crate::cache::{BlockCache, CacheState};
+use crate::Result;
+use parking_lot::MutexGuard;
+use std::collections::HashMap;
+use std::ops::RangeInclusive;
+
+/// Blocks read from the disk for one operation, valid while the disk epoch is unchanged.
+#[derive(Debug, Default)]
+pub(crate) struct Loaded {
+    epoch: u64,
+    blocks: HashMap<u64, Vec<u8>>,
+}
+
+impl Loaded {
+    pub fn take(&mut self, block: u64) -> Option<Vec<u8>> {
+        self.blocks.remove(&block)
+    }
+}
+
+impl BlockCache {
+    /// Locks the cache with every block of `blocks` for which `from_disk` says its bytes are
+    /// needed either cached or in the returned [`Loaded`]. Cached blocks take precedence.
+    pub(crate) fn lock_with_blocks(
+        &self,
+        blocks: RangeInclusive<u64>,
+        from_disk: impl Fn(&CacheState, u64) -> bool,
+    ) -> Result<(MutexGuard<'_, CacheState>, Loaded)> {
+        let mut loaded = Loaded::default();
+        loop {
+            let st = self.state.lock();
+            if st.disk_epoch != loaded.epoch {
+                loaded = Loaded {
+                    epoch: st.disk_epoch,
+                    blocks: HashMap::new(),
+                };
+            }
+            let missing: Vec<u64> = blocks
+                .clone()
+                .filter(|&b| {
+                    !st.is_cached(b) && !loaded.blocks.contains_key(&b) && from_disk(&st, b)
+                })
+                .collect();
+            if missing.is_empty() {
+                return Ok((st, loaded));
+            }
+            drop(st);
+            loaded.blocks.extend(blockio::read_blocks(
+                &*self.disk,
+                self.block_size,
+                &missing,
+            )?);
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The patch record: what one live (uncommitted) patch changes and what it waits for.
+
+use crate::PatchId;
+use std::ops::Range;
+use stitch_io::SECTOR_SIZE;
+
+/// A non-empty byte range inside one block, `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ByteRange {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl ByteRange {
+    pub fn new(start: usize, end: usize) -> ByteRange {
+        // Block sizes are capped well below u32::MAX (see `CacheConfig` normalisation).
+        ByteRange {
+            start: start as u32,
+            end: end as u32,
+        }
+    }
+
+    pub fn usize(self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    pub fn overlaps(self, other: ByteRange) -> bool {
+        self.start < other.end && other.start < self.end
+    }
+
+    /// Overlapping or adjacent: the union is one contiguous range.
+    pub fn touches(self, other: ByteRange) -> bool {
+        self.start <= other.end && other.start <= self.end
+    }
+
+    pub fn hull(self, other: ByteRange) -> ByteRange {
+        ByteRange {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
+    }
+
+    /// Whether both ranges of the block starting at disk byte `block_start` lie in one
+    /// sector, the unit the disk writes atomically.
+    pub fn one_sector_with(self, other: ByteRange, block_start: u64) -> bool {
+        let hull = self.hull(other);
+        let first = block_start + u64::from(hull.start);
+        let last = block_start + u64::from(hull.end) - 1;
+        first / SECTOR_SIZE == last / SECTOR_SIZE
+    }
+}
+
+/// One direct dependency, packed into a word (dependency lists are most of the bookkeeping).
+///
+/// An *ordered* dependency was asked for by the caller: its bytes must be durable before the
+/// dependent's, so the two share a block write only inside one sector. An *overlap*
+/// dependency is implicit (a later patch overwrote bytes of an earlier uncommitted one) and
+/// exists only so reverting stays correct: any write that carries both is fine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dep(u64);
+
+const OVERLAP_BIT: u64 = 1 << 63;
+
+impl Dep {
+    pub fn ordered(id: u64) -> Dep {
+        Dep(id)
+    }
+
+    pub fn overlap(id: u64) -> Dep {
+        Dep(id | OVERLAP_BIT)
+    }
+
+    pub fn id(self) -> u64 {
+        self.0 & !OVERLAP_BIT
+    }
+
+    pub fn is_overlap(self) -> bool {
+        self.0 & OVERLAP_BIT != 0
+    }
+}
+
+/// A live patch is pending or in flight; committed patches are forgotten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flight {
+    Pending,
+    /// Written in the current flush round, waiting for its sync.
+    InFlight,
+}
+
+#[derive(Debug)]
+pub(crate) enum PatchKind {
+    /// No block: commits once its dependencies have.
+    Empty {
+        /// Dependencies (counted with repeats) not committed yet.
+        waiting: u32,
+    },
+    Block {
+        block: u64,
+        /// The bytes changed. For a hard patch merged with non-adjacent writes this is their
+        /// hull, which only makes later overlap checks conservative.
+        range: ByteRange,
+        /// The bytes under `range` before the patch, to revert it from a block image that
+        /// must not carry it yet. `None`: a hard patch, which is never reverted.
+        undo: Option<Box<[u8]>>,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct Patch {
+    pub flight: Flight,
+    pub kind: PatchKind,
+    /// Direct dependencies that were not committed when they were added (some may have
+    /// committed since: a dependency that is no longer live is satisfied).
+    pub deps: Vec<Dep>,
+    /// Empty patches counting this one in their `waiting`.
+    pub empty_dependents: Vec<PatchId>,
+    /// Some patch depends on this one (if none does, no new dependency of it can close a cycle).
+    pub depended_on: bool,
+}
+
+impl Patch {
+    pub fn new(kind: PatchKind, deps: Vec<Dep>) -> Patch {
+        Patch {
+            flight: Flight::Pending,
+            kind,
+            deps,
+            empty_dependents: Vec::new(),
+            depended_on: false,
+        }
+    }
+
+    pub fn is_pending(&self) -> bool {
+        self.flight == Flight::Pending
+    }
+
+    /// The block and range a block patch changes.
+    pub fn target(&self) -> Option<(u64, ByteRange)> {
+        match self.kind {
+            PatchKind::Block { block, range, .. } => Some((block, range)),
+            PatchKind::Empty { .. } => None,
+        }
+    }
+
+    pub fn is_hard(&self) -> bool {
+        matches!(self.kind, PatchKind::Block { undo: None, .. })
+    }
+
+    pub fn undo_len(&self) -> usize {
+        match &self.kind {
+            PatchKind::Block {
+                undo: Some(undo), ..
+            } => undo.len(),
+            _ => 0,
+        }
+    }
+
+    /// Heap and record bytes this patch costs, for the patch-memory statistics.
+    pub fn bookkeeping_bytes(&self) -> usize {
+        std::mem::size_of::<Patch>()
+            + std::mem::size_of::<u64>() // its key in the patch table
+            + self.deps.capacity() * std::mem::size_of::<Dep>()
+            + self.empty_dependents.capacity() * std::mem::size_of::<PatchId>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_overlap_touch_and_share_sectors() {
+        let a = ByteRange::new(0, 100);
+        let b = ByteRange::new(100, 200);
+        assert!(!a.overlaps(b));
+        assert!(a.touches(b));
+        assert!(a.one_sector_with(b, 0));
+        assert!(!a.one_sector_with(ByteRange::new(500, 513), 0));
+        // Sectors are counted on disk offsets, not block offsets.
+        assert!(!a.one_sector_with(b, 400));
+        assert_eq!(a.hull(ByteRange::new(300, 310)), ByteRange::new(0, 310));
+    }
+
+    #[test]
+    fn deps_keep_their_kind() {
+        assert_eq!(Dep::ordered(7).id(), 7);
+        assert!(!Dep::ordered(7).is_overlap());
+        assert_eq!(Dep::overlap(7).id(), 7);
+        assert!(Dep::overlap(7).is_overlap());
+    }
+}

@@ -1,0 +1,144 @@
+//! Planning one flush round: which patches of which blocks may go to the disk now, and the
+//! block images that carry exactly those.
+//!
+//! A round writes blocks, then syncs once, then commits what it wrote; rounds never overlap,
+//! so when one is planned nothing is in flight. A patch may be written when each of its
+//! dependencies is committed, or is written in the same block write and either is an overlap
+//! dependency or lies in one sector with it (a crash tears writes only at sector boundaries).
+//! Writing every block that has such patches in each round gives the fewest syncs: a sync is
+//! spent only where a dependency chain crosses one.
+
+use crate::graph::{BlockBytes, PatchGraph};
+use crate::ids::IdSet;
+use crate::patch::{Flight, PatchKind};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// What a flush round writes to one block.
+#[derive(Debug)]
+pub(crate) struct BlockWrite {
+    pub block: u64,
+    /// The block with every patch not being written reverted.
+    pub image: BlockBytes,
+    /// The patches the image carries, now in flight.
+    pub patches: Vec<u64>,
+}
+
+/// Which patches a flush waits for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Goal {
+    /// One patch (and so everything it depends on).
+    Patch(u64),
+    /// Every patch with an id up to this one.
+    UpTo(u64),
+}
+
+impl PatchGraph {
+    pub fn reached(&self, goal: Goal) -> bool {
+        match goal {
+            Goal::Patch(id) => !self.patches.contains_key(&id),
+            Goal::UpTo(last) => !self.any_live_up_to(last),
+        }
+    }
+
+    /// Plans the next round toward `goal`: marks the patches to write in flight and returns
+    /// the block writes, in block order. For one patch, only blocks where something it needs
+    /// can be written are written; for everything, every block with a writable patch.
+    pub fn plan_round(&mut self, goal: Goal) -> Vec<BlockWrite> {
+        match goal {
+            Goal::UpTo(_) => {
+                let blocks: Vec<u64> = self.blocks.keys().copied().collect();
+                blocks
+                    .into_iter()
+                    .filter_map(|b| self.plan_block(b, None))
+                    .collect()
+            }
+            Goal::Patch(id) => {
+                let needed = self.closure(id);
+                let blocks: BTreeSet<u64> = needed
+                    .iter()
+                    .filter_map(|q| self.patches[q].target())
+                    .map(|(block, _)| block)
+                    .collect();
+                blocks
+                    .into_iter()
+                    .filter_map(|b| self.plan_block(b, Some(&needed)))
+                    .collect()
+            }
+        }
+    }
+
+    /// Marks the writable patches of `block` in flight and builds the image carrying them,
+    /// unless none is writable (or, with `needed`, none of the writable ones is needed).
+    fn plan_block(&mut self, block: u64, needed: Option<&IdSet>) -> Option<BlockWrite> {
+        let block_start = self.block_start(block);
+        let PatchGraph {
+            patches,
+            blocks,
+            counters,
+            ..
+        } = self;
+        let b = blocks.get(&block)?;
+        let mut written = Vec::new();
+        // Oldest first: a patch's same-block dependencies are older, so they are decided first.
+        for &q in &b.patches {
+            let p = &patches[&q];
+            let Some((_, range)) = p.target() else {
+                continue;
+            };
+            let writable = p.deps.iter().all(|d| match patches.get(&d.id()) {
+                None => true,
+                Some(dep) => {
+                    dep.flight == Flight::InFlight
+                        && dep.target().is_some_and(|(b, r)| {
+                            b == block && (d.is_overlap() || range.one_sector_with(r, block_start))
+                        })
+                }
+            });
+            if writable {
+                if let Some(p) = patches.get_mut(&q) {
+                    p.flight = Flight::InFlight;
+                }
+                written.push(q);
+            }
+        }
+        let useful = needed.map_or(true, |needed| written.iter().any(|q| needed.contains(q)));
+        if !useful {
+            for q in &written {
+                if let Some(p) = patches.get_mut(q) {
+                    p.flight = Flight::Pending;
+                }
+            }
+            return None;
+        }
+        if written.is_empty() {
+            return None;
+        }
+        // The image: the block with its still-pending patches reverted from their undo bytes,
+        // newest first. Hard patches are never pending here: they wait for nothing, so they
+        // are always written.
+        let mut reverted: Option<Vec<u8>> = None;
+        for q in b.patches.iter().rev() {
+            let p = &patches[q];
+            if let (
+                Flight::Pending,
+                PatchKind::Block {
+                    range,
+                    undo: Some(undo),
+                    ..
+                },
+            ) = (p.flight, &p.kind)
+            {
+                let image = reverted.get_or_insert_with(|| b.data.to_vec());
+                image[range.usize()].copy_from_slice(undo);
+                counters.reverts += 1;
+            }
+        }
+        let image = reverted.map_or_else(|| Arc::clone(&b.data), Arc::new);
+        Some(BlockWrite {
+            block,
+            image,
+            patches: written,
+        })
+    }
+}

@@ -1,0 +1,345 @@
+//! The record codec: one log record to bytes and back (format in the crate docs).
+
+use crate::{Lsn, OpId, TxnId};
+use std::fmt;
+
+/// Bytes of a record header (the payload follows).
+pub const RECORD_HEADER_LEN: usize = 28;
+
+/// A record's flags: how it ends its transaction, if it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Flags(pub u8);
+
+impl Flags {
+    /// Neither ends nor commits a transaction: a step of a multi-record transaction.
+    pub const NONE: Flags = Flags(0);
+    /// A single-record transaction, committed by this record alone.
+    pub const AUTOCOMMIT: Flags = Flags(1);
+    /// The last record of its transaction, which committed.
+    pub const COMMIT: Flags = Flags(2);
+    /// The last record of its transaction, which aborted.
+    pub const ABORT: Flags = Flags(4);
+    const ALL: u8 = 1 | 2 | 4;
+
+    pub fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+
+    /// True for a record that commits (AUTOCOMMIT or COMMIT).
+    pub fn commits(self) -> bool {
+        self.contains(Flags::AUTOCOMMIT) || self.contains(Flags::COMMIT)
+    }
+
+    /// True for a record that ends its transaction (AUTOCOMMIT, COMMIT or ABORT).
+    pub fn ends(self) -> bool {
+        self.0 != 0
+    }
+
+    /// Known bits only, and at most one of them.
+    pub fn is_valid(self) -> bool {
+        self.0 & !Self::ALL == 0 && self.0.count_ones() <= 1
+    }
+}
+
+impl std::ops::BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        Flags(self.0 | rhs.0)
+    }
+}
+
+/// One log record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    pub lsn: Lsn,
+    pub txn: TxnId,
+    pub op: OpId,
+    pub flags: Flags,
+    pub payload: Vec<u8>,
+}
+
+impl LogRecord {
+    /// Bytes the record takes in a segment.
+    pub fn encoded_len(&self) -> usize {
+        RECORD_HEADER_LEN + self.payload.len()
+    }
+}
+
+/// Why bytes do not decode as the expected record. Every case ends a log cleanly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordError {
+    /// Fewer bytes are left than a record header needs.
+    NoRoom { left: usize },
+    /// The header is all zeros: nothing was ever written here.
+    Zeros,
+    /// The length field runs past the end of the segment.
+    BadLength { len: u64, left: usize },
+    /// The CRC does not match: a torn or corrupt record, or a record of another epoch.
+    Checksum { stored: u32, computed: u32 },
+    /// The CRC matches but the flags or reserved bits are not valid.
+    BadFlags { flags: u8, reserved: u8 },
+    /// A valid record of this epoch, but not the next LSN (stale, or a gap).
+    UnexpectedLsn { found: Lsn, expected: Lsn },
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordError::NoRoom { left } => write!(f, "only {left} bytes left in the segment, too few for a record"),
+            RecordError::Zeros => write!(f, "no record written (zeros)"),
+            RecordError::BadLength { len, left } => {
+                write!(f, "payload length {len} runs past the segment end ({left} bytes left)")
+            }
+            RecordError::Checksum { stored, computed } => write!(
+                f,
+                "checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): torn, corrupt or another epoch's record"
+            ),
+            RecordError::BadFlags { flags, reserved } => {
+                write!(f, "invalid flags {flags:#04x} / reserved byte {reserved:#04x}")
+            }
+            RecordError::UnexpectedLsn { found, expected } => {
+                write!(f, "record has lsn {found} where lsn {expected} was expected (stale or out of order)")
+            }
+        }
+    }
+}
+
+fn checksum(epoch: u64, header_tail: &[u8], payload: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(&epoch.to_le_bytes());
+    let crc = crc32c::crc32c_append(crc, header_tail);
+    crc32c::crc32c_append(crc, payload)
+}
+
+/// The bytes of `record` in a segment of epoch `epoch`. The payload must fit in a `u32`
+/// (the writer guarantees it: a record never exceeds one zone).
+pub fn encode_record(epoch: u64, record: &LogRecord) -> Vec<u8> {
+    encode_parts(
+        epoch,
+        record.lsn,
+        record.txn,
+        record.op,
+        record.flags,
+        &record.payload,
+    )
+}
+
+/// [`encode_record`] without building a [`LogRecord`] first.
+pub(crate) fn encode_parts(
+    epoch: u64,
+    lsn: Lsn,
+    txn: TxnId,
+    op: OpId,
+    flags: Flags,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RECORD_HEADER_LEN + payload.len());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&lsn.to_le_bytes());
+    out.extend_from_slice(&txn.to_le_bytes());
+    out.extend_from_slice(&op.to_le_bytes());
+    out.push(flags.0);
+    out.push(0);
+    let crc = checksum(epoch, &out[4..RECORD_HEADER_LEN], payload);
+    out[..4].copy_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Decodes the record at the start of `bytes` (the rest of a segment), which must be the
+/// record `expected_lsn` of a log of epoch `epoch`. Returns it and the bytes it takes.
+pub fn decode_record(
+    bytes: &[u8],
+    epoch: u64,
+    expected_lsn: Lsn,
+) -> Result<(LogRecord, usize), RecordError> {
+    let Some(header) = bytes.get(..RECORD_HEADER_LEN) else {
+        return Err(RecordError::NoRoom { left: bytes.len() });
+    };
+    if header.iter().all(|&b| b == 0) {
+        return Err(RecordError::Zeros);
+    }
+    let u32_at =
+        |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+    let u64_at = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&header[i..i + 8]);
+        u64::from_le_bytes(b)
+    };
+    let left = bytes.len() - RECORD_HEADER_LEN;
+    let len = u32_at(4) as usize;
+    if len > left {
+        return Err(RecordError::BadLength {
+            len: len as u64,
+            left,
+        });
+    }
+    let payload = &bytes[RECORD_HEADER_LEN..RECORD_HEADER_LEN + len];
+    let stored = u32_at(0);
+    let computed = checksum(epoch, &header[4..], payload);
+    if stored != computed {
+        return Err(RecordError::Checksum { stored, computed });
+    }
+    let (flags, reserved) = (Flags(header[26]), header[27]);
+    if !flags.is_valid() || reserved != 0 {
+        return Err(RecordError::BadFlags {
+            flags: flags.0,
+            reserved,
+        });
+    }
+    let lsn = u64_at(8);
+    if lsn != expected_lsn {
+        return Err(RecordError::UnexpectedLsn {
+            found: lsn,
+            expected: expected_lsn,
+        });
+    }
+    let record = LogRecord {
+        lsn,
+        txn: u64_at(16),
+        op: u16::from_le_bytes([header[24], header[25]]),
+        flags,
+        payload: payload.to_vec(),
+    };
+    Ok((record, RECORD_HEADER_LEN + len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> LogRecord {
+        LogRecord {
+            lsn: 42,
+            txn: 7,
+            op: 3,
+            flags: Flags::COMMIT,
+            payload: b"hello, log".to_vec(),
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let r = sample();
+        let mut bytes = encode_record(9, &r);
+        assert_eq!(bytes.len(), r.encoded_len());
+        bytes.extend_from_slice(&[0xAB; 10]); // whatever follows does not matter
+        let (back, used) = decode_record(&bytes, 9, 42).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(used, r.encoded_len());
+        let empty = LogRecord {
+            payload: Vec::new(),
+            flags: Flags::NONE,
+            ..r
+        };
+        let bytes = encode_record(9, &empty);
+        assert_eq!(
+            decode_record(&bytes, 9, 42).unwrap(),
+            (empty, RECORD_HEADER_LEN)
+        );
+    }
+
+    #[test]
+    fn every_flipped_bit_is_rejected() {
+        let r = sample();
+        let bytes = encode_record(1, &r);
+        for i in 0..bytes.len() * 8 {
+            let mut bad = bytes.clone();
+            bad[i / 8] ^= 1 << (i % 8);
+            assert!(decode_record(&bad, 1, 42).is_err(), "bit {i}");
+        }
+    }
+
+    #[test]
+    fn wrong_epoch_fails_the_checksum() {
+        let bytes = encode_record(1, &sample());
+        assert!(matches!(
+            decode_record(&bytes, 2, 42),
+            Err(RecordError::Checksum { .. })
+        ));
+    }
+
+    #[test]
+    fn unexpected_lsn_is_rejected() {
+        let bytes = encode_record(1, &sample());
+        assert_eq!(
+            decode_record(&bytes, 1, 41),
+            Err(RecordError::UnexpectedLsn {
+                found: 42,
+                expected: 41
+            })
+        );
+        assert_eq!(
+            decode_record(&bytes, 1, 43),
+            Err(RecordError::UnexpectedLsn {
+                found: 42,
+                expected: 43
+            })
+        );
+    }
+
+    #[test]
+    fn truncated_and_empty_input() {
+        let bytes = encode_record(1, &sample());
+        for cut in 0..bytes.len() {
+            let err = decode_record(&bytes[..cut], 1, 42).unwrap_err();
+            if cut < RECORD_HEADER_LEN {
+                assert_eq!(err, RecordError::NoRoom { left: cut });
+            } else {
+                assert!(matches!(err, RecordError::BadLength { .. }), "{err:?}");
+            }
+        }
+        assert_eq!(decode_record(&[0; 100], 1, 1), Err(RecordError::Zeros));
+    }
+
+    #[test]
+    fn torn_payload_is_rejected() {
+        let r = LogRecord {
+            payload: vec![0x5A; 2000],
+            ..sample()
+        };
+        let mut bytes = encode_record(1, &r);
+        bytes[1500..].fill(0); // a later sector never reached the disk
+        assert!(matches!(
+            decode_record(&bytes, 1, 42),
+            Err(RecordError::Checksum { .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_flags_are_rejected_even_with_a_good_crc() {
+        for flags in [
+            Flags(8),
+            Flags::COMMIT | Flags::ABORT,
+            Flags::AUTOCOMMIT | Flags::COMMIT,
+        ] {
+            let bytes = encode_record(1, &LogRecord { flags, ..sample() });
+            assert!(matches!(
+                decode_record(&bytes, 1, 42),
+                Err(RecordError::BadFlags { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn flags() {
+        assert!(Flags::AUTOCOMMIT.commits() && Flags::COMMIT.commits());
+        assert!(!Flags::ABORT.commits() && Flags::ABORT.ends());
+        assert!(!Flags::NONE.ends() && !Flags::NONE.commits() && Flags::NONE.is_valid());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200), epoch: u64, lsn: u64) {
+            let _ = decode_record(&bytes, epoch, lsn);
+        }
+
+        #[test]
+        fn round_trips(lsn: u64, txn: u64, op: u16, flag in 0u8..4, payload in proptest::collection::vec(proptest::num::u8::ANY, 0..300), epoch: u64) {
+            let flags = [Flags::NONE, Flags::AUTOCOMMIT, Flags::COMMIT, Flags::ABORT][flag as usize];
+            let r = LogRecord { lsn, txn, op, flags, payload };
+            let bytes = encode_record(epoch, &r);
+            proptest::prop_assert_eq!(decode_record(&bytes, epoch, lsn).unwrap(), (r.clone(), r.encoded_len()));
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! The writing side of the log: creating a log, appending records, moving to the next
+//! segment, and giving back segments a checkpoint no longer needs.
+
+use crate::group::SyncState;
+use crate::record::{encode_parts, Flags, RECORD_HEADER_LEN};
+use crate::segment::{SegmentHeader, SEGMENT_HEADER_LEN};
+use crate::{LogPosition, Lsn, OpId, Result, TxnId, WalError};
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use stitch_patch::{PatchId, PatchState};
+use stitch_zone::{ZoneId, ZoneStore};
+
+/// One segment of the live log.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    zone: ZoneId,
+    seq: u64,
+    header_patch: PatchId,
+}
+
+/// What appending changes, under one lock so records enter the cache in LSN order.
+struct Writer {
+    /// The segments not yet released, oldest first; the last is the one being written.
+    segments: VecDeque<Segment>,
+    /// The zone preallocated for the next segment.
+    next_zone: ZoneId,
+    /// Where the next record goes in the current segment.
+    offset: u64,
+    next_lsn: Lsn,
+    /// Record patches not yet handed to a flush.
+    pending: Vec<PatchId>,
+}
+
+impl Writer {
+    fn current(&self) -> Segment {
+        // The writer always holds at least its current segment: `release_before` keeps the
+        // segment it is given and everything after it.
+        self.segments[self.segments.len() - 1]
+    }
+}
+
+/// A write-ahead log being written. Thread-safe: share it in an `Arc`.
+pub struct Wal {
+    pub(crate) zones: Arc<ZoneStore>,
+    epoch: u64,
+    start: LogPosition,
+    start_patch: PatchId,
+    max_payload: usize,
+    writer: Mutex<Writer>,
+    /// `next_lsn - 1`, readable without the writer lock.
+    last: AtomicU64,
+    pub(crate) durable: AtomicU64,
+    pub(crate) sync: Mutex<SyncState>,
+    pub(crate) synced: Condvar,
+    failure: OnceLock<WalError>,
+}
+
+impl fmt::Debug for Wal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wal")
+            .field("epoch", &self.epoch)
+            .field("start", &self.start)
+            .field("last_lsn", &self.last_lsn())
+            .field("durable_lsn", &self.durable_lsn())
+            .field("failure", &self.failure.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Wal {
+    /// Starts a brand-new log of epoch `epoch` whose first record will be `first_lsn` (at
+    /// least 1), in a fresh zone, preallocating the zone of its second segment.
+    ///
+    /// `epoch` must be larger than that of any log written before in this store (the db passes
+    /// the sequence number of the superblock it is about to write). Nothing may be appended
+    /// until the checkpoint naming [`start_position`](Self::start_position), which must depend
+    /// on [`start_patch`](Self::start_patch), is durable.
+    pub fn create(zones: Arc<ZoneStore>, epoch: u64, first_lsn: Lsn) -> Result<Wal> {
+        if first_lsn == 0 {
+            return Err(WalError::Invalid(
+                "a log's first lsn must be at least 1".into(),
+            ));
+        }
+        let zone_size = zones.zone_size() as usize;
+        let max_payload = zone_size
+            .checked_sub(SEGMENT_HEADER_LEN + RECORD_HEADER_LEN)
+            .ok_or_else(|| {
+                WalError::Invalid(format!(
+                    "zones of {zone_size} bytes cannot hold a log record"
+                ))
+            })?;
+        let zone = zones.alloc_zone()?;
+        let next_zone = match zones.alloc_zone() {
+            Ok(z) => z,
+            Err(e) => {
+                // Nothing was written into `zone`: hand it straight back.
+                let _ = zones.release_zone(zone, PatchId::NONE);
+                return Err(e.into());
+            }
+        };
+        let header = SegmentHeader {
+            epoch,
+            seq: 0,
+            first_lsn,
+            next_zone,
+        };
+        let header_patch = match zones
+            .cache()
+            .write(zones.zone_offset(zone), &header.encode(), &[])
+        {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = zones.release_zone(zone, PatchId::NONE);
+                let _ = zones.release_zone(next_zone, PatchId::NONE);
+                return Err(e.into());
+            }
+        };
+        zones.note_write(zone, header_patch);
+        let start = LogPosition {
+            zone,
+            offset: SEGMENT_HEADER_LEN as u32,
+            lsn: first_lsn,
+        };
+        let writer = Writer {
+            segments: VecDeque::from([Segment {
+                zone,
+                seq: 0,
+                header_patch,
+            }]),
+            next_zone,
+            offset: SEGMENT_HEADER_LEN as u64,
+            next_lsn: first_lsn,
+            pending: Vec::new(),
+        };
+        Ok(Wal {
+            zones,
+            epoch,
+            start,
+            start_patch: header_patch,
+            max_payload,
+            writer: Mutex::new(writer),
+            last: AtomicU64::new(first_lsn - 1),
+            durable: AtomicU64::new(first_lsn - 1),
+            sync: Mutex::new(SyncState::default()),
+            synced: Condvar::new(),
+            failure: OnceLock::new(),
+        })
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Where this log's first record goes: what the first checkpoint naming the log stores.
+    pub fn start_position(&self) -> LogPosition {
+        self.start
+    }
+
+    /// The patch writing the first segment's header; a checkpoint naming
+    /// [`start_position`](Self::start_position) must depend on it.
+    pub fn start_patch(&self) -> PatchId {
+        self.start_patch
+    }
+
+    /// The largest payload a record can carry (what fits in an empty segment).
+    pub fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    /// Where the next record goes, and the patch a checkpoint naming that position must depend
+    /// on (the current segment's header, which depends on every earlier segment's header).
+    pub fn position(&self) -> (LogPosition, PatchId) {
+        let w = self.writer.lock();
+        let seg = w.current();
+        (
+            LogPosition {
+                zone: seg.zone,
+                offset: w.offset as u32,
+                lsn: w.next_lsn,
+            },
+            seg.header_patch,
+        )
+    }
+
+    /// The LSN of the newest record appended (`first_lsn - 1` before any).
+    pub fn last_lsn(&self) -> Lsn {
+        self.last.load(Ordering::Acquire)
+    }
+
+    /// The zones the log holds, oldest first, ending with the preallocated next one.
+    pub fn zones(&self) -> Vec<ZoneId> {
+        let w = self.writer.lock();
+        w.segments
+            .iter()
+            .map(|s| s.zone)
+            .chain([w.next_zone])
+            .collect()
+    }
+
+    /// Appends a record and returns its LSN and where it starts. The record is in the block
+    /// cache at once (readable, not yet durable: see [`sync_to`](Self::sync_to)).
+    ///
+    /// `flags` holds at most one of AUTOCOMMIT, COMMIT, ABORT. A payload larger than
+    /// [`max_payload`](Self::max_payload) is rejected. Running out of space for the next
+    /// segment is an error the log survives; a failed write into the cache fails the log
+    /// for good.
+    pub fn append(
+        &self,
+        txn: TxnId,
+        op: OpId,
+        flags: Flags,
+        payload: &[u8],
+    ) -> Result<(Lsn, LogPosition)> {
+        let (lsn, position, _) = self.append_with_deps(txn, op, flags, payload, &[])?;
+        Ok((lsn, position))
+    }
+
+    /// [`append`](Self::append), with write-before dependencies of the caller's own (the
+    /// engaged patchgroups' tails) and the patch that writes the record returned, so the
+    /// caller can make its groups depend on it.
+    pub fn append_with_deps(
+        &self,
+        txn: TxnId,
+        op: OpId,
+        flags: Flags,
+        payload: &[u8],
+        extra_deps: &[PatchId],
+    ) -> Result<(Lsn, LogPosition, PatchId)> {
+        self.check_failed()?;
+        if !flags.is_valid() {
+            return Err(WalError::Invalid(format!(
+                "record flags {:#04x}: at most one of AUTOCOMMIT, COMMIT, ABORT",
+                flags.0
+            )));
+        }
+        if payload.len() > self.max_payload {
+            return Err(WalError::TooLarge {
+                len: payload.len(),
+                max: self.max_payload,
+            });
+        }
+        let len = (RECORD_HEADER_LEN + payload.len()) as u64;
+        let mut w = self.writer.lock();
+        self.check_failed()?;
+        if w.offset + len > self.zones.zone_size() {
+            self.next_segment(&mut w)?;
+        }
+        let lsn = w.next_lsn;
+        let seg = w.current();
+        let bytes = encode_parts(self.epoch, lsn, txn, op, flags, payload);
+        // The first record of a segment must not become durable before the header that
+        // makes the segment part of the log: a sync covering it then covers the header too.
+        let mut deps = if w.offset == SEGMENT_HEADER_LEN as u64 {
+            self.live(&[seg.header_patch])
+        } else {
+            Vec::new()
+        };
+        deps.extend(self.live(extra_deps));
+        let offset = self.zones.zone_offset(seg.zone) + w.offset;
+        let patch = self
+            .zones
+            .cache()
+            .write(offset, &bytes, &deps)
+            .map_err(|e| self.fail(e.into()))?;
+        self.zones.note_write(seg.zone, patch);
+        let position = LogPosition {
+            zone: seg.zone,
+            offset: w.offset as u32,
+            lsn,
+        };
+        w.offset += len;
+        w.next_lsn += 1;
+        if w.pending.last() != Some(&patch) {
+            w.pending.push(patch);
+        }
+        self.last.store(lsn, Ordering::Release);
+        Ok((lsn, position, patch))
+    }
+
+    /// Continues the log in the preallocated zone: writes its header (depending on the current
+    /// header, so headers become durable in order) and preallocates the zone after it.
+    fn next_segment(&self, w: &mut Writer) -> Result<()> {
+        // Allocate first: running out of space leaves the log as it was.
+        let after_next = self.zones.alloc_zone()?;
+        let cur = w.current();
+        let zone = w.next_zone;
+        let header = SegmentHeader {
+            epoch: self.epoch,
+            seq: cur.seq + 1,
+            first_lsn: w.next_lsn,
+            next_zone: after_next,
+        };
+        let deps = self.live(&[cur.header_patch]);
+        let header_patch =
+            match self
+                .zones
+                .cache()
+                .write(self.zones.zone_offset(zone), &header.encode(), &deps)
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = self.zones.release_zone(after_next, PatchId::NONE);
+                    return Err(self.fail(e.into()));
+                }
+            };
+        self.zones.note_write(zone, header_patch);
+        w.segments.push_back(Segment {
+            zone,
+            seq: header.seq,
+            header_patch,
+        });
+        w.next_zone = after_next;
+        w.offset = SEGMENT_HEADER_LEN as u64;
+        tracing::debug!(
+            zone,
+            seq = header.seq,
+            first_lsn = header.first_lsn,
+            "log moved to a new segment"
+        );
+        Ok(())
+    }
+
+    /// Gives back every segment wholly before `pos.zone` (a segment of this log, typically
+    /// from a checkpoint's position). Their zones are freed once `after` (the superblock patch
+    /// of the checkpoint that no longer needs them) and every write into them are durable.
+    pub fn release_before(&self, pos: LogPosition, after: PatchId) -> Result<()> {
+        let released: Vec<Segment> = {
+            let mut w = self.writer.lock();
+            let Some(index) = w.segments.iter().position(|s| s.zone == pos.zone) else {
+                return Err(WalError::Invalid(format!(
+                    "release_before({pos}): zone {} is not a live segment of this log",
+                    pos.zone
+                )));
+            };
+            w.segments.drain(..index).collect()
+        };
+        for seg in released {
+            self.zones.release_zone(seg.zone, after)?;
+            tracing::debug!(
+                zone = seg.zone,
+                seq = seg.seq,
+                ?after,
+                "log segment released"
+            );
+        }
+        Ok(())
+    }
+
+    /// Why the log refuses work, if an earlier write or flush failed.
+    pub fn failure(&self) -> Option<&WalError> {
+        self.failure.get()
+    }
+
+    pub(crate) fn check_failed(&self) -> Result<()> {
+        match self.failure.get() {
+            Some(e) => Err(WalError::Failed(Box::new(e.clone()))),
+            None => Ok(()),
+        }
+    }
+
+    /// Fails the log for good (the first failure is kept) and returns `error` for the caller.
+    pub(crate) fn fail(&self, error: WalError) -> WalError {
+        if self.failure.set(error.clone()).is_ok() {
+            tracing::error!(%error, "write-ahead log failed; it accepts no more records");
+        }
+        error
+    }
+
+    /// Takes the record patches not yet handed to a flush, and the LSN they reach.
+    pub(crate) fn take_pending(&self) -> (Vec<PatchId>, Lsn) {
+        let mut w = self.writer.lock();
+        (std::mem::take(&mut w.pending), w.next_lsn - 1)
+    }
+
+    /// The patches of `deps` not yet committed (a committed dependency is no dependency).
+    pub(crate) fn live(&self, deps: &[PatchId]) -> Vec<PatchId> {
+        let cache = self.zones.cache();
+        deps.iter()
+            .copied()
+            .filter(|&p| p != PatchId::NONE && cache.state(p) != PatchState::Committed)
+            .collect()
+    }
+}

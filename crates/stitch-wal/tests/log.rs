@@ -1,0 +1,417 @@
+//! Writing and reading logs: segments, positions, every way a log can end, releasing zones.
+
+mod common;
+
+use common::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+use stitch_io::{Disk, MemDisk};
+use stitch_patch::{PatchId, PatchState};
+use stitch_wal::*;
+use stitch_zone::{ZoneConfig, ZoneStore};
+
+/// Reads the whole log, returning its records with their positions, the end, and the zones.
+fn read_all(
+    zones: &ZoneStore,
+    start: LogPosition,
+    epoch: u64,
+) -> (Vec<(LogPosition, LogRecord)>, LogEnd, Vec<u32>) {
+    let mut reader = LogReader::open(zones, start, epoch).unwrap();
+    let mut out = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        out.push(r);
+    }
+    (out, reader.end().unwrap().clone(), reader.zones())
+}
+
+#[test]
+fn many_segments_round_trip() {
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 7);
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let mut appended = Vec::new();
+    for i in 0..3000u64 {
+        let len = if rng.gen_bool(0.05) {
+            rng.gen_range(4000..20000)
+        } else {
+            rng.gen_range(0..600)
+        };
+        let flags =
+            [Flags::NONE, Flags::AUTOCOMMIT, Flags::COMMIT, Flags::ABORT][rng.gen_range(0..4)];
+        let record = LogRecord {
+            lsn: i + 1,
+            txn: rng.gen_range(0..50),
+            op: rng.gen_range(1..9),
+            flags,
+            payload: payload(i, len),
+        };
+        let (lsn, pos) = wal
+            .append(record.txn, record.op, record.flags, &record.payload)
+            .unwrap();
+        assert_eq!(lsn, i + 1);
+        assert_eq!(pos.lsn, lsn);
+        appended.push((pos, record));
+    }
+    assert_eq!(wal.last_lsn(), 3000);
+    wal.sync_to(3000).unwrap();
+    assert_eq!(wal.durable_lsn(), 3000);
+    let log_zones = wal.zones();
+    assert!(
+        log_zones.len() > 40,
+        "expected many segments, got {}",
+        log_zones.len()
+    );
+
+    let reopened = reopen(disk);
+    let (records, end, zones_read) = read_all(&reopened, wal.start_position(), 7);
+    assert_eq!(records.len(), appended.len());
+    for (got, want) in records.iter().zip(&appended) {
+        assert_eq!(got, want);
+    }
+    assert_eq!(zones_read, log_zones);
+    assert_eq!(end.at, wal.position().0);
+    assert!(end.is_clean(), "{end}");
+    drop(zones);
+}
+
+#[test]
+fn reading_from_a_middle_position() {
+    let disk = mem_disk();
+    let (_zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
+    let mut positions = Vec::new();
+    for i in 0..500u64 {
+        positions.push(
+            wal.append(1, 1, Flags::AUTOCOMMIT, &payload(i, 300))
+                .unwrap()
+                .1,
+        );
+    }
+    wal.sync_to(500).unwrap();
+    let reopened = reopen(disk);
+    for &from in &[0usize, 1, 99, 250, 499] {
+        let (records, _, _) = read_all(&reopened, positions[from], 1);
+        assert_eq!(records.len(), 500 - from);
+        assert_eq!(records[0].0, positions[from]);
+    }
+}
+
+#[test]
+fn max_payload_fills_a_segment_and_larger_is_rejected() {
+    let disk = mem_disk();
+    let (_zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
+    let max = wal.max_payload();
+    assert_eq!(
+        max,
+        SMALL_ZONE as usize - SEGMENT_HEADER_LEN - RECORD_HEADER_LEN
+    );
+    assert_eq!(
+        wal.append(1, 1, Flags::NONE, &vec![1; max + 1]),
+        Err(WalError::TooLarge { len: max + 1, max })
+    );
+    wal.append(1, 1, Flags::NONE, b"small").unwrap();
+    wal.append(1, 1, Flags::NONE, &vec![2; max]).unwrap();
+    wal.append(1, 1, Flags::COMMIT, b"after").unwrap();
+    wal.sync_to(3).unwrap();
+    let (records, _, zones) = read_all(&reopen(disk), wal.start_position(), 1);
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[1].1.payload, vec![2; max]);
+    assert_eq!(records[1].0.offset as usize, SEGMENT_HEADER_LEN);
+    assert_eq!(
+        zones.len(),
+        4,
+        "three segments and the preallocated next zone"
+    );
+    assert!(wal.failure().is_none());
+}
+
+#[test]
+fn invalid_requests_are_errors() {
+    let (_zones, wal) = new_log(mem_disk(), SMALL_ZONE, 1);
+    assert!(matches!(
+        wal.append(1, 1, Flags::COMMIT | Flags::ABORT, b""),
+        Err(WalError::Invalid(_))
+    ));
+    assert!(matches!(
+        wal.append(1, 1, Flags(0x80), b""),
+        Err(WalError::Invalid(_))
+    ));
+    assert!(matches!(wal.sync_to(1), Err(WalError::Invalid(_))));
+    wal.sync_to(0).unwrap(); // nothing to do
+    let zones = create_store(mem_disk(), SMALL_ZONE);
+    assert!(matches!(
+        Wal::create(zones, 1, 0),
+        Err(WalError::Invalid(_))
+    ));
+    assert!(wal.failure().is_none());
+}
+
+/// A log of `n` autocommit records of 200 bytes, synced; returns the disk and positions.
+fn synced_log(n: u64, epoch: u64) -> (Arc<dyn Disk>, Vec<LogPosition>, LogPosition) {
+    let disk = mem_disk();
+    let (_zones, wal) = new_log(disk.clone(), SMALL_ZONE, epoch);
+    let positions = (0..n)
+        .map(|i| {
+            wal.append(9, 1, Flags::AUTOCOMMIT, &payload(i, 200))
+                .unwrap()
+                .1
+        })
+        .collect();
+    wal.sync_to(n).unwrap();
+    (disk, positions, wal.start_position())
+}
+
+fn disk_offset(pos: LogPosition) -> u64 {
+    pos.zone as u64 * SMALL_ZONE + pos.offset as u64
+}
+
+#[test]
+fn flipped_byte_ends_the_log_at_that_record() {
+    let (disk, positions, start) = synced_log(100, 3);
+    let mut byte = [0u8];
+    let at = disk_offset(positions[50]) + 40;
+    disk.read_at(at, &mut byte).unwrap();
+    disk.write_at(at, &[byte[0] ^ 0xFF]).unwrap();
+    let (records, end, _) = read_all(&reopen(disk), start, 3);
+    assert_eq!(records.len(), 50);
+    assert_eq!(end.at, positions[50]);
+    assert!(matches!(end.record, RecordError::Checksum { .. }), "{end}");
+    assert!(!end.is_clean());
+}
+
+#[test]
+fn record_of_another_epoch_ends_the_log() {
+    let (disk, _, start) = synced_log(10, 3);
+    let reopened = reopen(disk.clone());
+    let (_, end, _) = read_all(&reopened, start, 3);
+    // The right next lsn, but written by a log of epoch 2 (an earlier life of the zone).
+    let stale = LogRecord {
+        lsn: 11,
+        txn: 9,
+        op: 1,
+        flags: Flags::AUTOCOMMIT,
+        payload: payload(11, 200),
+    };
+    disk.write_at(disk_offset(end.at), &encode_record(2, &stale))
+        .unwrap();
+    let (records, end2, _) = read_all(&reopen(disk.clone()), start, 3);
+    assert_eq!(records.len(), 10);
+    assert_eq!(end2.at, end.at);
+    assert!(matches!(end2.record, RecordError::Checksum { .. }));
+    // The same record under the right epoch continues the log.
+    disk.write_at(disk_offset(end.at), &encode_record(3, &stale))
+        .unwrap();
+    assert_eq!(read_all(&reopen(disk), start, 3).0.len(), 11);
+}
+
+#[test]
+fn lsn_gap_or_stale_lsn_ends_the_log() {
+    let (disk, _, start) = synced_log(10, 3);
+    let end = read_all(&reopen(disk.clone()), start, 3).1;
+    for lsn in [12, 10, 1, u64::MAX] {
+        let r = LogRecord {
+            lsn,
+            txn: 9,
+            op: 1,
+            flags: Flags::AUTOCOMMIT,
+            payload: vec![],
+        };
+        disk.write_at(disk_offset(end.at), &encode_record(3, &r))
+            .unwrap();
+        let (records, end2, _) = read_all(&reopen(disk.clone()), start, 3);
+        assert_eq!(records.len(), 10);
+        assert_eq!(
+            end2.record,
+            RecordError::UnexpectedLsn {
+                found: lsn,
+                expected: 11
+            }
+        );
+        assert!(end2.is_clean());
+    }
+}
+
+#[test]
+fn truncated_record_ends_the_log() {
+    let (disk, positions, start) = synced_log(20, 3);
+    // Zero the second half of record 19 (index 18) and everything after: a torn write.
+    let from = disk_offset(positions[18]) + 100;
+    disk.write_at(from, &vec![0; 4096]).unwrap();
+    let (records, end, _) = read_all(&reopen(disk), start, 3);
+    assert_eq!(records.len(), 18);
+    assert_eq!(end.at, positions[18]);
+    // Zeroing the whole record reads as "nothing written".
+    let (disk, positions, start) = synced_log(20, 3);
+    disk.write_at(disk_offset(positions[5]), &vec![0; 8192])
+        .unwrap();
+    let (records, end, _) = read_all(&reopen(disk), start, 3);
+    assert_eq!(records.len(), 5);
+    assert_eq!(end.record, RecordError::Zeros);
+}
+
+#[test]
+fn bad_next_segment_header_ends_the_log_at_the_segment_end() {
+    // 64 KiB zones, 200-byte records: ~285 records per segment.
+    let (disk, positions, start) = synced_log(1000, 3);
+    let second = positions
+        .iter()
+        .position(|p| p.zone != positions[0].zone)
+        .unwrap();
+    let zone2 = positions[second].zone;
+    for (field, value) in [(0usize, 0xFFu8), (16, 4), (24, 9), (32, 1)] {
+        let (disk2, ..) = (disk.clone(),);
+        let mut header = [0u8; SEGMENT_HEADER_LEN];
+        disk2
+            .read_at(zone2 as u64 * SMALL_ZONE, &mut header)
+            .unwrap();
+        let mut h = SegmentHeader::decode(&header).unwrap();
+        let original = header;
+        if field == 0 {
+            header[0] ^= value; // bad magic
+        } else {
+            // A valid header, but not the continuation of this log.
+            match field {
+                16 => h.epoch = value as u64,
+                24 => h.seq = value as u64,
+                _ => h.first_lsn = value as u64,
+            }
+            header = h.encode();
+        }
+        disk2.write_at(zone2 as u64 * SMALL_ZONE, &header).unwrap();
+        let (records, end, zones) = read_all(&reopen(disk2.clone()), start, 3);
+        assert_eq!(records.len(), second, "field {field}");
+        assert!(end.next_segment.contains(&format!("zone {zone2}")), "{end}");
+        // The zone named as next is still part of the log (it was preallocated for it).
+        assert_eq!(zones, vec![positions[0].zone, zone2]);
+        disk2
+            .write_at(zone2 as u64 * SMALL_ZONE, &original)
+            .unwrap();
+    }
+    assert_eq!(read_all(&reopen(disk), start, 3).0.len(), 1000);
+}
+
+#[test]
+fn bad_start_header_is_an_error_naming_the_zone() {
+    let (disk, _, start) = synced_log(10, 3);
+    // Wrong epoch: the checkpoint names another log.
+    let err = LogReader::open(&reopen(disk.clone()), start, 4)
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains(&format!("zone {}", start.zone))
+            && err.to_string().contains("epoch"),
+        "{err}"
+    );
+    // Corrupt header.
+    disk.write_at(start.zone as u64 * SMALL_ZONE + 20, &[0xEE])
+        .unwrap();
+    let err = LogReader::open(&reopen(disk.clone()), start, 3)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(
+            err,
+            WalError::Corrupt {
+                what: "log segment header",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains(&format!("zone {}", start.zone)),
+        "{err}"
+    );
+    // Positions that cannot be in the log.
+    let zones = reopen(disk);
+    for bad in [
+        LogPosition { zone: 0, ..start },
+        LogPosition {
+            zone: 10_000,
+            ..start
+        },
+        LogPosition { offset: 3, ..start },
+        LogPosition {
+            offset: SMALL_ZONE as u32 + 1,
+            ..start
+        },
+    ] {
+        assert!(LogReader::open(&zones, bad, 3).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn release_before_frees_zones_only_after_the_patch_commits() {
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk, SMALL_ZONE, 1);
+    for i in 0..1000 {
+        wal.append(1, 1, Flags::AUTOCOMMIT, &payload(i, 200))
+            .unwrap();
+    }
+    wal.sync_to(1000).unwrap();
+    let log_zones = wal.zones();
+    assert_eq!(
+        log_zones.len(),
+        5,
+        "four segments and the next zone: {log_zones:?}"
+    );
+    let (pos, header) = wal.position();
+    assert_eq!(pos.zone, log_zones[3]);
+    // The checkpoint's superblock, not yet durable.
+    let superblock = zones.write_superblock(None, &[header]).unwrap();
+    assert_ne!(zones.cache().state(superblock), PatchState::Committed);
+    let owned = zones.stats().owned_zones;
+    wal.release_before(pos, superblock).unwrap();
+    assert_eq!(wal.zones(), log_zones[3..].to_vec());
+    assert_eq!(zones.stats().owned_zones, owned - 3);
+    // Not free yet: a new zone comes from growing the store, not from the released ones.
+    let fresh = zones.alloc_zone().unwrap();
+    assert!(!log_zones.contains(&fresh));
+    zones.cache().flush_patch(superblock).unwrap();
+    let mut reused = Vec::new();
+    for _ in 0..3 {
+        reused.push(zones.alloc_zone().unwrap());
+    }
+    reused.sort_unstable();
+    assert_eq!(reused, log_zones[..3].to_vec());
+    // Releasing from a zone that is not in the log is an error.
+    let bogus = LogPosition { zone: fresh, ..pos };
+    assert!(matches!(
+        wal.release_before(bogus, PatchId::NONE),
+        Err(WalError::Invalid(_))
+    ));
+}
+
+#[test]
+fn running_out_of_space_for_a_segment_is_not_fatal() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let cache = Arc::new(stitch_patch::BlockCache::new(disk, Default::default()));
+    // Zone 0 plus four zones: the log's two, then two more segments at most.
+    let config = ZoneConfig {
+        zone_size: SMALL_ZONE,
+        max_size: Some(5 * SMALL_ZONE),
+    };
+    let zones = Arc::new(ZoneStore::create(cache, config).unwrap());
+    let wal = Wal::create(zones.clone(), 1, 1).unwrap();
+    let mut appended = 0;
+    let err = loop {
+        match wal.append(1, 1, Flags::AUTOCOMMIT, &payload(appended, 1000)) {
+            Ok(_) => appended += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(err, WalError::Zone(stitch_zone::ZoneError::NoSpace(_))),
+        "{err}"
+    );
+    assert!(wal.failure().is_none());
+    wal.sync_to(appended).unwrap();
+    // Once a checkpoint lets old segments go, the log goes on.
+    let (pos, header) = wal.position();
+    let sb = zones.write_superblock(None, &[header]).unwrap();
+    wal.release_before(pos, sb).unwrap();
+    zones.cache().flush_patch(sb).unwrap();
+    wal.append(1, 1, Flags::AUTOCOMMIT, &payload(appended, 1000))
+        .unwrap();
+    wal.sync_to(appended + 1).unwrap();
+}

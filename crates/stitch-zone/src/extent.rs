@@ -1,0 +1,140 @@
+//! Extents: checksummed byte strings at a place in a zone.
+//!
+//! On disk an extent is a 16-byte header followed by its payload (format in
+//! `docs/format.md`). The checksum covers the header fields, the payload *and the extent's own
+//! address*, so a stale or misdirected extent (the right bytes at the wrong place) fails too.
+
+use crate::{Result, ZoneError};
+use std::fmt;
+
+pub const EXTENT_HEADER_LEN: usize = 16;
+const EXTENT_MAGIC: u16 = 0x5845; // "EX" little-endian
+const EXTENT_VERSION: u8 = 1;
+
+/// Where an extent lives: `len` counts the header and the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExtentAddr {
+    pub zone: u32,
+    pub offset: u32,
+    pub len: u32,
+}
+
+impl ExtentAddr {
+    pub const ENCODED_LEN: usize = 12;
+
+    pub fn payload_len(&self) -> usize {
+        self.len as usize - EXTENT_HEADER_LEN
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.zone.to_le_bytes());
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.extend_from_slice(&self.len.to_le_bytes());
+    }
+
+    /// Decodes an address; `None` if `bytes` is too short.
+    pub fn decode(bytes: &[u8]) -> Option<ExtentAddr> {
+        let b = bytes.get(..Self::ENCODED_LEN)?;
+        let word = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        Some(ExtentAddr {
+            zone: word(0),
+            offset: word(4),
+            len: word(8),
+        })
+    }
+}
+
+impl fmt::Display for ExtentAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "extent zone {} offset {} len {}",
+            self.zone, self.offset, self.len
+        )
+    }
+}
+
+/// What an extent holds; each kind can have its own release handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExtentKind(pub u8);
+
+impl ExtentKind {
+    pub const MANIFEST: ExtentKind = ExtentKind(1);
+    pub const RUN_BLOCK: ExtentKind = ExtentKind(2);
+    pub const RUN_INDEX: ExtentKind = ExtentKind(3);
+}
+
+fn checksum(addr: ExtentAddr, header: &[u8], payload: &[u8]) -> u32 {
+    let mut place = Vec::with_capacity(ExtentAddr::ENCODED_LEN);
+    addr.encode(&mut place);
+    let crc = crc32c::crc32c(&place);
+    let crc = crc32c::crc32c_append(crc, &header[..8]);
+    crc32c::crc32c_append(crc, payload)
+}
+
+/// The bytes of an extent at `addr` (header then payload).
+pub(crate) fn encode(addr: ExtentAddr, kind: ExtentKind, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(EXTENT_HEADER_LEN + payload.len());
+    out.extend_from_slice(&EXTENT_MAGIC.to_le_bytes());
+    out.push(EXTENT_VERSION);
+    out.push(kind.0);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let crc = checksum(addr, &out, payload);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Checks the bytes read at `addr` and returns the payload.
+pub(crate) fn decode(
+    addr: ExtentAddr,
+    kind: ExtentKind,
+    mut bytes: Vec<u8>,
+    place: String,
+) -> Result<Vec<u8>> {
+    let corrupt = |detail: String| ZoneError::Corrupt {
+        what: "extent",
+        place: place.clone(),
+        detail,
+    };
+    if bytes.len() < EXTENT_HEADER_LEN {
+        return Err(corrupt(format!(
+            "{} bytes is shorter than an extent header",
+            bytes.len()
+        )));
+    }
+    let magic = u16::from_le_bytes([bytes[0], bytes[1]]);
+    if magic != EXTENT_MAGIC {
+        return Err(corrupt(format!("bad magic {magic:#06x}")));
+    }
+    if bytes[2] != EXTENT_VERSION {
+        return Err(corrupt(format!("unsupported extent version {}", bytes[2])));
+    }
+    if bytes[3] != kind.0 {
+        return Err(corrupt(format!(
+            "holds kind {} where kind {} was expected",
+            bytes[3], kind.0
+        )));
+    }
+    let len = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+    if len != addr.payload_len() {
+        return Err(corrupt(format!(
+            "payload length {len} does not match the address ({})",
+            addr.payload_len()
+        )));
+    }
+    let stored = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    let computed = checksum(
+        addr,
+        &bytes[..EXTENT_HEADER_LEN],
+        &bytes[EXTENT_HEADER_LEN..],
+    );
+    if stored != computed {
+        return Err(corrupt(format!(
+            "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+        )));
+    }
+    bytes.drain(..EXTENT_HEADER_LEN);
+    Ok(bytes)
+}

@@ -1,0 +1,633 @@
+//! The zone store: space allocation, extents with reference counts, and the superblocks.
+
+use crate::extent::{self, ExtentAddr, ExtentKind, EXTENT_HEADER_LEN};
+use crate::superblock::{Superblock, SLOT_OFFSETS, SUPERBLOCK_LEN};
+use crate::{Result, ZoneError};
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use stitch_patch::{BlockCache, PatchId};
+
+pub type ZoneId = u32;
+
+/// Runs when an extent's reference count drops to zero (Goby's per-type garbage handler):
+/// a run index, say, releases the blocks it points to.
+pub type ReleaseHandler = Arc<dyn Fn(ExtentAddr) + Send + Sync>;
+
+/// Extents start at multiples of this within a zone.
+const EXTENT_ALIGN: u64 = 16;
+const MIN_ZONE_SIZE: u64 = 64 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct ZoneConfig {
+    /// Bytes per zone: a multiple of 4096, at least 64 KiB and below 4 GiB.
+    pub zone_size: u64,
+    /// The store never grows past this many bytes (`None`: until the disk is full).
+    pub max_size: Option<u64>,
+}
+
+impl Default for ZoneConfig {
+    fn default() -> Self {
+        ZoneConfig {
+            zone_size: 8 << 20,
+            max_size: None,
+        }
+    }
+}
+
+impl ZoneConfig {
+    fn validate(&self) -> Result<()> {
+        if self.zone_size < MIN_ZONE_SIZE || self.zone_size % 4096 != 0 || self.zone_size >= 1 << 32
+        {
+            return Err(ZoneError::Config(format!(
+                "zone size {} must be a multiple of 4096 between 64 KiB and 4 GiB",
+                self.zone_size
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What a zone is used for right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ZoneUse {
+    /// Zone 0: the superblocks.
+    Super,
+    /// Holds nothing; on the free list.
+    Free,
+    /// Extents are being appended here.
+    Open,
+    /// Holds extents; no more are appended (after a restart, every zone with live extents).
+    Closed,
+    /// Belongs whole to one owner (a log segment).
+    Owned,
+    /// Emptied; freed once its last write is committed (so no pending patch lands in a
+    /// reused zone).
+    Freeing,
+    /// Open before `finish_open`: not yet known to hold anything.
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Zone {
+    usage: ZoneUse,
+    /// Bytes of live extents (headers included).
+    live: u64,
+    /// Where the next extent goes (for an open zone).
+    write_ptr: u64,
+    /// The newest patch written into the zone.
+    last_write: PatchId,
+}
+
+struct RefEntry {
+    kind: ExtentKind,
+    refs: u32,
+}
+
+struct State {
+    zones: Vec<Zone>,
+    free: BTreeSet<ZoneId>,
+    open: Option<ZoneId>,
+    refs: HashMap<(ZoneId, u32), (u32, RefEntry)>,
+    handlers: HashMap<ExtentKind, ReleaseHandler>,
+    superblock: Superblock,
+    superblock_patch: PatchId,
+    /// Zones emptied under the lock, to be handed to the cache's `when_committed` after it.
+    to_free: Vec<(ZoneId, PatchId)>,
+}
+
+/// Counts for `stitchdb stats` and defragmentation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ZoneStats {
+    pub zone_size: u64,
+    pub zones: u64,
+    pub free_zones: u64,
+    pub owned_zones: u64,
+    pub extent_zones: u64,
+    pub live_extents: u64,
+    pub live_bytes: u64,
+    /// Bytes of extent zones not holding live extents (holes left by released extents).
+    pub dead_bytes: u64,
+    /// Live bytes of each extent zone, by zone id.
+    pub zone_live: Vec<(ZoneId, u64)>,
+}
+
+/// One store's zones. See the crate docs.
+pub struct ZoneStore {
+    cache: Arc<BlockCache>,
+    config: ZoneConfig,
+    state: Arc<Mutex<State>>,
+}
+
+impl ZoneStore {
+    /// Formats a new store on the cache's disk: zone 0 and an empty superblock, made durable.
+    pub fn create(cache: Arc<BlockCache>, config: ZoneConfig) -> Result<ZoneStore> {
+        config.validate()?;
+        let disk = cache.disk().clone();
+        if disk.len() < config.zone_size {
+            disk.grow(config.zone_size)?;
+        }
+        let superblock = Superblock {
+            seq: 0,
+            zone_size: config.zone_size,
+            block_size: cache.block_size() as u32,
+            root: None,
+        };
+        let store = Self::with_zones(cache, config, superblock, disk.len());
+        store.finish_open()?;
+        // Both slots get a valid superblock, so a torn first update still finds one.
+        store.write_superblock(None, &[])?;
+        store.write_superblock(None, &[])?;
+        store.cache.flush_all()?;
+        Ok(store)
+    }
+
+    /// Opens a store: reads the superblocks and returns the newest valid one. Every other zone
+    /// is `Unknown` until the upper layers [`claim_zone`](Self::claim_zone) and
+    /// [`mark_live`](Self::mark_live) what they use and call [`finish_open`](Self::finish_open).
+    pub fn open(cache: Arc<BlockCache>, config: ZoneConfig) -> Result<(ZoneStore, Superblock)> {
+        let disk = cache.disk().clone();
+        let mut best: Option<Superblock> = None;
+        let mut errors = Vec::new();
+        for (slot, &offset) in SLOT_OFFSETS.iter().enumerate() {
+            let mut buf = vec![0u8; SUPERBLOCK_LEN];
+            if offset + SUPERBLOCK_LEN as u64 > disk.len() {
+                continue;
+            }
+            cache.read(offset, &mut buf)?;
+            match Superblock::decode(&buf) {
+                Ok(Some(sb)) if sb.slot() == slot => {
+                    if best.is_none_or(|b| sb.seq > b.seq) {
+                        best = Some(sb);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        let Some(superblock) = best else {
+            if let Some(e) = errors.pop() {
+                return Err(e);
+            }
+            return Err(ZoneError::NotAStore(format!(
+                "{}: neither superblock slot (bytes 0 and 4096) holds a valid StitchDB superblock",
+                disk.describe()
+            )));
+        };
+        let config = ZoneConfig {
+            zone_size: superblock.zone_size,
+            ..config
+        };
+        config.validate()?;
+        if superblock.block_size as usize != cache.block_size() {
+            return Err(ZoneError::Config(format!(
+                "store uses {}-byte blocks, the cache {}",
+                superblock.block_size,
+                cache.block_size()
+            )));
+        }
+        let store = Self::with_zones(cache, config, superblock, disk.len());
+        Ok((store, superblock))
+    }
+
+    fn with_zones(
+        cache: Arc<BlockCache>,
+        config: ZoneConfig,
+        superblock: Superblock,
+        disk_len: u64,
+    ) -> ZoneStore {
+        let count = (disk_len / config.zone_size).max(1) as usize;
+        let unknown = Zone {
+            usage: ZoneUse::Unknown,
+            live: 0,
+            write_ptr: 0,
+            last_write: PatchId::NONE,
+        };
+        let mut zones = vec![unknown; count];
+        zones[0].usage = ZoneUse::Super;
+        let state = State {
+            zones,
+            free: BTreeSet::new(),
+            open: None,
+            refs: HashMap::new(),
+            handlers: HashMap::new(),
+            superblock,
+            superblock_patch: PatchId::NONE,
+            to_free: Vec::new(),
+        };
+        ZoneStore {
+            cache,
+            config,
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    pub fn cache(&self) -> &Arc<BlockCache> {
+        &self.cache
+    }
+
+    pub fn zone_size(&self) -> u64 {
+        self.config.zone_size
+    }
+
+    /// The disk byte where `zone` starts.
+    pub fn zone_offset(&self, zone: ZoneId) -> u64 {
+        zone as u64 * self.config.zone_size
+    }
+
+    /// The largest payload one extent can carry.
+    pub fn max_payload(&self) -> usize {
+        (self.config.zone_size as usize) - EXTENT_HEADER_LEN
+    }
+
+    /// The newest superblock (written or read).
+    pub fn superblock(&self) -> Superblock {
+        self.state.lock().superblock
+    }
+
+    /// The patch that wrote the newest superblock.
+    pub fn superblock_patch(&self) -> PatchId {
+        self.state.lock().superblock_patch
+    }
+
+    pub fn set_release_handler(&self, kind: ExtentKind, handler: ReleaseHandler) {
+        self.state.lock().handlers.insert(kind, handler);
+    }
+
+    // ---- opening -------------------------------------------------------------------------
+
+    /// At open: `zone` belongs whole to an owner (a log segment found by recovery).
+    pub fn claim_zone(&self, zone: ZoneId) -> Result<()> {
+        let mut st = self.state.lock();
+        let z = Self::zone_mut(&mut st, zone)?;
+        if z.usage != ZoneUse::Unknown {
+            return Err(ZoneError::Corrupt {
+                what: "zone map",
+                place: format!("zone {zone}"),
+                detail: format!("claimed twice or already in use ({:?})", z.usage),
+            });
+        }
+        z.usage = ZoneUse::Owned;
+        Ok(())
+    }
+
+    /// At open: the extent at `addr` is referenced by a live structure (once per reference).
+    pub fn mark_live(&self, addr: ExtentAddr, kind: ExtentKind) -> Result<()> {
+        let mut st = self.state.lock();
+        self.check_addr(addr)?;
+        let z = Self::zone_mut(&mut st, addr.zone)?;
+        match z.usage {
+            ZoneUse::Unknown => z.usage = ZoneUse::Closed,
+            ZoneUse::Closed => {}
+            other => {
+                return Err(ZoneError::Corrupt {
+                    what: "zone map",
+                    place: format!("{addr}"),
+                    detail: format!("extent in a zone that is {other:?}"),
+                })
+            }
+        }
+        let entry = st
+            .refs
+            .entry((addr.zone, addr.offset))
+            .or_insert((addr.len, RefEntry { kind, refs: 0 }));
+        entry.1.refs += 1;
+        if entry.1.refs == 1 {
+            st.zones[addr.zone as usize].live += addr.len as u64;
+        }
+        Ok(())
+    }
+
+    /// Ends opening: zones nobody claimed or marked are free.
+    pub fn finish_open(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let mut freed = Vec::new();
+        for (id, z) in st.zones.iter_mut().enumerate() {
+            if z.usage == ZoneUse::Unknown {
+                z.usage = ZoneUse::Free;
+                freed.push(id as ZoneId);
+            }
+        }
+        st.free.extend(freed.iter().copied());
+        drop(st);
+        for zone in freed {
+            self.cache
+                .punch_hole(self.zone_offset(zone), self.config.zone_size)?;
+        }
+        Ok(())
+    }
+
+    // ---- extents ---------------------------------------------------------------------------
+
+    /// Appends an extent holding `payload`, to reach the disk after `deps`. Its reference
+    /// count starts at one. Returns its address and the patch that writes it.
+    pub fn append(
+        &self,
+        kind: ExtentKind,
+        payload: &[u8],
+        deps: &[PatchId],
+    ) -> Result<(ExtentAddr, PatchId)> {
+        let total = (EXTENT_HEADER_LEN + payload.len()) as u64;
+        if total > self.config.zone_size {
+            let addr = ExtentAddr {
+                zone: 0,
+                offset: 0,
+                len: total.min(u32::MAX as u64) as u32,
+            };
+            return Err(ZoneError::TooLarge(addr, self.config.zone_size));
+        }
+        let mut st = self.state.lock();
+        let zone = self.zone_with_room(&mut st, total)?;
+        let offset = st.zones[zone as usize].write_ptr;
+        let addr = ExtentAddr {
+            zone,
+            offset: offset as u32,
+            len: total as u32,
+        };
+        let bytes = extent::encode(addr, kind, payload);
+        let patch = self
+            .cache
+            .write(self.zone_offset(zone) + offset, &bytes, deps)?;
+        let z = &mut st.zones[zone as usize];
+        z.write_ptr = (offset + total).next_multiple_of(EXTENT_ALIGN);
+        z.live += total;
+        z.last_write = z.last_write.max(patch);
+        st.refs
+            .insert((zone, addr.offset), (addr.len, RefEntry { kind, refs: 1 }));
+        drop(st);
+        self.schedule_frees();
+        Ok((addr, patch))
+    }
+
+    fn zone_with_room(&self, st: &mut State, total: u64) -> Result<ZoneId> {
+        if let Some(open) = st.open {
+            if st.zones[open as usize].write_ptr + total <= self.config.zone_size {
+                return Ok(open);
+            }
+            st.open = None;
+            Self::retire(st, open, ZoneUse::Closed);
+        }
+        let zone = self.take_free_zone(st)?;
+        st.zones[zone as usize] = Zone {
+            usage: ZoneUse::Open,
+            live: 0,
+            write_ptr: 0,
+            last_write: PatchId::NONE,
+        };
+        st.open = Some(zone);
+        Ok(zone)
+    }
+
+    /// Reads and verifies the extent at `addr`, which must hold `kind`.
+    pub fn read(&self, addr: ExtentAddr, kind: ExtentKind) -> Result<Vec<u8>> {
+        self.check_addr(addr)?;
+        let mut bytes = vec![0u8; addr.len as usize];
+        let disk_offset = self.zone_offset(addr.zone) + addr.offset as u64;
+        self.cache.read(disk_offset, &mut bytes)?;
+        extent::decode(
+            addr,
+            kind,
+            bytes,
+            format!("{addr} (disk byte {disk_offset})"),
+        )
+    }
+
+    fn check_addr(&self, addr: ExtentAddr) -> Result<()> {
+        let zones = self.cache.disk().len() / self.config.zone_size;
+        let fits = (addr.len as usize) >= EXTENT_HEADER_LEN
+            && addr.zone >= 1
+            && (addr.zone as u64) < zones
+            && addr.offset as u64 + addr.len as u64 <= self.config.zone_size;
+        if !fits {
+            return Err(ZoneError::Corrupt {
+                what: "extent address",
+                place: format!("{addr}"),
+                detail: format!(
+                    "outside the store ({zones} zones of {} bytes)",
+                    self.config.zone_size
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds a reference to a live extent. Fails on an extent whose count already reached zero
+    /// (Goby: a dying extent cannot be revived).
+    pub fn incref(&self, addr: ExtentAddr) -> Result<()> {
+        let mut st = self.state.lock();
+        match st.refs.get_mut(&(addr.zone, addr.offset)) {
+            Some((_, entry)) => {
+                entry.refs += 1;
+                Ok(())
+            }
+            None => Err(ZoneError::Dead(addr)),
+        }
+    }
+
+    /// Drops a reference. At zero the extent's release handler runs and its bytes stop
+    /// counting as live; a zone left with nothing live is freed once its writes are durable.
+    /// Call it only once no durable root can reach the extent any more.
+    pub fn decref(&self, addr: ExtentAddr) -> Result<()> {
+        let mut st = self.state.lock();
+        let key = (addr.zone, addr.offset);
+        let Some((len, entry)) = st.refs.get_mut(&key) else {
+            return Err(ZoneError::Dead(addr));
+        };
+        entry.refs -= 1;
+        if entry.refs > 0 {
+            return Ok(());
+        }
+        let (len, kind) = (*len as u64, entry.kind);
+        st.refs.remove(&key);
+        let z = &mut st.zones[addr.zone as usize];
+        z.live -= len;
+        if z.live == 0 && z.usage == ZoneUse::Closed {
+            Self::retire(&mut st, addr.zone, ZoneUse::Freeing);
+        }
+        let handler = st.handlers.get(&kind).cloned();
+        drop(st);
+        self.schedule_frees();
+        if let Some(handler) = handler {
+            handler(addr);
+        }
+        Ok(())
+    }
+
+    /// Reference count of an extent (0 if not live).
+    pub fn refs(&self, addr: ExtentAddr) -> u32 {
+        self.state
+            .lock()
+            .refs
+            .get(&(addr.zone, addr.offset))
+            .map_or(0, |(_, e)| e.refs)
+    }
+
+    // ---- whole zones -----------------------------------------------------------------------
+
+    /// Takes a free zone for one owner (a log segment). Its old contents are not cleared.
+    pub fn alloc_zone(&self) -> Result<ZoneId> {
+        let mut st = self.state.lock();
+        let zone = self.take_free_zone(&mut st)?;
+        st.zones[zone as usize] = Zone {
+            usage: ZoneUse::Owned,
+            live: 0,
+            write_ptr: 0,
+            last_write: PatchId::NONE,
+        };
+        Ok(zone)
+    }
+
+    /// Gives back an owned zone, once `after` is committed (the checkpoint that stopped
+    /// referencing it) and every write into it is too.
+    pub fn release_zone(&self, zone: ZoneId, after: PatchId) -> Result<()> {
+        let mut st = self.state.lock();
+        let z = Self::zone_mut(&mut st, zone)?;
+        if z.usage != ZoneUse::Owned {
+            return Err(ZoneError::Corrupt {
+                what: "zone map",
+                place: format!("zone {zone}"),
+                detail: format!("released but not owned ({:?})", z.usage),
+            });
+        }
+        z.last_write = z.last_write.max(after);
+        Self::retire(&mut st, zone, ZoneUse::Freeing);
+        drop(st);
+        self.schedule_frees();
+        Ok(())
+    }
+
+    /// Notes that the owner of `zone` wrote `patch` into it (so freeing waits for it).
+    pub fn note_write(&self, zone: ZoneId, patch: PatchId) {
+        let mut st = self.state.lock();
+        if let Some(z) = st.zones.get_mut(zone as usize) {
+            z.last_write = z.last_write.max(patch);
+        }
+    }
+
+    /// Moves a zone to `usage`. A zone left empty goes to `Freeing` and is queued for
+    /// [`schedule_frees`](Self::schedule_frees).
+    fn retire(st: &mut State, zone: ZoneId, usage: ZoneUse) {
+        let z = &mut st.zones[zone as usize];
+        z.usage = usage;
+        if usage == ZoneUse::Closed && z.live == 0 {
+            z.usage = ZoneUse::Freeing;
+        }
+        if z.usage == ZoneUse::Freeing {
+            st.to_free.push((zone, z.last_write));
+        }
+    }
+
+    /// Returns queued zones to the free list once their last write is committed, so a pending
+    /// patch can never land in a zone that was reused meanwhile. Called without the lock held:
+    /// the cache may run the action at once.
+    fn schedule_frees(&self) {
+        let queued = std::mem::take(&mut self.state.lock().to_free);
+        for (zone, last_write) in queued {
+            let state = Arc::downgrade(&self.state);
+            let cache = self.cache.clone();
+            let (offset, len) = (self.zone_offset(zone), self.config.zone_size);
+            self.cache.when_committed(
+                last_write,
+                Box::new(move || {
+                    // Punching only returns space: if it fails the zone holds garbage, never harm.
+                    let _ = cache.punch_hole(offset, len);
+                    if let Some(state) = state.upgrade() {
+                        let mut st = state.lock();
+                        if st.zones[zone as usize].usage == ZoneUse::Freeing {
+                            st.zones[zone as usize].usage = ZoneUse::Free;
+                            st.free.insert(zone);
+                        }
+                    }
+                }),
+            );
+        }
+    }
+
+    fn take_free_zone(&self, st: &mut State) -> Result<ZoneId> {
+        if let Some(zone) = st.free.pop_first() {
+            return Ok(zone);
+        }
+        let disk = self.cache.disk();
+        let zone = st.zones.len() as ZoneId;
+        let new_len = (zone as u64 + 1) * self.config.zone_size;
+        if self.config.max_size.is_some_and(|max| new_len > max) {
+            return Err(ZoneError::NoSpace(format!(
+                "the store reached its size limit of {} bytes",
+                self.config.max_size.unwrap_or(0)
+            )));
+        }
+        disk.grow(new_len).map_err(|e| match e.kind {
+            stitch_io::IoErrorKind::NoSpace => ZoneError::NoSpace(e.to_string()),
+            _ => ZoneError::Io(e),
+        })?;
+        st.zones.push(Zone {
+            usage: ZoneUse::Free,
+            live: 0,
+            write_ptr: 0,
+            last_write: PatchId::NONE,
+        });
+        Ok(zone)
+    }
+
+    fn zone_mut(st: &mut State, zone: ZoneId) -> Result<&mut Zone> {
+        st.zones
+            .get_mut(zone as usize)
+            .filter(|_| zone != 0)
+            .ok_or_else(|| ZoneError::Corrupt {
+                what: "zone number",
+                place: format!("zone {zone}"),
+                detail: "outside the store".into(),
+            })
+    }
+
+    // ---- superblock ------------------------------------------------------------------------
+
+    /// Writes the next superblock pointing at `root`, after `deps`. Superblock writes are
+    /// serialized: the previous one is made durable first, so at most one slot is ever in
+    /// flight and the other always holds a durable, valid superblock.
+    pub fn write_superblock(&self, root: Option<ExtentAddr>, deps: &[PatchId]) -> Result<PatchId> {
+        let previous = self.state.lock().superblock_patch;
+        self.cache.flush_patch(previous)?;
+        let mut st = self.state.lock();
+        let sb = Superblock {
+            seq: st.superblock.seq + 1,
+            root,
+            ..st.superblock
+        };
+        let patch = self
+            .cache
+            .write(SLOT_OFFSETS[sb.slot()], &sb.encode(), deps)?;
+        st.superblock = sb;
+        st.superblock_patch = patch;
+        Ok(patch)
+    }
+
+    pub fn stats(&self) -> ZoneStats {
+        let st = self.state.lock();
+        let mut s = ZoneStats {
+            zone_size: self.config.zone_size,
+            zones: st.zones.len() as u64,
+            ..Default::default()
+        };
+        for (id, z) in st.zones.iter().enumerate() {
+            match z.usage {
+                ZoneUse::Free | ZoneUse::Freeing => s.free_zones += 1,
+                ZoneUse::Owned => s.owned_zones += 1,
+                ZoneUse::Open | ZoneUse::Closed => {
+                    s.extent_zones += 1;
+                    s.live_bytes += z.live;
+                    let used = if z.usage == ZoneUse::Open {
+                        z.write_ptr
+                    } else {
+                        self.config.zone_size
+                    };
+                    s.dead_bytes += used.saturating_sub(z.live);
+                    s.zone_live.push((id as ZoneId, z.live));
+                }
+                ZoneUse::Super | ZoneUse::Unknown => {}
+            }
+        }
+        s.live_extents = st.refs.len() as u64;
+        s
+    }
+}

@@ -1,0 +1,243 @@
+//! Zone store: superblocks, extents, reference counts and zone reuse.
+
+use parking_lot::Mutex;
+use std::sync::Arc;
+use stitch_io::{Disk, MemDisk, SimConfig, SimDisk};
+use stitch_patch::{BlockCache, CacheConfig};
+use stitch_zone::{ExtentAddr, ExtentKind, ZoneConfig, ZoneError, ZoneStore};
+
+const ZONE: u64 = 64 * 1024;
+
+fn config() -> ZoneConfig {
+    ZoneConfig {
+        zone_size: ZONE,
+        max_size: None,
+    }
+}
+
+fn cache(disk: Arc<dyn Disk>) -> Arc<BlockCache> {
+    Arc::new(BlockCache::new(disk, CacheConfig::default()))
+}
+
+fn new_store() -> (Arc<dyn Disk>, ZoneStore) {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let store = ZoneStore::create(cache(disk.clone()), config()).unwrap();
+    (disk, store)
+}
+
+#[test]
+fn extents_round_trip_and_survive_reopen() {
+    let (disk, store) = new_store();
+    let (a, _) = store
+        .append(ExtentKind::MANIFEST, b"hello zones", &[])
+        .unwrap();
+    let (b, _) = store
+        .append(ExtentKind::RUN_BLOCK, &vec![7u8; 10_000], &[])
+        .unwrap();
+    store.write_superblock(Some(a), &[]).unwrap();
+    store.cache().flush_all().unwrap();
+    assert_eq!(store.read(a, ExtentKind::MANIFEST).unwrap(), b"hello zones");
+    drop(store);
+
+    let (store, superblock) = ZoneStore::open(cache(disk), config()).unwrap();
+    assert_eq!(superblock.root, Some(a));
+    assert_eq!(store.read(a, ExtentKind::MANIFEST).unwrap(), b"hello zones");
+    assert_eq!(
+        store.read(b, ExtentKind::RUN_BLOCK).unwrap(),
+        vec![7u8; 10_000]
+    );
+}
+
+#[test]
+fn damage_is_reported_with_its_place() {
+    let (disk, store) = new_store();
+    let (a, p) = store
+        .append(ExtentKind::RUN_BLOCK, b"some payload bytes", &[])
+        .unwrap();
+    store.cache().flush_patch(p).unwrap();
+    assert!(
+        matches!(
+            store.read(a, ExtentKind::MANIFEST),
+            Err(ZoneError::Corrupt { .. })
+        ),
+        "wrong kind"
+    );
+    // Flip one payload byte on the disk, then read through a fresh cache.
+    let at = store.zone_offset(a.zone) + a.offset as u64 + 20;
+    let mut byte = [0u8];
+    disk.read_at(at, &mut byte).unwrap();
+    disk.write_at(at, &[byte[0] ^ 0x40]).unwrap();
+    let sb = store.write_superblock(Some(a), &[]).unwrap();
+    store.cache().flush_patch(sb).unwrap();
+    drop(store);
+    let (store, _) = ZoneStore::open(cache(disk), config()).unwrap();
+    let err = store
+        .read(a, ExtentKind::RUN_BLOCK)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("checksum mismatch"), "{err}");
+    assert!(
+        err.contains(&format!("zone {} offset {}", a.zone, a.offset)),
+        "{err}"
+    );
+    // An address outside the store is an error, not a panic.
+    let bogus = ExtentAddr {
+        zone: 999,
+        offset: 0,
+        len: 64,
+    };
+    assert!(store.read(bogus, ExtentKind::RUN_BLOCK).is_err());
+    let short = ExtentAddr {
+        zone: 1,
+        offset: 0,
+        len: 3,
+    };
+    assert!(store.read(short, ExtentKind::RUN_BLOCK).is_err());
+}
+
+#[test]
+fn a_moved_extent_fails_its_checksum() {
+    // The checksum covers the address: identical bytes at another place are not accepted.
+    let (disk, store) = new_store();
+    let (a, p) = store
+        .append(ExtentKind::RUN_BLOCK, b"payload", &[])
+        .unwrap();
+    store.cache().flush_patch(p).unwrap();
+    let mut bytes = vec![0u8; a.len as usize];
+    disk.read_at(store.zone_offset(a.zone) + a.offset as u64, &mut bytes)
+        .unwrap();
+    let moved = ExtentAddr {
+        offset: a.offset + 4096,
+        ..a
+    };
+    disk.write_at(store.zone_offset(moved.zone) + moved.offset as u64, &bytes)
+        .unwrap();
+    drop(store);
+    let (store, _) = ZoneStore::open(cache(disk), config()).unwrap();
+    assert!(store.read(moved, ExtentKind::RUN_BLOCK).is_err());
+}
+
+#[test]
+fn reference_counts_run_release_handlers_and_refuse_revival() {
+    let (_disk, store) = new_store();
+    let released = Arc::new(Mutex::new(Vec::new()));
+    let sink = released.clone();
+    store.set_release_handler(
+        ExtentKind::RUN_INDEX,
+        Arc::new(move |addr| sink.lock().push(addr)),
+    );
+    let (a, _) = store.append(ExtentKind::RUN_INDEX, b"index", &[]).unwrap();
+    store.incref(a).unwrap();
+    assert_eq!(store.refs(a), 2);
+    store.decref(a).unwrap();
+    assert!(released.lock().is_empty());
+    store.decref(a).unwrap();
+    assert_eq!(*released.lock(), vec![a]);
+    assert_eq!(store.refs(a), 0);
+    assert!(
+        matches!(store.incref(a), Err(ZoneError::Dead(_))),
+        "a dying extent cannot be revived"
+    );
+    assert!(matches!(store.decref(a), Err(ZoneError::Dead(_))));
+}
+
+#[test]
+fn emptied_zones_are_punched_and_reused_once_their_writes_are_durable() {
+    let (_disk, store) = new_store();
+    // Fill more than one zone so the first one is closed.
+    let mut addrs = Vec::new();
+    while addrs.last().is_none_or(|a: &ExtentAddr| a.zone < 2) {
+        addrs.push(
+            store
+                .append(ExtentKind::RUN_BLOCK, &[1u8; 4000], &[])
+                .unwrap()
+                .0,
+        );
+    }
+    let first_zone = addrs[0].zone;
+    let before = store.stats();
+    for a in addrs.iter().filter(|a| a.zone == first_zone) {
+        store.decref(*a).unwrap();
+    }
+    // Not free until the writes into it are committed.
+    assert_eq!(
+        store.stats().free_zones,
+        before.free_zones + 1,
+        "queued for freeing"
+    );
+    store.cache().flush_all().unwrap();
+    // The next zone opened is the freed one, not a new one at the end of the disk.
+    let zones_before = store.stats().zones;
+    let mut reused = false;
+    // Zone 2 has room for 15 more; the next ones must go to the freed zone.
+    for _ in 0..20 {
+        let (a, _) = store
+            .append(ExtentKind::RUN_BLOCK, &[2u8; 4000], &[])
+            .unwrap();
+        reused |= a.zone == first_zone;
+    }
+    assert!(reused, "the freed zone is reused");
+    assert_eq!(store.stats().zones, zones_before, "the disk did not grow");
+}
+
+#[test]
+fn size_limit_gives_no_space() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let cfg = ZoneConfig {
+        zone_size: ZONE,
+        max_size: Some(3 * ZONE),
+    };
+    let store = ZoneStore::create(cache(disk), cfg).unwrap();
+    let err = loop {
+        match store.append(ExtentKind::RUN_BLOCK, &[0u8; 8000], &[]) {
+            Ok(_) => continue,
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, ZoneError::NoSpace(_)), "{err}");
+    assert!(
+        store
+            .append(ExtentKind::RUN_BLOCK, &vec![0u8; ZONE as usize], &[])
+            .is_err(),
+        "too large"
+    );
+}
+
+#[test]
+fn a_torn_superblock_update_falls_back_to_the_previous_one() {
+    let sim = Arc::new(SimDisk::new(SimConfig {
+        seed: 7,
+        len: 0,
+        capacity: None,
+    }));
+    let disk: Arc<dyn Disk> = sim.clone();
+    let store = ZoneStore::create(cache(disk), config()).unwrap();
+    let (a, pa) = store.append(ExtentKind::MANIFEST, b"first", &[]).unwrap();
+    let sb = store.write_superblock(Some(a), &[pa]).unwrap();
+    store.cache().flush_patch(sb).unwrap();
+    let (b, pb) = store.append(ExtentKind::MANIFEST, b"second", &[]).unwrap();
+    let sb2 = store.write_superblock(Some(b), &[pb]).unwrap();
+    // The manifest is durable; the new superblock reaches the disk but its sync fails.
+    store.cache().flush_patch(pb).unwrap();
+    sim.fail_nth_sync(1);
+    assert!(store.cache().flush_patch(sb2).is_err());
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..64 {
+        let crashed: Arc<dyn Disk> = Arc::new(sim.crash(seed));
+        let (store, superblock) = ZoneStore::open(cache(crashed), config()).unwrap();
+        let root = superblock.root.unwrap();
+        seen.insert(store.read(root, ExtentKind::MANIFEST).unwrap());
+    }
+    assert!(
+        seen.contains(b"second".as_slice()),
+        "some crashes keep the new superblock"
+    );
+    assert!(seen.contains(b"first".as_slice()));
+}
+
+#[test]
+fn opening_garbage_says_it_is_not_a_store() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(1 << 20));
+    let err = ZoneStore::open(cache(disk), config()).err().unwrap();
+    assert!(matches!(err, ZoneError::NotAStore(_)), "{err}");
+}

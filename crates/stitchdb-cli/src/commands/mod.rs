@@ -1,0 +1,65 @@
+//! The subcommands, one module each (`dump` holds what `scan` and `export` share).
+
+mod demo;
+mod dump;
+mod export;
+mod import;
+mod init;
+mod inspect;
+mod kv;
+mod scan;
+mod tables;
+
+use crate::error::CliResult;
+use crate::store::StoreArg;
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Create a new store (an error if STORE exists)
+    Init(init::InitArgs),
+    /// Set KEY to VALUE
+    Put(kv::PutArgs),
+    /// Print KEY's value and a newline (exit status 1 if KEY is absent)
+    Get(kv::KeyArgs),
+    /// Delete KEY (nothing happens if it is absent)
+    Del(kv::KeyArgs),
+    /// Print key<TAB>value lines (TSV, see `stitchdb help`) in key order
+    Scan(scan::ScanArgs),
+    /// Load key/value lines from FILE, committed in batches
+    #[command(after_help = crate::format::FORMATS_HELP)]
+    Import(import::ImportArgs),
+    /// Write all pairs of a table, in key order, to FILE or stdout
+    #[command(after_help = crate::format::FORMATS_HELP)]
+    Export(export::ExportArgs),
+    /// Create a table
+    CreateTable(tables::CreateTableArgs),
+    /// List the tables
+    Tables(StoreArg),
+    /// Verify every checksum and structure (exit status 1 and where, on damage)
+    Check(StoreArg),
+    /// Print statistics: tables, zones, cache, commits
+    Stats(StoreArg),
+    /// Run the main job on generated data: import 200,000 records, verify, scan, delete,
+    /// stats and check (safe to run again on the same store)
+    Demo(demo::DemoArgs),
+}
+
+impl Command {
+    pub fn run(self) -> CliResult {
+        match self {
+            Command::Init(args) => init::run(args),
+            Command::Put(args) => kv::put(args),
+            Command::Get(args) => kv::get(args),
+            Command::Del(args) => kv::del(args),
+            Command::Scan(args) => scan::run(args),
+            Command::Import(args) => import::run(args),
+            Command::Export(args) => export::run(args),
+            Command::CreateTable(args) => tables::create(args),
+            Command::Tables(args) => tables::list(args),
+            Command::Check(args) => inspect::check(args),
+            Command::Stats(args) => inspect::stats(args),
+            Command::Demo(args) => demo::run(args),
+        }
+    }
+}

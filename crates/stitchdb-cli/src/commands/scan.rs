@@ -1,0 +1,43 @@
+//! `scan`: print a range of pairs as TSV.
+
+use super::dump::KeyRange;
+use crate::error::CliResult;
+use crate::format::{Format, RecordWriter};
+use crate::store::{self, StoreArg, TableArg};
+use clap::Args;
+use std::ffi::OsString;
+use std::io::BufWriter;
+
+#[derive(Args)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    #[command(flatten)]
+    table: TableArg,
+    /// Only keys starting with P
+    #[arg(long, value_name = "P")]
+    prefix: Option<OsString>,
+    /// Only keys from S on (inclusive)
+    #[arg(long, value_name = "S")]
+    start: Option<OsString>,
+    /// Only keys before E (exclusive)
+    #[arg(long, value_name = "E")]
+    end: Option<OsString>,
+    /// At most N pairs
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+}
+
+pub fn run(args: ScanArgs) -> CliResult {
+    let db = store::open_read_only(&args.store.path)?;
+    let table = args.table.resolve(&db)?;
+    let range = KeyRange {
+        prefix: args.prefix.map(store::arg_bytes).unwrap_or_default(),
+        start: args.start.map(store::arg_bytes),
+        end: args.end.map(store::arg_bytes),
+    };
+    let stdout = BufWriter::new(std::io::stdout().lock());
+    let mut out = RecordWriter::new(stdout, Format::Tsv, "stdout".into());
+    range.write_to(&db, table, args.limit, &mut out)?;
+    out.finish()
+}

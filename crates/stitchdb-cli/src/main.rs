@@ -1,0 +1,43 @@
+//! `stitchdb`: create, fill, query, export and check StitchDB stores from the shell.
+//!
+//! Every command is `stitchdb COMMAND STORE [ARGS]`; `src/commands` holds one module per
+//! command. Line formats for import, export and scan are in [`format`].
+
+mod commands;
+mod error;
+mod format;
+mod logging;
+mod output;
+mod progress;
+mod store;
+
+use clap::Parser;
+use error::CliError;
+use std::process::ExitCode;
+
+/// Create, fill, query, export and check StitchDB stores.
+///
+/// STORE is the path of a store file or block device.
+#[derive(Parser)]
+#[command(name = "stitchdb", version, after_help = format::FORMATS_HELP)]
+struct Cli {
+    /// Diagnostics on stderr: a level (error, warn, info, debug, trace) or a filter such as
+    /// `stitchdb=debug`; overrides RUST_LOG [default: warn]
+    #[arg(long, global = true, value_name = "LEVEL", value_parser = logging::parse_filter)]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: commands::Command,
+}
+
+fn main() -> ExitCode {
+    // Usage errors exit with status 2 here (clap's convention).
+    let cli = Cli::parse();
+    logging::init(cli.log.as_deref());
+    match cli.command.run() {
+        Ok(()) | Err(CliError::OutputClosed) => ExitCode::SUCCESS,
+        Err(CliError::Failed(message)) => {
+            eprintln!("stitchdb: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

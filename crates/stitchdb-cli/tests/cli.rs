@@ -1,0 +1,622 @@
+//! Runs the built `stitchdb` binary against stores in temporary directories.
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use tempfile::TempDir;
+
+/// Runs `stitchdb` with `args`, feeding it `stdin`.
+fn run_with_input<S: AsRef<OsStr>>(args: &[S], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start stitchdb");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn run<S: AsRef<OsStr>>(args: &[S]) -> Output {
+    run_with_input(args, b"")
+}
+
+fn describe(args: &[impl AsRef<OsStr>], out: &Output) -> String {
+    let args: Vec<_> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    format!(
+        "stitchdb {}: {}\nstdout: {}\nstderr: {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs a command that must succeed; returns its stdout.
+fn ok<S: AsRef<OsStr>>(args: &[S]) -> Vec<u8> {
+    let out = run(args);
+    assert!(out.status.success(), "{}", describe(args, &out));
+    out.stdout
+}
+
+fn ok_text<S: AsRef<OsStr>>(args: &[S]) -> String {
+    String::from_utf8(ok(args)).unwrap()
+}
+
+/// Runs a command that must fail with exit status 1; returns its stderr.
+fn fails<S: AsRef<OsStr>>(args: &[S]) -> String {
+    fails_with_input(args, b"")
+}
+
+fn fails_with_input<S: AsRef<OsStr>>(args: &[S], stdin: &[u8]) -> String {
+    let out = run_with_input(args, stdin);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(args, &out));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("stitchdb: error: "), "{stderr}");
+    stderr
+}
+
+/// A temporary directory with a new, empty store in it.
+struct Fixture {
+    dir: TempDir,
+    store: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("test.store");
+        ok(&[OsStr::new("init"), store.as_os_str()]);
+        Fixture { dir, store }
+    }
+
+    /// `stitchdb COMMAND STORE ARGS...`
+    fn args(&self, command: &str, rest: &[&str]) -> Vec<std::ffi::OsString> {
+        let mut args = vec![command.into(), self.store.clone().into_os_string()];
+        args.extend(rest.iter().map(Into::into));
+        args
+    }
+
+    fn ok(&self, command: &str, rest: &[&str]) -> String {
+        ok_text(&self.args(command, rest))
+    }
+
+    fn fails(&self, command: &str, rest: &[&str]) -> String {
+        fails(&self.args(command, rest))
+    }
+
+    fn file(&self, name: &str, contents: &[u8]) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents).unwrap();
+        path.to_str().unwrap().to_string()
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_string()
+    }
+
+    fn import(&self, contents: &[u8], rest: &[&str]) -> String {
+        let file = self.file("input.tsv", contents);
+        let mut args = vec![file.as_str()];
+        args.extend(rest);
+        self.ok("import", &args)
+    }
+}
+
+// ---- init, put, get, del ------------------------------------------------------------------
+
+#[test]
+fn init_creates_a_store_and_refuses_an_existing_path() {
+    let f = Fixture::new();
+    assert!(f.store.is_file());
+    let err = f.fails("init", &[]);
+    assert!(err.contains("already exists"), "{err}");
+
+    let other = f.file("not-a-store", b"hello");
+    let err = fails(&["init", &other]);
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(
+        std::fs::read(&other).unwrap(),
+        b"hello",
+        "init must not touch an existing file"
+    );
+}
+
+#[test]
+fn init_takes_a_zone_size_and_rejects_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("small.store");
+    let store = store.to_str().unwrap();
+    ok(&["init", store, "--zone-size", "1048576"]);
+    ok(&["put", store, "k", "v"]);
+    assert_eq!(ok_text(&["get", store, "k"]), "v\n");
+
+    let bad = dir.path().join("bad.store");
+    let err = fails(&["init", bad.to_str().unwrap(), "--zone-size", "1000"]);
+    assert!(err.contains("zone size"), "{err}");
+}
+
+#[test]
+fn put_get_del() {
+    let f = Fixture::new();
+    f.ok("put", &["greeting", "hello world"]);
+    assert_eq!(f.ok("get", &["greeting"]), "hello world\n");
+    f.ok("put", &["greeting", "bye"]);
+    assert_eq!(f.ok("get", &["greeting"]), "bye\n");
+    f.ok("del", &["greeting"]);
+    f.fails("get", &["greeting"]);
+    f.ok("del", &["never-there"]);
+}
+
+#[test]
+fn get_of_a_missing_key_exits_1_saying_not_found() {
+    let f = Fixture::new();
+    let err = f.fails("get", &["nope"]);
+    assert!(err.contains("not found"), "{err}");
+    assert!(err.contains("\"nope\""), "{err}");
+}
+
+#[test]
+fn keys_and_values_from_the_command_line_are_raw_bytes() {
+    let f = Fixture::new();
+    // Any bytes but NUL, which no command-line argument can hold.
+    let key = OsStr::from_bytes(b"bin\x01\xff");
+    let value = OsStr::from_bytes(b"\x01\t\xfe\n");
+    let store = f.store.as_os_str();
+    ok(&[OsStr::new("put"), store, key, value]);
+    assert_eq!(ok(&[OsStr::new("get"), store, key]), b"\x01\t\xfe\n\n");
+    assert_eq!(f.ok("scan", &[]), "bin\\x01\\xff\t\\x01\\t\\xfe\\n\n");
+}
+
+#[test]
+fn a_missing_store_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("absent.store");
+    let err = fails(&["get", store.to_str().unwrap(), "k"]);
+    assert!(err.contains("absent.store"), "{err}");
+}
+
+// ---- tables -------------------------------------------------------------------------------
+
+#[test]
+fn tables_are_created_listed_and_kept_apart() {
+    let f = Fixture::new();
+    assert_eq!(f.ok("tables", &[]), "default\n");
+    f.ok("create-table", &["users"]);
+    assert_eq!(f.ok("tables", &[]), "default\nusers\n");
+    f.ok("put", &["k", "in users", "--table", "users"]);
+    f.ok("put", &["k", "in default"]);
+    assert_eq!(f.ok("get", &["k", "--table", "users"]), "in users\n");
+    assert_eq!(f.ok("get", &["k"]), "in default\n");
+    assert_eq!(f.ok("scan", &["--table", "users"]), "k\tin users\n");
+
+    let err = f.fails("create-table", &["users"]);
+    assert!(err.contains("already exists"), "{err}");
+}
+
+#[test]
+fn using_a_missing_table_errors_clearly() {
+    let f = Fixture::new();
+    let err = f.fails("put", &["k", "v", "--table", "nope"]);
+    assert!(err.contains("no table named \"nope\""), "{err}");
+    assert!(err.contains("create-table"), "{err}");
+    let err = f.fails("scan", &["--table", "nope"]);
+    assert!(err.contains("no table named \"nope\""), "{err}");
+}
+
+// ---- scan ---------------------------------------------------------------------------------
+
+fn scan_fixture() -> Fixture {
+    let f = Fixture::new();
+    // Out of order on purpose: scan must sort.
+    f.import(b"b\t2\na\t1\nab\t12\nc\t3\nabc\t123\nb2\t22\n", &[]);
+    f
+}
+
+fn keys(scan: &str) -> Vec<&str> {
+    scan.lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect()
+}
+
+#[test]
+fn scan_prints_all_pairs_in_key_order() {
+    let f = scan_fixture();
+    assert_eq!(
+        f.ok("scan", &[]),
+        "a\t1\nab\t12\nabc\t123\nb\t2\nb2\t22\nc\t3\n"
+    );
+}
+
+#[test]
+fn scan_by_prefix() {
+    let f = scan_fixture();
+    assert_eq!(keys(&f.ok("scan", &["--prefix", "a"])), ["a", "ab", "abc"]);
+    assert_eq!(keys(&f.ok("scan", &["--prefix", "ab"])), ["ab", "abc"]);
+    assert_eq!(keys(&f.ok("scan", &["--prefix", "b"])), ["b", "b2"]);
+    assert_eq!(f.ok("scan", &["--prefix", "z"]), "");
+}
+
+#[test]
+fn scan_by_range_start_inclusive_end_exclusive() {
+    let f = scan_fixture();
+    assert_eq!(
+        keys(&f.ok("scan", &["--start", "ab", "--end", "b2"])),
+        ["ab", "abc", "b"]
+    );
+    assert_eq!(keys(&f.ok("scan", &["--start", "b"])), ["b", "b2", "c"]);
+    assert_eq!(keys(&f.ok("scan", &["--end", "ab"])), ["a"]);
+    assert_eq!(
+        keys(&f.ok("scan", &["--start", "aa", "--end", "ac"])),
+        ["ab", "abc"]
+    );
+    assert_eq!(f.ok("scan", &["--start", "c", "--end", "a"]), "");
+    assert_eq!(f.ok("scan", &["--start", "b", "--end", "b"]), "");
+}
+
+#[test]
+fn scan_combines_prefix_range_and_limit() {
+    let f = scan_fixture();
+    assert_eq!(
+        keys(&f.ok("scan", &["--prefix", "a", "--start", "ab"])),
+        ["ab", "abc"]
+    );
+    assert_eq!(
+        keys(&f.ok("scan", &["--prefix", "a", "--end", "abc"])),
+        ["a", "ab"]
+    );
+    assert_eq!(
+        keys(&f.ok("scan", &["--prefix", "a", "--start", "b"])),
+        Vec::<&str>::new()
+    );
+    assert_eq!(keys(&f.ok("scan", &["--limit", "2"])), ["a", "ab"]);
+    assert_eq!(
+        keys(&f.ok("scan", &["--start", "b", "--limit", "1"])),
+        ["b"]
+    );
+    assert_eq!(f.ok("scan", &["--limit", "0"]), "");
+}
+
+// ---- import and export --------------------------------------------------------------------
+
+/// Canonical TSV (sorted, escaped the way export escapes) of awkward keys and values.
+const AWKWARD_TSV: &[u8] = b"\
+\t\\x00empty key\n\
+back\\\\slash\tC:\\\\dir\\\\\n\
+bin\\x01\\xff\\xfe\t\\x80\\x81 raw \\x7f\n\
+crlf\\r\\n\tline one\\r\\nline two\n\
+empty value\t\n\
+tab\\tkey\tvalue\\twith\\ttabs\n\
+unicode \xc3\xa9\xe6\x97\xa5\tcontrol \\xc2\\x85 and \xf0\x9f\xa6\x80\n";
+
+#[test]
+fn tsv_import_then_export_round_trips_exactly() {
+    let f = Fixture::new();
+    let out = f.import(AWKWARD_TSV, &[]);
+    assert!(out.starts_with("imported 7 lines"), "{out}");
+    assert_eq!(ok(&f.args("export", &[])), AWKWARD_TSV);
+
+    // The escapes were decoded on the way in.
+    let store = f.store.as_os_str();
+    let get = |key: &[u8]| ok(&[OsStr::new("get"), store, OsStr::from_bytes(key)]);
+    assert_eq!(get(b"bin\x01\xff\xfe"), b"\x80\x81 raw \x7f\n");
+    assert_eq!(get(b"tab\tkey"), b"value\twith\ttabs\n");
+    assert_eq!(get(b"crlf\r\n"), b"line one\r\nline two\n");
+    assert_eq!(get(b"back\\slash"), b"C:\\dir\\\n");
+
+    // And into a second store through a file.
+    let exported = f.path("export.tsv");
+    f.ok("export", &[&exported]);
+    let g = Fixture::new();
+    g.ok("import", &[&exported]);
+    assert_eq!(ok(&g.args("export", &[])), AWKWARD_TSV);
+}
+
+#[test]
+fn tsv_import_accepts_raw_bytes_and_crlf_lines() {
+    let f = Fixture::new();
+    f.import(b"raw\x01\xff\tv\r\n\r\nplain\tv2\n", &[]);
+    assert_eq!(f.ok("scan", &[]), "plain\tv2\nraw\\x01\\xff\tv\n");
+}
+
+#[test]
+fn jsonl_import_then_export_round_trips_exactly() {
+    let jsonl = "{\"key\":\"a\",\"value\":\"plain\"}\n\
+                 {\"key\":\"b \\\"quoted\\\"\",\"value\":\"line\\nbreak\\ttab\\\\\"}\n\
+                 {\"key\":\"c\",\"value\":\"\"}\n\
+                 {\"key\":\"\u{e9}\u{65e5}\",\"value\":\"\u{1f980} \\u0001\"}\n";
+    let f = Fixture::new();
+    let file = f.file("input.jsonl", jsonl.as_bytes());
+    let out = f.ok("import", &[&file]);
+    assert!(out.starts_with("imported 4 lines"), "{out}");
+    assert_eq!(f.ok("export", &["--format", "jsonl"]), jsonl);
+    assert_eq!(f.ok("get", &["b \"quoted\""]), "line\nbreak\ttab\\\n");
+
+    // The format follows the file's extension both ways.
+    let exported = f.path("out.jsonl");
+    f.ok("export", &[&exported]);
+    assert_eq!(std::fs::read_to_string(&exported).unwrap(), jsonl);
+}
+
+#[test]
+fn jsonl_import_accepts_spaced_objects_and_any_field_order() {
+    let f = Fixture::new();
+    let file = f.file("in.json", b"{ \"value\": \"v\", \"key\": \"k\" }\n");
+    f.ok("import", &[&file]);
+    assert_eq!(f.ok("scan", &[]), "k\tv\n");
+}
+
+#[test]
+fn jsonl_export_of_binary_data_is_an_error_suggesting_tsv() {
+    let f = Fixture::new();
+    f.import(b"ok\tfine\nzz\t\\xff\n", &[]);
+    let err = f.fails("export", &["--format", "jsonl"]);
+    assert!(
+        err.contains("not UTF-8") && err.contains("--format tsv"),
+        "{err}"
+    );
+    assert!(err.contains("\"zz\""), "{err}");
+}
+
+#[test]
+fn import_reads_stdin() {
+    let f = Fixture::new();
+    let out = run_with_input(&f.args("import", &["-"]), b"k1\tv1\nk2\tv2\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        describe(&f.args("import", &["-"]), &out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("imported 2 lines"));
+    let out = run_with_input(
+        &f.args("import", &["-", "--format", "jsonl"]),
+        b"{\"key\":\"k3\",\"value\":\"v3\"}\n",
+    );
+    assert!(out.status.success());
+    assert_eq!(keys(&f.ok("scan", &[])), ["k1", "k2", "k3"]);
+}
+
+#[test]
+fn import_applies_lines_in_order_so_the_last_duplicate_wins() {
+    let f = Fixture::new();
+    f.import(b"k\tfirst\nk\tsecond\nk\tthird\n", &["--batch", "2"]);
+    assert_eq!(f.ok("get", &["k"]), "third\n");
+}
+
+#[test]
+fn a_malformed_line_stops_import_naming_it_and_keeps_earlier_batches() {
+    let f = Fixture::new();
+    let input = f.file(
+        "bad.tsv",
+        b"k1\tv\nk2\tv\nk3\tv\nk4\tv\nk5\tv\nk6\tbad\\q\nk7\tv\n",
+    );
+    let err = f.fails("import", &[&input, "--batch", "2"]);
+    assert!(err.contains("line 6"), "{err}");
+    assert!(err.contains("invalid escape \"\\q\""), "{err}");
+    assert!(err.contains("committing 4 lines"), "{err}");
+    // Two whole batches went in; the batch holding line 5 never was committed.
+    assert_eq!(keys(&f.ok("scan", &[])), ["k1", "k2", "k3", "k4"]);
+}
+
+#[test]
+fn malformed_lines_of_each_kind_are_named() {
+    let f = Fixture::new();
+    let cases: [(&str, &[u8], &str); 6] = [
+        ("a.tsv", b"k\tv\n\nno tab here\n", "line 3: no TAB"),
+        ("b.tsv", b"k\tv\tw\n", "line 1: 2 TABs"),
+        (
+            "c.tsv",
+            b"k\tv\nk\\x4g\tv\n",
+            "line 2: key: invalid escape \"\\x4g\"",
+        ),
+        ("d.tsv", b"k\tv\\\n", "line 1: value: a lone \\"),
+        (
+            "e.jsonl",
+            b"{\"key\":\"k\",\"value\":\"v\"}\n{\"key\":\"k\"}\n",
+            "line 2: column 11: missing field `value`",
+        ),
+        ("f.jsonl", b"[1, 2]\n", "line 1: "),
+    ];
+    for (name, contents, expected) in cases {
+        let input = f.file(name, contents);
+        let err = f.fails("import", &[&input]);
+        assert!(err.contains(expected), "{name}: {err}");
+    }
+}
+
+#[test]
+fn an_oversized_key_is_refused_naming_its_line() {
+    let f = Fixture::new();
+    let mut input = b"small\tv\n".to_vec();
+    input.extend(vec![b'k'; stitchdb::MAX_KEY_LEN + 1]);
+    input.extend(b"\tv\n");
+    let input = f.file("big.tsv", &input);
+    let err = f.fails("import", &[&input]);
+    assert!(
+        err.contains("line 2: key of 16385 bytes is over the limit"),
+        "{err}"
+    );
+}
+
+#[test]
+fn export_by_prefix_and_table() {
+    let f = scan_fixture();
+    assert_eq!(f.ok("export", &["--prefix", "ab"]), "ab\t12\nabc\t123\n");
+    f.ok("create-table", &["t"]);
+    assert_eq!(f.ok("export", &["--table", "t"]), "");
+}
+
+// ---- check and stats ----------------------------------------------------------------------
+
+/// Fills a store with enough data to be written out as runs beyond the first zone.
+fn big_fixture() -> Fixture {
+    let f = Fixture::new();
+    let mut input = Vec::new();
+    for i in 0..60_000 {
+        writeln!(input, "key{i:06}\tvalue-{i:06}-{}", "x".repeat(100)).unwrap();
+    }
+    f.import(&input, &[]);
+    f
+}
+
+#[test]
+fn check_and_stats_on_a_good_store() {
+    let f = big_fixture();
+    let report = f.ok("check", &[]);
+    assert!(report.starts_with("ok: "), "{report}");
+    assert!(report.contains("verified"), "{report}");
+    let stats = f.ok("stats", &[]);
+    assert!(
+        stats.contains("tables:") && stats.contains("default"),
+        "{stats}"
+    );
+}
+
+#[test]
+fn check_fails_naming_the_place_after_data_is_corrupted() {
+    let f = big_fixture();
+    let marker = format!("value-030000-{}", "x".repeat(100));
+    let mut bytes = std::fs::read(&f.store).unwrap();
+    // Damage every copy of one value (its run block, and any stale log record) beyond the
+    // superblock zone, so the run block is hit whatever the layout.
+    let first_zone = 8 << 20;
+    let hits: Vec<usize> = (first_zone..bytes.len() - marker.len())
+        .filter(|&at| bytes[at..].starts_with(marker.as_bytes()))
+        .collect();
+    assert!(
+        !hits.is_empty(),
+        "the value was not found in the store file"
+    );
+    for at in hits {
+        bytes[at + 7..at + 13].copy_from_slice(b"BROKEN");
+    }
+    std::fs::write(&f.store, &bytes).unwrap();
+
+    let err = f.fails("check", &[]);
+    assert!(err.contains("corrupt"), "{err}");
+    assert!(err.contains("zone"), "the error must say where: {err}");
+}
+
+// ---- locking ------------------------------------------------------------------------------
+
+#[test]
+fn a_second_writer_gets_the_locked_error() {
+    let f = Fixture::new();
+    let db = stitchdb::Db::open(&f.store, stitchdb::Options::default()).unwrap();
+    let err = f.fails("put", &["k", "v"]);
+    assert!(err.contains("locked"), "{err}");
+    let err = f.fails("get", &["k"]);
+    assert!(err.contains("locked"), "{err}");
+    db.close().unwrap();
+    f.ok("put", &["k", "v"]);
+}
+
+// ---- usage --------------------------------------------------------------------------------
+
+#[test]
+fn usage_errors_exit_2() {
+    let f = Fixture::new();
+    for args in [
+        f.args("import", &["-", "--batch", "0"]),
+        f.args("scan", &["--limit", "many"]),
+        f.args("export", &["--format", "csv"]),
+        f.args("put", &["only-a-key"]),
+        f.args("tables", &["--log", "info,x=bogus"]),
+        vec!["frobnicate".into()],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&args, &out));
+    }
+}
+
+#[test]
+fn help_documents_the_formats() {
+    for args in [
+        vec!["--help"],
+        vec!["import", "--help"],
+        vec!["export", "--help"],
+    ] {
+        let help = ok_text(&args);
+        assert!(
+            help.contains("KEY<TAB>VALUE") && help.contains("\\xHH"),
+            "{help}"
+        );
+        assert!(
+            help.contains("{\"key\": \"...\", \"value\": \"...\"}"),
+            "{help}"
+        );
+    }
+}
+
+#[test]
+fn a_closed_output_pipe_ends_quietly() {
+    let f = big_fixture();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
+        .args(f.args("scan", &[]))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// ---- demo ---------------------------------------------------------------------------------
+
+#[test]
+fn demo_runs_twice_on_the_same_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("demo.store");
+    let store = store.to_str().unwrap();
+    for expected in ["creating store", "reusing store"] {
+        let out = ok_text(&["demo", store]);
+        assert!(out.contains(expected), "{out}");
+        assert!(out.contains("imported 200000 records"), "{out}");
+        assert!(out.contains("verified 1000 random records"), "{out}");
+        assert!(
+            out.contains("prefix scan \"user:001\": 1000 records"),
+            "{out}"
+        );
+        assert!(out.contains("deleted 2000 records"), "{out}");
+        assert!(out.contains("check: ok"), "{out}");
+        assert!(out.contains("summary:"), "{out}");
+    }
+    assert_eq!(ok_text(&["tables", store]), "default\nusers\n");
+    let err = fails(&["get", store, "user:000100", "--table", "users"]);
+    assert!(err.contains("not found"), "{err}");
+}
+
+#[test]
+fn demo_uses_the_current_directory_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
+        .arg("demo")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(Path::new(&dir.path().join("stitchdb-demo.store")).is_file());
+}

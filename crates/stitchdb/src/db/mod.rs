@@ -1,0 +1,447 @@
+//! The database: opening and recovering a store, tables, and the shared state the read, write
+//! and checkpoint paths work on.
+
+mod background;
+mod check;
+mod checkpoint;
+mod log;
+mod read;
+mod recover;
+mod stats;
+mod write;
+
+pub use check::CheckReport;
+pub use read::DbIter;
+pub use stats::{Stats, TableStats};
+
+use crate::batch::TableId;
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::run::Run;
+use crate::{Error, Result};
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use stitch_io::{Disk, FileDisk, LockMode};
+use stitch_patch::{BlockCache, CacheConfig, PatchGroups};
+use stitch_wal::Wal;
+use stitch_zone::{ExtentAddr, ZoneStore};
+
+/// The name of the table every store has from the start.
+pub const DEFAULT_TABLE: &str = "default";
+const MAX_TABLE_NAME: usize = 255;
+
+/// One table: its live memtable, the one being written out (if a checkpoint is running), and
+/// its runs, newest first.
+#[derive(Clone)]
+pub(crate) struct TableState {
+    pub id: TableId,
+    pub name: String,
+    pub mem: Arc<Memtable>,
+    pub imm: Option<Arc<Memtable>>,
+    pub runs: Vec<Arc<Run>>,
+}
+
+impl TableState {
+    fn new(id: TableId, name: String) -> TableState {
+        TableState {
+            id,
+            name,
+            mem: Arc::default(),
+            imm: None,
+            runs: Vec::new(),
+        }
+    }
+}
+
+/// An immutable picture of every table; replaced whole (copy on write) when a table is made,
+/// a memtable frozen or runs installed, so readers never lock out writers.
+#[derive(Clone, Default)]
+pub(crate) struct Version {
+    pub tables: BTreeMap<TableId, Arc<TableState>>,
+    pub names: BTreeMap<String, TableId>,
+}
+
+impl Version {
+    pub fn table(&self, id: TableId) -> Result<&Arc<TableState>> {
+        self.tables
+            .get(&id)
+            .ok_or_else(|| Error::NoSuchTable(format!("#{}", id.0)))
+    }
+
+    pub fn add_table(&mut self, id: TableId, name: String) {
+        self.names.insert(name.clone(), id);
+        self.tables.insert(id, Arc::new(TableState::new(id, name)));
+    }
+}
+
+/// What the writer serializes on: appending to the log and applying to memtables.
+pub(crate) struct WriteState {
+    pub next_txn: u64,
+    pub next_table_id: u32,
+    /// The sequence number (LSN) of the last applied commit.
+    pub last_seq: u64,
+    /// `Ordered` writes since the log was last flushed (inline mode flushes every few).
+    pub unflushed_ordered: u64,
+}
+
+/// What the checkpointer keeps between checkpoints.
+pub(crate) struct CheckpointState {
+    pub manifest: Option<ExtentAddr>,
+    pub next_run_id: u64,
+    pub epoch: u64,
+    /// Where the log started at the last checkpoint (nothing new since if it has not moved).
+    pub log_lsn: u64,
+    pub checkpoints: u64,
+    pub merges: u64,
+    pub run_bytes_written: u64,
+}
+
+pub(crate) struct Inner {
+    pub opts: Options,
+    pub cache: Arc<BlockCache>,
+    pub zones: Arc<ZoneStore>,
+    /// `None` for a read-only handle.
+    pub wal: Option<Wal>,
+    pub groups: PatchGroups,
+    pub write: Mutex<WriteState>,
+    pub version: RwLock<Arc<Version>>,
+    /// Readers see commits up to this sequence number.
+    pub visible_seq: AtomicU64,
+    pub checkpoint: Mutex<CheckpointState>,
+    /// Sequence numbers of open iterators (with counts): merges keep what they can see.
+    pub readers: Mutex<BTreeMap<u64, usize>>,
+    /// Set after a failed write: why the store is now read-only.
+    pub failure: Mutex<Option<String>>,
+    pub closed: std::sync::atomic::AtomicBool,
+    /// Wakes the background thread; `Flushed` wakes writers waiting for a checkpoint.
+    pub signal: Mutex<background::Signal>,
+    pub wake: Condvar,
+    pub flushed: Condvar,
+}
+
+/// An open store. Cheap to share between threads (`&Db` is `Sync`).
+pub struct Db {
+    inner: Arc<Inner>,
+    background: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Db {
+    /// Creates a new store in the file (or on the block device) at `path`.
+    pub fn create(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let disk: Arc<dyn Disk> = Arc::new(FileDisk::create(path.as_ref())?);
+        Self::create_on(disk, opts)
+    }
+
+    /// Opens an existing store for reading and writing. A second opener gets an error.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let disk: Arc<dyn Disk> = Arc::new(FileDisk::open(path.as_ref(), LockMode::Exclusive)?);
+        Self::open_on(disk, opts)
+    }
+
+    /// Opens a store read-only: recovery runs in memory and nothing is written.
+    pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let disk: Arc<dyn Disk> = Arc::new(FileDisk::open(path.as_ref(), LockMode::Shared)?);
+        Self::open_read_only_on(disk, opts)
+    }
+
+    /// Creates a store on any [`Disk`] (a `MemDisk` or `SimDisk` in tests).
+    pub fn create_on(disk: Arc<dyn Disk>, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let cache = Self::cache_for(disk, &opts);
+        let zone_config = stitch_zone::ZoneConfig {
+            zone_size: opts.zone_size,
+            max_size: opts.max_size,
+        };
+        let zones = Arc::new(ZoneStore::create(cache, zone_config)?);
+        let mut version = Version::default();
+        version.add_table(TableId(0), DEFAULT_TABLE.to_string());
+        let recovered = recover::Recovered {
+            version,
+            last_lsn: 0,
+            next_table_id: 1,
+            next_run_id: 1,
+            old_log: Vec::new(),
+        };
+        Self::start(zones, opts, recovered, None)
+    }
+
+    /// Opens a store on any [`Disk`] for reading and writing.
+    pub fn open_on(disk: Arc<dyn Disk>, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let (zones, recovered, manifest) = recover::recover(disk, &opts)?;
+        Self::start(zones, opts, recovered, manifest)
+    }
+
+    /// Opens a store on any [`Disk`] read-only.
+    pub fn open_read_only_on(disk: Arc<dyn Disk>, opts: Options) -> Result<Db> {
+        opts.validate()?;
+        let (zones, recovered, manifest) = recover::recover(disk, &opts)?;
+        let inner = Self::inner(zones, opts, &recovered, manifest, None, 0);
+        Ok(Db {
+            inner: Arc::new(inner),
+            background: None,
+        })
+    }
+
+    fn cache_for(disk: Arc<dyn Disk>, opts: &Options) -> Arc<BlockCache> {
+        Arc::new(BlockCache::new(
+            disk,
+            CacheConfig {
+                block_size: 4096,
+                clean_blocks: opts.cache_blocks,
+            },
+        ))
+    }
+
+    fn inner(
+        zones: Arc<ZoneStore>,
+        opts: Options,
+        recovered: &recover::Recovered,
+        manifest: Option<ExtentAddr>,
+        wal: Option<Wal>,
+        epoch: u64,
+    ) -> Inner {
+        let cache = zones.cache().clone();
+        Inner {
+            groups: PatchGroups::new(cache.clone()),
+            cache,
+            zones,
+            wal,
+            write: Mutex::new(WriteState {
+                next_txn: recovered.last_lsn + 1,
+                next_table_id: recovered.next_table_id,
+                last_seq: recovered.last_lsn,
+                unflushed_ordered: 0,
+            }),
+            version: RwLock::new(Arc::new(recovered.version.clone())),
+            visible_seq: AtomicU64::new(recovered.last_lsn),
+            checkpoint: Mutex::new(CheckpointState {
+                manifest,
+                next_run_id: recovered.next_run_id,
+                epoch,
+                log_lsn: 0,
+                checkpoints: 0,
+                merges: 0,
+                run_bytes_written: 0,
+            }),
+            readers: Mutex::new(BTreeMap::new()),
+            failure: Mutex::new(None),
+            closed: false.into(),
+            signal: Mutex::new(background::Signal::default()),
+            wake: Condvar::new(),
+            flushed: Condvar::new(),
+            opts,
+        }
+    }
+
+    /// Starts a writable store: a new log (new epoch), then a checkpoint that writes out what
+    /// recovery replayed and points the superblock at the new log. Nothing is appended to the
+    /// new log before that superblock is durable, so stale records can never pass for its own.
+    fn start(
+        zones: Arc<ZoneStore>,
+        opts: Options,
+        recovered: recover::Recovered,
+        manifest: Option<ExtentAddr>,
+    ) -> Result<Db> {
+        let epoch = zones.superblock().seq + 1;
+        let wal =
+            Wal::create(zones.clone(), epoch, recovered.last_lsn + 1).map_err(log::log_err)?;
+        let inner = Arc::new(Self::inner(
+            zones,
+            opts,
+            &recovered,
+            manifest,
+            Some(wal),
+            epoch,
+        ));
+        let superblock = checkpoint::checkpoint(&inner, checkpoint::Trigger::Open)?;
+        for zone in recovered.old_log {
+            inner.zones.release_zone(zone, superblock)?;
+        }
+        let background = if inner.opts.background {
+            Some(background::spawn(inner.clone()))
+        } else {
+            None
+        };
+        Ok(Db { inner, background })
+    }
+
+    /// The table every store has.
+    pub fn default_table(&self) -> TableId {
+        TableId(0)
+    }
+
+    /// The table called `name`.
+    pub fn table(&self, name: &str) -> Result<TableId> {
+        let v = self.inner.version.read().clone();
+        v.names
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::NoSuchTable(name.to_string()))
+    }
+
+    /// The names of all tables, sorted.
+    pub fn tables(&self) -> Vec<String> {
+        self.inner.version.read().names.keys().cloned().collect()
+    }
+
+    /// Creates a table (durably, like a `Sync` write).
+    pub fn create_table(&self, name: &str) -> Result<TableId> {
+        if name.is_empty() || name.len() > MAX_TABLE_NAME {
+            return Err(Error::BadTableName(
+                name.to_string(),
+                "must be 1 to 255 bytes",
+            ));
+        }
+        write::create_table(&self.inner, name)
+    }
+
+    /// The table called `name`, created if it does not exist yet.
+    pub fn open_table(&self, name: &str) -> Result<TableId> {
+        match self.table(name) {
+            Err(Error::NoSuchTable(_)) => self.create_table(name),
+            other => other,
+        }
+    }
+
+    /// Writes everything out as runs and makes it durable: after a checkpoint the log is empty.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Explicit).map(|_| ())
+    }
+
+    /// Makes every write made so far durable (whatever its durability said).
+    pub fn sync(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        let last = self.inner.write.lock().last_seq;
+        self.inner.sync_log(last)
+    }
+
+    /// Why the store turned read-only, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.inner.failure.lock().clone()
+    }
+
+    /// Flushes everything and closes the store. Dropping a `Db` does the same, ignoring errors.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        background::stop(&self.inner);
+        if let Some(handle) = self.background.take() {
+            let _ = handle.join();
+        }
+        if self.inner.wal.is_none() || self.inner.failure.lock().is_some() {
+            return Ok(());
+        }
+        checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Close)?;
+        self.inner.cache.flush_all()?;
+        Ok(())
+    }
+
+    // ---- patchgroups --------------------------------------------------------------------
+
+    /// Creates a patchgroup: writes made while it is engaged belong to it (Featherstitch).
+    pub fn pg_create(&self) -> GroupId {
+        self.inner.groups.pg_create()
+    }
+
+    /// `after`'s writes reach the disk only after `before`'s. Seals `before`.
+    pub fn pg_depend(&self, after: GroupId, before: GroupId) -> Result<()> {
+        Ok(self.inner.groups.pg_depend(after, before)?)
+    }
+
+    pub fn pg_engage(&self, group: GroupId) -> Result<()> {
+        Ok(self.inner.groups.pg_engage(group)?)
+    }
+
+    pub fn pg_disengage(&self, group: GroupId) -> Result<()> {
+        Ok(self.inner.groups.pg_disengage(group)?)
+    }
+
+    /// Makes every write of the group durable.
+    pub fn pg_sync(&self, group: GroupId) -> Result<()> {
+        Ok(self.inner.groups.pg_sync(group)?)
+    }
+
+    pub fn pg_close(&self, group: GroupId) -> Result<()> {
+        Ok(self.inner.groups.pg_close(group)?)
+    }
+}
+
+use stitch_patch::GroupId;
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!("closing the store: {e}");
+        }
+    }
+}
+
+impl Inner {
+    /// Fails with why the store cannot be written, if it cannot.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if self.wal.is_none() {
+            return Err(Error::ReadOnly("opened read-only".into()));
+        }
+        if let Some(why) = self.failure.lock().as_ref() {
+            return Err(Error::ReadOnly(why.clone()));
+        }
+        Ok(())
+    }
+
+    /// Records a failed write: from now on the store refuses writes and says why.
+    pub fn fail(&self, e: &Error) {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            tracing::error!("store turned read-only after a failed write: {e}");
+            *failure = Some(format!("a write failed: {e}"));
+        }
+    }
+
+    /// Runs a write step; a failure turns the store read-only.
+    pub fn guard<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            if matches!(
+                e,
+                Error::Io(_) | Error::Patch(_) | Error::Zone(_) | Error::Log(_)
+            ) {
+                self.fail(e);
+            }
+        }
+        r
+    }
+
+    pub fn wal(&self) -> Result<&Wal> {
+        self.wal
+            .as_ref()
+            .ok_or_else(|| Error::ReadOnly("opened read-only".into()))
+    }
+
+    /// Makes the log durable up to `lsn` (group commit).
+    pub fn sync_log(&self, lsn: u64) -> Result<()> {
+        let r = self.wal()?.sync_to(lsn).map_err(log::log_err);
+        self.guard(r)
+    }
+
+    /// The oldest sequence number an open reader may still ask for.
+    pub fn oldest_reader(&self) -> u64 {
+        let readers = self.readers.lock();
+        readers
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire))
+    }
+}

@@ -1,0 +1,150 @@
+//! The read path: point lookups and ordered range scans over memtables and runs, at the
+//! sequence number current when the read began.
+
+use super::{Db, Inner};
+use crate::batch::TableId;
+use crate::memtable::MemIter;
+use crate::merge::{MergeIter, Source, Visible};
+use crate::Result;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl Db {
+    /// The value of `key` in `table`, if it has one.
+    pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        let snapshot = self.inner.visible_seq.load(Ordering::Acquire);
+        let version = self.inner.version.read().clone();
+        let t = version.table(table)?;
+        for mem in std::iter::once(&t.mem).chain(t.imm.as_ref()) {
+            if let Some((_, value)) = mem.get(key, snapshot) {
+                return Ok(value);
+            }
+        }
+        for run in &t.runs {
+            if let Some((_, value)) = run.get(key, snapshot)? {
+                return Ok(value);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The pairs with keys in `(start, end)`, in key order, as they were when the scan began
+    /// (writes made meanwhile are not seen).
+    pub fn range(&self, table: TableId, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<DbIter> {
+        let inner = &self.inner;
+        let snapshot = inner.visible_seq.load(Ordering::Acquire);
+        *inner.readers.lock().entry(snapshot).or_insert(0) += 1;
+        let guard = ReaderGuard {
+            inner: inner.clone(),
+            snapshot,
+        };
+        let version = inner.version.read().clone();
+        let t = version.table(table)?;
+        let mut sources: Vec<Source> = Vec::new();
+        for mem in std::iter::once(&t.mem).chain(t.imm.as_ref()) {
+            sources.push(Box::new(MemIter::new(mem.clone(), start, end).map(Ok)));
+        }
+        let from: &[u8] = match start {
+            Bound::Included(k) | Bound::Excluded(k) => k,
+            Bound::Unbounded => &[],
+        };
+        for run in &t.runs {
+            sources.push(Box::new(run.iter_from(from)));
+        }
+        let visible = Visible::new(MergeIter::new(sources), snapshot);
+        Ok(DbIter {
+            visible,
+            start: start.map(<[u8]>::to_vec),
+            end: end.map(<[u8]>::to_vec),
+            _guard: guard,
+        })
+    }
+
+    /// The pairs whose keys start with `prefix`, in key order.
+    pub fn scan_prefix(&self, table: TableId, prefix: &[u8]) -> Result<DbIter> {
+        match prefix_end(prefix) {
+            Some(end) => self.range(table, Bound::Included(prefix), Bound::Excluded(&end)),
+            None => self.range(table, Bound::Included(prefix), Bound::Unbounded),
+        }
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix` (`None`: no such key).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Keeps a reader's snapshot registered, so merges keep the versions it can see.
+struct ReaderGuard {
+    inner: Arc<Inner>,
+    snapshot: u64,
+}
+
+impl Drop for ReaderGuard {
+    fn drop(&mut self) {
+        let mut readers = self.inner.readers.lock();
+        if let Some(n) = readers.get_mut(&self.snapshot) {
+            *n -= 1;
+            if *n == 0 {
+                readers.remove(&self.snapshot);
+            }
+        }
+    }
+}
+
+/// An ordered scan: yields `(key, value)` pairs, or the error that ended it.
+pub struct DbIter {
+    visible: Visible,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    _guard: ReaderGuard,
+}
+
+impl Iterator for DbIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let (key, value) = match self.visible.next()? {
+                Ok(kv) => kv,
+                Err(e) => return Some(Err(e)),
+            };
+            if let Bound::Excluded(s) = &self.start {
+                if key == *s {
+                    continue;
+                }
+            }
+            let past_end = match &self.end {
+                Bound::Included(e) => key > *e,
+                Bound::Excluded(e) => key >= *e,
+                Bound::Unbounded => false,
+            };
+            if past_end {
+                return None;
+            }
+            return Some(Ok((key, value)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_is_the_next_key_after_all_prefixed_ones() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+        assert_eq!(prefix_end(b""), None);
+    }
+}

@@ -1,0 +1,149 @@
+//! Opening a store: superblock, manifest, runs, then replay of the log since the checkpoint.
+
+use super::{log, Db, TableState, Version};
+use crate::batch::{decode_ops, TableId};
+use crate::codec::Reader;
+use crate::manifest::Manifest;
+use crate::options::Options;
+use crate::run::Run;
+use crate::{Error, Result};
+use parking_lot::Mutex;
+use std::sync::Arc;
+use stitch_io::Disk;
+use stitch_wal::{LogRecord, OpRegistry, Wal};
+use stitch_zone::{ExtentAddr, ExtentKind, ZoneConfig, ZoneId, ZoneStore};
+
+/// What recovery hands to the database.
+pub(crate) struct Recovered {
+    pub version: Version,
+    pub last_lsn: u64,
+    pub next_table_id: u32,
+    pub next_run_id: u64,
+    /// Zones of the replayed log, released once a new checkpoint is durable.
+    pub old_log: Vec<ZoneId>,
+}
+
+struct Replay {
+    version: Version,
+    next_table_id: u32,
+    checkpoint_lsn: u64,
+}
+
+pub(crate) fn recover(
+    disk: Arc<dyn Disk>,
+    opts: &Options,
+) -> Result<(Arc<ZoneStore>, Recovered, Option<ExtentAddr>)> {
+    let cache = Db::cache_for(disk, opts);
+    let config = ZoneConfig {
+        zone_size: opts.zone_size,
+        max_size: opts.max_size,
+    };
+    let (zones, superblock) = ZoneStore::open(cache, config)?;
+    let zones = Arc::new(zones);
+    let root = superblock.root.ok_or_else(|| {
+        Error::corrupt(
+            "superblock",
+            format!("seq {}", superblock.seq),
+            "names no manifest: the store's creation never finished (create it again)",
+        )
+    })?;
+    let payload = zones
+        .read(root, ExtentKind::MANIFEST)
+        .map_err(|e| Error::from(e).within("manifest", "the root"))?;
+    let manifest = Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))?;
+    zones.mark_live(root, ExtentKind::MANIFEST)?;
+    let mut version = Version::default();
+    for t in &manifest.tables {
+        let mut table = TableState::new(t.id, t.name.clone());
+        for meta in &t.runs {
+            let run = Run::open(&zones, meta.clone())
+                .map_err(|e| e.within("run index", format!("table {}", t.name)))?;
+            for (addr, kind) in run.extents() {
+                zones.mark_live(addr, kind)?;
+            }
+            table.runs.push(run);
+        }
+        version.names.insert(t.name.clone(), t.id);
+        version.tables.insert(t.id, Arc::new(table));
+    }
+
+    let replay = Arc::new(Mutex::new(Replay {
+        version,
+        next_table_id: manifest.next_table_id,
+        checkpoint_lsn: manifest.checkpoint_lsn,
+    }));
+    let registry = registry(&replay).map_err(log::log_err)?;
+    let report = Wal::recover(
+        &zones,
+        log::to_position(&manifest.log),
+        manifest.log.epoch,
+        &registry,
+    )
+    .map_err(log::log_err)?;
+    drop(registry);
+    zones.finish_open()?;
+    let replay = Arc::try_unwrap(replay)
+        .map_err(|_| Error::Log("replay state still shared".into()))?
+        .into_inner();
+    let last_lsn = report
+        .next_lsn
+        .saturating_sub(1)
+        .max(manifest.checkpoint_lsn);
+    let recovered = Recovered {
+        version: replay.version,
+        last_lsn,
+        next_table_id: replay.next_table_id,
+        next_run_id: manifest.next_run_id,
+        old_log: report.zones.clone(),
+    };
+    Ok((zones, recovered, Some(root)))
+}
+
+/// The log operations of the key-value store, redoing into `replay`.
+fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, String> {
+    let mut registry = OpRegistry::new();
+    let r = replay.clone();
+    let redo_batch = move |rec: &LogRecord| -> std::result::Result<(), String> {
+        let st = r.lock();
+        if rec.lsn <= st.checkpoint_lsn {
+            return Ok(());
+        }
+        for (table, key, value) in decode_ops(&rec.payload)? {
+            let t = st
+                .version
+                .tables
+                .get(&table)
+                .ok_or_else(|| format!("batch names unknown table #{}", table.0))?;
+            t.mem.insert(key, rec.lsn, value);
+        }
+        Ok(())
+    };
+    registry
+        .register(log::OP_BATCH, "batch", Box::new(redo_batch), None)
+        .map_err(|e| e.to_string())?;
+    let r = replay.clone();
+    let redo_create = move |rec: &LogRecord| -> std::result::Result<(), String> {
+        let mut st = r.lock();
+        if rec.lsn <= st.checkpoint_lsn {
+            return Ok(());
+        }
+        let mut reader = Reader::new(&rec.payload);
+        let id = TableId(u32::try_from(reader.varint()?).map_err(|_| "table id out of range")?);
+        let name =
+            String::from_utf8(reader.bytes()?.to_vec()).map_err(|_| "table name is not UTF-8")?;
+        if !st.version.tables.contains_key(&id) {
+            st.version.add_table(id, name);
+        }
+        st.next_table_id = st.next_table_id.max(id.0 + 1);
+        Ok(())
+    };
+    registry
+        .register(
+            log::OP_CREATE_TABLE,
+            "create_table",
+            Box::new(redo_create),
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(registry)
+}

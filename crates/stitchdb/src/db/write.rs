@@ -1,0 +1,219 @@
+//! The write path: validate, append to the log, apply to memtables, then make durable as the
+//! write's durability asks.
+
+use super::{background, checkpoint, log, Db, Inner};
+use crate::batch::{encode_ops, TableId, WriteBatch};
+use crate::codec::{put_bytes, put_varint};
+use crate::memtable::Value;
+use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
+use crate::{Error, Result};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use stitch_wal::Flags;
+
+/// In inline mode (no background thread) `Ordered` writes are flushed every this many.
+const INLINE_ORDERED_FLUSH_EVERY: u64 = 8;
+
+impl Db {
+    /// Sets `key` to `value` in `table` with the store's default durability.
+    pub fn put(
+        &self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(table, key.as_ref(), value.as_ref());
+        self.write(&b, self.inner.opts.durability)
+    }
+
+    /// Removes `key` from `table` (a no-op if absent) with the store's default durability.
+    pub fn delete(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(table, key.as_ref());
+        self.write(&b, self.inner.opts.durability)
+    }
+
+    /// Applies a batch atomically: after a crash all of it or none of it is present.
+    pub fn write(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
+        write_batch(&self.inner, batch, durability)
+    }
+}
+
+fn validate(inner: &Inner, batch: &WriteBatch) -> Result<()> {
+    let version = inner.version.read().clone();
+    let max_value = max_value_len(inner.zones.zone_size());
+    for (table, key, value) in &batch.ops {
+        version.table(*table)?;
+        if key.len() > MAX_KEY_LEN {
+            return Err(Error::TooLarge {
+                what: "key",
+                len: key.len(),
+                limit: MAX_KEY_LEN,
+            });
+        }
+        if let Some(v) = value {
+            if v.len() > max_value {
+                return Err(Error::TooLarge {
+                    what: "value",
+                    len: v.len(),
+                    limit: max_value,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Splits a batch into log payloads that each fit in a record.
+fn chunks(ops: &[(TableId, Vec<u8>, Value)], max_payload: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < ops.len() {
+        let mut end = start;
+        let mut size = 16;
+        while end < ops.len() {
+            let (_, k, v) = &ops[end];
+            let op_size = k.len() + v.as_ref().map_or(0, Vec::len) + 24;
+            if end > start && size + op_size > max_payload {
+                break;
+            }
+            size += op_size;
+            end += 1;
+        }
+        out.push(encode_ops(&ops[start..end]));
+        start = end;
+    }
+    out
+}
+
+pub(crate) fn write_batch(
+    inner: &Arc<Inner>,
+    batch: &WriteBatch,
+    durability: Durability,
+) -> Result<()> {
+    inner.check_writable()?;
+    if batch.is_empty() {
+        return Ok(());
+    }
+    validate(inner, batch)?;
+    let wal = inner.wal()?;
+    let payloads = chunks(&batch.ops, wal.max_payload() / 2);
+    let deps = inner.groups.engaged_deps();
+    let (lsn, full) = {
+        let mut w = inner.write.lock();
+        inner.check_writable()?;
+        let txn = w.next_txn;
+        w.next_txn += 1;
+        let mut lsn = 0;
+        for (i, payload) in payloads.iter().enumerate() {
+            let flag = match (payloads.len(), i + 1 == payloads.len()) {
+                (1, _) => Flags::AUTOCOMMIT,
+                (_, true) => Flags::COMMIT,
+                _ => Flags::NONE,
+            };
+            let appended = wal
+                .append_with_deps(txn, log::OP_BATCH, flag, payload, &deps)
+                .map_err(log::log_err);
+            let (record_lsn, _, patch) = inner.guard(appended)?;
+            inner.groups.adopt(patch);
+            lsn = record_lsn;
+        }
+        // Every op of the batch gets the commit's sequence number: readers see all or none.
+        let version = inner.version.read().clone();
+        for (table, key, value) in &batch.ops {
+            version
+                .table(*table)?
+                .mem
+                .insert(key.clone(), lsn, value.clone());
+        }
+        w.last_seq = lsn;
+        inner.visible_seq.store(lsn, Ordering::Release);
+        if durability == Durability::Ordered {
+            w.unflushed_ordered += 1;
+        }
+        let full = version
+            .tables
+            .values()
+            .any(|t| t.mem.bytes() >= inner.opts.memtable_size);
+        (lsn, full)
+    };
+    match durability {
+        Durability::Sync => inner.sync_log(lsn)?,
+        Durability::Ordered if !inner.opts.background => flush_ordered_inline(inner)?,
+        Durability::Ordered => background::ordered_write(inner),
+        Durability::Async => {}
+    }
+    if full {
+        // The commit itself succeeded; if writing the memtable out fails, the store turns
+        // read-only and the next write reports why.
+        if let Err(e) = memtable_full(inner) {
+            tracing::warn!("writing out a full memtable failed: {e}");
+        }
+    }
+    Ok(())
+}
+
+fn flush_ordered_inline(inner: &Arc<Inner>) -> Result<()> {
+    let due = {
+        let mut w = inner.write.lock();
+        let due = w.unflushed_ordered >= INLINE_ORDERED_FLUSH_EVERY;
+        if due {
+            w.unflushed_ordered = 0;
+        }
+        due
+    };
+    if due {
+        let r = inner.wal()?.flush_async().map_err(log::log_err);
+        inner.guard(r)?;
+    }
+    Ok(())
+}
+
+/// A memtable is full: write it out now (inline mode) or ask the background thread to, and
+/// hold the writer back while the memtable behind it is also still being written.
+fn memtable_full(inner: &Arc<Inner>) -> Result<()> {
+    if !inner.opts.background {
+        checkpoint::checkpoint(inner, checkpoint::Trigger::MemtableFull)?;
+        return Ok(());
+    }
+    background::request_checkpoint(inner);
+    background::wait_while_backlogged(inner);
+    inner.check_writable()
+}
+
+pub(crate) fn create_table(inner: &Arc<Inner>, name: &str) -> Result<TableId> {
+    inner.check_writable()?;
+    let wal = inner.wal()?;
+    let lsn = {
+        let mut w = inner.write.lock();
+        if inner.version.read().names.contains_key(name) {
+            return Err(Error::TableExists(name.to_string()));
+        }
+        let id = TableId(w.next_table_id);
+        let mut payload = Vec::new();
+        put_varint(&mut payload, id.0 as u64);
+        put_bytes(&mut payload, name.as_bytes());
+        let txn = w.next_txn;
+        w.next_txn += 1;
+        let appended =
+            wal.append_with_deps(txn, log::OP_CREATE_TABLE, Flags::AUTOCOMMIT, &payload, &[]);
+        let (lsn, _, _) = inner.guard(appended.map_err(log::log_err))?;
+        w.next_table_id += 1;
+        w.last_seq = lsn;
+        let mut version = inner.version.write();
+        let mut v = (**version).clone();
+        v.add_table(id, name.to_string());
+        *version = Arc::new(v);
+        inner.visible_seq.store(lsn, Ordering::Release);
+        lsn
+    };
+    inner.sync_log(lsn)?;
+    inner
+        .version
+        .read()
+        .names
+        .get(name)
+        .copied()
+        .ok_or_else(|| Error::NoSuchTable(name.to_string()))
+}

@@ -1,0 +1,78 @@
+use std::fmt;
+
+/// Everything that can go wrong in StitchDB, each saying what and where.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    #[error(transparent)]
+    Io(#[from] stitch_io::IoError),
+    #[error(transparent)]
+    Patch(#[from] stitch_patch::PatchError),
+    #[error(transparent)]
+    Zone(#[from] stitch_zone::ZoneError),
+    #[error("write-ahead log: {0}")]
+    Log(String),
+    #[error("corrupt {what} at {place}: {detail}")]
+    Corrupt {
+        what: &'static str,
+        place: String,
+        detail: String,
+    },
+    #[error("no table named {0:?}")]
+    NoSuchTable(String),
+    #[error("a table named {0:?} already exists")]
+    TableExists(String),
+    #[error("invalid table name {0:?}: {1}")]
+    BadTableName(String, &'static str),
+    #[error("{what} of {len} bytes is over the limit of {limit} bytes")]
+    TooLarge {
+        what: &'static str,
+        len: usize,
+        limit: usize,
+    },
+    #[error("the store is read-only: {0}")]
+    ReadOnly(String),
+    #[error("the store is closed")]
+    Closed,
+    #[error(transparent)]
+    PatchGroup(#[from] stitch_patch::PatchGroupError),
+    #[error("invalid option: {0}")]
+    Config(String),
+}
+
+impl Error {
+    /// Adds what the damaged bytes were to a corruption found by a lower layer, which knows
+    /// only where they are ("corrupt run block at table t run 4 block 7, extent zone 3 ...").
+    pub(crate) fn within(self, what: &'static str, place: impl fmt::Display) -> Error {
+        match self {
+            Error::Zone(stitch_zone::ZoneError::Corrupt {
+                place: inner,
+                detail,
+                ..
+            })
+            | Error::Corrupt {
+                place: inner,
+                detail,
+                ..
+            } => Error::Corrupt {
+                what,
+                place: format!("{place}, {inner}"),
+                detail,
+            },
+            other => other,
+        }
+    }
+
+    pub(crate) fn corrupt(
+        what: &'static str,
+        place: impl fmt::Display,
+        detail: impl fmt::Display,
+    ) -> Error {
+        Error::Corrupt {
+            what,
+            place: place.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,80 @@
+//! How a store is opened and written.
+
+use crate::{Error, Result};
+
+/// When a write is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Durable when the call returns (concurrent writers share one sync: group commit).
+    #[default]
+    Sync,
+    /// Durable soon (within `Options::ordered_flush_interval`), and never out of order: after a
+    /// crash the store holds a prefix of the commit order.
+    Ordered,
+    /// Durable at the next sync, checkpoint or close; still never out of order.
+    Async,
+}
+
+/// Options for [`Db::open`](crate::Db::open) and [`Db::create`](crate::Db::create).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Bytes per zone when a store is created (8 MiB). Read from the store when opened.
+    pub zone_size: u64,
+    /// The store never grows past this many bytes (`None`: until the device is full).
+    pub max_size: Option<u64>,
+    /// A memtable is written out as a run once it holds this many bytes.
+    pub memtable_size: usize,
+    /// A table whose run count reaches this has its runs merged into one.
+    pub max_runs: usize,
+    /// Durability of writes that do not name one.
+    pub durability: Durability,
+    /// How often `Ordered` writes are flushed, in milliseconds.
+    pub ordered_flush_interval_ms: u64,
+    /// Clean blocks kept in the block cache.
+    pub cache_blocks: usize,
+    /// Run memtable flushes, merges and `Ordered` flushes on a background thread. Off, they run
+    /// inline in the writer's thread (deterministic: what crash tests use).
+    pub background: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            zone_size: 8 << 20,
+            max_size: None,
+            memtable_size: 4 << 20,
+            max_runs: 4,
+            durability: Durability::Sync,
+            ordered_flush_interval_ms: 5,
+            cache_blocks: 4096,
+            background: true,
+        }
+    }
+}
+
+/// The largest key, in bytes.
+pub const MAX_KEY_LEN: usize = 16 * 1024;
+/// The largest value a store with `zone_size`-byte zones accepts: a quarter of a zone less
+/// 4 KiB (so a record with the largest key, and a run block holding it, fit in a zone with room
+/// to spare), and never more than 4 MiB. With the default 8 MiB zones: 2 MiB less 4 KiB.
+pub fn max_value_len(zone_size: u64) -> usize {
+    ((zone_size / 4) as usize - 4096).min(4 << 20)
+}
+
+impl Options {
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.memtable_size < 4096 {
+            return Err(Error::Config(format!(
+                "memtable_size {} is below 4096 bytes",
+                self.memtable_size
+            )));
+        }
+        if self.max_runs < 2 {
+            return Err(Error::Config(format!(
+                "max_runs {} must be at least 2",
+                self.max_runs
+            )));
+        }
+        Ok(())
+    }
+}

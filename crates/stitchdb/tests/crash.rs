@@ -1,0 +1,289 @@
+//! Crash test: run a seeded workload on a `SimDisk`, capture crash images at random moments
+//! (inside writes and syncs, mid-checkpoint and mid-merge included), reopen each one and
+//! check the invariant: the store holds exactly a prefix of the commit order that includes
+//! every acknowledged `Sync` commit, and `check` passes. Some crash images are reopened
+//! through a second crashing disk too, so recovery itself is crashed and must still converge.
+//!
+//! STITCHDB_CRASH_STATES sets how many crash states to verify (default 5000).
+
+use parking_lot::Mutex;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use stitchdb::{Db, Disk, Durability, IoError, Options, SimConfig, SimDisk, WriteBatch};
+
+type State = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The key that records which commit last reached the store (each commit writes it).
+const MARKER: &[u8] = b"\x00commit";
+
+/// A `Disk` that forwards to a `SimDisk` and, at random writes and syncs, records what a crash
+/// at that instant could leave behind.
+#[derive(Debug)]
+struct CrashingDisk {
+    sim: Arc<SimDisk>,
+    rng: Mutex<ChaCha8Rng>,
+    /// Chance of capturing an image at each write and sync (0 until armed).
+    probability: Mutex<f64>,
+    /// Commits issued so far (the one in progress may or may not be in a crash image).
+    issued: Arc<AtomicU64>,
+    /// The newest commit whose `Sync` write returned.
+    acked: Arc<AtomicU64>,
+    images: Mutex<Vec<(SimDisk, u64, u64)>>,
+}
+
+impl CrashingDisk {
+    fn maybe_crash(&self) {
+        let mut rng = self.rng.lock();
+        if rng.gen_bool(*self.probability.lock()) {
+            let seed = rng.gen();
+            let image = self.sim.crash(seed);
+            let (acked, issued) = (
+                self.acked.load(Ordering::SeqCst),
+                self.issued.load(Ordering::SeqCst),
+            );
+            self.images.lock().push((image, acked, issued));
+        }
+    }
+}
+
+impl Disk for CrashingDisk {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
+        self.sim.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), IoError> {
+        self.maybe_crash();
+        let r = self.sim.write_at(offset, data);
+        self.maybe_crash();
+        r
+    }
+    fn sync(&self) -> Result<(), IoError> {
+        self.maybe_crash();
+        let r = self.sim.sync();
+        self.maybe_crash();
+        r
+    }
+    fn len(&self) -> u64 {
+        self.sim.len()
+    }
+    fn grow(&self, new_len: u64) -> Result<(), IoError> {
+        self.sim.grow(new_len)
+    }
+    fn punch_hole(&self, offset: u64, len: u64) -> Result<(), IoError> {
+        self.maybe_crash();
+        self.sim.punch_hole(offset, len)
+    }
+    fn describe(&self) -> String {
+        "crashing simdisk".into()
+    }
+}
+
+fn options() -> Options {
+    Options {
+        zone_size: 64 * 1024,
+        memtable_size: 6 * 1024,
+        max_runs: 3,
+        background: false,
+        ..Options::default()
+    }
+}
+
+fn crashing(sim: SimDisk, seed: u64, probability: f64) -> Arc<CrashingDisk> {
+    Arc::new(CrashingDisk {
+        sim: Arc::new(sim),
+        rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
+        probability: Mutex::new(probability),
+        issued: Arc::default(),
+        acked: Arc::default(),
+        images: Mutex::new(Vec::new()),
+    })
+}
+
+fn contents(db: &Db) -> State {
+    let t = db.default_table();
+    db.scan_prefix(t, b"")
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// Runs one seeded workload; returns the state after each commit (index = commit number) and
+/// the crash images captured.
+fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
+    let sim = SimDisk::new(SimConfig {
+        seed,
+        len: 0,
+        capacity: None,
+    });
+    // Crashes during creation are covered by `a_crash_during_creation_is_a_clear_error`.
+    let disk = crashing(sim, seed, 0.0);
+    let db = Db::create_on(disk.clone(), options()).unwrap();
+    *disk.probability.lock() = 0.04;
+    let t = db.default_table();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    let mut states = vec![State::new()];
+    let mut state = State::new();
+    for n in 1..=commits {
+        let mut batch = WriteBatch::new();
+        for _ in 0..rng.gen_range(1..4) {
+            let k = format!("k{:02}", rng.gen_range(0..40)).into_bytes();
+            if rng.gen_bool(0.2) {
+                batch.delete(t, k.clone());
+                state.remove(&k);
+            } else {
+                let len = if rng.gen_bool(0.1) {
+                    rng.gen_range(1000..5000)
+                } else {
+                    rng.gen_range(0..60)
+                };
+                let v: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                batch.put(t, k.clone(), v.clone());
+                state.insert(k, v);
+            }
+        }
+        batch.put(t, MARKER, n.to_be_bytes());
+        state.insert(MARKER.to_vec(), n.to_be_bytes().to_vec());
+        let durability = match rng.gen_range(0..10) {
+            0..=3 => Durability::Sync,
+            4..=6 => Durability::Ordered,
+            _ => Durability::Async,
+        };
+        disk.issued.store(n, Ordering::SeqCst);
+        db.write(&batch, durability).unwrap();
+        if durability == Durability::Sync {
+            disk.acked.store(n, Ordering::SeqCst);
+        }
+        states.push(state.clone());
+        if rng.gen_bool(0.03) {
+            db.flush().unwrap();
+        }
+    }
+    db.close().unwrap();
+    let images = std::mem::take(&mut *disk.images.lock());
+    (states, images)
+}
+
+/// Opens a crash image and checks the prefix invariant; returns the prefix length found.
+fn verify(image: SimDisk, acked: u64, issued: u64, states: &[State], what: &str) -> u64 {
+    let db = Db::open_on(Arc::new(image), options())
+        .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+    let got = contents(&db);
+    let n = got
+        .get(MARKER)
+        .map_or(0, |v| u64::from_be_bytes(v.as_slice().try_into().unwrap()));
+    assert!(
+        n >= acked,
+        "{what}: commit {acked} was acknowledged as durable but the store holds only {n}"
+    );
+    assert!(
+        n <= issued,
+        "{what}: the store holds commit {n}, but only {issued} were issued"
+    );
+    assert_eq!(
+        got, states[n as usize],
+        "{what}: the store is not the prefix ending at commit {n}"
+    );
+    db.check()
+        .unwrap_or_else(|e| panic!("{what}: check failed: {e}"));
+    n
+}
+
+fn target_states() -> usize {
+    std::env::var("STITCHDB_CRASH_STATES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5000)
+}
+
+#[test]
+fn every_crash_state_is_a_prefix_with_every_acknowledged_commit() {
+    let target = target_states();
+    let mut verified = 0usize;
+    let mut recovery_crashes = 0usize;
+    let mut prefixes = std::collections::BTreeSet::new();
+    let mut seed = 0u64;
+    while verified < target {
+        seed += 1;
+        let (states, images) = workload(seed, 150);
+        for (i, (image, acked, issued)) in images.into_iter().enumerate() {
+            let what = format!("seed {seed} image {i}");
+            if i % 8 == 0 {
+                // Crash the recovery of this image too: every image of the recovery must open
+                // to the same prefix the uninterrupted recovery finds.
+                let expected = verify(image.crash(0), acked, issued, &states, &what);
+                let again = crashing(image, seed * 1000 + i as u64, 0.2);
+                let db = Db::open_on(again.clone(), options()).unwrap();
+                drop(db);
+                for (j, (inner, _, _)) in again.images.lock().drain(..).enumerate() {
+                    let n = verify(
+                        inner,
+                        expected,
+                        expected,
+                        &states,
+                        &format!("{what} recovery crash {j}"),
+                    );
+                    assert_eq!(n, expected);
+                    recovery_crashes += 1;
+                    verified += 1;
+                }
+                prefixes.insert(expected);
+            } else {
+                prefixes.insert(verify(image, acked, issued, &states, &what));
+            }
+            verified += 1;
+        }
+    }
+    eprintln!(
+        "verified {verified} crash states ({recovery_crashes} during recovery) from {seed} workloads; {} distinct prefixes",
+        prefixes.len()
+    );
+    assert!(recovery_crashes > 0, "recovery itself was crashed");
+    assert!(
+        prefixes.len() > 50,
+        "crashes landed at many different points"
+    );
+}
+
+#[test]
+fn a_crash_during_creation_is_a_clear_error_or_an_empty_store() {
+    let (mut empty, mut unfinished) = (0, 0);
+    for seed in 0..200 {
+        let disk = crashing(
+            SimDisk::new(SimConfig {
+                seed,
+                len: 0,
+                capacity: None,
+            }),
+            seed,
+            0.3,
+        );
+        Db::create_on(disk.clone(), options())
+            .unwrap()
+            .close()
+            .unwrap();
+        for (image, _, _) in disk.images.lock().drain(..) {
+            match Db::open_on(Arc::new(image), options()) {
+                Ok(db) => {
+                    assert!(contents(&db).is_empty());
+                    db.check().unwrap();
+                    empty += 1;
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    assert!(
+                        text.contains("creation never finished")
+                            || text.contains("not a StitchDB store"),
+                        "seed {seed}: {text}"
+                    );
+                    unfinished += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        empty > 0 && unfinished > 0,
+        "{empty} empty, {unfinished} unfinished"
+    );
+}

@@ -1,0 +1,256 @@
+//! Bad input and failures: each gets a clear error, nothing panics, committed data is kept,
+//! and after a failed write the store is read-only and says why.
+
+use std::sync::Arc;
+use stitchdb::{
+    max_value_len, Db, Disk, Durability, Error, MemDisk, Options, SimConfig, SimDisk, WriteBatch,
+    MAX_KEY_LEN,
+};
+
+fn options() -> Options {
+    Options {
+        zone_size: 64 * 1024,
+        memtable_size: 8 * 1024,
+        background: false,
+        ..Options::default()
+    }
+}
+
+fn sim(seed: u64) -> Arc<SimDisk> {
+    Arc::new(SimDisk::new(SimConfig {
+        seed,
+        len: 0,
+        capacity: None,
+    }))
+}
+
+fn fill(db: &Db, from: u32, to: u32) {
+    let t = db.default_table();
+    for i in from..to {
+        db.put(t, format!("key{i:05}"), format!("value{i}"))
+            .unwrap();
+    }
+}
+
+fn count(db: &Db) -> usize {
+    db.scan_prefix(db.default_table(), b"").unwrap().count()
+}
+
+#[test]
+fn oversized_keys_and_values_are_refused_and_the_store_goes_on() {
+    let db = Db::create_on(Arc::new(MemDisk::new(0)), options()).unwrap();
+    let t = db.default_table();
+    let err = db.put(t, vec![b'k'; MAX_KEY_LEN + 1], b"v").unwrap_err();
+    assert!(matches!(err, Error::TooLarge { what: "key", .. }), "{err}");
+    let limit = max_value_len(64 * 1024);
+    let err = db.put(t, b"k", vec![0u8; limit + 1]).unwrap_err();
+    assert!(err.to_string().contains("value of"), "{err}");
+    db.put(t, b"k", vec![1u8; limit]).unwrap();
+    assert_eq!(db.get(t, b"k").unwrap().map(|v| v.len()), Some(limit));
+    assert_eq!(db.failure(), None);
+}
+
+#[test]
+fn unknown_tables_and_bad_names_are_errors() {
+    let db = Db::create_on(Arc::new(MemDisk::new(0)), options()).unwrap();
+    assert!(matches!(db.table("nope"), Err(Error::NoSuchTable(_))));
+    assert!(matches!(db.create_table(""), Err(Error::BadTableName(..))));
+    db.create_table("a").unwrap();
+    assert!(matches!(db.create_table("a"), Err(Error::TableExists(_))));
+    let mut b = WriteBatch::new();
+    b.put(stitchdb::TableId(77), b"k".to_vec(), b"v".to_vec());
+    assert!(matches!(
+        db.write(&b, Durability::Sync),
+        Err(Error::NoSuchTable(_))
+    ));
+}
+
+#[test]
+fn a_failed_write_turns_the_store_read_only_and_keeps_committed_data() {
+    for nth in 1..30 {
+        let disk = sim(nth);
+        let db = Db::create_on(disk.clone(), options()).unwrap();
+        fill(&db, 0, 50);
+        db.sync().unwrap();
+        disk.fail_nth_write(nth);
+        let t = db.default_table();
+        let mut failed = None;
+        for i in 50..400u32 {
+            if let Err(e) = db.put(t, format!("key{i:05}"), format!("value{i}")) {
+                failed = Some((i, e));
+                break;
+            }
+        }
+        let (at, err) = failed.expect("the injected failure surfaced");
+        assert!(err.to_string().contains("I/O error"), "{err}");
+        let why = db.failure().expect("read-only after a failed write");
+        assert!(why.contains("I/O error"), "{why}");
+        assert!(matches!(db.put(t, b"more", b"x"), Err(Error::ReadOnly(_))));
+        // Reads still work and see everything before the failure.
+        for i in (0..at).step_by(7) {
+            assert_eq!(
+                db.get(t, format!("key{i:05}")).unwrap(),
+                Some(format!("value{i}").into_bytes())
+            );
+        }
+        drop(db);
+        // After a restart the store holds at least every acknowledged (Sync) write.
+        let db = Db::open_on(Arc::new(disk.crash(nth)), options()).unwrap();
+        assert!(
+            count(&db) >= at as usize,
+            "nth {nth}: {} < {at}",
+            count(&db)
+        );
+        db.check().unwrap();
+    }
+}
+
+#[test]
+fn a_failed_sync_turns_the_store_read_only() {
+    let disk = sim(3);
+    let db = Db::create_on(disk.clone(), options()).unwrap();
+    fill(&db, 0, 20);
+    disk.fail_nth_sync(1);
+    let err = db.put(db.default_table(), b"x", b"y").unwrap_err();
+    assert!(err.to_string().contains("sync"), "{err}");
+    assert!(db.failure().is_some());
+    drop(db);
+    let db = Db::open_on(disk, options()).unwrap();
+    assert!(count(&db) >= 20);
+}
+
+#[test]
+fn a_full_disk_is_an_error_not_a_loss() {
+    let disk = sim(5);
+    disk.set_capacity(Some(16 * 64 * 1024));
+    let db = Db::create_on(disk.clone(), options()).unwrap();
+    let t = db.default_table();
+    let mut written = 0u32;
+    let err = loop {
+        match db.put(t, format!("key{written:06}"), vec![7u8; 900]) {
+            Ok(()) => written += 1,
+            Err(e) => break e,
+        }
+        assert!(written < 100_000, "the disk never filled");
+    };
+    let text = err.to_string();
+    assert!(text.contains("no space"), "{text}");
+    assert!(db.failure().is_some());
+    drop(db);
+    let db = Db::open_read_only_on(disk, options()).unwrap();
+    assert_eq!(
+        count(&db),
+        written as usize,
+        "every acknowledged write survived"
+    );
+}
+
+#[test]
+fn reads_fail_cleanly_on_a_failed_read() {
+    let disk = sim(9);
+    let db = Db::create_on(disk.clone(), options()).unwrap();
+    fill(&db, 0, 500);
+    db.flush().unwrap();
+    drop(db);
+    let db = Db::open_on(
+        disk.clone(),
+        Options {
+            cache_blocks: 0,
+            ..options()
+        },
+    )
+    .unwrap();
+    disk.fail_nth_read(1);
+    let t = db.default_table();
+    let r = db.get(t, b"key00123");
+    assert!(r.is_err(), "the injected read error surfaced");
+    assert_eq!(
+        db.get(t, b"key00123").unwrap(),
+        Some(b"value123".to_vec()),
+        "a later read works"
+    );
+}
+
+#[test]
+fn damaged_blocks_are_reported_by_reads_and_check() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let db = Db::create_on(disk.clone(), options()).unwrap();
+    fill(&db, 0, 2000);
+    db.flush().unwrap();
+    db.close().unwrap();
+    // Flip a byte in every 4 KiB block of zones 1 and 2 past their first block: some are run
+    // blocks, whatever else they hit, opening or checking must say what and where.
+    let mut damaged = 0;
+    for off in (64 * 1024 + 5000..3 * 64 * 1024).step_by(4096) {
+        let mut b = [0u8];
+        disk.read_at(off, &mut b).unwrap();
+        disk.write_at(off, &[b[0] ^ 0xff]).unwrap();
+        damaged += 1;
+    }
+    assert!(damaged > 10);
+    let err = match Db::open_read_only_on(disk, options()) {
+        Err(e) => e,
+        Ok(db) => db.check().unwrap_err(),
+    };
+    let text = err.to_string();
+    assert!(text.starts_with("corrupt "), "{text}");
+    assert!(text.contains("zone"), "names the place: {text}");
+}
+
+#[test]
+fn a_damaged_manifest_fails_open_with_its_place_and_garbage_is_not_a_store() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    Db::create_on(disk.clone(), options())
+        .unwrap()
+        .close()
+        .unwrap();
+    // Damage every zone's first bytes after zone 0: the manifest is in one of them.
+    for zone in 1..disk.len() / (64 * 1024) {
+        disk.write_at(zone * 64 * 1024 + 20, &[0xAB; 8]).unwrap();
+    }
+    let err = Db::open_on(disk, options()).err().expect("open must fail");
+    assert!(
+        err.to_string().contains("manifest") || err.to_string().contains("log"),
+        "{err}"
+    );
+
+    let garbage: Arc<dyn Disk> = Arc::new(MemDisk::new(1 << 20));
+    let err = Db::open_on(garbage, options()).err().unwrap();
+    assert!(err.to_string().contains("not a StitchDB store"), "{err}");
+}
+
+#[test]
+fn a_second_writer_gets_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.store");
+    let db = Db::create(&path, Options::default()).unwrap();
+    let err = Db::open(&path, Options::default()).err().unwrap();
+    assert!(err.to_string().contains("locked"), "{err}");
+    let err = Db::open_read_only(&path, Options::default()).err().unwrap();
+    assert!(err.to_string().contains("locked"), "{err}");
+    db.close().unwrap();
+    Db::open(&path, Options::default()).unwrap();
+    assert!(
+        Db::create(&path, Options::default()).is_err(),
+        "create refuses an existing store"
+    );
+}
+
+#[test]
+fn use_after_close_is_an_error() {
+    let db = Db::create_on(Arc::new(MemDisk::new(0)), options()).unwrap();
+    let t = db.default_table();
+    db.put(t, b"a", b"b").unwrap();
+    db.close().unwrap();
+    // `close` consumes the handle; a read-only handle refuses writes.
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    Db::create_on(disk.clone(), options())
+        .unwrap()
+        .close()
+        .unwrap();
+    let ro = Db::open_read_only_on(disk, options()).unwrap();
+    assert!(matches!(
+        ro.put(ro.default_table(), b"a", b"b"),
+        Err(Error::ReadOnly(_))
+    ));
+}
