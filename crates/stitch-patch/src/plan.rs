@@ -102,7 +102,7 @@ impl PatchGraph {
                 written.push(q);
             }
         }
-        let useful = needed.map_or(true, |needed| written.iter().any(|q| needed.contains(q)));
+        let useful = needed.is_none_or(|needed| written.iter().any(|q| needed.contains(q)));
         if !useful {
             for q in &written {
                 if let Some(p) = patches.get_mut(q) {

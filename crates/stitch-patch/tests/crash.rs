@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use stitch_io::SimDisk;
 use stitch_patch::{BlockCache, PatchId};
-use support::{cache_on, read_cache, read_disk, sim_disk, CountingDisk, BLOCK};
+use support::{cache_on, read_cache, read_disk, sim_disk, CountingDisk, DiskOp, BLOCK};
 
 const BLOCKS: u64 = 4;
 /// Crash images taken at each write and sync.
@@ -209,7 +209,11 @@ fn run(ops: &[Op], seed: u64) -> Result<(), String> {
     {
         let (sim, model, violation) = (sim.clone(), model.clone(), violation.clone());
         let mut crashes = 0;
-        counting.set_hook(move |_| {
+        counting.set_hook(move |op| {
+            // Crash after every write and sync (reads change nothing).
+            if matches!(op, DiskOp::Read { .. }) {
+                return;
+            }
             let model = model.lock();
             for _ in 0..CRASHES_PER_POINT {
                 crashes += 1;
@@ -260,8 +264,7 @@ fn apply(
             let deps = m.chosen(deps);
             let w = m.writes.len();
             let offset = block * BLOCK + start * 2;
-            let bytes: Vec<u8> = std::iter::repeat(Model::tag(w).to_le_bytes())
-                .take(*units as usize)
+            let bytes: Vec<u8> = std::iter::repeat_n(Model::tag(w).to_le_bytes(), *units as usize)
                 .flatten()
                 .collect();
             let id = cache

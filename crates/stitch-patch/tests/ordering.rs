@@ -7,7 +7,9 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use stitch_io::{Disk, MemDisk};
 use stitch_patch::{PatchId, PatchState};
-use support::{cache_on, read_cache, read_disk, setup, CountingDisk, DiskOp, BLOCK};
+use support::{
+    cache_on, read_cache, read_disk, setup, small_cache_on, CountingDisk, DiskOp, BLOCK,
+};
 
 /// What the disk held after each sync, captured by the counting disk's hook.
 fn images_after_syncs(
@@ -333,11 +335,7 @@ fn actions_run_once_their_patch_commits() {
 #[test]
 fn reads_see_every_patch_and_survive_eviction() {
     let counting = CountingDisk::new(Arc::new(MemDisk::new(16 * BLOCK)));
-    let config = stitch_patch::CacheConfig {
-        block_size: BLOCK as usize,
-        clean_blocks: 2,
-    };
-    let cache = stitch_patch::BlockCache::new(counting.clone(), config);
+    let cache = small_cache_on(counting.clone(), 2);
     // Bytes already on the disk, in a block the cache will have to load.
     counting.write_at(5 * BLOCK + 2000, &[99; 10]).unwrap();
     let mut expect = vec![0u8; 16 * BLOCK as usize];
@@ -424,11 +422,7 @@ fn writers_and_flushers_run_concurrently() {
     const BLOCKS_EACH: u64 = 8;
     let sim = support::sim_disk(THREADS * BLOCKS_EACH + 8, 3);
     // Few clean blocks: reads keep going to the disk while other threads' flushes write it.
-    let config = stitch_patch::CacheConfig {
-        block_size: BLOCK as usize,
-        clean_blocks: 4,
-    };
-    let cache = Arc::new(stitch_patch::BlockCache::new(sim.clone(), config));
+    let cache = small_cache_on(sim.clone(), 4);
     std::thread::scope(|s| {
         for t in 0..THREADS {
             let cache = cache.clone();
@@ -458,11 +452,7 @@ fn writers_and_flushers_run_concurrently() {
 #[test]
 fn a_read_racing_a_flush_does_not_cache_stale_bytes() {
     let counting = CountingDisk::new(Arc::new(MemDisk::new(4 * BLOCK)));
-    let config = stitch_patch::CacheConfig {
-        block_size: BLOCK as usize,
-        clean_blocks: 1,
-    };
-    let cache = Arc::new(stitch_patch::BlockCache::new(counting.clone(), config));
+    let cache = small_cache_on(counting.clone(), 1);
     let racer = cache.clone();
     let mut raced = false;
     counting.set_hook(move |op| {

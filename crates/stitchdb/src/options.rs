@@ -58,7 +58,7 @@ pub const MAX_KEY_LEN: usize = 16 * 1024;
 /// 4 KiB (so a record with the largest key, and a run block holding it, fit in a zone with room
 /// to spare), and never more than 4 MiB. With the default 8 MiB zones: 2 MiB less 4 KiB.
 pub fn max_value_len(zone_size: u64) -> usize {
-    ((zone_size / 4) as usize - 4096).min(4 << 20)
+    ((zone_size / 4) as usize).saturating_sub(4096).min(4 << 20)
 }
 
 impl Options {

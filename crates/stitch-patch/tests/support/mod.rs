@@ -126,6 +126,17 @@ pub fn cache_on(disk: Arc<dyn Disk>) -> Arc<BlockCache> {
     Arc::new(BlockCache::new(disk, CacheConfig::default()))
 }
 
+/// A cache keeping only `clean_blocks` clean blocks, so reads go to the disk often.
+pub fn small_cache_on(disk: Arc<dyn Disk>, clean_blocks: usize) -> Arc<BlockCache> {
+    Arc::new(BlockCache::new(
+        disk,
+        CacheConfig {
+            block_size: BLOCK as usize,
+            clean_blocks,
+        },
+    ))
+}
+
 /// A counting SimDisk of `blocks` blocks and a cache on it.
 pub fn setup(blocks: u64) -> (Arc<SimDisk>, Arc<CountingDisk>, Arc<BlockCache>) {
     let sim = sim_disk(blocks, 7);

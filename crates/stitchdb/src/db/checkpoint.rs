@@ -63,6 +63,11 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
         return Ok(inner.zones.superblock_patch());
     }
 
+    // The runs cover every record before `log_pos`, but those records still sit in the cache
+    // as dirty patches until something flushes them (an `Async` write never does): flush them
+    // here so the log's memory, and its released segments, are given back.
+    wal.flush_async().map_err(log::log_err)?;
+
     let oldest_reader = inner.oldest_reader();
     let mut patches = vec![log_dep];
     let mut new_runs: BTreeMap<TableId, Vec<Arc<Run>>> = BTreeMap::new();

@@ -283,6 +283,11 @@ impl Db {
             .ok_or_else(|| Error::NoSuchTable(name.to_string()))
     }
 
+    /// The name of a table.
+    pub fn table_name(&self, table: TableId) -> Result<String> {
+        Ok(self.inner.version.read().table(table)?.name.clone())
+    }
+
     /// The names of all tables, sorted.
     pub fn tables(&self) -> Vec<String> {
         self.inner.version.read().names.keys().cloned().collect()
