@@ -22,6 +22,12 @@ pub struct ExtentAddr {
 impl ExtentAddr {
     pub const ENCODED_LEN: usize = 12;
 
+    /// True when this extent starts where `prev` ends on disk (the next aligned offset).
+    pub fn follows(&self, prev: &ExtentAddr) -> bool {
+        self.zone == prev.zone
+            && self.offset as u64 == (prev.offset as u64 + prev.len as u64).next_multiple_of(16)
+    }
+
     pub fn payload_len(&self) -> usize {
         self.len as usize - EXTENT_HEADER_LEN
     }

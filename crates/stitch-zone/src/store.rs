@@ -14,8 +14,20 @@ pub type ZoneId = u32;
 /// a run index, say, releases the blocks it points to.
 pub type ReleaseHandler = Arc<dyn Fn(ExtentAddr) + Send + Sync>;
 
-/// Extents start at multiples of this within a zone.
+/// Extents start at multiples of this within a zone (`ExtentAddr::follows` relies on it).
 const EXTENT_ALIGN: u64 = 16;
+
+/// Appends of different streams go to different open zones, so what one writer appends in a
+/// row stays contiguous on disk even while another writer appends too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Memtable flushes, manifests.
+    Flush = 0,
+    /// Merges and defragmentation.
+    Merge = 1,
+}
+
+const STREAMS: usize = 2;
 const MIN_ZONE_SIZE: u64 = 64 * 1024;
 
 #[derive(Debug, Clone)]
@@ -87,7 +99,7 @@ struct RefEntry {
 struct State {
     zones: Vec<Zone>,
     free: BTreeSet<ZoneId>,
-    open: Option<ZoneId>,
+    open: [Option<ZoneId>; STREAMS],
     refs: HashMap<(ZoneId, u32), (u32, RefEntry)>,
     handlers: HashMap<ExtentKind, ReleaseHandler>,
     superblock: Superblock,
@@ -208,7 +220,7 @@ impl ZoneStore {
         let state = State {
             zones,
             free: BTreeSet::new(),
-            open: None,
+            open: [None; STREAMS],
             refs: HashMap::new(),
             handlers: HashMap::new(),
             superblock,
@@ -327,6 +339,17 @@ impl ZoneStore {
         payload: &[u8],
         deps: &[PatchId],
     ) -> Result<(ExtentAddr, PatchId)> {
+        self.append_to(Stream::Flush, kind, payload, deps)
+    }
+
+    /// [`append`](Self::append) into the open zone of `stream`.
+    pub fn append_to(
+        &self,
+        stream: Stream,
+        kind: ExtentKind,
+        payload: &[u8],
+        deps: &[PatchId],
+    ) -> Result<(ExtentAddr, PatchId)> {
         let total = (EXTENT_HEADER_LEN + payload.len()) as u64;
         if total > self.config.zone_size {
             let addr = ExtentAddr {
@@ -337,7 +360,7 @@ impl ZoneStore {
             return Err(ZoneError::TooLarge(addr, self.config.zone_size));
         }
         let mut st = self.state.lock();
-        let zone = self.zone_with_room(&mut st, total)?;
+        let zone = self.zone_with_room(&mut st, stream, total)?;
         let offset = st.zones[zone as usize].write_ptr;
         let addr = ExtentAddr {
             zone,
@@ -359,12 +382,12 @@ impl ZoneStore {
         Ok((addr, patch))
     }
 
-    fn zone_with_room(&self, st: &mut State, total: u64) -> Result<ZoneId> {
-        if let Some(open) = st.open {
+    fn zone_with_room(&self, st: &mut State, stream: Stream, total: u64) -> Result<ZoneId> {
+        if let Some(open) = st.open[stream as usize] {
             if st.zones[open as usize].write_ptr + total <= self.config.zone_size {
                 return Ok(open);
             }
-            st.open = None;
+            st.open[stream as usize] = None;
             Self::retire(st, open, ZoneUse::Closed);
         }
         let zone = self.take_free_zone(st)?;
@@ -374,7 +397,7 @@ impl ZoneStore {
             write_ptr: 0,
             last_write: PatchId::NONE,
         };
-        st.open = Some(zone);
+        st.open[stream as usize] = Some(zone);
         Ok(zone)
     }
 

@@ -32,6 +32,7 @@ pub use batch::{TableId, WriteBatch};
 pub use db::{CheckReport, Db, DbIter, Stats, TableStats, DEFAULT_TABLE};
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, MAX_KEY_LEN};
+pub use run::{MergeStats, Stitching};
 pub use stitch_io::{Disk, FileDisk, IoError, IoErrorKind, MemDisk, SimConfig, SimDisk};
 pub use stitch_patch::{CacheStats, GroupId};
 pub use stitch_zone::ZoneStats;

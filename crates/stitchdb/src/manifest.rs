@@ -3,7 +3,7 @@
 
 use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
-use crate::run::RunMeta;
+use crate::run::{RunMeta, Stitching};
 
 const MAGIC: &[u8; 4] = b"STMF";
 const MANIFEST_VERSION: u8 = 1;
@@ -21,7 +21,8 @@ pub struct LogStart {
 pub struct TableMeta {
     pub id: TableId,
     pub name: String,
-    /// Newest first.
+    pub stitching: Stitching,
+    /// By level, newest first within a level.
     pub runs: Vec<RunMeta>,
 }
 
@@ -54,6 +55,11 @@ impl Manifest {
         for t in &self.tables {
             put_varint(&mut out, t.id.0 as u64);
             put_bytes(&mut out, t.name.as_bytes());
+            let stitching = match t.stitching {
+                Stitching::Threshold(bytes) => bytes,
+                Stitching::Never => u64::MAX,
+            };
+            put_varint(&mut out, stitching);
             put_varint(&mut out, t.runs.len() as u64);
             for r in &t.runs {
                 r.encode(&mut out);
@@ -87,10 +93,19 @@ impl Manifest {
             let id = TableId(u32::try_from(r.varint()?).map_err(|_| "table id out of range")?);
             let name =
                 String::from_utf8(r.bytes()?.to_vec()).map_err(|_| "table name is not UTF-8")?;
+            let stitching = match r.varint()? {
+                u64::MAX => Stitching::Never,
+                bytes => Stitching::Threshold(bytes),
+            };
             let runs = (0..r.len()?)
                 .map(|_| RunMeta::decode(&mut r))
                 .collect::<Result<Vec<_>, _>>()?;
-            tables.push(TableMeta { id, name, runs });
+            tables.push(TableMeta {
+                id,
+                name,
+                stitching,
+                runs,
+            });
         }
         if !r.is_empty() {
             return Err("trailing bytes after the last table".into());
@@ -125,8 +140,10 @@ mod tests {
             tables: vec![TableMeta {
                 id: TableId(1),
                 name: "default".into(),
+                stitching: Stitching::Never,
                 runs: vec![RunMeta {
                     id: 8,
+                    level: 2,
                     entries: 10,
                     data_bytes: 100,
                     min_seq: 1,

@@ -129,25 +129,62 @@ impl Iterator for Visible {
     }
 }
 
-/// What a merge must keep: every version newer than the oldest snapshot still readable, and
-/// the newest version at or below it; a tombstone among the latter is dropped too when the
-/// merge covers everything beneath it (`bottom`).
-pub struct Compacted {
-    inner: MergeIter,
+/// Decides which versions a merge keeps: every version newer than the oldest snapshot still
+/// readable, and the newest version at or below it; a tombstone among the latter is dropped
+/// too when the merge covers everything beneath it (`bottom`). Feed it entries in merge order.
+pub struct VersionFilter {
     oldest_snapshot: u64,
     bottom: bool,
-    key: Option<Vec<u8>>,
+    key: Vec<u8>,
+    have_key: bool,
     kept_old_version: bool,
+}
+
+impl VersionFilter {
+    pub fn new(oldest_snapshot: u64, bottom: bool) -> VersionFilter {
+        VersionFilter {
+            oldest_snapshot,
+            bottom,
+            key: Vec::new(),
+            have_key: false,
+            kept_old_version: false,
+        }
+    }
+
+    pub fn keep(&mut self, key: &[u8], seq: u64, tombstone: bool) -> bool {
+        if !self.have_key || self.key != key {
+            self.key.clear();
+            self.key.extend_from_slice(key);
+            self.have_key = true;
+            self.kept_old_version = false;
+        }
+        if seq > self.oldest_snapshot {
+            return true;
+        }
+        if self.kept_old_version {
+            return false;
+        }
+        self.kept_old_version = true;
+        !(tombstone && self.bottom)
+    }
+
+    /// Forgets the current key (entries were passed on without the filter seeing them).
+    pub fn reset(&mut self) {
+        self.have_key = false;
+    }
+}
+
+/// A [`VersionFilter`] over a merge of sources.
+pub struct Compacted {
+    inner: MergeIter,
+    filter: VersionFilter,
 }
 
 impl Compacted {
     pub fn new(inner: MergeIter, oldest_snapshot: u64, bottom: bool) -> Compacted {
         Compacted {
             inner,
-            oldest_snapshot,
-            bottom,
-            key: None,
-            kept_old_version: false,
+            filter: VersionFilter::new(oldest_snapshot, bottom),
         }
     }
 }
@@ -161,21 +198,9 @@ impl Iterator for Compacted {
                 Ok(e) => e,
                 Err(err) => return Some(Err(err)),
             };
-            if self.key.as_ref() != Some(&e.key) {
-                self.key = Some(e.key.clone());
-                self.kept_old_version = false;
-            }
-            if e.seq > self.oldest_snapshot {
+            if self.filter.keep(&e.key, e.seq, e.value.is_none()) {
                 return Some(Ok(e));
             }
-            if self.kept_old_version {
-                continue;
-            }
-            self.kept_old_version = true;
-            if e.value.is_none() && self.bottom {
-                continue;
-            }
-            return Some(Ok(e));
         }
     }
 }

@@ -1,5 +1,6 @@
 //! How a store is opened and written.
 
+use crate::run::Stitching;
 use crate::{Error, Result};
 
 /// When a write is durable.
@@ -24,8 +25,13 @@ pub struct Options {
     pub max_size: Option<u64>,
     /// A memtable is written out as a run once it holds this many bytes.
     pub memtable_size: usize,
-    /// A table whose run count reaches this has its runs merged into one.
-    pub max_runs: usize,
+    /// Runs a level holds before they are merged into one run of the next level (the paper's
+    /// two runs per level: level `i` then holds about `memtable_size * 2^i` bytes per run).
+    pub level_runs: usize,
+    /// How merges of new tables stitch blocks (change a table's with `Db::set_stitching`).
+    pub stitching: Stitching,
+    /// Bytes of parsed run blocks kept in memory for reads.
+    pub read_cache_bytes: usize,
     /// Durability of writes that do not name one.
     pub durability: Durability,
     /// How often `Ordered` writes are flushed, in milliseconds.
@@ -43,10 +49,12 @@ impl Default for Options {
             zone_size: 8 << 20,
             max_size: None,
             memtable_size: 4 << 20,
-            max_runs: 4,
+            level_runs: 2,
+            stitching: Stitching::default(),
+            read_cache_bytes: 64 << 20,
             durability: Durability::Sync,
             ordered_flush_interval_ms: 5,
-            cache_blocks: 4096,
+            cache_blocks: 1024,
             background: true,
         }
     }
@@ -69,10 +77,10 @@ impl Options {
                 self.memtable_size
             )));
         }
-        if self.max_runs < 2 {
+        if self.level_runs < 2 {
             return Err(Error::Config(format!(
-                "max_runs {} must be at least 2",
-                self.max_runs
+                "level_runs {} must be at least 2",
+                self.level_runs
             )));
         }
         Ok(())

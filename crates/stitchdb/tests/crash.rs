@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use stitchdb::{Db, Disk, Durability, IoError, Options, SimConfig, SimDisk, WriteBatch};
+use stitchdb::{Db, Disk, Durability, IoError, Options, SimConfig, SimDisk, Stitching, WriteBatch};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -80,11 +80,19 @@ impl Disk for CrashingDisk {
     }
 }
 
-fn options() -> Options {
+/// The stitching threshold varies by seed: every block stitched that can be, spans of two
+/// blocks or more, never.
+fn options(seed: u64) -> Options {
+    let stitching = [
+        Stitching::Threshold(0),
+        Stitching::Threshold(8192),
+        Stitching::Never,
+    ][(seed % 3) as usize];
     Options {
+        stitching,
         zone_size: 64 * 1024,
         memtable_size: 6 * 1024,
-        max_runs: 3,
+        level_runs: 2,
         background: false,
         ..Options::default()
     }
@@ -119,7 +127,7 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
     });
     // Crashes during creation are covered by `a_crash_during_creation_is_a_clear_error`.
     let disk = crashing(sim, seed, 0.0);
-    let db = Db::create_on(disk.clone(), options()).unwrap();
+    let db = Db::create_on(disk.clone(), options(seed)).unwrap();
     *disk.probability.lock() = 0.04;
     let t = db.default_table();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
@@ -166,8 +174,8 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
 }
 
 /// Opens a crash image and checks the prefix invariant; returns the prefix length found.
-fn verify(image: SimDisk, acked: u64, issued: u64, states: &[State], what: &str) -> u64 {
-    let db = Db::open_on(Arc::new(image), options())
+fn verify(image: SimDisk, seed: u64, acked: u64, issued: u64, states: &[State], what: &str) -> u64 {
+    let db = Db::open_on(Arc::new(image), options(seed))
         .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
     let got = contents(&db);
     let n = got
@@ -212,13 +220,14 @@ fn every_crash_state_is_a_prefix_with_every_acknowledged_commit() {
             if i % 8 == 0 {
                 // Crash the recovery of this image too: every image of the recovery must open
                 // to the same prefix the uninterrupted recovery finds.
-                let expected = verify(image.crash(0), acked, issued, &states, &what);
+                let expected = verify(image.crash(0), seed, acked, issued, &states, &what);
                 let again = crashing(image, seed * 1000 + i as u64, 0.2);
-                let db = Db::open_on(again.clone(), options()).unwrap();
+                let db = Db::open_on(again.clone(), options(seed)).unwrap();
                 drop(db);
                 for (j, (inner, _, _)) in again.images.lock().drain(..).enumerate() {
                     let n = verify(
                         inner,
+                        seed,
                         expected,
                         expected,
                         &states,
@@ -230,7 +239,7 @@ fn every_crash_state_is_a_prefix_with_every_acknowledged_commit() {
                 }
                 prefixes.insert(expected);
             } else {
-                prefixes.insert(verify(image, acked, issued, &states, &what));
+                prefixes.insert(verify(image, seed, acked, issued, &states, &what));
             }
             verified += 1;
         }
@@ -259,12 +268,12 @@ fn a_crash_during_creation_is_a_clear_error_or_an_empty_store() {
             seed,
             0.3,
         );
-        Db::create_on(disk.clone(), options())
+        Db::create_on(disk.clone(), options(seed))
             .unwrap()
             .close()
             .unwrap();
         for (image, _, _) in disk.images.lock().drain(..) {
-            match Db::open_on(Arc::new(image), options()) {
+            match Db::open_on(Arc::new(image), options(seed)) {
                 Ok(db) => {
                     assert!(contents(&db).is_empty());
                     db.check().unwrap();

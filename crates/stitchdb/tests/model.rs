@@ -7,9 +7,10 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
-use stitchdb::{Db, Disk, Durability, MemDisk, Options, TableId, WriteBatch};
+use stitchdb::{Db, DbIter, Disk, Durability, MemDisk, Options, Stitching, TableId, WriteBatch};
 
 type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -21,6 +22,10 @@ enum Op {
     CreateTable,
     Flush,
     Reopen,
+    /// Opens a scan of a table and keeps it, unread, with the contents it must see.
+    Snapshot(usize),
+    /// Reads the oldest kept scan to the end and compares.
+    CheckSnapshot,
 }
 
 fn key(k: u8) -> Vec<u8> {
@@ -50,14 +55,26 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         1 => Just(Op::CreateTable),
         3 => Just(Op::Flush),
         2 => Just(Op::Reopen),
+        2 => (0..3usize).prop_map(Op::Snapshot),
+        2 => Just(Op::CheckSnapshot),
     ]
 }
 
-fn options() -> Options {
+fn stitching_strategy() -> impl Strategy<Value = Stitching> {
+    prop_oneof![
+        Just(Stitching::Threshold(0)),
+        Just(Stitching::Threshold(4096)),
+        Just(Stitching::Threshold(64 * 1024)),
+        Just(Stitching::Never),
+    ]
+}
+
+fn options(stitching: Stitching) -> Options {
     Options {
+        stitching,
         zone_size: 64 * 1024,
         memtable_size: 8 * 1024,
-        max_runs: 3,
+        level_runs: 2,
         background: false,
         durability: Durability::Async,
         ..Options::default()
@@ -66,22 +83,29 @@ fn options() -> Options {
 
 struct Harness {
     disk: Arc<dyn Disk>,
+    opts: Options,
     db: Option<Db>,
     model: Model,
     names: Vec<String>,
+    /// Open scans (taken before later writes, merges and reopens) and what each must yield.
+    snapshots: std::collections::VecDeque<(DbIter, Pairs)>,
 }
 
 impl Harness {
-    fn new() -> Harness {
+    fn new(stitching: Stitching) -> Harness {
         let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
-        let db = Db::create_on(disk.clone(), options()).unwrap();
+        let opts = options(stitching);
+        let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
         let mut model = Model::new();
         model.insert("default".into(), BTreeMap::new());
+        let names = vec!["default".into()];
         Harness {
             disk,
+            opts,
             db: Some(db),
             model,
-            names: vec!["default".into()],
+            names,
+            snapshots: Default::default(),
         }
     }
 
@@ -158,13 +182,38 @@ impl Harness {
             }
             Op::Flush => self.db().flush().unwrap(),
             Op::Reopen => {
+                // Scans belong to the handle being closed: check them first.
+                while !self.snapshots.is_empty() {
+                    self.apply(&Op::CheckSnapshot);
+                }
                 self.db.take().unwrap().close().unwrap();
-                self.db = Some(Db::open_on(self.disk.clone(), options()).unwrap());
+                self.db = Some(Db::open_on(self.disk.clone(), self.opts.clone()).unwrap());
+            }
+            Op::Snapshot(t) => {
+                let (name, id) = self.table(*t);
+                let scan = self.db().scan_prefix(id, b"").unwrap();
+                let want = self.model[&name]
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                self.snapshots.push_back((scan, want));
+            }
+            Op::CheckSnapshot => {
+                if let Some((scan, want)) = self.snapshots.pop_front() {
+                    let got: Vec<_> = scan.map(|r| r.unwrap()).collect();
+                    assert_eq!(
+                        got, want,
+                        "a scan must see the store as it was when it began"
+                    );
+                }
             }
         }
     }
 
-    fn verify_all(&self) {
+    fn verify_all(&mut self) {
+        while !self.snapshots.is_empty() {
+            self.apply(&Op::CheckSnapshot);
+        }
         assert_eq!(
             self.db().tables(),
             self.model.keys().cloned().collect::<Vec<_>>()
@@ -195,8 +244,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
-    fn store_matches_a_btreemap(ops in proptest::collection::vec(op_strategy(), 1..120)) {
-        let mut h = Harness::new();
+    fn store_matches_a_btreemap(
+        stitching in stitching_strategy(),
+        ops in proptest::collection::vec(op_strategy(), 1..120),
+    ) {
+        let mut h = Harness::new(stitching);
         for op in &ops {
             h.apply(op);
         }
@@ -213,7 +265,7 @@ fn background_thread_model() {
     let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
     let opts = Options {
         background: true,
-        ..options()
+        ..options(Stitching::default())
     };
     let db = Arc::new(Db::create_on(disk.clone(), opts.clone()).unwrap());
     let t = db.default_table();
@@ -268,28 +320,47 @@ fn background_thread_model() {
 
 #[test]
 fn long_sequences_checkpoint_merge_and_reopen() {
-    // One long run through the same harness, to show the model test reaches the interesting
-    // machinery: many checkpoints, merges of runs, reopens with a non-empty log.
+    // Long runs through the same harness at each end of the stitching continuum, to show the
+    // model test reaches the machinery: many checkpoints, merges (stitching or copying),
+    // scans held across merges, reopens with a non-empty log.
     use proptest::strategy::ValueTree;
-    let mut runner = proptest::test_runner::TestRunner::deterministic();
-    let ops = proptest::collection::vec(op_strategy(), 5000)
-        .new_tree(&mut runner)
-        .unwrap()
-        .current();
-    let mut h = Harness::new();
-    let (mut checkpoints, mut merges) = (0, 0);
-    for op in &ops {
-        if matches!(op, Op::Reopen) {
-            let s = h.db().stats();
+    for stitching in [
+        Stitching::Threshold(0),
+        Stitching::Threshold(8192),
+        Stitching::Never,
+    ] {
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let ops = proptest::collection::vec(op_strategy(), 5000)
+            .new_tree(&mut runner)
+            .unwrap()
+            .current();
+        let mut h = Harness::new(stitching);
+        let (mut checkpoints, mut merges, mut stitched, mut copied) = (0, 0, 0, 0);
+        let mut tally = |s: stitchdb::Stats| {
             checkpoints += s.checkpoints;
             merges += s.merges;
+            stitched += s.merge_stitched_bytes;
+            copied += s.merge_copied_bytes;
+        };
+        for op in &ops {
+            if matches!(op, Op::Reopen) {
+                tally(h.db().stats());
+            }
+            h.apply(op);
         }
-        h.apply(op);
+        h.verify_all();
+        tally(h.db().stats());
+        assert!(
+            checkpoints > 100,
+            "{stitching:?}: {checkpoints} checkpoints"
+        );
+        assert!(merges > 20, "{stitching:?}: {merges} merges");
+        match stitching {
+            Stitching::Never => assert_eq!(stitched, 0, "never stitch"),
+            _ => assert!(
+                stitched > 0,
+                "{stitching:?}: nothing was stitched ({copied} copied)"
+            ),
+        }
     }
-    h.verify_all();
-    let s = h.db().stats();
-    checkpoints += s.checkpoints;
-    merges += s.merges;
-    assert!(checkpoints > 100, "{checkpoints} checkpoints");
-    assert!(merges > 20, "{merges} merges");
 }

@@ -1,5 +1,6 @@
 //! The subcommands, one module each (`dump` holds what `scan` and `export` share).
 
+mod bench;
 mod demo;
 mod dump;
 mod export;
@@ -40,6 +41,9 @@ pub enum Command {
     Check(StoreArg),
     /// Print statistics: tables, zones, cache, commits
     Stats(StoreArg),
+    /// Run RocksDB db_bench's benchmarks (same flags, same result lines) and the VT-tree
+    /// paper's randomappend and seqinsert on a scratch store
+    Bench(bench::BenchArgs),
     /// Run the main job on generated data: import 200,000 records, verify, scan, delete,
     /// stats and check (safe to run again on the same store)
     Demo(demo::DemoArgs),
@@ -59,6 +63,7 @@ impl Command {
             Command::Tables(args) => tables::list(args),
             Command::Check(args) => inspect::check(args),
             Command::Stats(args) => inspect::stats(args),
+            Command::Bench(args) => bench::run(args),
             Command::Demo(args) => demo::run(args),
         }
     }

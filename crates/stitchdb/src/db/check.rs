@@ -31,7 +31,7 @@ impl Db {
         let mut extents: Vec<ExtentAddr> =
             self.inner.checkpoint.lock().manifest.into_iter().collect();
         for t in version.tables.values() {
-            for run in &t.runs {
+            for run in t.runs() {
                 report.runs += 1;
                 let mut prev: Option<(Vec<u8>, Reverse<u64>)> = None;
                 for i in 0..run.blocks().len() {

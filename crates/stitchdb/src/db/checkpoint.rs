@@ -1,21 +1,19 @@
-//! Checkpoints: freeze the memtables, write them out as runs (merging a table's runs when it
-//! has too many), write a manifest naming every run and where the log now starts, and point the
-//! superblock at it. The ordering is declared as patch dependencies (runs before manifest,
-//! manifest before superblock), and what the old checkpoint alone referenced (merged runs, the
-//! old manifest, log segments) is released only once the new superblock is durable.
+//! Checkpoints: freeze the memtables, write them out as level-0 runs, write a manifest naming
+//! every run and where the log now starts, and point the superblock at it. The ordering is
+//! declared as patch dependencies (runs before manifest, manifest before superblock), and what
+//! the old checkpoint alone referenced (the old manifest, merged runs, log segments) is
+//! released only once the new superblock is durable.
 
 use super::{log, Inner, Version};
-use crate::batch::TableId;
 use crate::manifest::{Manifest, TableMeta};
 use crate::memtable::MemIter;
 use crate::merge::{Compacted, MergeIter, Source};
-use crate::run::Run;
+use crate::run::{EntryRef, Run, RunBuilder};
 use crate::Result;
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use stitch_patch::PatchId;
-use stitch_zone::ExtentKind;
+use stitch_zone::{ExtentKind, Stream};
 
 /// Why a checkpoint runs. Only `Open` always writes one (it moves the store to a new log);
 /// the others skip it when nothing changed since the last.
@@ -43,26 +41,23 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
         let w = inner.write.lock();
         let mut version = inner.version.write();
         let mut v = (**version).clone();
-        for t in v.tables.values_mut() {
-            if !t.mem.is_empty() {
-                let mut frozen = (**t).clone();
-                frozen.imm = Some(std::mem::take(&mut frozen.mem));
-                *t = Arc::new(frozen);
-            }
+        let full: Vec<_> = v
+            .tables
+            .values()
+            .filter(|t| !t.mem.is_empty())
+            .map(|t| t.id)
+            .collect();
+        for id in full {
+            v.update(id, |t| t.imm = Some(std::mem::take(&mut t.mem)));
         }
         *version = Arc::new(v.clone());
         let (pos, dep) = wal.position();
         (v, w.last_seq, pos, dep, w.next_table_id)
     };
     let anything_frozen = frozen.tables.values().any(|t| t.imm.is_some());
-    let needs_merge = frozen
-        .tables
-        .values()
-        .any(|t| t.runs.len() >= inner.opts.max_runs);
-    if trigger != Trigger::Open && !anything_frozen && !needs_merge && log_pos.lsn == ck.log_lsn {
+    if trigger != Trigger::Open && !anything_frozen && log_pos.lsn == ck.log_start.lsn {
         return Ok(inner.zones.superblock_patch());
     }
-
     // The runs cover every record before `log_pos`, but those records still sit in the cache
     // as dirty patches until something flushes them (an `Async` write never does): flush them
     // here so the log's memory, and its released segments, are given back.
@@ -70,66 +65,97 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
 
     let oldest_reader = inner.oldest_reader();
     let mut patches = vec![log_dep];
-    let mut new_runs: BTreeMap<TableId, Vec<Arc<Run>>> = BTreeMap::new();
-    let mut retired = Vec::new();
+    let mut listed = frozen.clone();
     for t in frozen.tables.values() {
-        let mut runs = t.runs.clone();
-        if let Some(imm) = &t.imm {
-            let source: Source =
-                Box::new(MemIter::new(imm.clone(), Bound::Unbounded, Bound::Unbounded).map(Ok));
-            let entries = Compacted::new(MergeIter::new(vec![source]), oldest_reader, false);
-            if let Some((run, patch)) = Run::build(&inner.zones, ck.next_run_id, entries)? {
-                ck.next_run_id += 1;
-                ck.run_bytes_written += run.meta.data_bytes;
-                patches.push(patch);
-                runs.insert(0, run);
-            }
+        let Some(imm) = &t.imm else { continue };
+        let source: Source =
+            Box::new(MemIter::new(imm.clone(), Bound::Unbounded, Bound::Unbounded).map(Ok));
+        let mut builder = RunBuilder::new(&inner.storage, ck.next_run_id, 0, Stream::Flush);
+        for e in Compacted::new(MergeIter::new(vec![source]), oldest_reader, false) {
+            builder.add(EntryRef::of(&e?))?;
         }
-        if runs.len() >= inner.opts.max_runs {
-            let sources: Vec<Source> = runs
-                .iter()
-                .map(|r| Box::new(r.iter_from(&[])) as Source)
-                .collect();
-            let entries = Compacted::new(MergeIter::new(sources), oldest_reader, true);
-            let merged = Run::build(&inner.zones, ck.next_run_id, entries)?;
+        let run = builder.finish()?;
+        if let Some((run, patch)) = &run {
             ck.next_run_id += 1;
-            ck.merges += 1;
-            retired.append(&mut runs);
-            if let Some((run, patch)) = merged {
-                ck.run_bytes_written += run.meta.data_bytes;
-                patches.push(patch);
-                runs.push(run);
-            }
+            ck.run_bytes_written += run.meta.data_bytes;
+            patches.push(*patch);
         }
-        new_runs.insert(t.id, runs);
+        listed.update(t.id, |t| {
+            t.imm = None;
+            if let Some((run, _)) = run {
+                add_run(t, run);
+            }
+        });
     }
+    ck.checkpoint_lsn = checkpoint_lsn;
+    ck.log_start = log::to_start(log_pos, ck.epoch);
+    ck.next_table_id = next_table_id;
+    let superblock = write_manifest(inner, &mut ck, &listed, &patches, Vec::new())?;
+    // Only this checkpoint and compactions (which take the same lock) change a table's runs,
+    // so a flushed table's runs are now exactly what the manifest lists.
+    {
+        let mut version = inner.version.write();
+        let mut v = (**version).clone();
+        for t in frozen.tables.values().filter(|t| t.imm.is_some()) {
+            let levels = listed.tables[&t.id].levels.clone();
+            v.update(t.id, |cur| {
+                cur.imm = None;
+                cur.levels = levels;
+            });
+        }
+        *version = Arc::new(v);
+    }
+    wal.release_before(log_pos, superblock)
+        .map_err(log::log_err)?;
+    if anything_frozen {
+        inner.flush_times.lock().push(inner.opened.elapsed());
+    }
+    Ok(superblock)
+}
 
+/// Puts `run` in front of its level (the newest run there).
+pub(crate) fn add_run(t: &mut super::TableState, run: Arc<Run>) {
+    let level = run.meta.level as usize;
+    if t.levels.len() <= level {
+        t.levels.resize_with(level + 1, Vec::new);
+    }
+    t.levels[level].insert(0, run);
+}
+
+/// Writes a manifest listing `listed`'s runs and what `ck` says of the log, after `deps`;
+/// points the superblock at it and waits until that is durable. Then the previous manifest is
+/// released, and `retired` runs are marked obsolete (their extents go when their last reader
+/// does). Callers hold the checkpoint lock, so manifests are written one at a time.
+pub(crate) fn write_manifest(
+    inner: &Inner,
+    ck: &mut super::CheckpointState,
+    listed: &Version,
+    deps: &[PatchId],
+    retired: Vec<Arc<Run>>,
+) -> Result<PatchId> {
     let manifest = Manifest {
-        checkpoint_lsn,
-        log: log::to_start(log_pos, ck.epoch),
-        next_table_id,
+        checkpoint_lsn: ck.checkpoint_lsn,
+        log: ck.log_start,
+        next_table_id: ck.next_table_id,
         next_run_id: ck.next_run_id,
-        tables: frozen
+        tables: listed
             .tables
             .values()
             .map(|t| TableMeta {
                 id: t.id,
                 name: t.name.clone(),
-                runs: new_runs[&t.id].iter().map(|r| r.meta.clone()).collect(),
+                stitching: t.stitching,
+                runs: t.runs().map(|r| r.meta.clone()).collect(),
             })
             .collect(),
     };
-    let (manifest_addr, manifest_patch) =
-        inner
-            .zones
-            .append(ExtentKind::MANIFEST, &manifest.encode(), &patches)?;
-    let superblock = inner
+    let (addr, patch) = inner
         .zones
-        .write_superblock(Some(manifest_addr), &[manifest_patch])?;
+        .append(ExtentKind::MANIFEST, &manifest.encode(), deps)?;
+    let superblock = inner.zones.write_superblock(Some(addr), &[patch])?;
     inner.cache.flush_patch(superblock)?;
-
-    install(inner, &new_runs);
-    let old_manifest = ck.manifest.replace(manifest_addr);
+    let old_manifest = ck.manifest.replace(addr);
+    ck.checkpoints += 1;
     let zones = inner.zones.clone();
     inner.cache.when_committed(
         superblock,
@@ -144,24 +170,5 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
             }
         }),
     );
-    wal.release_before(log_pos, superblock)
-        .map_err(log::log_err)?;
-    ck.log_lsn = log_pos.lsn;
-    ck.checkpoints += 1;
     Ok(superblock)
-}
-
-/// Puts the new runs in place of the frozen memtables (and of merged runs).
-fn install(inner: &Inner, new_runs: &BTreeMap<TableId, Vec<Arc<Run>>>) {
-    let mut version = inner.version.write();
-    let mut v: Version = (**version).clone();
-    for (id, runs) in new_runs {
-        if let Some(t) = v.tables.get_mut(id) {
-            let mut updated = (**t).clone();
-            updated.runs = runs.clone();
-            updated.imm = None;
-            *t = Arc::new(updated);
-        }
-    }
-    *version = Arc::new(v);
 }

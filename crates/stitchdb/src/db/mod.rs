@@ -4,6 +4,7 @@
 mod background;
 mod check;
 mod checkpoint;
+mod compact;
 mod log;
 mod read;
 mod recover;
@@ -15,9 +16,10 @@ pub use read::DbIter;
 pub use stats::{Stats, TableStats};
 
 use crate::batch::TableId;
+use crate::manifest::LogStart;
 use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::run::Run;
+use crate::run::{Run, Stitching, Storage};
 use crate::{Error, Result};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -34,25 +36,33 @@ pub const DEFAULT_TABLE: &str = "default";
 const MAX_TABLE_NAME: usize = 255;
 
 /// One table: its live memtable, the one being written out (if a checkpoint is running), and
-/// its runs, newest first.
+/// its runs by level (level 0 first; newest first within a level, and every run of a level is
+/// newer than every run of the levels below it).
 #[derive(Clone)]
 pub(crate) struct TableState {
     pub id: TableId,
     pub name: String,
+    pub stitching: Stitching,
     pub mem: Arc<Memtable>,
     pub imm: Option<Arc<Memtable>>,
-    pub runs: Vec<Arc<Run>>,
+    pub levels: Vec<Vec<Arc<Run>>>,
 }
 
 impl TableState {
-    fn new(id: TableId, name: String) -> TableState {
+    fn new(id: TableId, name: String, stitching: Stitching) -> TableState {
         TableState {
             id,
             name,
+            stitching,
             mem: Arc::default(),
             imm: None,
-            runs: Vec::new(),
+            levels: Vec::new(),
         }
+    }
+
+    /// Every run, newest first.
+    pub fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {
+        self.levels.iter().flatten()
     }
 }
 
@@ -71,9 +81,19 @@ impl Version {
             .ok_or_else(|| Error::NoSuchTable(format!("#{}", id.0)))
     }
 
-    pub fn add_table(&mut self, id: TableId, name: String) {
+    pub fn add_table(&mut self, id: TableId, name: String, stitching: Stitching) {
         self.names.insert(name.clone(), id);
-        self.tables.insert(id, Arc::new(TableState::new(id, name)));
+        self.tables
+            .insert(id, Arc::new(TableState::new(id, name, stitching)));
+    }
+
+    /// Replaces table `id` with a changed copy.
+    pub fn update(&mut self, id: TableId, change: impl FnOnce(&mut TableState)) {
+        if let Some(t) = self.tables.get_mut(&id) {
+            let mut changed = (**t).clone();
+            change(&mut changed);
+            *t = Arc::new(changed);
+        }
     }
 }
 
@@ -89,20 +109,29 @@ pub(crate) struct WriteState {
 
 /// What the checkpointer keeps between checkpoints.
 pub(crate) struct CheckpointState {
+    /// The newest durable manifest.
     pub manifest: Option<ExtentAddr>,
     pub next_run_id: u64,
+    /// The epoch of this handle's log.
     pub epoch: u64,
-    /// Where the log started at the last checkpoint (nothing new since if it has not moved).
-    pub log_lsn: u64,
+    /// What the newest manifest says of the log: compactions write manifests that keep it.
+    pub checkpoint_lsn: u64,
+    pub log_start: LogStart,
+    pub next_table_id: u32,
     pub checkpoints: u64,
-    pub merges: u64,
+    /// Key and value bytes written by memtable flushes.
     pub run_bytes_written: u64,
 }
 
 pub(crate) struct Inner {
     pub opts: Options,
+    /// What merges did so far.
+    pub compaction: Mutex<compact::CompactionStats>,
+    /// Held while a merge runs: one at a time.
+    pub compacting: Mutex<()>,
     pub cache: Arc<BlockCache>,
     pub zones: Arc<ZoneStore>,
+    pub storage: Arc<Storage>,
     /// `None` for a read-only handle.
     pub wal: Option<Wal>,
     pub groups: PatchGroups,
@@ -116,6 +145,9 @@ pub(crate) struct Inner {
     /// Set after a failed write: why the store is now read-only.
     pub failure: Mutex<Option<String>>,
     pub closed: std::sync::atomic::AtomicBool,
+    /// When the store was opened, and when each memtable flush since then completed.
+    pub opened: std::time::Instant,
+    pub flush_times: Mutex<Vec<std::time::Duration>>,
     /// Wakes the background thread; `Flushed` wakes writers waiting for a checkpoint.
     pub signal: Mutex<background::Signal>,
     pub wake: Condvar,
@@ -125,7 +157,8 @@ pub(crate) struct Inner {
 /// An open store. Cheap to share between threads (`&Db` is `Sync`).
 pub struct Db {
     inner: Arc<Inner>,
-    background: Option<std::thread::JoinHandle<()>>,
+    /// The background threads (memtable flushes, compaction), joined at close.
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Db {
@@ -156,59 +189,66 @@ impl Db {
             max_size: opts.max_size,
         };
         let zones = Arc::new(ZoneStore::create(cache, zone_config)?);
+        let storage = Storage::new(zones, opts.read_cache_bytes);
         let mut version = Version::default();
-        version.add_table(TableId(0), DEFAULT_TABLE.to_string());
+        version.add_table(TableId(0), DEFAULT_TABLE.to_string(), opts.stitching);
         let recovered = recover::Recovered {
             version,
             last_lsn: 0,
             next_table_id: 1,
             next_run_id: 1,
             old_log: Vec::new(),
+            checkpoint_lsn: 0,
+            log_start: LogStart {
+                zone: 0,
+                offset: 0,
+                lsn: 1,
+                epoch: 0,
+            },
         };
-        Self::start(zones, opts, recovered, None)
+        Self::start(storage, opts, recovered, None)
     }
 
     /// Opens a store on any [`Disk`] for reading and writing.
     pub fn open_on(disk: Arc<dyn Disk>, opts: Options) -> Result<Db> {
         opts.validate()?;
-        let (zones, recovered, manifest) = recover::recover(disk, &opts)?;
-        Self::start(zones, opts, recovered, manifest)
+        let (storage, recovered, manifest) = recover::recover(disk, &opts)?;
+        Self::start(storage, opts, recovered, manifest)
     }
 
     /// Opens a store on any [`Disk`] read-only.
     pub fn open_read_only_on(disk: Arc<dyn Disk>, opts: Options) -> Result<Db> {
         opts.validate()?;
-        let (zones, recovered, manifest) = recover::recover(disk, &opts)?;
-        let inner = Self::inner(zones, opts, &recovered, manifest, None, 0);
+        let (storage, recovered, manifest) = recover::recover(disk, &opts)?;
+        let inner = Self::inner(storage, opts, &recovered, manifest, None, 0);
         Ok(Db {
             inner: Arc::new(inner),
-            background: None,
+            threads: Vec::new(),
         })
     }
 
     fn cache_for(disk: Arc<dyn Disk>, opts: &Options) -> Arc<BlockCache> {
-        Arc::new(BlockCache::new(
-            disk,
-            CacheConfig {
-                block_size: 4096,
-                clean_blocks: opts.cache_blocks,
-            },
-        ))
+        let config = CacheConfig {
+            block_size: 4096,
+            clean_blocks: opts.cache_blocks,
+        };
+        Arc::new(BlockCache::new(disk, config))
     }
 
     fn inner(
-        zones: Arc<ZoneStore>,
+        storage: Arc<Storage>,
         opts: Options,
         recovered: &recover::Recovered,
         manifest: Option<ExtentAddr>,
         wal: Option<Wal>,
         epoch: u64,
     ) -> Inner {
-        let cache = zones.cache().clone();
+        let cache = storage.zones.cache().clone();
         Inner {
             groups: PatchGroups::new(cache.clone()),
             cache,
-            zones,
+            zones: storage.zones.clone(),
+            storage,
             wal,
             write: Mutex::new(WriteState {
                 next_txn: recovered.last_lsn + 1,
@@ -222,14 +262,19 @@ impl Db {
                 manifest,
                 next_run_id: recovered.next_run_id,
                 epoch,
-                log_lsn: 0,
+                checkpoint_lsn: recovered.checkpoint_lsn,
+                log_start: recovered.log_start,
+                next_table_id: recovered.next_table_id,
                 checkpoints: 0,
-                merges: 0,
                 run_bytes_written: 0,
             }),
+            compaction: Mutex::new(compact::CompactionStats::default()),
+            compacting: Mutex::new(()),
             readers: Mutex::new(BTreeMap::new()),
             failure: Mutex::new(None),
             closed: false.into(),
+            opened: std::time::Instant::now(),
+            flush_times: Mutex::new(Vec::new()),
             signal: Mutex::new(background::Signal::default()),
             wake: Condvar::new(),
             flushed: Condvar::new(),
@@ -241,32 +286,26 @@ impl Db {
     /// recovery replayed and points the superblock at the new log. Nothing is appended to the
     /// new log before that superblock is durable, so stale records can never pass for its own.
     fn start(
-        zones: Arc<ZoneStore>,
+        storage: Arc<Storage>,
         opts: Options,
         recovered: recover::Recovered,
         manifest: Option<ExtentAddr>,
     ) -> Result<Db> {
-        let epoch = zones.superblock().seq + 1;
-        let wal =
-            Wal::create(zones.clone(), epoch, recovered.last_lsn + 1).map_err(log::log_err)?;
-        let inner = Arc::new(Self::inner(
-            zones,
-            opts,
-            &recovered,
-            manifest,
-            Some(wal),
-            epoch,
-        ));
+        let epoch = storage.zones.superblock().seq + 1;
+        let wal = Wal::create(storage.zones.clone(), epoch, recovered.last_lsn + 1);
+        let wal = wal.map_err(log::log_err)?;
+        let inner = Self::inner(storage, opts, &recovered, manifest, Some(wal), epoch);
+        let inner = Arc::new(inner);
         let superblock = checkpoint::checkpoint(&inner, checkpoint::Trigger::Open)?;
         for zone in recovered.old_log {
             inner.zones.release_zone(zone, superblock)?;
         }
-        let background = if inner.opts.background {
-            Some(background::spawn(inner.clone()))
+        let threads = if inner.opts.background {
+            background::spawn(&inner)
         } else {
-            None
+            Vec::new()
         };
-        Ok(Db { inner, background })
+        Ok(Db { inner, threads })
     }
 
     /// The table every store has.
@@ -313,9 +352,38 @@ impl Db {
     }
 
     /// Writes everything out as runs and makes it durable: after a checkpoint the log is empty.
+    /// Full levels are merged (inline, or by the background compactor).
     pub fn flush(&self) -> Result<()> {
         self.inner.check_writable()?;
-        checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Explicit).map(|_| ())
+        checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Explicit)?;
+        if self.inner.opts.background {
+            background::request_compaction(&self.inner);
+        } else {
+            while compact::compact_once(&self.inner)? {}
+        }
+        Ok(())
+    }
+
+    /// Flushes, then merges every table's runs into one (`stitchdb compact`).
+    pub fn compact(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Explicit)?;
+        compact::compact_all(&self.inner)
+    }
+
+    /// Changes how merges of `table` stitch, at once and durably.
+    pub fn set_stitching(&self, table: TableId, stitching: Stitching) -> Result<()> {
+        self.inner.check_writable()?;
+        let mut ck = self.inner.checkpoint.lock();
+        let mut listed = (**self.inner.version.read()).clone();
+        listed.table(table)?;
+        listed.update(table, |t| t.stitching = stitching);
+        checkpoint::write_manifest(&self.inner, &mut ck, &listed, &[], Vec::new())?;
+        let mut version = self.inner.version.write();
+        let mut v = (**version).clone();
+        v.update(table, |t| t.stitching = stitching);
+        *version = Arc::new(v);
+        Ok(())
     }
 
     /// Makes every write made so far durable (whatever its durability said).
@@ -323,6 +391,12 @@ impl Db {
         self.inner.check_writable()?;
         let last = self.inner.write.lock().last_seq;
         self.inner.sync_log(last)
+    }
+
+    /// When each memtable flush since the store was opened completed (time since opening), for
+    /// seeing compaction stalls: the paper's Figure 5 plots these.
+    pub fn flush_history(&self) -> Vec<std::time::Duration> {
+        self.inner.flush_times.lock().clone()
     }
 
     /// Why the store turned read-only, if it did.
@@ -340,7 +414,7 @@ impl Db {
             return Ok(());
         }
         background::stop(&self.inner);
-        if let Some(handle) = self.background.take() {
+        for handle in self.threads.drain(..) {
             let _ = handle.join();
         }
         if self.inner.wal.is_none() || self.inner.failure.lock().is_some() {

@@ -22,7 +22,7 @@ impl Db {
                 return Ok(value);
             }
         }
-        for run in &t.runs {
+        for run in t.runs() {
             if let Some((_, value)) = run.get(key, snapshot)? {
                 return Ok(value);
             }
@@ -50,7 +50,7 @@ impl Db {
             Bound::Included(k) | Bound::Excluded(k) => k,
             Bound::Unbounded => &[],
         };
-        for run in &t.runs {
+        for run in t.runs() {
             sources.push(Box::new(run.iter_from(from)));
         }
         let visible = Visible::new(MergeIter::new(sources), snapshot);

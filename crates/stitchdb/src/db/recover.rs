@@ -3,9 +3,9 @@
 use super::{log, Db, TableState, Version};
 use crate::batch::{decode_ops, TableId};
 use crate::codec::Reader;
-use crate::manifest::Manifest;
+use crate::manifest::{LogStart, Manifest};
 use crate::options::Options;
-use crate::run::Run;
+use crate::run::{Run, Stitching, Storage};
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -21,25 +21,31 @@ pub(crate) struct Recovered {
     pub next_run_id: u64,
     /// Zones of the replayed log, released once a new checkpoint is durable.
     pub old_log: Vec<ZoneId>,
+    /// What the manifest said of the log.
+    pub checkpoint_lsn: u64,
+    pub log_start: LogStart,
 }
 
 struct Replay {
     version: Version,
     next_table_id: u32,
     checkpoint_lsn: u64,
+    /// How tables created by replayed records stitch.
+    stitching: Stitching,
 }
 
 pub(crate) fn recover(
     disk: Arc<dyn Disk>,
     opts: &Options,
-) -> Result<(Arc<ZoneStore>, Recovered, Option<ExtentAddr>)> {
+) -> Result<(Arc<Storage>, Recovered, Option<ExtentAddr>)> {
     let cache = Db::cache_for(disk, opts);
     let config = ZoneConfig {
         zone_size: opts.zone_size,
         max_size: opts.max_size,
     };
     let (zones, superblock) = ZoneStore::open(cache, config)?;
-    let zones = Arc::new(zones);
+    let storage = Storage::new(Arc::new(zones), opts.read_cache_bytes);
+    let zones = &storage.zones;
     let root = superblock.root.ok_or_else(|| {
         Error::corrupt(
             "superblock",
@@ -54,14 +60,16 @@ pub(crate) fn recover(
     zones.mark_live(root, ExtentKind::MANIFEST)?;
     let mut version = Version::default();
     for t in &manifest.tables {
-        let mut table = TableState::new(t.id, t.name.clone());
+        let mut table = TableState::new(t.id, t.name.clone(), t.stitching);
+        // The manifest lists runs by level, newest first within each.
         for meta in &t.runs {
-            let run = Run::open(&zones, meta.clone())
+            let run = Run::open(&storage, meta.clone())
                 .map_err(|e| e.within("run index", format!("table {}", t.name)))?;
-            for (addr, kind) in run.extents() {
-                zones.mark_live(addr, kind)?;
+            let level = run.meta.level as usize;
+            if table.levels.len() <= level {
+                table.levels.resize_with(level + 1, Vec::new);
             }
-            table.runs.push(run);
+            table.levels[level].push(run);
         }
         version.names.insert(t.name.clone(), t.id);
         version.tables.insert(t.id, Arc::new(table));
@@ -71,10 +79,11 @@ pub(crate) fn recover(
         version,
         next_table_id: manifest.next_table_id,
         checkpoint_lsn: manifest.checkpoint_lsn,
+        stitching: opts.stitching,
     }));
     let registry = registry(&replay).map_err(log::log_err)?;
     let report = Wal::recover(
-        &zones,
+        zones,
         log::to_position(&manifest.log),
         manifest.log.epoch,
         &registry,
@@ -95,8 +104,10 @@ pub(crate) fn recover(
         next_table_id: replay.next_table_id,
         next_run_id: manifest.next_run_id,
         old_log: report.zones.clone(),
+        checkpoint_lsn: manifest.checkpoint_lsn,
+        log_start: manifest.log,
     };
-    Ok((zones, recovered, Some(root)))
+    Ok((storage, recovered, Some(root)))
 }
 
 /// The log operations of the key-value store, redoing into `replay`.
@@ -132,7 +143,8 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, Stri
         let name =
             String::from_utf8(reader.bytes()?.to_vec()).map_err(|_| "table name is not UTF-8")?;
         if !st.version.tables.contains_key(&id) {
-            st.version.add_table(id, name);
+            let stitching = st.stitching;
+            st.version.add_table(id, name, stitching);
         }
         st.next_table_id = st.next_table_id.max(id.0 + 1);
         Ok(())

@@ -1,6 +1,8 @@
 //! What `stitchdb stats` shows.
 
+use super::compact::CompactionStats;
 use super::Db;
+use crate::run::Stitching;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use stitch_patch::CacheStats;
@@ -9,11 +11,19 @@ use stitch_zone::ZoneStats;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableStats {
     pub name: String,
-    pub runs: usize,
+    pub stitching: Stitching,
+    /// Runs in each level, level 0 first.
+    pub levels: Vec<usize>,
     pub run_entries: u64,
-    /// Key and value bytes in runs.
+    /// Payload bytes of the runs' blocks.
     pub run_bytes: u64,
     pub memtable_bytes: usize,
+}
+
+impl TableStats {
+    pub fn runs(&self) -> usize {
+        self.levels.iter().sum()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -23,10 +33,14 @@ pub struct Stats {
     pub cache: CacheStats,
     /// Sequence number of the newest commit.
     pub last_seq: u64,
+    /// Manifests written (memtable flushes and merges).
     pub checkpoints: u64,
     pub merges: u64,
-    /// Key and value bytes written to runs by checkpoints and merges.
-    pub run_bytes_written: u64,
+    /// Bytes memtable flushes wrote to runs.
+    pub flushed_bytes: u64,
+    /// Bytes merges wrote anew, and bytes they stitched in without rewriting.
+    pub merge_copied_bytes: u64,
+    pub merge_stitched_bytes: u64,
     /// Why the store is read-only, if a write failed.
     pub failure: Option<String>,
 }
@@ -40,22 +54,42 @@ impl Db {
             .values()
             .map(|t| TableStats {
                 name: t.name.clone(),
-                runs: t.runs.len(),
-                run_entries: t.runs.iter().map(|r| r.meta.entries).sum(),
-                run_bytes: t.runs.iter().map(|r| r.meta.data_bytes).sum(),
+                stitching: t.stitching,
+                levels: t.levels.iter().map(Vec::len).collect(),
+                run_entries: t.runs().map(|r| r.meta.entries).sum(),
+                run_bytes: t.runs().map(|r| r.meta.data_bytes).sum(),
                 memtable_bytes: t.mem.bytes() + t.imm.as_ref().map_or(0, |m| m.bytes()),
             })
             .collect();
-        let ck = inner.checkpoint.lock();
+        let (checkpoints, flushed_bytes) = {
+            let ck = inner.checkpoint.lock();
+            (ck.checkpoints, ck.run_bytes_written)
+        };
+        let CompactionStats {
+            merges,
+            copied_bytes,
+            stitched_bytes,
+        } = *inner.compaction.lock();
         Stats {
             tables,
             zones: inner.zones.stats(),
             cache: inner.cache.stats(),
             last_seq: inner.visible_seq.load(Ordering::Acquire),
-            checkpoints: ck.checkpoints,
-            merges: ck.merges,
-            run_bytes_written: ck.run_bytes_written,
+            checkpoints,
+            merges,
+            flushed_bytes,
+            merge_copied_bytes: copied_bytes,
+            merge_stitched_bytes: stitched_bytes,
             failure: inner.failure.lock().clone(),
+        }
+    }
+}
+
+impl fmt::Display for Stitching {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stitching::Threshold(bytes) => write!(f, "stitch spans >= {bytes} B"),
+            Stitching::Never => f.write_str("never stitch"),
         }
     }
 }
@@ -64,12 +98,29 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "tables:")?;
         for t in &self.tables {
+            let levels: Vec<String> = t.levels.iter().map(usize::to_string).collect();
             writeln!(
                 f,
-                "  {:<20} runs {:>3}  entries {:>10}  bytes {:>12}  memtable {:>10}",
-                t.name, t.runs, t.run_entries, t.run_bytes, t.memtable_bytes
+                "  {:<16} runs per level [{}]  entries {}  bytes {}  memtable {}  ({})",
+                t.name,
+                levels.join(" "),
+                t.run_entries,
+                t.run_bytes,
+                t.memtable_bytes,
+                t.stitching
             )?;
         }
+        let merged = self.merge_copied_bytes + self.merge_stitched_bytes;
+        let stitched_pct = if merged == 0 {
+            0.0
+        } else {
+            100.0 * self.merge_stitched_bytes as f64 / merged as f64
+        };
+        writeln!(
+            f,
+            "merges: {}; {} bytes copied, {} bytes stitched ({stitched_pct:.1}% stitched); flushes wrote {} bytes",
+            self.merges, self.merge_copied_bytes, self.merge_stitched_bytes, self.flushed_bytes
+        )?;
         let z = &self.zones;
         writeln!(
             f,
@@ -95,8 +146,8 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "commits: last sequence {}; {} checkpoints, {} merges, {} bytes written to runs",
-            self.last_seq, self.checkpoints, self.merges, self.run_bytes_written
+            "commits: last sequence {}; {} manifests written",
+            self.last_seq, self.checkpoints
         )?;
         if let Some(why) = &self.failure {
             writeln!(f, "READ-ONLY: {why}")?;

@@ -1,7 +1,7 @@
 //! The write path: validate, append to the log, apply to memtables, then make durable as the
 //! write's durability asks.
 
-use super::{background, checkpoint, log, Db, Inner};
+use super::{background, checkpoint, compact, log, Db, Inner};
 use crate::batch::{encode_ops, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::memtable::Value;
@@ -144,6 +144,9 @@ pub(crate) fn write_batch(
         Durability::Ordered => background::ordered_write(inner),
         Durability::Async => {}
     }
+    if inner.opts.background {
+        background::pace(inner);
+    }
     if full {
         // The commit itself succeeded; if writing the memtable out fails, the store turns
         // read-only and the next write reports why.
@@ -175,6 +178,7 @@ fn flush_ordered_inline(inner: &Arc<Inner>) -> Result<()> {
 fn memtable_full(inner: &Arc<Inner>) -> Result<()> {
     if !inner.opts.background {
         checkpoint::checkpoint(inner, checkpoint::Trigger::MemtableFull)?;
+        while compact::compact_once(inner)? {}
         return Ok(());
     }
     background::request_checkpoint(inner);
@@ -203,7 +207,7 @@ pub(crate) fn create_table(inner: &Arc<Inner>, name: &str) -> Result<TableId> {
         w.last_seq = lsn;
         let mut version = inner.version.write();
         let mut v = (**version).clone();
-        v.add_table(id, name.to_string());
+        v.add_table(id, name.to_string(), inner.opts.stitching);
         *version = Arc::new(v);
         inner.visible_seq.store(lsn, Ordering::Release);
         lsn

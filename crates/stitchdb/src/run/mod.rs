@@ -1,26 +1,62 @@
-//! Sorted immutable runs: data blocks in zones plus an index (see `docs/format.md`).
+//! Sorted immutable runs: data blocks in zones plus an index (see `docs/format.md`), and the
+//! merges that combine them, stitching blocks that need not be rewritten.
 
 mod block;
+mod build;
+mod cache;
 mod index;
+mod merge;
 
+pub use block::EntryRef;
+pub use build::RunBuilder;
+pub use cache::ReadCache;
 pub use index::BlockHandle;
+pub use merge::{merge_runs, MergeStats, Stitching};
 
 use crate::codec::{put_varint, Reader};
 use crate::memtable::{Entry, Value};
 use crate::{Error, Result};
+use block::Block;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use stitch_patch::PatchId;
 use stitch_zone::{ExtentAddr, ExtentKind, ZoneStore};
 
-/// Target payload size of a data block: one extent, header included, fills a 4 KiB block.
-const BLOCK_TARGET: usize = 4096 - stitch_zone::EXTENT_HEADER_LEN;
+/// What runs are stored in and read through.
+pub struct Storage {
+    pub zones: Arc<ZoneStore>,
+    pub cache: ReadCache,
+}
+
+impl Storage {
+    /// Storage over `zones` with a read cache of `cache_bytes`. A run block's release handler
+    /// (Goby's per-kind garbage handler) drops it from the read cache: its address may be
+    /// reused, and a stale cached block must never be returned for the new extent there.
+    pub fn new(zones: Arc<ZoneStore>, cache_bytes: usize) -> Arc<Storage> {
+        let storage = Arc::new(Storage {
+            zones,
+            cache: ReadCache::new(cache_bytes),
+        });
+        let weak = Arc::downgrade(&storage);
+        storage.zones.set_release_handler(
+            ExtentKind::RUN_BLOCK,
+            Arc::new(move |addr| {
+                if let Some(storage) = weak.upgrade() {
+                    storage.cache.remove(&addr);
+                }
+            }),
+        );
+        storage
+    }
+}
 
 /// What the manifest records of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunMeta {
     pub id: u64,
+    /// 0 for runs written from a memtable; a merge of level `i` writes level `i + 1`.
+    pub level: u32,
     pub entries: u64,
+    /// Payload bytes of the run's blocks.
     pub data_bytes: u64,
     pub min_seq: u64,
     pub max_seq: u64,
@@ -29,14 +65,15 @@ pub struct RunMeta {
 
 impl RunMeta {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        for v in [
+        let fields = [
             self.id,
+            self.level as u64,
             self.entries,
             self.data_bytes,
             self.min_seq,
             self.max_seq,
-            self.index.len() as u64,
-        ] {
+        ];
+        for v in fields.into_iter().chain([self.index.len() as u64]) {
             put_varint(out, v);
         }
         for a in &self.index {
@@ -45,13 +82,10 @@ impl RunMeta {
     }
 
     pub fn decode(r: &mut Reader) -> std::result::Result<RunMeta, String> {
-        let (id, entries, data_bytes, min_seq, max_seq) = (
-            r.varint()?,
-            r.varint()?,
-            r.varint()?,
-            r.varint()?,
-            r.varint()?,
-        );
+        let id = r.varint()?;
+        let level = u32::try_from(r.varint()?).map_err(|_| "level out of range")?;
+        let (entries, data_bytes, min_seq, max_seq) =
+            (r.varint()?, r.varint()?, r.varint()?, r.varint()?);
         let n = r.len()?;
         let mut index = Vec::with_capacity(n);
         for _ in 0..n {
@@ -60,6 +94,7 @@ impl RunMeta {
         }
         Ok(RunMeta {
             id,
+            level,
             entries,
             data_bytes,
             min_seq,
@@ -70,11 +105,12 @@ impl RunMeta {
 }
 
 /// An open run. When a merge replaces it and the checkpoint saying so is durable, it is marked
-/// obsolete; its extents are released when the last reader lets go of it.
+/// obsolete; its extents are released when the last reader lets go of it. Blocks it shares
+/// with other runs (stitched) live on: each run holds its own reference.
 pub struct Run {
     pub meta: RunMeta,
     blocks: Vec<BlockHandle>,
-    zones: Arc<ZoneStore>,
+    storage: Arc<Storage>,
     obsolete: AtomicBool,
 }
 
@@ -88,74 +124,12 @@ impl std::fmt::Debug for Run {
 }
 
 impl Run {
-    /// Writes `entries` (sorted by key, newest version first) as a new run. Returns the run and
-    /// one patch standing for all its writes; `None` if there are no entries.
-    pub fn build(
-        zones: &Arc<ZoneStore>,
-        id: u64,
-        entries: impl Iterator<Item = Result<Entry>>,
-    ) -> Result<Option<(Arc<Run>, PatchId)>> {
-        let mut writer = block::BlockWriter::default();
-        let mut blocks = Vec::new();
-        let mut patches = Vec::new();
-        let mut meta = RunMeta {
-            id,
-            entries: 0,
-            data_bytes: 0,
-            min_seq: u64::MAX,
-            max_seq: 0,
-            index: Vec::new(),
-        };
-        let mut emit =
-            |writer: &mut block::BlockWriter, blocks: &mut Vec<BlockHandle>| -> Result<()> {
-                let (payload, first_key, last_key, count) = writer.finish();
-                let (addr, patch) = zones.append(ExtentKind::RUN_BLOCK, &payload, &[])?;
-                patches.push(patch);
-                blocks.push(BlockHandle {
-                    first_key,
-                    last_key,
-                    entries: count,
-                    addr,
-                });
-                Ok(())
-            };
-        for e in entries {
-            let e = e?;
-            meta.entries += 1;
-            meta.data_bytes += (e.key.len() + e.value.as_ref().map_or(0, Vec::len)) as u64;
-            meta.min_seq = meta.min_seq.min(e.seq);
-            meta.max_seq = meta.max_seq.max(e.seq);
-            writer.add(&e);
-            if writer.size() >= BLOCK_TARGET {
-                emit(&mut writer, &mut blocks)?;
-            }
-        }
-        if !writer.is_empty() {
-            emit(&mut writer, &mut blocks)?;
-        }
-        if blocks.is_empty() {
-            return Ok(None);
-        }
-        for chunk in index::encode_chunks(&blocks, zones.max_payload() / 4) {
-            let (addr, patch) = zones.append(ExtentKind::RUN_INDEX, &chunk, &[])?;
-            patches.push(patch);
-            meta.index.push(addr);
-        }
-        let done = zones.cache().empty(&patches)?;
-        let run = Run {
-            meta,
-            blocks,
-            zones: zones.clone(),
-            obsolete: AtomicBool::new(false),
-        };
-        Ok(Some((Arc::new(run), done)))
-    }
-
     /// Opens a run the manifest names: reads its index and marks its extents live.
-    pub fn open(zones: &Arc<ZoneStore>, meta: RunMeta) -> Result<Arc<Run>> {
+    pub fn open(storage: &Arc<Storage>, meta: RunMeta) -> Result<Arc<Run>> {
         let mut blocks = Vec::new();
         for &addr in &meta.index {
-            let payload = zones
+            let payload = storage
+                .zones
                 .read(addr, ExtentKind::RUN_INDEX)
                 .map_err(|e| Error::from(e).within("run index", format!("run {}", meta.id)))?;
             index::decode_chunk(&payload, &mut blocks)
@@ -172,18 +146,28 @@ impl Run {
                 ),
             ));
         }
+        for (addr, kind) in Self::extents_of(&meta, &blocks) {
+            storage.zones.mark_live(addr, kind)?;
+        }
         Ok(Arc::new(Run {
             meta,
             blocks,
-            zones: zones.clone(),
+            storage: storage.clone(),
             obsolete: AtomicBool::new(false),
         }))
     }
 
-    /// Every extent the run references, for marking them live at open.
+    fn extents_of<'a>(
+        meta: &'a RunMeta,
+        blocks: &'a [BlockHandle],
+    ) -> impl Iterator<Item = (ExtentAddr, ExtentKind)> + 'a {
+        let index = meta.index.iter().map(|&a| (a, ExtentKind::RUN_INDEX));
+        index.chain(blocks.iter().map(|b| (b.addr, ExtentKind::RUN_BLOCK)))
+    }
+
+    /// Every extent the run references (a block once per reference).
     pub fn extents(&self) -> impl Iterator<Item = (ExtentAddr, ExtentKind)> + '_ {
-        let index = self.meta.index.iter().map(|&a| (a, ExtentKind::RUN_INDEX));
-        index.chain(self.blocks.iter().map(|b| (b.addr, ExtentKind::RUN_BLOCK)))
+        Self::extents_of(&self.meta, &self.blocks)
     }
 
     pub fn blocks(&self) -> &[BlockHandle] {
@@ -195,44 +179,53 @@ impl Run {
         self.obsolete.store(true, Ordering::Release);
     }
 
-    pub fn read_block(&self, i: usize) -> Result<Vec<Entry>> {
+    /// Block `i`, from the read cache or the disk (checked against the index).
+    fn block(&self, i: usize) -> Result<Arc<Block>> {
         let h = &self.blocks[i];
+        if let Some(b) = self.storage.cache.get(&h.addr) {
+            return Ok(b);
+        }
+        let place = || format!("run {} block {i} {}", self.meta.id, h.addr);
         let payload = self
+            .storage
             .zones
             .read(h.addr, ExtentKind::RUN_BLOCK)
             .map_err(|e| {
                 Error::from(e).within("run block", format!("run {} block {i}", self.meta.id))
             })?;
-        let entries = block::decode(&payload).map_err(|d| {
-            Error::corrupt(
-                "run block",
-                format!("run {} block {i} {}", self.meta.id, h.addr),
-                d,
-            )
-        })?;
-        let ok = entries.len() as u64 == h.entries
-            && entries.first().is_some_and(|e| e.key == h.first_key)
-            && entries.last().is_some_and(|e| e.key == h.last_key);
-        if !ok {
+        let block = Block::parse(payload).map_err(|d| Error::corrupt("run block", place(), d))?;
+        let agrees = block.len() as u64 == h.entries
+            && block.len() > 0
+            && block.entry(0).key == h.first_key.as_slice()
+            && block.entry(block.len() - 1).key == h.last_key.as_slice();
+        if !agrees {
             return Err(Error::corrupt(
                 "run block",
-                format!("run {} block {i} {}", self.meta.id, h.addr),
+                place(),
                 "contents do not match the run index",
             ));
         }
-        Ok(entries)
+        let block = Arc::new(block);
+        self.storage.cache.insert(h.addr, block.clone());
+        Ok(block)
+    }
+
+    /// Every entry of block `i` (for `check`).
+    pub fn read_block(&self, i: usize) -> Result<Vec<Entry>> {
+        let b = self.block(i)?;
+        Ok((0..b.len()).map(|j| b.entry(j).to_entry()).collect())
     }
 
     /// The newest version of `key` at or below `snapshot`, if the run has one.
     pub fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>> {
         let mut i = self.blocks.partition_point(|b| b.last_key.as_slice() < key);
         while i < self.blocks.len() && self.blocks[i].first_key.as_slice() <= key {
-            let entries = self.read_block(i)?;
-            if let Some(e) = entries.iter().find(|e| e.key == key && e.seq <= snapshot) {
-                return Ok(Some((e.seq, e.value.clone())));
+            match self.block(i)?.get(key, snapshot) {
+                Ok(e) => return Ok(Some((e.seq, e.value.map(<[u8]>::to_vec)))),
+                Err(false) => return Ok(None),
+                // Older versions of the key continue in the next block.
+                Err(true) => i += 1,
             }
-            // Older versions of the key may continue in the next block.
-            i += 1;
         }
         Ok(None)
     }
@@ -245,7 +238,7 @@ impl Run {
         RunIter {
             run: self.clone(),
             block,
-            entries: Vec::new().into_iter(),
+            current: None,
             seek: Some(from.to_vec()),
         }
     }
@@ -257,7 +250,7 @@ impl Drop for Run {
             return;
         }
         for (addr, _) in self.extents().collect::<Vec<_>>() {
-            if let Err(e) = self.zones.decref(addr) {
+            if let Err(e) = self.storage.zones.decref(addr) {
                 tracing::error!("releasing {addr} of run {}: {e}", self.meta.id);
             }
         }
@@ -267,8 +260,10 @@ impl Drop for Run {
 /// Iterates a run's entries block by block.
 pub struct RunIter {
     run: Arc<Run>,
+    /// The next block to load.
     block: usize,
-    entries: std::vec::IntoIter<Entry>,
+    /// The loaded block and the next entry in it.
+    current: Option<(Arc<Block>, usize)>,
     seek: Option<Vec<u8>>,
 }
 
@@ -277,18 +272,22 @@ impl Iterator for RunIter {
 
     fn next(&mut self) -> Option<Result<Entry>> {
         loop {
-            if let Some(e) = self.entries.next() {
-                if self.seek.as_ref().is_some_and(|s| e.key < *s) {
-                    continue;
+            if let Some((block, pos)) = &mut self.current {
+                if *pos < block.len() {
+                    let e = block.entry(*pos);
+                    *pos += 1;
+                    return Some(Ok(e.to_entry()));
                 }
-                self.seek = None;
-                return Some(Ok(e));
+                self.current = None;
             }
             if self.block >= self.run.blocks.len() {
                 return None;
             }
-            match self.run.read_block(self.block) {
-                Ok(entries) => self.entries = entries.into_iter(),
+            match self.run.block(self.block) {
+                Ok(b) => {
+                    let start = self.seek.take().map_or(0, |k| b.seek(&k));
+                    self.current = Some((b, start));
+                }
                 Err(e) => {
                     self.block = self.run.blocks.len();
                     return Some(Err(e));

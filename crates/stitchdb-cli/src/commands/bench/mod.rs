@@ -1,0 +1,185 @@
+//! `bench`: RocksDB db_bench's workloads, flags and result lines on StitchDB, plus the VT-tree
+//! paper's RANDOM-APPEND and SEQUENTIAL-INSERTION workloads, so both stores can be run side by
+//! side (`bench/compare.sh`). See `docs/benchmarks.md`.
+
+mod keys;
+mod plot;
+mod procfs;
+mod report;
+mod runner;
+mod store;
+mod workload;
+
+use crate::error::{CliError, CliResult, IoContext};
+use crate::output;
+use clap::{ArgAction, Args};
+use runner::Setup;
+use std::path::PathBuf;
+use stitchdb::{Durability, Options, MAX_KEY_LEN};
+use store::BenchStore;
+use workload::{parse_benchmarks, parse_flag_bool, Benchmark, BenchmarkList};
+
+/// More threads than this is a typo, not a benchmark.
+const MAX_THREADS: usize = 1024;
+
+/// Flags use db_bench's names and `--flag=value` syntax, so one command line runs both tools.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Comma-separated benchmarks, run in order: fillseq, fillrandom, overwrite, readrandom,
+    /// seekrandom, readseq, readreverse, deleterandom, randomappend, seqinsert
+    #[arg(long, value_name = "LIST", value_parser = parse_benchmarks,
+          default_value = workload::DEFAULT_BENCHMARKS)]
+    benchmarks: BenchmarkList,
+    /// Keys to write (per thread), and the key space [0, num) random keys are drawn from
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    num: u64,
+    /// Reads per thread for the read benchmarks; negative: --num
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    reads: i64,
+    /// Bytes per value
+    #[arg(long = "value_size", value_name = "BYTES", default_value_t = 100)]
+    value_size: usize,
+    /// Bytes per key (db_bench's format: big-endian key number, then '0' padding)
+    #[arg(long = "key_size", value_name = "BYTES", default_value_t = 16)]
+    key_size: usize,
+    /// Threads per benchmark, each doing the whole operation count
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    threads: usize,
+    /// Store to use (must not exist unless --use_existing_db=1) [default: a temporary store,
+    /// removed at the end]
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// 1: every write is durable when it returns (Durability::Sync); 0: Durability::Async
+    #[arg(long, value_name = "0|1", value_parser = parse_flag_bool, action = ArgAction::Set,
+          num_args = 0..=1, default_value = "0", default_missing_value = "1")]
+    sync: bool,
+    /// Accepted for db_bench compatibility: StitchDB always logs, so this means --sync=0
+    #[arg(long = "disable_wal", value_name = "0|1", value_parser = parse_flag_bool,
+          action = ArgAction::Set, num_args = 0..=1, default_value = "0",
+          default_missing_value = "1")]
+    disable_wal: bool,
+    /// 1: run on the existing store at --db; benchmarks that need an empty store are skipped
+    #[arg(long = "use_existing_db", value_name = "0|1", value_parser = parse_flag_bool,
+          action = ArgAction::Set, num_args = 0..=1, default_value = "0",
+          default_missing_value = "1")]
+    use_existing_db: bool,
+    /// Memtable bytes before it is written out as a run (alias: db_bench's --write_buffer_size)
+    #[arg(long = "memtable_size", alias = "write_buffer_size", value_name = "BYTES",
+          default_value_t = Options::default().memtable_size)]
+    memtable_size: usize,
+    /// Seed of the splitmix64 streams keys are drawn from (see docs/benchmarks.md)
+    #[arg(long, value_name = "N", default_value_t = 42)]
+    seed: u64,
+    /// Draw memtable flushes over time, one line per benchmark, as an SVG file
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+pub fn run(args: BenchArgs) -> CliResult {
+    let setup = setup(&args)?;
+    let options = Options {
+        memtable_size: args.memtable_size,
+        // --disable_wal cannot turn the log off; async commits are the closest match.
+        durability: if args.sync && !args.disable_wal {
+            Durability::Sync
+        } else {
+            Durability::Async
+        },
+        ..Options::default()
+    };
+    let mut store = BenchStore::open(args.db.clone(), args.use_existing_db, options)?;
+    output::print(report::header(&report::Header {
+        setup: &setup,
+        sync: args.sync && !args.disable_wal,
+        disable_wal: args.disable_wal,
+        memtable_size: args.memtable_size,
+        db_path: store.path(),
+    }))?;
+    let mut series = Vec::new();
+    for (index, &bench) in args.benchmarks.0.iter().enumerate() {
+        if bench.needs_fresh_db() && args.use_existing_db {
+            output::print(report::skipped_line(bench))?;
+            continue;
+        }
+        if bench.needs_fresh_db() {
+            store.make_fresh()?;
+        }
+        if let Some(flushes) = run_one(bench, index, &setup, &mut store)? {
+            series.push(flushes);
+        }
+    }
+    store.close()?;
+    if let Some(path) = &args.plot {
+        std::fs::write(path, plot::svg(&series))
+            .context(format_args!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Checks the flags and derives what the benchmarks share.
+fn setup(args: &BenchArgs) -> CliResult<Setup> {
+    if !(1..=MAX_KEY_LEN).contains(&args.key_size) {
+        return Err(CliError::new(format!(
+            "--key_size={} must be between 1 and {MAX_KEY_LEN}",
+            args.key_size
+        )));
+    }
+    let max_value = stitchdb::max_value_len(Options::default().zone_size);
+    if args.value_size > max_value {
+        return Err(CliError::new(format!(
+            "--value_size={} is larger than StitchDB's largest value, {max_value} bytes",
+            args.value_size
+        )));
+    }
+    if !(1..=MAX_THREADS).contains(&args.threads) {
+        return Err(CliError::new(format!(
+            "--threads={} must be between 1 and {MAX_THREADS}",
+            args.threads
+        )));
+    }
+    Ok(Setup {
+        num: args.num,
+        reads: u64::try_from(args.reads).unwrap_or(args.num),
+        key_size: args.key_size,
+        value_size: args.value_size,
+        threads: args.threads,
+        seed: args.seed,
+        value_pool: keys::value_pool(args.seed, args.value_size),
+    })
+}
+
+/// Runs one benchmark and prints its lines (or that StitchDB cannot run it); returns its flushes for the plot, if it flushed.
+fn run_one(
+    bench: Benchmark,
+    index: usize,
+    setup: &Setup,
+    store: &mut BenchStore,
+) -> CliResult<Option<plot::Series>> {
+    let opened = store.opened();
+    let db = store.db()?;
+    let table = db.default_table();
+    let flushes_before = db.flush_history().len();
+    let merges_before = db.stats().merges;
+    let started = opened.elapsed();
+    let Some(outcome) = runner::run(bench, index, setup, db, table)? else {
+        output::print(report::unsupported_line(bench))?;
+        return Ok(None);
+    };
+    let history = db.flush_history();
+    let flushes: Vec<f64> = history
+        .get(flushes_before..)
+        .unwrap_or_default()
+        .iter()
+        .map(|t| t.saturating_sub(started).as_secs_f64())
+        .collect();
+    output::print(report::result_line(bench, &outcome))?;
+    output::print(report::counters_line(&report::Counters {
+        flushes: flushes.len(),
+        merges: db.stats().merges.saturating_sub(merges_before),
+    }))?;
+    Ok((!flushes.is_empty()).then(|| plot::Series {
+        name: bench.name(),
+        duration: outcome.elapsed.as_secs_f64(),
+        flushes,
+    }))
+}

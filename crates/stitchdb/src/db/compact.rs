@@ -1,0 +1,137 @@
+//! Compaction: when a level holds `level_runs` runs they are merged, with stitching, into one
+//! run at the front of the next level. The merge reads only immutable runs and holds no lock;
+//! installing it takes the checkpoint lock and writes a manifest (a compaction changes no
+//! data, so the manifest keeps the last checkpoint's log position).
+
+use super::checkpoint::{add_run, write_manifest};
+use super::{Inner, TableState, Version};
+use crate::batch::TableId;
+use crate::run::{merge_runs, Run, Stitching};
+use crate::Result;
+use std::sync::Arc;
+
+/// What merges did so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    pub merges: u64,
+    /// Bytes of blocks merges wrote anew, and of blocks they stitched in without rewriting.
+    pub copied_bytes: u64,
+    pub stitched_bytes: u64,
+}
+
+/// One merge to do: these runs of a table (newest first) into one run at `level`.
+struct Plan {
+    table: TableId,
+    inputs: Vec<Arc<Run>>,
+    level: u32,
+    stitching: Stitching,
+    /// No run older than the inputs exists: tombstones can go.
+    bottom: bool,
+}
+
+/// The first level, of any table, holding too many runs.
+fn plan_level_merge(version: &Version, level_runs: usize) -> Option<Plan> {
+    for t in version.tables.values() {
+        for (i, level) in t.levels.iter().enumerate() {
+            if level.len() >= level_runs {
+                return Some(Plan {
+                    table: t.id,
+                    inputs: level.clone(),
+                    level: i as u32 + 1,
+                    stitching: t.stitching,
+                    bottom: t.levels[i + 1..].iter().all(Vec::is_empty),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// Does one level merge if some level is full; returns whether it did.
+pub(crate) fn compact_once(inner: &Arc<Inner>) -> Result<bool> {
+    let _one_at_a_time = inner.compacting.lock();
+    let version = inner.version.read().clone();
+    let Some(plan) = plan_level_merge(&version, inner.opts.level_runs) else {
+        return Ok(false);
+    };
+    run_plan(inner, plan)?;
+    Ok(true)
+}
+
+/// Merges every run of every table into one (`stitchdb compact`).
+pub(crate) fn compact_all(inner: &Arc<Inner>) -> Result<()> {
+    let _one_at_a_time = inner.compacting.lock();
+    let version = inner.version.read().clone();
+    for t in version.tables.values() {
+        let inputs: Vec<_> = t.runs().cloned().collect();
+        if inputs.len() < 2 {
+            continue;
+        }
+        let level = (t.levels.len() as u32).saturating_sub(1).max(1);
+        run_plan(
+            inner,
+            Plan {
+                table: t.id,
+                inputs,
+                level,
+                stitching: t.stitching,
+                bottom: true,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+fn run_plan(inner: &Arc<Inner>, plan: Plan) -> Result<()> {
+    let r = merge_and_install(inner, &plan);
+    inner.guard(r)
+}
+
+fn merge_and_install(inner: &Arc<Inner>, plan: &Plan) -> Result<()> {
+    let id = {
+        let mut ck = inner.checkpoint.lock();
+        ck.next_run_id += 1;
+        ck.next_run_id - 1
+    };
+    let oldest_reader = inner.oldest_reader();
+    let merged = merge_runs(
+        &inner.storage,
+        &plan.inputs,
+        id,
+        plan.level,
+        plan.stitching,
+        oldest_reader,
+        plan.bottom,
+    )?;
+    let (output, patch, stats) = match merged {
+        Some((run, patch, stats)) => (Some(run), patch, stats),
+        None => (None, stitch_patch::PatchId::NONE, Default::default()),
+    };
+    let replace = |t: &mut TableState| {
+        for level in &mut t.levels {
+            level.retain(|r| !plan.inputs.iter().any(|i| Arc::ptr_eq(i, r)));
+        }
+        if let Some(run) = &output {
+            add_run(t, run.clone());
+        }
+        while t.levels.last().is_some_and(Vec::is_empty) {
+            t.levels.pop();
+        }
+    };
+    let mut ck = inner.checkpoint.lock();
+    let mut listed = (**inner.version.read()).clone();
+    listed.update(plan.table, replace);
+    write_manifest(inner, &mut ck, &listed, &[patch], plan.inputs.clone())?;
+    {
+        let mut version = inner.version.write();
+        let mut v = (**version).clone();
+        v.update(plan.table, replace);
+        *version = Arc::new(v);
+    }
+    drop(ck);
+    let mut c = inner.compaction.lock();
+    c.merges += 1;
+    c.copied_bytes += stats.copied_bytes;
+    c.stitched_bytes += stats.stitched_bytes;
+    Ok(())
+}

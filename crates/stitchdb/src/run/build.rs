@@ -1,0 +1,122 @@
+//! Writing runs: entries are copied into new blocks, or whole existing blocks are *stitched*
+//! in (their index entry is taken over and the block gains a reference; nothing is rewritten).
+
+use super::block::{BlockWriter, EntryRef};
+use super::{index, BlockHandle, Run, RunMeta, Storage};
+use crate::Result;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use stitch_patch::PatchId;
+use stitch_zone::{ExtentKind, Stream};
+
+/// Target payload size of a data block: one extent, header included, fills a 4 KiB block.
+const BLOCK_TARGET: usize = 4096 - stitch_zone::EXTENT_HEADER_LEN;
+
+pub struct RunBuilder {
+    storage: Arc<Storage>,
+    stream: Stream,
+    writer: BlockWriter,
+    blocks: Vec<BlockHandle>,
+    patches: Vec<PatchId>,
+    meta: RunMeta,
+    /// Bytes of blocks written anew and of blocks stitched in.
+    pub copied_bytes: u64,
+    pub stitched_bytes: u64,
+}
+
+impl RunBuilder {
+    /// A builder for run `id` at `level`, appending to the zones of `stream` (flushes and
+    /// merges write to different streams, so a run's blocks stay contiguous on disk and can be
+    /// stitched later as long spans).
+    pub fn new(storage: &Arc<Storage>, id: u64, level: u32, stream: Stream) -> RunBuilder {
+        RunBuilder {
+            storage: storage.clone(),
+            stream,
+            writer: BlockWriter::default(),
+            blocks: Vec::new(),
+            patches: Vec::new(),
+            meta: RunMeta {
+                id,
+                level,
+                entries: 0,
+                data_bytes: 0,
+                min_seq: u64::MAX,
+                max_seq: 0,
+                index: Vec::new(),
+            },
+            copied_bytes: 0,
+            stitched_bytes: 0,
+        }
+    }
+
+    pub fn add(&mut self, e: EntryRef) -> Result<()> {
+        self.meta.entries += 1;
+        self.meta.min_seq = self.meta.min_seq.min(e.seq);
+        self.meta.max_seq = self.meta.max_seq.max(e.seq);
+        self.writer.add(e);
+        if self.writer.size() >= BLOCK_TARGET {
+            self.finish_block()?;
+        }
+        Ok(())
+    }
+
+    fn finish_block(&mut self) -> Result<()> {
+        if self.writer.is_empty() {
+            return Ok(());
+        }
+        let (payload, first_key, last_key, entries) = self.writer.finish();
+        let (addr, patch) =
+            self.storage
+                .zones
+                .append_to(self.stream, ExtentKind::RUN_BLOCK, &payload, &[])?;
+        self.patches.push(patch);
+        self.meta.data_bytes += payload.len() as u64;
+        self.copied_bytes += payload.len() as u64;
+        self.blocks.push(BlockHandle {
+            first_key,
+            last_key,
+            entries,
+            addr,
+        });
+        Ok(())
+    }
+
+    /// Takes over an existing block of `from` as it is. Sequence bounds widen to the source
+    /// run's (the block is not read).
+    pub fn stitch(&mut self, from: &Run, handle: &BlockHandle) -> Result<()> {
+        self.finish_block()?;
+        self.storage.zones.incref(handle.addr)?;
+        self.meta.entries += handle.entries;
+        self.meta.data_bytes += handle.addr.payload_len() as u64;
+        self.meta.min_seq = self.meta.min_seq.min(from.meta.min_seq);
+        self.meta.max_seq = self.meta.max_seq.max(from.meta.max_seq);
+        self.stitched_bytes += handle.addr.payload_len() as u64;
+        self.blocks.push(handle.clone());
+        Ok(())
+    }
+
+    /// Writes the index; returns the run and one patch standing for all its writes, or `None`
+    /// if the run is empty.
+    pub fn finish(mut self) -> Result<Option<(Arc<Run>, PatchId)>> {
+        self.finish_block()?;
+        if self.blocks.is_empty() {
+            return Ok(None);
+        }
+        for chunk in index::encode_chunks(&self.blocks, self.storage.zones.max_payload() / 4) {
+            let (addr, patch) =
+                self.storage
+                    .zones
+                    .append_to(self.stream, ExtentKind::RUN_INDEX, &chunk, &[])?;
+            self.patches.push(patch);
+            self.meta.index.push(addr);
+        }
+        let done = self.storage.zones.cache().empty(&self.patches)?;
+        let run = Run {
+            meta: self.meta,
+            blocks: self.blocks,
+            storage: self.storage,
+            obsolete: AtomicBool::new(false),
+        };
+        Ok(Some((Arc::new(run), done)))
+    }
+}

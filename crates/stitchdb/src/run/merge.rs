@@ -1,0 +1,152 @@
+//! The VT-tree merge: inputs are walked block by block in key order. A block whose key range
+//! overlaps no other input is *stitched* into the output (its index entry moves, the block
+//! stays where it is) when it starts a span of such blocks, contiguous on disk, at least as
+//! long as the stitching threshold; everything else is decoded and copied, merged entry by
+//! entry with the other inputs. Threshold 0 stitches every block it can (the log-structured
+//! end of the continuum); `Never` copies everything (a classic LSM-tree merge).
+
+use super::block::{Block, EntryRef};
+use super::{Run, RunBuilder, Storage};
+use crate::merge::VersionFilter;
+use crate::Result;
+use std::cmp::Reverse;
+use std::sync::Arc;
+use stitch_patch::PatchId;
+use stitch_zone::Stream;
+
+/// When a merge may stitch blocks instead of copying them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stitching {
+    /// Stitch spans of non-overlapping, contiguous blocks of at least this many bytes.
+    Threshold(u64),
+    /// Copy everything.
+    Never,
+}
+
+impl Default for Stitching {
+    /// The paper's 64 KiB.
+    fn default() -> Self {
+        Stitching::Threshold(64 * 1024)
+    }
+}
+
+/// What a merge did, for `stats` and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MergeStats {
+    pub copied_bytes: u64,
+    pub stitched_bytes: u64,
+}
+
+/// One input's position: the next block not yet consumed, and a decoded block being copied.
+struct Cursor {
+    run: Arc<Run>,
+    next_block: usize,
+    current: Option<(Arc<Block>, usize)>,
+}
+
+impl Cursor {
+    /// The next key this input will produce (a block's first key when at a block boundary,
+    /// where the sequence number is not known yet and counts as newest).
+    fn peek(&self) -> Option<(&[u8], Reverse<u64>)> {
+        match &self.current {
+            Some((b, pos)) => {
+                let e = b.entry(*pos);
+                Some((e.key, Reverse(e.seq)))
+            }
+            None => self
+                .run
+                .blocks
+                .get(self.next_block)
+                .map(|h| (h.first_key.as_slice(), Reverse(u64::MAX))),
+        }
+    }
+}
+
+/// Merges `inputs` (newest first) into a new run `id` at `level`. `oldest_snapshot` and
+/// `bottom` say which versions copied entries may drop (see [`VersionFilter`]); stitched
+/// blocks keep every version they hold.
+pub fn merge_runs(
+    storage: &Arc<Storage>,
+    inputs: &[Arc<Run>],
+    id: u64,
+    level: u32,
+    stitching: Stitching,
+    oldest_snapshot: u64,
+    bottom: bool,
+) -> Result<Option<(Arc<Run>, PatchId, MergeStats)>> {
+    let mut out = RunBuilder::new(storage, id, level, Stream::Merge);
+    let mut filter = VersionFilter::new(oldest_snapshot, bottom);
+    let mut cursors: Vec<Cursor> = inputs
+        .iter()
+        .map(|run| Cursor {
+            run: run.clone(),
+            next_block: 0,
+            current: None,
+        })
+        .collect();
+    // Each round takes the input with the smallest next key (newest version first among
+    // equal keys).
+    while let Some(i) = (0..cursors.len())
+        .filter(|&i| cursors[i].peek().is_some())
+        .min_by(|&a, &b| cursors[a].peek().cmp(&cursors[b].peek()))
+    {
+        if cursors[i].current.is_none() {
+            if let Some(end) = stitchable_span(&cursors, i, stitching) {
+                let c = &cursors[i];
+                for h in &c.run.blocks[c.next_block..end] {
+                    out.stitch(&c.run, h)?;
+                }
+                cursors[i].next_block = end;
+                filter.reset();
+                continue;
+            }
+            let c = &mut cursors[i];
+            c.current = Some((c.run.block(c.next_block)?, 0));
+            c.next_block += 1;
+            // Its first entry's sequence number is known only now: choose again.
+            continue;
+        }
+        let c = &mut cursors[i];
+        let (block, pos) = c.current.as_mut().expect("loaded above");
+        let e: EntryRef = block.entry(*pos);
+        if filter.keep(e.key, e.seq, e.value.is_none()) {
+            out.add(e)?;
+        }
+        *pos += 1;
+        if *pos == block.len() {
+            c.current = None;
+        }
+    }
+    let stats = MergeStats {
+        copied_bytes: out.copied_bytes,
+        stitched_bytes: out.stitched_bytes,
+    };
+    Ok(out.finish()?.map(|(run, patch)| (run, patch, stats)))
+}
+
+/// If input `i`'s next block starts a span that may be stitched, the block index where the
+/// span ends. A block qualifies when every other input's next key sorts after its last key
+/// (nothing else can fall inside its range); consecutive qualifying blocks form a span while
+/// each lies right after the previous one on disk.
+fn stitchable_span(cursors: &[Cursor], i: usize, stitching: Stitching) -> Option<usize> {
+    let Stitching::Threshold(threshold) = stitching else {
+        return None;
+    };
+    let others_next: Option<&[u8]> = (0..cursors.len())
+        .filter(|&j| j != i)
+        .filter_map(|j| cursors[j].peek().map(|(k, _)| k))
+        .min();
+    let clear = |last_key: &[u8]| others_next.is_none_or(|next| next > last_key);
+    let blocks = &cursors[i].run.blocks;
+    let start = cursors[i].next_block;
+    let mut end = start;
+    let mut bytes = 0u64;
+    while end < blocks.len()
+        && clear(&blocks[end].last_key)
+        && (end == start || blocks[end].addr.follows(&blocks[end - 1].addr))
+    {
+        bytes += blocks[end].addr.len as u64;
+        end += 1;
+    }
+    (end > start && bytes >= threshold).then_some(end)
+}
