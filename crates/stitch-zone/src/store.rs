@@ -476,6 +476,40 @@ impl ZoneStore {
         Ok(())
     }
 
+    /// Zones worth evacuating: holding extents, not open, with live bytes below `max_live_ratio`
+    /// of the zone. Ordered as the VT-tree orders them: zones whose live data lies in fewer,
+    /// longer contiguous spans first (moving them makes the most room per copy), then by live
+    /// bytes.
+    pub fn evacuation_candidates(&self, max_live_ratio: f64) -> Vec<ZoneId> {
+        let st = self.state.lock();
+        let limit = (self.config.zone_size as f64 * max_live_ratio) as u64;
+        let mut extents: HashMap<ZoneId, Vec<(u32, u32)>> = HashMap::new();
+        for (&(zone, offset), (len, _)) in &st.refs {
+            extents.entry(zone).or_default().push((offset, *len));
+        }
+        let mut candidates: Vec<(usize, u64, ZoneId)> = st
+            .zones
+            .iter()
+            .enumerate()
+            .filter(|(_, z)| z.usage == ZoneUse::Closed && z.live > 0 && z.live < limit)
+            .map(|(id, z)| {
+                let id = id as ZoneId;
+                let mut live = extents.remove(&id).unwrap_or_default();
+                live.sort_unstable();
+                let spans = 1 + live
+                    .windows(2)
+                    .filter(|w| {
+                        (w[0].0 as u64 + w[0].1 as u64).next_multiple_of(EXTENT_ALIGN)
+                            != w[1].0 as u64
+                    })
+                    .count();
+                (spans, z.live, id)
+            })
+            .collect();
+        candidates.sort_unstable();
+        candidates.into_iter().map(|(_, _, id)| id).collect()
+    }
+
     /// Reference count of an extent (0 if not live).
     pub fn refs(&self, addr: ExtentAddr) -> u32 {
         self.state

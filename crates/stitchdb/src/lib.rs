@@ -29,7 +29,7 @@ mod options;
 mod run;
 
 pub use batch::{TableId, WriteBatch};
-pub use db::{CheckReport, Db, DbIter, Stats, TableStats, DEFAULT_TABLE};
+pub use db::{CheckReport, Db, DbIter, DefragReport, Stats, TableStats, DEFAULT_TABLE};
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, MAX_KEY_LEN};
 pub use run::{MergeStats, Stitching};

@@ -6,79 +6,20 @@
 //!
 //! STITCHDB_CRASH_STATES sets how many crash states to verify (default 5000).
 
-use parking_lot::Mutex;
+mod support;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use stitchdb::{Db, Disk, Durability, IoError, Options, SimConfig, SimDisk, Stitching, WriteBatch};
+use stitchdb::{Db, Durability, Options, SimConfig, SimDisk, Stitching, WriteBatch};
+use support::crashing;
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// The key that records which commit last reached the store (each commit writes it).
 const MARKER: &[u8] = b"\x00commit";
-
-/// A `Disk` that forwards to a `SimDisk` and, at random writes and syncs, records what a crash
-/// at that instant could leave behind.
-#[derive(Debug)]
-struct CrashingDisk {
-    sim: Arc<SimDisk>,
-    rng: Mutex<ChaCha8Rng>,
-    /// Chance of capturing an image at each write and sync (0 until armed).
-    probability: Mutex<f64>,
-    /// Commits issued so far (the one in progress may or may not be in a crash image).
-    issued: Arc<AtomicU64>,
-    /// The newest commit whose `Sync` write returned.
-    acked: Arc<AtomicU64>,
-    images: Mutex<Vec<(SimDisk, u64, u64)>>,
-}
-
-impl CrashingDisk {
-    fn maybe_crash(&self) {
-        let mut rng = self.rng.lock();
-        if rng.gen_bool(*self.probability.lock()) {
-            let seed = rng.gen();
-            let image = self.sim.crash(seed);
-            let (acked, issued) = (
-                self.acked.load(Ordering::SeqCst),
-                self.issued.load(Ordering::SeqCst),
-            );
-            self.images.lock().push((image, acked, issued));
-        }
-    }
-}
-
-impl Disk for CrashingDisk {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoError> {
-        self.sim.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), IoError> {
-        self.maybe_crash();
-        let r = self.sim.write_at(offset, data);
-        self.maybe_crash();
-        r
-    }
-    fn sync(&self) -> Result<(), IoError> {
-        self.maybe_crash();
-        let r = self.sim.sync();
-        self.maybe_crash();
-        r
-    }
-    fn len(&self) -> u64 {
-        self.sim.len()
-    }
-    fn grow(&self, new_len: u64) -> Result<(), IoError> {
-        self.sim.grow(new_len)
-    }
-    fn punch_hole(&self, offset: u64, len: u64) -> Result<(), IoError> {
-        self.maybe_crash();
-        self.sim.punch_hole(offset, len)
-    }
-    fn describe(&self) -> String {
-        "crashing simdisk".into()
-    }
-}
 
 /// The stitching threshold varies by seed: every block stitched that can be, spans of two
 /// blocks or more, never.
@@ -96,17 +37,6 @@ fn options(seed: u64) -> Options {
         background: false,
         ..Options::default()
     }
-}
-
-fn crashing(sim: SimDisk, seed: u64, probability: f64) -> Arc<CrashingDisk> {
-    Arc::new(CrashingDisk {
-        sim: Arc::new(sim),
-        rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
-        probability: Mutex::new(probability),
-        issued: Arc::default(),
-        acked: Arc::default(),
-        images: Mutex::new(Vec::new()),
-    })
 }
 
 fn contents(db: &Db) -> State {

@@ -5,6 +5,7 @@ mod background;
 mod check;
 mod checkpoint;
 mod compact;
+mod defrag;
 mod log;
 mod read;
 mod recover;
@@ -12,6 +13,7 @@ mod stats;
 mod write;
 
 pub use check::CheckReport;
+pub use defrag::DefragReport;
 pub use read::DbIter;
 pub use stats::{Stats, TableStats};
 
@@ -369,6 +371,17 @@ impl Db {
         self.inner.check_writable()?;
         checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Explicit)?;
         compact::compact_all(&self.inner)
+    }
+
+    /// Evacuates zones whose live bytes are below `max_live_ratio` of a zone (0.5 is a good
+    /// default), while reads and writes go on. `progress` is told (runs done, runs to do).
+    pub fn defrag(
+        &self,
+        max_live_ratio: f64,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<DefragReport> {
+        self.inner.check_writable()?;
+        defrag::defrag(&self.inner, max_live_ratio, &mut progress)
     }
 
     /// Changes how merges of `table` stitch, at once and durably.

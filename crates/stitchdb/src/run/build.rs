@@ -81,11 +81,16 @@ impl RunBuilder {
         Ok(())
     }
 
-    /// Takes over an existing block of `from` as it is. Sequence bounds widen to the source
-    /// run's (the block is not read).
+    /// Takes over an existing block of `from` as it is, with a reference of its own. Sequence
+    /// bounds widen to the source run's (the block is not read).
     pub fn stitch(&mut self, from: &Run, handle: &BlockHandle) -> Result<()> {
-        self.finish_block()?;
         self.storage.zones.incref(handle.addr)?;
+        self.adopt(from, handle)
+    }
+
+    /// Takes over a block whose reference the caller already holds for this run.
+    pub fn adopt(&mut self, from: &Run, handle: &BlockHandle) -> Result<()> {
+        self.finish_block()?;
         self.meta.entries += handle.entries;
         self.meta.data_bytes += handle.addr.payload_len() as u64;
         self.meta.min_seq = self.meta.min_seq.min(from.meta.min_seq);

@@ -1,0 +1,134 @@
+//! Online defragmentation (VT-tree): merges leave holes in zones; this evacuates under-used
+//! zones. Their live run blocks are copied into the merge stream's open zone (first fit: the
+//! zone store appends to the first free space), every run referencing them is rewritten with
+//! the new block places (blocks elsewhere are shared, not copied), and one manifest swaps the
+//! rewritten runs in. The emptied zones are freed only after that manifest is durable and the
+//! last reader of the old runs lets go, so reads and writes go on meanwhile and a crash at any
+//! point leaves either the old runs or the new ones.
+
+use super::checkpoint::write_manifest;
+use super::{Inner, TableState};
+use crate::run::{BlockHandle, Run, RunBuilder};
+use crate::{Error, Result};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use stitch_patch::PatchId;
+use stitch_zone::{ExtentAddr, ExtentKind, Stream, ZoneId};
+
+/// What a defragmentation did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefragReport {
+    /// Zones whose live data was moved out (freed once no reader needs the old runs).
+    pub zones: Vec<ZoneId>,
+    pub blocks_moved: u64,
+    pub bytes_moved: u64,
+    pub runs_rewritten: u64,
+}
+
+/// Evacuates zones whose live bytes are below `max_live_ratio` of a zone. `progress` is told
+/// (runs done, runs to do).
+pub(crate) fn defrag(
+    inner: &Arc<Inner>,
+    max_live_ratio: f64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<DefragReport> {
+    let r = evacuate(inner, max_live_ratio, progress);
+    inner.guard(r)
+}
+
+fn evacuate(
+    inner: &Arc<Inner>,
+    max_live_ratio: f64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<DefragReport> {
+    // Merges replace runs too: none may run while runs are being rewritten.
+    let _no_merges = inner.compacting.lock();
+    let zones: HashSet<ZoneId> = inner
+        .zones
+        .evacuation_candidates(max_live_ratio)
+        .into_iter()
+        .collect();
+    let mut report = DefragReport {
+        zones: zones.iter().copied().collect(),
+        ..Default::default()
+    };
+    report.zones.sort_unstable();
+    if zones.is_empty() {
+        return Ok(report);
+    }
+    let version = inner.version.read().clone();
+    let affected: Vec<Arc<Run>> = version
+        .tables
+        .values()
+        .flat_map(|t| t.runs().cloned())
+        .filter(|r| r.extents().any(|(a, _)| zones.contains(&a.zone)))
+        .collect();
+    let total = affected.len() as u64;
+    let mut moved: HashMap<ExtentAddr, ExtentAddr> = HashMap::new();
+    let mut patches = Vec::new();
+    let mut rewritten: Vec<(Arc<Run>, Arc<Run>)> = Vec::new();
+    for (done, old) in affected.iter().enumerate() {
+        let id = {
+            let mut ck = inner.checkpoint.lock();
+            ck.next_run_id += 1;
+            ck.next_run_id - 1
+        };
+        let mut out = RunBuilder::new(&inner.storage, id, old.meta.level, Stream::Merge);
+        for h in old.blocks() {
+            if !zones.contains(&h.addr.zone) {
+                out.stitch(old, h)?;
+                continue;
+            }
+            let handle = |addr| BlockHandle { addr, ..h.clone() };
+            match moved.get(&h.addr) {
+                Some(&new) => out.stitch(old, &handle(new))?,
+                None => {
+                    let payload = inner.zones.read(h.addr, ExtentKind::RUN_BLOCK)?;
+                    let (new, patch) = inner.zones.append_to(
+                        Stream::Merge,
+                        ExtentKind::RUN_BLOCK,
+                        &payload,
+                        &[],
+                    )?;
+                    patches.push(patch);
+                    moved.insert(h.addr, new);
+                    report.blocks_moved += 1;
+                    report.bytes_moved += new.len as u64;
+                    out.adopt(old, &handle(new))?;
+                }
+            }
+        }
+        let (new, patch) = out
+            .finish()?
+            .ok_or_else(|| Error::corrupt("run", old.meta.id, "has no blocks"))?;
+        patches.push(patch);
+        rewritten.push((old.clone(), new));
+        report.runs_rewritten += 1;
+        progress(done as u64 + 1, total);
+    }
+    let swap = |t: &mut TableState| {
+        for level in &mut t.levels {
+            for run in level.iter_mut() {
+                if let Some((_, new)) = rewritten.iter().find(|(old, _)| Arc::ptr_eq(old, run)) {
+                    *run = new.clone();
+                }
+            }
+        }
+    };
+    let mut ck = inner.checkpoint.lock();
+    let mut listed = (**inner.version.read()).clone();
+    let ids: Vec<_> = listed.tables.keys().copied().collect();
+    for &id in &ids {
+        listed.update(id, swap);
+    }
+    let retired = rewritten.iter().map(|(old, _)| old.clone()).collect();
+    let deps: Vec<PatchId> = patches;
+    write_manifest(inner, &mut ck, &listed, &deps, retired)?;
+    let mut version = inner.version.write();
+    let mut v = (**version).clone();
+    for id in ids {
+        v.update(id, swap);
+    }
+    *version = Arc::new(v);
+    Ok(report)
+}
