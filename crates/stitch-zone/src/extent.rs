@@ -68,6 +68,7 @@ impl ExtentKind {
     pub const MANIFEST: ExtentKind = ExtentKind(1);
     pub const RUN_BLOCK: ExtentKind = ExtentKind(2);
     pub const RUN_INDEX: ExtentKind = ExtentKind(3);
+    pub const RUN_FILTER: ExtentKind = ExtentKind(4);
 }
 
 fn checksum(addr: ExtentAddr, header: &[u8], payload: &[u8]) -> u32 {

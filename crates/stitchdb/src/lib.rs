@@ -21,6 +21,7 @@
 mod batch;
 mod codec;
 mod db;
+mod dtable;
 mod error;
 mod manifest;
 mod memtable;

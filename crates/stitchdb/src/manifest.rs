@@ -148,6 +148,11 @@ mod tests {
                     data_bytes: 100,
                     min_seq: 1,
                     max_seq: 40,
+                    filter: Some(ExtentAddr {
+                        zone: 2,
+                        offset: 4096,
+                        len: 99,
+                    }),
                     index: vec![ExtentAddr {
                         zone: 2,
                         offset: 0,

@@ -94,13 +94,13 @@ impl Iterator for MergeIter {
 /// What a reader at `snapshot` sees: the newest version at or below it of each key, without
 /// tombstones.
 pub struct Visible {
-    inner: MergeIter,
+    inner: Source,
     snapshot: u64,
     last_key: Option<Vec<u8>>,
 }
 
 impl Visible {
-    pub fn new(inner: MergeIter, snapshot: u64) -> Visible {
+    pub fn new(inner: Source, snapshot: u64) -> Visible {
         Visible {
             inner,
             snapshot,
@@ -229,7 +229,7 @@ mod tests {
             e("b", 2, Some("b2")),
             e("c", 1, Some("c1")),
         ]);
-        let all: Vec<_> = Visible::new(MergeIter::new(vec![newer, older]), 100)
+        let all: Vec<_> = Visible::new(Box::new(MergeIter::new(vec![newer, older])), 100)
             .map(|r| r.unwrap())
             .collect();
         assert_eq!(
@@ -241,7 +241,7 @@ mod tests {
         );
         let newer = source(vec![e("a", 9, None), e("b", 8, Some("b8"))]);
         let older = source(vec![e("a", 3, Some("a3")), e("b", 2, Some("b2"))]);
-        let at5: Vec<_> = Visible::new(MergeIter::new(vec![newer, older]), 5)
+        let at5: Vec<_> = Visible::new(Box::new(MergeIter::new(vec![newer, older])), 5)
             .map(|r| r.unwrap())
             .collect();
         assert_eq!(

@@ -32,6 +32,8 @@ pub struct Options {
     pub stitching: Stitching,
     /// Bytes of parsed run blocks kept in memory for reads.
     pub read_cache_bytes: usize,
+    /// False-positive rate of each run's quotient filter (`None`: runs have no filters).
+    pub filter_fp_rate: Option<f64>,
     /// Durability of writes that do not name one.
     pub durability: Durability,
     /// How often `Ordered` writes are flushed, in milliseconds.
@@ -52,6 +54,7 @@ impl Default for Options {
             level_runs: 2,
             stitching: Stitching::default(),
             read_cache_bytes: 64 << 20,
+            filter_fp_rate: Some(0.01),
             durability: Durability::Sync,
             ordered_flush_interval_ms: 5,
             cache_blocks: 1024,
@@ -75,6 +78,12 @@ impl Options {
             return Err(Error::Config(format!(
                 "memtable_size {} is below 4096 bytes",
                 self.memtable_size
+            )));
+        }
+        if self.filter_fp_rate.is_some_and(|p| !(p > 0.0 && p <= 0.5)) {
+            return Err(Error::Config(format!(
+                "filter_fp_rate {:?} must be in (0, 0.5]",
+                self.filter_fp_rate
             )));
         }
         if self.level_runs < 2 {

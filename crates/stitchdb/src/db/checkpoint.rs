@@ -12,6 +12,7 @@ use crate::run::{EntryRef, Run, RunBuilder};
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;
+use stitch_filter::{hash_key, QuotientFilter};
 use stitch_patch::PatchId;
 use stitch_zone::{ExtentKind, Stream};
 
@@ -71,10 +72,15 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
         let source: Source =
             Box::new(MemIter::new(imm.clone(), Bound::Unbounded, Bound::Unbounded).map(Ok));
         let mut builder = RunBuilder::new(&inner.storage, ck.next_run_id, 0, Stream::Flush);
+        let mut hashes = Vec::new();
         for e in Compacted::new(MergeIter::new(vec![source]), oldest_reader, false) {
-            builder.add(EntryRef::of(&e?))?;
+            let e = e?;
+            if inner.opts.filter_fp_rate.is_some() {
+                hashes.push(hash_key(&e.key));
+            }
+            builder.add(EntryRef::of(&e))?;
         }
-        let run = builder.finish()?;
+        let run = builder.finish(build_filter(&hashes, inner.opts.filter_fp_rate))?;
         if let Some((run, patch)) = &run {
             ck.next_run_id += 1;
             ck.run_bytes_written += run.meta.data_bytes;
@@ -111,6 +117,16 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
         inner.flush_times.lock().push(inner.opened.elapsed());
     }
     Ok(superblock)
+}
+
+/// A filter holding `hashes` (`None` without a rate, or if the filter cannot be built: the
+/// run then answers every lookup itself).
+fn build_filter(hashes: &[u64], rate: Option<f64>) -> Option<QuotientFilter> {
+    let mut filter = QuotientFilter::new(hashes.len().max(1) as u64, rate?).ok()?;
+    for &h in hashes {
+        filter.insert(h).ok()?;
+    }
+    Some(filter)
 }
 
 /// Puts `run` in front of its level (the newest run there).

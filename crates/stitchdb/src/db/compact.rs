@@ -6,7 +6,7 @@
 use super::checkpoint::{add_run, write_manifest};
 use super::{Inner, TableState, Version};
 use crate::batch::TableId;
-use crate::run::{merge_runs, Run, Stitching};
+use crate::run::{merge_runs, MergeSpec, Run, Stitching};
 use crate::Result;
 use std::sync::Arc;
 
@@ -94,15 +94,15 @@ fn merge_and_install(inner: &Arc<Inner>, plan: &Plan) -> Result<()> {
         ck.next_run_id - 1
     };
     let oldest_reader = inner.oldest_reader();
-    let merged = merge_runs(
-        &inner.storage,
-        &plan.inputs,
+    let spec = MergeSpec {
         id,
-        plan.level,
-        plan.stitching,
-        oldest_reader,
-        plan.bottom,
-    )?;
+        level: plan.level,
+        stitching: plan.stitching,
+        oldest_snapshot: oldest_reader,
+        bottom: plan.bottom,
+        filter_fp_rate: inner.opts.filter_fp_rate,
+    };
+    let merged = merge_runs(&inner.storage, &plan.inputs, spec)?;
     let (output, patch, stats) = match merged {
         Some((run, patch, stats)) => (Some(run), patch, stats),
         None => (None, stitch_patch::PatchId::NONE, Default::default()),

@@ -99,7 +99,7 @@ fn evacuate(
             }
         }
         let (new, patch) = out
-            .finish()?
+            .finish(old.filter().map(|f| (**f).clone()))?
             .ok_or_else(|| Error::corrupt("run", old.meta.id, "has no blocks"))?;
         patches.push(patch);
         rewritten.push((old.clone(), new));

@@ -18,6 +18,7 @@ pub use read::DbIter;
 pub use stats::{Stats, TableStats};
 
 use crate::batch::TableId;
+use crate::dtable::{DTable, Filtered, Overlay};
 use crate::manifest::LogStart;
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -48,23 +49,45 @@ pub(crate) struct TableState {
     pub mem: Arc<Memtable>,
     pub imm: Option<Arc<Memtable>>,
     pub levels: Vec<Vec<Arc<Run>>>,
+    /// The table's read view: an overlay of the memtables and runs, newest first, each run
+    /// behind its quotient filter. Rebuilt whenever the layers change.
+    pub view: Arc<Overlay>,
 }
 
 impl TableState {
     fn new(id: TableId, name: String, stitching: Stitching) -> TableState {
-        TableState {
+        let mut t = TableState {
             id,
             name,
             stitching,
             mem: Arc::default(),
             imm: None,
             levels: Vec::new(),
-        }
+            view: Arc::default(),
+        };
+        t.rebuild_view();
+        t
     }
 
     /// Every run, newest first.
     pub fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {
         self.levels.iter().flatten()
+    }
+
+    pub fn rebuild_view(&mut self) {
+        let mut layers: Vec<Arc<dyn DTable>> = vec![Arc::new(self.mem.clone())];
+        layers.extend(
+            self.imm
+                .iter()
+                .map(|m| Arc::new(m.clone()) as Arc<dyn DTable>),
+        );
+        for run in self.runs() {
+            layers.push(match run.filter() {
+                Some(f) => Arc::new(Filtered::new(f.clone(), run.clone())),
+                None => Arc::new(run.clone()),
+            });
+        }
+        self.view = Arc::new(Overlay::new(layers));
     }
 }
 
@@ -94,6 +117,7 @@ impl Version {
         if let Some(t) = self.tables.get_mut(&id) {
             let mut changed = (**t).clone();
             change(&mut changed);
+            changed.rebuild_view();
             *t = Arc::new(changed);
         }
     }

@@ -3,8 +3,8 @@
 
 use super::{Db, Inner};
 use crate::batch::TableId;
-use crate::memtable::MemIter;
-use crate::merge::{MergeIter, Source, Visible};
+use crate::dtable::DTable;
+use crate::merge::Visible;
 use crate::Result;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -13,21 +13,11 @@ use std::sync::Arc;
 impl Db {
     /// The value of `key` in `table`, if it has one.
     pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let key = key.as_ref();
         let snapshot = self.inner.visible_seq.load(Ordering::Acquire);
-        let version = self.inner.version.read().clone();
-        let t = version.table(table)?;
-        for mem in std::iter::once(&t.mem).chain(t.imm.as_ref()) {
-            if let Some((_, value)) = mem.get(key, snapshot) {
-                return Ok(value);
-            }
-        }
-        for run in t.runs() {
-            if let Some((_, value)) = run.get(key, snapshot)? {
-                return Ok(value);
-            }
-        }
-        Ok(None)
+        let view = self.inner.version.read().table(table)?.view.clone();
+        Ok(view
+            .get(key.as_ref(), snapshot)?
+            .and_then(|(_, value)| value))
     }
 
     /// The pairs with keys in `(start, end)`, in key order, as they were when the scan began
@@ -40,20 +30,8 @@ impl Db {
             inner: inner.clone(),
             snapshot,
         };
-        let version = inner.version.read().clone();
-        let t = version.table(table)?;
-        let mut sources: Vec<Source> = Vec::new();
-        for mem in std::iter::once(&t.mem).chain(t.imm.as_ref()) {
-            sources.push(Box::new(MemIter::new(mem.clone(), start, end).map(Ok)));
-        }
-        let from: &[u8] = match start {
-            Bound::Included(k) | Bound::Excluded(k) => k,
-            Bound::Unbounded => &[],
-        };
-        for run in t.runs() {
-            sources.push(Box::new(run.iter_from(from)));
-        }
-        let visible = Visible::new(MergeIter::new(sources), snapshot);
+        let view = inner.version.read().table(table)?.view.clone();
+        let visible = Visible::new(view.cursor(start, end), snapshot);
         Ok(DbIter {
             visible,
             start: start.map(<[u8]>::to_vec),

@@ -71,6 +71,7 @@ pub(crate) fn recover(
             }
             table.levels[level].push(run);
         }
+        table.rebuild_view();
         version.names.insert(t.name.clone(), t.id);
         version.tables.insert(t.id, Arc::new(table));
     }

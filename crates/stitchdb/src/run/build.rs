@@ -6,6 +6,7 @@ use super::{index, BlockHandle, Run, RunMeta, Storage};
 use crate::Result;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
 use stitch_zone::{ExtentKind, Stream};
 
@@ -43,6 +44,7 @@ impl RunBuilder {
                 min_seq: u64::MAX,
                 max_seq: 0,
                 index: Vec::new(),
+                filter: None,
             },
             copied_bytes: 0,
             stitched_bytes: 0,
@@ -100,12 +102,24 @@ impl RunBuilder {
         Ok(())
     }
 
-    /// Writes the index; returns the run and one patch standing for all its writes, or `None`
-    /// if the run is empty.
-    pub fn finish(mut self) -> Result<Option<(Arc<Run>, PatchId)>> {
+    /// Writes the index and `filter` (a filter too large for one extent is left out: the run
+    /// then answers every lookup itself); returns the run and one patch standing for all its
+    /// writes, or `None` if the run is empty.
+    pub fn finish(mut self, filter: Option<QuotientFilter>) -> Result<Option<(Arc<Run>, PatchId)>> {
         self.finish_block()?;
         if self.blocks.is_empty() {
             return Ok(None);
+        }
+        let filter = filter.filter(|f| f.memory_bytes() < self.storage.zones.max_payload() / 2);
+        if let Some(f) = &filter {
+            let (addr, patch) = self.storage.zones.append_to(
+                self.stream,
+                ExtentKind::RUN_FILTER,
+                &f.encode(),
+                &[],
+            )?;
+            self.patches.push(patch);
+            self.meta.filter = Some(addr);
         }
         for chunk in index::encode_chunks(&self.blocks, self.storage.zones.max_payload() / 4) {
             let (addr, patch) =
@@ -119,6 +133,7 @@ impl RunBuilder {
         let run = Run {
             meta: self.meta,
             blocks: self.blocks,
+            filter: filter.map(Arc::new),
             storage: self.storage,
             obsolete: AtomicBool::new(false),
         };

@@ -11,6 +11,7 @@ use crate::merge::VersionFilter;
 use crate::Result;
 use std::cmp::Reverse;
 use std::sync::Arc;
+use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
 use stitch_zone::Stream;
 
@@ -62,18 +63,36 @@ impl Cursor {
     }
 }
 
-/// Merges `inputs` (newest first) into a new run `id` at `level`. `oldest_snapshot` and
-/// `bottom` say which versions copied entries may drop (see [`VersionFilter`]); stitched
-/// blocks keep every version they hold.
+/// What a merge makes and how.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeSpec {
+    /// The new run's id and level.
+    pub id: u64,
+    pub level: u32,
+    pub stitching: Stitching,
+    /// Copied entries may drop versions no reader at or after this can see (see
+    /// [`VersionFilter`]); stitched blocks keep every version they hold.
+    pub oldest_snapshot: u64,
+    /// Nothing older than the inputs exists, so tombstones can go.
+    pub bottom: bool,
+    /// The output's filter rate; its filter is merged from the inputs' (no key is reread).
+    pub filter_fp_rate: Option<f64>,
+}
+
+/// Merges `inputs` (newest first) into a new run.
 pub fn merge_runs(
     storage: &Arc<Storage>,
     inputs: &[Arc<Run>],
-    id: u64,
-    level: u32,
-    stitching: Stitching,
-    oldest_snapshot: u64,
-    bottom: bool,
+    spec: MergeSpec,
 ) -> Result<Option<(Arc<Run>, PatchId, MergeStats)>> {
+    let MergeSpec {
+        id,
+        level,
+        stitching,
+        oldest_snapshot,
+        bottom,
+        filter_fp_rate,
+    } = spec;
     let mut out = RunBuilder::new(storage, id, level, Stream::Merge);
     let mut filter = VersionFilter::new(oldest_snapshot, bottom);
     let mut cursors: Vec<Cursor> = inputs
@@ -121,7 +140,16 @@ pub fn merge_runs(
         copied_bytes: out.copied_bytes,
         stitched_bytes: out.stitched_bytes,
     };
-    Ok(out.finish()?.map(|(run, patch)| (run, patch, stats)))
+    // The union of the inputs' filters covers every key kept (and some dropped: only more
+    // false positives). Without a filter on every input there is nothing to merge from.
+    let merged_filter = filter_fp_rate.and_then(|rate| {
+        let filters: Option<Vec<&QuotientFilter>> =
+            inputs.iter().map(|r| r.filter().map(|f| &**f)).collect();
+        QuotientFilter::merge(&filters?, rate).ok()
+    });
+    Ok(out
+        .finish(merged_filter)?
+        .map(|(run, patch)| (run, patch, stats)))
 }
 
 /// If input `i`'s next block starts a span that may be stitched, the block index where the

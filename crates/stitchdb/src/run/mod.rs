@@ -11,7 +11,7 @@ pub use block::EntryRef;
 pub use build::RunBuilder;
 pub use cache::ReadCache;
 pub use index::BlockHandle;
-pub use merge::{merge_runs, MergeStats, Stitching};
+pub use merge::{merge_runs, MergeSpec, MergeStats, Stitching};
 
 use crate::codec::{put_varint, Reader};
 use crate::memtable::{Entry, Value};
@@ -19,6 +19,7 @@ use crate::{Error, Result};
 use block::Block;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use stitch_filter::QuotientFilter;
 use stitch_zone::{ExtentAddr, ExtentKind, ZoneStore};
 
 /// What runs are stored in and read through.
@@ -61,6 +62,8 @@ pub struct RunMeta {
     pub min_seq: u64,
     pub max_seq: u64,
     pub index: Vec<ExtentAddr>,
+    /// The run's quotient filter, if it has one.
+    pub filter: Option<ExtentAddr>,
 }
 
 impl RunMeta {
@@ -79,6 +82,10 @@ impl RunMeta {
         for a in &self.index {
             a.encode(out);
         }
+        put_varint(out, self.filter.is_some() as u64);
+        if let Some(a) = &self.filter {
+            a.encode(out);
+        }
     }
 
     pub fn decode(r: &mut Reader) -> std::result::Result<RunMeta, String> {
@@ -92,6 +99,11 @@ impl RunMeta {
             index
                 .push(ExtentAddr::decode(r.take(ExtentAddr::ENCODED_LEN)?).ok_or("short address")?);
         }
+        let filter = match r.varint()? {
+            0 => None,
+            1 => Some(ExtentAddr::decode(r.take(ExtentAddr::ENCODED_LEN)?).ok_or("short address")?),
+            n => return Err(format!("filter count {n}")),
+        };
         Ok(RunMeta {
             id,
             level,
@@ -100,6 +112,7 @@ impl RunMeta {
             min_seq,
             max_seq,
             index,
+            filter,
         })
     }
 }
@@ -110,6 +123,7 @@ impl RunMeta {
 pub struct Run {
     pub meta: RunMeta,
     blocks: Vec<BlockHandle>,
+    filter: Option<Arc<QuotientFilter>>,
     storage: Arc<Storage>,
     obsolete: AtomicBool,
 }
@@ -135,6 +149,19 @@ impl Run {
             index::decode_chunk(&payload, &mut blocks)
                 .map_err(|d| Error::corrupt("run index", format!("run {} {addr}", meta.id), d))?;
         }
+        let filter = match meta.filter {
+            None => None,
+            Some(addr) => {
+                let payload = storage
+                    .zones
+                    .read(addr, ExtentKind::RUN_FILTER)
+                    .map_err(|e| Error::from(e).within("run filter", format!("run {}", meta.id)))?;
+                let filter = QuotientFilter::decode(&payload).map_err(|e| {
+                    Error::corrupt("run filter", format!("run {} {addr}", meta.id), e)
+                })?;
+                Some(Arc::new(filter))
+            }
+        };
         let entries: u64 = blocks.iter().map(|b| b.entries).sum();
         if entries != meta.entries {
             return Err(Error::corrupt(
@@ -149,10 +176,12 @@ impl Run {
         for (addr, kind) in Self::extents_of(&meta, &blocks) {
             storage.zones.mark_live(addr, kind)?;
         }
+        let storage = storage.clone();
         Ok(Arc::new(Run {
             meta,
             blocks,
-            storage: storage.clone(),
+            filter,
+            storage,
             obsolete: AtomicBool::new(false),
         }))
     }
@@ -162,12 +191,20 @@ impl Run {
         blocks: &'a [BlockHandle],
     ) -> impl Iterator<Item = (ExtentAddr, ExtentKind)> + 'a {
         let index = meta.index.iter().map(|&a| (a, ExtentKind::RUN_INDEX));
-        index.chain(blocks.iter().map(|b| (b.addr, ExtentKind::RUN_BLOCK)))
+        let filter = meta.filter.iter().map(|&a| (a, ExtentKind::RUN_FILTER));
+        index
+            .chain(filter)
+            .chain(blocks.iter().map(|b| (b.addr, ExtentKind::RUN_BLOCK)))
     }
 
     /// Every extent the run references (a block once per reference).
     pub fn extents(&self) -> impl Iterator<Item = (ExtentAddr, ExtentKind)> + '_ {
         Self::extents_of(&self.meta, &self.blocks)
+    }
+
+    /// The run's quotient filter, if it has one.
+    pub fn filter(&self) -> Option<&Arc<QuotientFilter>> {
+        self.filter.as_ref()
     }
 
     pub fn blocks(&self) -> &[BlockHandle] {
@@ -186,10 +223,12 @@ impl Run {
             return Ok(b);
         }
         let place = || format!("run {} block {i} {}", self.meta.id, h.addr);
+        // Only installed runs are read, and a run is installed once the checkpoint naming it
+        // (and so every block of it) is durable: its blocks can be read from the disk itself.
         let payload = self
             .storage
             .zones
-            .read(h.addr, ExtentKind::RUN_BLOCK)
+            .read_durable(h.addr, ExtentKind::RUN_BLOCK)
             .map_err(|e| {
                 Error::from(e).within("run block", format!("run {} block {i}", self.meta.id))
             })?;
@@ -214,6 +253,16 @@ impl Run {
     pub fn read_block(&self, i: usize) -> Result<Vec<Entry>> {
         let b = self.block(i)?;
         Ok((0..b.len()).map(|j| b.entry(j).to_entry()).collect())
+    }
+
+    /// Whether `key` lies within the run's key range.
+    pub fn covers(&self, key: &[u8]) -> bool {
+        match (self.blocks.first(), self.blocks.last()) {
+            (Some(first), Some(last)) => {
+                first.first_key.as_slice() <= key && key <= last.last_key.as_slice()
+            }
+            _ => false,
+        }
     }
 
     /// The newest version of `key` at or below `snapshot`, if the run has one.

@@ -15,7 +15,7 @@ use crate::output;
 use clap::{ArgAction, Args};
 use runner::Setup;
 use std::path::PathBuf;
-use stitchdb::{Durability, Options, MAX_KEY_LEN};
+use stitchdb::{Durability, Options, Stitching, MAX_KEY_LEN};
 use store::BenchStore;
 use workload::{parse_benchmarks, parse_flag_bool, Benchmark, BenchmarkList};
 
@@ -67,6 +67,12 @@ pub struct BenchArgs {
     #[arg(long = "memtable_size", alias = "write_buffer_size", value_name = "BYTES",
           default_value_t = Options::default().memtable_size)]
     memtable_size: usize,
+    /// Merges stitch spans of disk-contiguous blocks at least this long instead of copying
+    /// them (the VT-tree's threshold), or `never`; also applied to an existing store
+    /// [default: StitchDB's default]
+    #[arg(long = "stitch_threshold", value_name = "BYTES|never",
+          value_parser = workload::parse_stitching)]
+    stitch_threshold: Option<Stitching>,
     /// Seed of the splitmix64 streams keys are drawn from (see docs/benchmarks.md)
     #[arg(long, value_name = "N", default_value_t = 42)]
     seed: u64,
@@ -77,8 +83,10 @@ pub struct BenchArgs {
 
 pub fn run(args: BenchArgs) -> CliResult {
     let setup = setup(&args)?;
+    let stitching = args.stitch_threshold.unwrap_or_default();
     let options = Options {
         memtable_size: args.memtable_size,
+        stitching,
         // --disable_wal cannot turn the log off; async commits are the closest match.
         durability: if args.sync && !args.disable_wal {
             Durability::Sync
@@ -93,6 +101,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         sync: args.sync && !args.disable_wal,
         disable_wal: args.disable_wal,
         memtable_size: args.memtable_size,
+        stitching,
         db_path: store.path(),
     }))?;
     let mut series = Vec::new();

@@ -3,12 +3,16 @@
 
 use std::fs;
 
-/// Bytes this process has caused to be written to the storage device (`write_bytes` in
-/// `/proc/self/io`): counted when pages are dirtied or direct I/O is issued, so it includes
-/// data still waiting for writeback.
+/// Bytes this process has sent toward the storage device: `write_bytes` in `/proc/self/io`
+/// (counted when pages are dirtied or direct I/O is issued, so it includes data still waiting
+/// for writeback) less `cancelled_write_bytes` (dirty data of files deleted or truncated
+/// before writeback, which never lands). `bench/compare.py` measures other processes the same
+/// way.
 pub fn device_write_bytes() -> Option<u64> {
     let io = fs::read_to_string("/proc/self/io").ok()?;
-    field(&io, "write_bytes:")
+    let written = field(&io, "write_bytes:")?;
+    let cancelled = field(&io, "cancelled_write_bytes:").unwrap_or(0);
+    Some(written.saturating_sub(cancelled))
 }
 
 /// The peak resident set size in bytes (`VmHWM` in `/proc/self/status`).

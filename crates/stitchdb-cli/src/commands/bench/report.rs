@@ -6,6 +6,7 @@ use super::runner::{Outcome, Setup};
 use super::workload::Benchmark;
 use std::fmt::Write as _;
 use std::path::Path;
+use stitchdb::Stitching;
 
 /// db_bench's "MB" is a mebibyte.
 const MB: f64 = 1_048_576.0;
@@ -16,6 +17,7 @@ pub struct Header<'a> {
     pub sync: bool,
     pub disable_wal: bool,
     pub memtable_size: usize,
+    pub stitching: Stitching,
     pub db_path: &'a Path,
 }
 
@@ -47,6 +49,7 @@ pub fn header(h: &Header) -> String {
     let raw = s.num as f64 * (s.key_size + s.value_size) as f64 / MB;
     line("RawSize", format!("{raw:.1} MB (estimated)"));
     line("Memtable", format!("{:.1} MB", h.memtable_size as f64 / MB));
+    line("Stitching", stitching(h.stitching));
     line("Durability", durability(h.sync, h.disable_wal));
     line("Seed", format!("{} (splitmix64)", s.seed));
     out.push_str("------------------------------------------------\n");
@@ -54,16 +57,22 @@ pub fn header(h: &Header) -> String {
     out
 }
 
-fn durability(sync: bool, disable_wal: bool) -> String {
-    match (sync, disable_wal) {
-        (true, _) => "Durability::Sync (--sync=1): each write is durable when it returns".into(),
-        (false, false) => {
-            "Durability::Async (--sync=0): durable at the next sync or checkpoint".into()
+fn stitching(s: Stitching) -> String {
+    match s {
+        Stitching::Threshold(bytes) => {
+            format!("merges stitch contiguous spans of at least {bytes} bytes")
         }
-        (false, true) => {
-            "Durability::Async (--disable_wal=1 accepted, but StitchDB always logs)".into()
-        }
+        Stitching::Never => "never (merges copy everything)".into(),
     }
+}
+
+fn durability(sync: bool, disable_wal: bool) -> String {
+    let text = match (sync, disable_wal) {
+        (true, _) => "Sync (--sync=1): every write is durable when it returns",
+        (false, false) => "Async (--sync=0): every write is logged, durable at the next sync",
+        (false, true) => "Async (--disable_wal=1 is accepted, but StitchDB always logs)",
+    };
+    text.into()
 }
 
 /// db_bench's result line, e.g.

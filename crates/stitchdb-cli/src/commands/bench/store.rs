@@ -23,14 +23,18 @@ pub struct BenchStore {
 
 impl BenchStore {
     /// Opens the store at `path` (a temporary path if `None`): an existing one with
-    /// `use_existing`, otherwise a new one.
+    /// `use_existing` (its table then takes `options.stitching` too), otherwise a new one.
     pub fn open(path: Option<PathBuf>, use_existing: bool, options: Options) -> CliResult<Self> {
         let temporary = path.is_none();
         let path = path.unwrap_or_else(|| {
             std::env::temp_dir().join(format!("stitchdb-bench-{}.store", std::process::id()))
         });
         let db = match (use_existing, path.exists()) {
-            (true, true) => Db::open(&path, options.clone())?,
+            (true, true) => {
+                let db = Db::open(&path, options.clone())?;
+                db.set_stitching(db.default_table(), options.stitching)?;
+                db
+            }
             (true, false) => {
                 return Err(CliError::new(format!(
                     "--use_existing_db=1 but there is no store at {}",

@@ -1,6 +1,7 @@
 //! The benchmarks `stitchdb bench` knows: their db_bench names and what kind of work each is.
 
 use std::fmt;
+use stitchdb::Stitching;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Benchmark {
@@ -89,6 +90,17 @@ pub fn parse_benchmarks(list: &str) -> Result<BenchmarkList, String> {
     Ok(BenchmarkList(out))
 }
 
+/// Parses `--stitch_threshold`: a byte count, or `never`.
+pub fn parse_stitching(value: &str) -> Result<Stitching, String> {
+    if value.eq_ignore_ascii_case("never") {
+        return Ok(Stitching::Never);
+    }
+    value
+        .parse()
+        .map(Stitching::Threshold)
+        .map_err(|_| format!("{value:?} is neither a byte count nor `never`"))
+}
+
 /// Parses a gflags-style boolean: `--sync`, `--sync=1`, `--sync=true`, `--sync=0`, ...
 pub fn parse_flag_bool(value: &str) -> Result<bool, String> {
     match value.to_ascii_lowercase().as_str() {
@@ -109,6 +121,14 @@ mod tests {
         assert!(parse_benchmarks("fillseq,compact").is_err());
         assert!(parse_benchmarks(",").is_err());
         assert!(parse_benchmarks(DEFAULT_BENCHMARKS).is_ok());
+    }
+
+    #[test]
+    fn stitch_thresholds_are_byte_counts_or_never() {
+        assert_eq!(parse_stitching("0"), Ok(Stitching::Threshold(0)));
+        assert_eq!(parse_stitching("65536"), Ok(Stitching::Threshold(65536)));
+        assert_eq!(parse_stitching("Never"), Ok(Stitching::Never));
+        assert!(parse_stitching("64k").is_err());
     }
 
     #[test]

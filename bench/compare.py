@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Run StitchDB (`stitchdb bench`) and RocksDB (db_bench, or bench/rocksdb_driver for the
+VT-tree paper's randomappend and seqinsert) on the same workloads, one process after the
+other, and print a Markdown table of throughput, write amplification and peak memory.
+
+Normally started by bench/compare.sh, which installs and builds what this needs. Python 3
+standard library only. See docs/benchmarks.md.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+# Benchmarks each tool runs in a process of its own on an empty store.
+FILLS = ("fillseq", "fillrandom")
+VT_TREE = ("randomappend", "seqinsert")
+# Need a filled store: run after `fillrandom` in the same process, as db_bench users do.
+READS = ("readrandom", "seekrandom", "readseq", "readreverse")
+UPDATES = ("overwrite", "deleterandom")
+KNOWN = FILLS + VT_TREE + READS + UPDATES
+DEFAULT_BENCHMARKS = ",".join(FILLS + UPDATES[:1] + READS[:3] + UPDATES[1:] + VT_TREE)
+
+# db_bench's result line: `name : 1.234 micros/op 5678 ops/sec 1.000 seconds 5678 operations;...`
+RESULT = re.compile(r"^(\w+)\s+:\s+[\d.]+ micros/op (\d+) ops/sec [\d.]+ seconds (\d+) operations;")
+MIB = 1 << 20
+
+
+@dataclass
+class Process:
+    """One run of one tool: what it was asked to do and what it cost."""
+
+    tool: str
+    benchmarks: list
+    command: list = field(default_factory=list)
+    ops_per_sec: dict = field(default_factory=dict)  # benchmark -> ops/s (None: not run)
+    device_bytes: int = 0
+    peak_bytes: int = 0
+
+
+@dataclass
+class Group:
+    """The benchmarks both tools run in one process each, and which rows they report."""
+
+    name: str
+    benchmarks: list
+    reported: list
+    inserted_bytes: int  # logical bytes the process writes (W-amp's denominator)
+    uses_driver: bool = False
+    runs: dict = field(default_factory=dict)  # tool -> Process
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--num", type=int, default=1_000_000, help="keys per benchmark (default 1000000)")
+    p.add_argument("--value_size", type=int, default=100, help="bytes per value (default 100)")
+    p.add_argument("--key_size", type=int, default=16, help="bytes per key (default 16)")
+    p.add_argument("--benchmarks", default=DEFAULT_BENCHMARKS,
+                   help=f"comma-separated, from: {', '.join(KNOWN)}\n(default {DEFAULT_BENCHMARKS})")
+    p.add_argument("--write_buffer_size", type=int, default=8 * MIB,
+                   help="memtable bytes, both tools (default 8 MiB, the VT-tree paper's)")
+    p.add_argument("--sync", type=int, choices=(0, 1), default=0, help="sync every write (default 0)")
+    p.add_argument("--seed", type=int, default=42, help="random seed, both tools (default 42)")
+    p.add_argument("--out", help="also write the table (with the command and date) to this file")
+    p.add_argument("--workdir", default="target/bench",
+                   help="where the stores, logs and plots go; must be on the disk being measured,\n"
+                        "not tmpfs (default target/bench)")
+    p.add_argument("--stitchdb", default="target/release/stitchdb", help="the stitchdb binary")
+    p.add_argument("--db_bench", default=shutil.which("db_bench") or "db_bench", help="RocksDB's db_bench")
+    p.add_argument("--driver", default="target/bench/rocksdb_driver", help="the built bench/rocksdb_driver.cc")
+    args = p.parse_args(argv)
+    args.benchmarks = [b for b in args.benchmarks.split(",") if b]
+    unknown = [b for b in args.benchmarks if b not in KNOWN]
+    if unknown or not args.benchmarks:
+        p.error(f"unknown benchmarks {unknown}; known: {', '.join(KNOWN)}")
+    if args.num < 1 or args.value_size < 0 or args.key_size < 8:
+        p.error("--num must be positive, --value_size non-negative, --key_size at least 8")
+    return args
+
+
+def plan(args):
+    """Groups the benchmarks into processes: fills and VT-tree workloads alone on an empty
+    store, every read after one fillrandom, each update after its own fillrandom."""
+    entry = args.key_size + args.value_size
+    fill = args.num * entry
+    groups, reads = [], None
+    for b in args.benchmarks:
+        if b in FILLS or b in VT_TREE:
+            groups.append(Group(b, [b], [b], fill, uses_driver=b in VT_TREE))
+        elif b == "overwrite":
+            groups.append(Group(b, ["fillrandom", b], [b], 2 * fill))
+        elif b == "deleterandom":
+            groups.append(Group(b, ["fillrandom", b], [b], fill + args.num * args.key_size))
+        elif reads is None:
+            reads = Group("reads", ["fillrandom", b], [b], fill)
+            groups.append(reads)
+        elif b not in reads.reported:
+            reads.benchmarks.append(b)
+            reads.reported.append(b)
+    return groups
+
+
+def common_flags(args, benchmarks, db):
+    """The db_bench flags both tools get, identically."""
+    return [
+        f"--benchmarks={','.join(benchmarks)}",
+        f"--num={args.num}",
+        f"--value_size={args.value_size}",
+        f"--key_size={args.key_size}",
+        f"--write_buffer_size={args.write_buffer_size}",
+        f"--sync={args.sync}",
+        f"--seed={args.seed}",
+        f"--db={db}",
+    ]
+
+
+def commands(args, group):
+    """(tool, command line) for each side of `group`, each on a fresh store."""
+    base = os.path.join(args.workdir, group.name)
+    stitch = [args.stitchdb, "bench"] + common_flags(args, group.benchmarks, base + ".stitchdb")
+    stitch.append(f"--plot={base}-figure5.svg")
+    if group.uses_driver:
+        rocks = [args.driver] + common_flags(args, group.benchmarks, base + ".rocksdb")
+    else:
+        # db_bench compresses with snappy by default; StitchDB does not compress at all.
+        rocks = [args.db_bench] + common_flags(args, group.benchmarks, base + ".rocksdb")
+        rocks.append("--compression_type=none")
+    return [("StitchDB", stitch), ("RocksDB", rocks)]
+
+
+def remove_store(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
+def run_measured(command, log_path):
+    """Runs `command`; returns (stdout, device bytes written, peak RSS bytes).
+
+    The exited child is inspected before it is reaped (waitid with WNOWAIT), while
+    /proc/PID/io still holds its totals; wait4 then reaps it and gives its peak RSS
+    (ru_maxrss, the kernel's high-water mark, i.e. VmHWM at exit)."""
+    with open(log_path, "wb") as log:
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log)
+        out = child.stdout.read().decode(errors="replace")
+        child.stdout.close()
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        device = device_bytes(child.pid)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        log.write(out.encode())
+    if child.returncode != 0:
+        sys.exit(f"compare: {shlex.join(command)} failed with status {child.returncode}; see {log_path}")
+    return out, device, usage.ru_maxrss * 1024
+
+
+def device_bytes(pid):
+    """Bytes the process sent toward the device: write_bytes less cancelled_write_bytes
+    (dirty page-cache data of files deleted or truncated before writeback never lands)."""
+    fields = {}
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            fields[name] = int(value)
+    return fields["write_bytes"] - fields["cancelled_write_bytes"]
+
+
+def parse_results(out):
+    """benchmark -> ops/s from db_bench-style result lines (not-supported lines have none)."""
+    results = {}
+    for line in out.splitlines():
+        m = RESULT.match(line)
+        if m:
+            results[m.group(1)] = int(m.group(2))
+    return results
+
+
+def run_all(args, groups):
+    os.makedirs(args.workdir, exist_ok=True)
+    for group in groups:
+        for tool, command in commands(args, group):
+            db = next(a for a in command if a.startswith("--db=")).split("=", 1)[1]
+            remove_store(db)
+            # Start each process with no one else's dirty data waiting for writeback.
+            os.sync()
+            print(f"# {shlex.join(command)}", flush=True)
+            log = os.path.join(args.workdir, f"{group.name}.{tool.lower()}.log")
+            out, device, peak = run_measured(command, log)
+            for line in out.splitlines():
+                if RESULT.match(line) or "not supported" in line:
+                    print(f"  {tool:<9} {line}", flush=True)
+            group.runs[tool] = Process(tool, group.benchmarks, command, parse_results(out), device, peak)
+            remove_store(db)
+
+
+def table(args, groups):
+    rows = [
+        "| benchmark | StitchDB ops/s | RocksDB ops/s | ratio | StitchDB W-amp | RocksDB W-amp "
+        "| StitchDB peak MiB | RocksDB peak MiB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for group in groups:
+        s, r = group.runs["StitchDB"], group.runs["RocksDB"]
+        for b in group.reported:
+            so, ro = s.ops_per_sec.get(b), r.ops_per_sec.get(b)
+            ratio = f"{so / ro:.2f}" if so and ro else "–"
+            writes = b not in READS
+            rows.append(
+                f"| {b} | {so if so is not None else 'not supported'} | {ro if ro is not None else '–'} "
+                f"| {ratio} | {wamp(s, group) if writes else '–'} | {wamp(r, group) if writes else '–'} "
+                f"| {s.peak_bytes / MIB:.0f} | {r.peak_bytes / MIB:.0f} |"
+            )
+    return "\n".join(rows)
+
+
+def wamp(process, group):
+    return f"{process.device_bytes / group.inserted_bytes:.2f}"
+
+
+def describe(args, groups):
+    """What was run, for the record above the table."""
+    when = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    rerun = (f"bash bench/compare.sh --num {args.num} --value_size {args.value_size} "
+             f"--key_size {args.key_size} --write_buffer_size {args.write_buffer_size} "
+             f"--sync {args.sync} --seed {args.seed} --benchmarks {','.join(args.benchmarks)}")
+    lines = [
+        f"Measured {when} on {platform.node()} ({os.cpu_count()} CPUs, "
+        f"{platform.system()} {platform.release()}) with:",
+        "",
+        f"    {rerun}",
+        "",
+        "Processes (one after the other, each on a fresh store):",
+        "",
+    ]
+    for group in groups:
+        for process in group.runs.values():
+            shown = [os.path.basename(process.command[0])] + process.command[1:]
+            lines.append(f"- {process.tool}: `{shlex.join(shown)}`")
+    return "\n".join(lines)
+
+
+def main(argv):
+    args = parse_args(argv)
+    groups = plan(args)
+    run_all(args, groups)
+    result = table(args, groups)
+    if all(p.device_bytes == 0 for g in groups for p in g.runs.values()):
+        print(f"compare: no process wrote to a device: is {args.workdir} on tmpfs?", file=sys.stderr)
+    print()
+    print(result)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(describe(args, groups) + "\n\n" + result + "\n")
+        print(f"\n(written to {args.out})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

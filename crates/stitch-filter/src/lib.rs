@@ -1,0 +1,196 @@
+//! Quotient filters for StitchDB's sorted runs.
+//!
+//! Every sorted run carries a [`QuotientFilter`] over the hashes of its keys; a point lookup for
+//! an absent key skips the runs whose filter says no. Unlike a Bloom filter, a quotient filter
+//! stores each key's *fingerprint* (the top bits of its hash) in sorted order, so a compaction
+//! builds the merged run's filter from the input runs' filters alone ([`QuotientFilter::merge`]),
+//! without reading the keys of stitched blocks. Quotient filters are from Bender et al., "Don't
+//! Thrash: How to Cache Your Hash on Flash" (VLDB 2012); the VT-tree uses them for this reason.
+//!
+//! ```
+//! use stitch_filter::{hash_key, QuotientFilter};
+//!
+//! let mut older = QuotientFilter::new(1_000, 0.01)?;
+//! let mut newer = QuotientFilter::new(1_000, 0.01)?;
+//! for i in 0..1_000u32 {
+//!     older.insert_key(format!("old-{i}").as_bytes())?;
+//!     newer.insert(hash_key(format!("new-{i}").as_bytes()))?;
+//! }
+//! let merged = QuotientFilter::merge(&[&older, &newer], 0.01)?;
+//! assert!(merged.contains_key(b"old-7") && merged.contains_key(b"new-7"));
+//! assert!(merged.fp_rate_estimate() <= 0.01);
+//!
+//! let decoded = QuotientFilter::decode(&merged.encode())?;
+//! assert_eq!(decoded, merged);
+//! # Ok::<(), stitch_filter::FilterError>(())
+//! ```
+//!
+//! # How a filter works
+//!
+//! A filter with fingerprint width `p` keeps `f`, the top `p` bits of a key's 64-bit hash
+//! ([`hash_key`]), and splits it into a *quotient* `f / R` and a *remainder* `f % R`. The table
+//! has `Q` home slots (plus a few overflow slots at its end); the remainder is stored in the
+//! home slot of its quotient, or, when that is taken, pushed up to the next free slot. The
+//! remainders of one quotient form a *run* (sorted, no duplicates), runs follow each other in
+//! quotient order, and each run starts as early as it can: at `max(quotient, end of the previous
+//! run + 1)`. Three metadata bits per slot (`occupied`, `runend`, `used`; see the format below)
+//! locate a quotient's run with a few word-wide rank and select steps.
+//!
+//! That layout depends only on the set of fingerprints, which gives the two properties the
+//! store relies on:
+//!
+//! * Reading the slots in order yields the fingerprints sorted. A merge cuts each input's
+//!   fingerprints to the merged width, merges the sorted streams and writes the runs in one
+//!   pass: linear time, no re-insertion.
+//! * The merged filter equals, byte for byte, the filter built by inserting all the inputs'
+//!   hashes into `QuotientFilter::with_params(merged.params())`.
+//!
+//! A lookup for an absent key is a false positive exactly when its fingerprint equals a stored
+//! one, so with `n` stored fingerprints the false-positive rate is `1 - (1 - 2^-p)^n`, about
+//! `n / 2^p` ([`QuotientFilter::fp_rate_estimate`]). It grows with the number of entries, not
+//! with the load factor, and an inserted key is always found.
+//!
+//! # Parameter rules
+//!
+//! [`QuotientFilter::new`]`(capacity, fp_rate)` is
+//! [`QuotientFilter::with_spare_bits`]`(capacity, fp_rate, DEFAULT_SPARE_BITS)` (3 spare bits).
+//! For `with_spare_bits(capacity, fp_rate, s)` ([`FilterParams::for_capacity`]):
+//!
+//! * `fp_rate` must be in `(0, 0.5]` and `capacity` at most [`MAX_CAPACITY`] (2^40).
+//! * Fingerprint width: `p = p_min + s`, where `p_min` is the smallest width with
+//!   `max(capacity, 1) <= fp_rate * 2^p_min`. `p` must be at most 64.
+//! * Home slots: `Q` = the smallest multiple of 64 with `capacity <= 0.9 * Q` (at least 64), so
+//!   a full filter is at most 90% loaded.
+//! * Remainders: `R = ceil(2^p / Q)` values, stored in `r = ceil(log2 R)` bits. A slot costs
+//!   `r + 3` bits; at 90% load that is `(r + 3) / 0.9` bits per entry, with
+//!   `r ~ log2(0.9 / rate) + s`.
+//!
+//! What that gives at `capacity` entries:
+//!
+//! * With `s = 0`, the rate at capacity is `capacity / 2^p`, between half the configured rate
+//!   and the configured rate (the width is a whole number of bits). It equals the configured
+//!   rate at the *design points* `capacity = fp_rate * 2^k`; between them the extra fraction of
+//!   a bit buys a proportionally lower rate. Below capacity the rate falls in proportion to the
+//!   number of entries: half full, half the rate.
+//! * Each spare bit halves the rate a filter has at capacity and doubles how large a merged
+//!   filter can grow before its rate reaches `fp_rate`: the fingerprints serve up to
+//!   [`FilterParams::fp_rate_capacity`] `= floor(fp_rate * 2^p)` entries (between `2^s` and
+//!   `2^(s+1)` times the capacity) at `fp_rate`.
+//!
+//! [`QuotientFilter::merge`]`(inputs, fp_rate)` picks ([`QuotientFilter::merge_params`]):
+//!
+//! * capacity: the sum of the inputs' lengths;
+//! * `p`: the smallest width among the non-empty inputs (bits an input does not have cannot be
+//!   recovered; empty inputs hold no fingerprints and do not constrain it);
+//! * configured rate: `fp_rate`; `Q`, `R` and `r` follow from the rules above.
+//!
+//! So a merge uses up spare bits: merging filters into one of twice the size leaves one spare
+//! bit fewer (the quotient grows by a bit, the remainder shrinks by one). While the merged
+//! length stays within every non-empty input's `fp_rate_capacity`, the merged filter meets
+//! `fp_rate`. Beyond that the merge still succeeds, with a rate of about `len / 2^p` above
+//! `fp_rate`, which [`QuotientFilter::fp_rate_estimate`] reports; a caller that cannot accept
+//! that rebuilds the filter from the keys.
+//!
+//! In an LSM tree the data in the largest run has passed through every level, so its width is
+//! the smallest width of the runs it came from: build each flushed run's filter with
+//! `spare_bits = ceil(log2(largest run length / flushed run length))` to keep the configured
+//! rate all the way down. The spare bits cost memory only in the smaller runs; by the time a run
+//! is large, merges have used them up.
+//!
+//! # The hash
+//!
+//! [`hash_key`] is XXH3-64 with seed 0 (the `xxh3_64` function of the xxHash specification).
+//! Encoded filters store fingerprints of it, so it is part of the format: changing it needs a
+//! new format version, and filters written before cannot be used with it.
+//!
+//! # On-disk format (version 1)
+//!
+//! All integers are little-endian. The CRC is CRC32C (Castagnoli).
+//!
+//! ```text
+//! <beginning of filter>
+//! [header]              56 bytes
+//! [block 0]             (3 + r) * 8 bytes
+//! [block 1]
+//! ...
+//! [block B-1]
+//! [crc]                 4 bytes
+//! <end of filter>
+//! ```
+//!
+//! ## Header
+//!
+//! | bytes  | field       | meaning                                                        |
+//! |--------|-------------|----------------------------------------------------------------|
+//! | 0..8   | magic       | `"STQFILTR"`                                                   |
+//! | 8..12  | version     | u32, format version ([`FILTER_FORMAT_VERSION`] = 1)            |
+//! | 12     | p           | u8, fingerprint width in bits, 1..=64                          |
+//! | 13     | r           | u8, remainder width in bits: `ceil(log2(R))` with `R = ceil(2^p / Q)` |
+//! | 14..16 | reserved    | zero                                                           |
+//! | 16..24 | fp rate     | f64 (IEEE 754 bits as u64), configured false-positive rate, in (0, 0.5] |
+//! | 24..32 | capacity    | u64, the most distinct fingerprints the filter takes, at most 2^40 |
+//! | 32..40 | len         | u64, distinct fingerprints stored                              |
+//! | 40..48 | Q           | u64, home slots: the smallest multiple of 64 with `capacity <= 0.9 * Q`, at least 64 |
+//! | 48..56 | B           | u64, blocks stored: `max(Q / 64, ceil((last used slot + 1) / 64))` |
+//!
+//! `r` and `Q` are redundant with `p` and capacity and must match them.
+//!
+//! ## Blocks
+//!
+//! The table is `B` blocks of 64 slots; slot `i` is slot `i % 64` of block `i / 64`. Slots at and
+//! after `Q` only hold remainders pushed past the last home slot. Each block is `3 + r` u64
+//! words:
+//!
+//! | words      | field     | meaning (bit `j` of a word is slot `j` of the block)        |
+//! |------------|-----------|-------------------------------------------------------------|
+//! | 0          | occupied  | some stored fingerprint has quotient = this slot            |
+//! | 1          | runend    | this slot holds the last remainder of a run                 |
+//! | 2          | used      | this slot holds a remainder                                 |
+//! | 3..3+r     | remainders| 64 remainders of `r` bits, slot `j`'s at bits `j*r .. j*r+r` of this little-endian bit string (bit `k` is bit `k % 64` of word `3 + k / 64`) |
+//!
+//! (In Bender et al.'s terms: `used` = is_occupied or is_shifted of the slot's content, and a
+//! run ends where the next slot is not a continuation.)
+//!
+//! ## Fingerprints and runs
+//!
+//! A key's fingerprint is `f = hash_key(key) >> (64 - p)`; it belongs to quotient `f / R` and is
+//! stored as remainder `f % R` (`R = ceil(2^p / Q)`, so every quotient is below `Q`). The table
+//! is canonical: with the occupied quotients `q_1 < q_2 < ...`, run `k` holds the remainders of
+//! `q_k` in strictly ascending order in consecutive used slots, starting at
+//! `max(q_k, end of run k-1 + 1)` (run 1 at `q_1`) and ending at the slot with its `runend` bit.
+//! Every slot outside the runs is all zero (not used, no run end, remainder 0). A reader
+//! rejects tables that break any of this.
+//!
+//! ## CRC
+//!
+//! The last 4 bytes are a u32 CRC32C of every byte before them.
+//!
+//! # Errors and damage
+//!
+//! No function panics on bad input. Arguments out of range, a full filter, and every kind of
+//! damaged encoding are a [`FilterError`]; a decoded filter is checked for canonical layout, so
+//! a damaged filter is never used (and never answers a false negative).
+
+mod build;
+mod codec;
+mod divide;
+mod error;
+mod filter;
+mod merge;
+mod params;
+mod table;
+mod validate;
+
+pub use codec::{FILTER_FORMAT_VERSION, FILTER_HEADER_LEN, FILTER_MAGIC};
+pub use error::FilterError;
+pub use filter::QuotientFilter;
+pub use params::{FilterParams, DEFAULT_MERGE_TARGET, MAX_CAPACITY, MAX_FP_RATE, MAX_LOAD};
+
+/// The 64-bit hash of a key that every filter stores fingerprints of: XXH3-64 with seed 0.
+///
+/// Filters persist fingerprints of this hash, so it is part of the on-disk format: changing it
+/// is a format change (a new [`FILTER_FORMAT_VERSION`]), and filters written with the old hash
+/// would answer false negatives under the new one.
+pub fn hash_key(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}

@@ -1,0 +1,38 @@
+//! A quotient filter in front of another dTable (the VT-tree keeps one per run): a point
+//! lookup for a key the filter rules out never reaches the dTable behind it.
+
+use super::DTable;
+use crate::memtable::Value;
+use crate::merge::Source;
+use crate::Result;
+use std::ops::Bound;
+use std::sync::Arc;
+use stitch_filter::{hash_key, QuotientFilter};
+
+pub struct Filtered<T> {
+    filter: Arc<QuotientFilter>,
+    inner: T,
+}
+
+impl<T: DTable> Filtered<T> {
+    pub fn new(filter: Arc<QuotientFilter>, inner: T) -> Filtered<T> {
+        Filtered { filter, inner }
+    }
+}
+
+impl<T: DTable> DTable for Filtered<T> {
+    fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>> {
+        if !self.may_contain(key) {
+            return Ok(None);
+        }
+        self.inner.get(key, snapshot)
+    }
+
+    fn may_contain(&self, key: &[u8]) -> bool {
+        self.filter.contains(hash_key(key)) && self.inner.may_contain(key)
+    }
+
+    fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
+        self.inner.cursor(start, end)
+    }
+}

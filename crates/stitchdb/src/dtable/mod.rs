@@ -1,0 +1,68 @@
+//! Anvil's dTables: one interface for every table format, and the modules that stack them.
+//!
+//! * [`Memtable`](crate::memtable::Memtable) — writable, in memory.
+//! * [`Run`](crate::run::Run) — read-only, linear: sorted blocks in zones with an index.
+//! * [`Filtered`] — a quotient filter in front of another dTable: answers "certainly not
+//!   here" without touching it.
+//! * [`Overlay`] — unifies dTables, newest first: the newest version of a key wins, and a
+//!   tombstone is an authoritative *nonexistent* value that hides older layers.
+//!
+//! A table's read view is `Overlay[memtable, frozen memtable, Filtered(run)...]`.
+
+mod filtered;
+mod overlay;
+
+pub use filtered::Filtered;
+pub use overlay::Overlay;
+
+use crate::memtable::{MemIter, Memtable, Value};
+use crate::merge::Source;
+use crate::run::Run;
+use crate::Result;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// One table format. Versions are (key, sequence number); a reader at a snapshot sees the
+/// newest version at or below it.
+pub trait DTable: Send + Sync {
+    /// The newest version of `key` at or below `snapshot`, if this dTable holds one
+    /// (`Some((seq, None))` is a tombstone).
+    fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>>;
+
+    /// False only when the dTable certainly holds no version of `key`.
+    fn may_contain(&self, _key: &[u8]) -> bool {
+        true
+    }
+
+    /// Every version with a key in `start..end`, in (key, newest first) order.
+    fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source;
+}
+
+impl DTable for Arc<Memtable> {
+    fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>> {
+        Ok(Memtable::get(self, key, snapshot))
+    }
+
+    fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
+        Box::new(MemIter::new(self.clone(), start, end).map(Ok))
+    }
+}
+
+impl DTable for Arc<Run> {
+    fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>> {
+        Run::get(self, key, snapshot)
+    }
+
+    fn may_contain(&self, key: &[u8]) -> bool {
+        self.covers(key)
+    }
+
+    /// Runs cannot stop at `end` themselves: the overlay above cuts the merged stream.
+    fn cursor(&self, start: Bound<&[u8]>, _end: Bound<&[u8]>) -> Source {
+        let from: &[u8] = match start {
+            Bound::Included(k) | Bound::Excluded(k) => k,
+            Bound::Unbounded => &[],
+        };
+        Box::new(self.iter_from(from))
+    }
+}
