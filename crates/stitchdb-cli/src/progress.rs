@@ -36,6 +36,15 @@ impl Progress {
         )
     }
 
+    /// A spinner for work of unknown length described by `what`.
+    pub fn spinner(what: &'static str) -> Progress {
+        let bar = ProgressBar::new_spinner()
+            .with_style(style("{spinner} {elapsed_precise} {msg}"))
+            .with_message(what);
+        bar.enable_steady_tick(std::time::Duration::from_millis(100));
+        Progress::shown(bar)
+    }
+
     fn shown(bar: ProgressBar) -> Progress {
         if std::io::stderr().is_terminal() {
             Progress(bar)

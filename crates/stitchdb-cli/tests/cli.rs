@@ -620,3 +620,32 @@ fn demo_uses_the_current_directory_by_default() {
     );
     assert!(Path::new(&dir.path().join("stitchdb-demo.store")).is_file());
 }
+
+// ---- compact, defrag ----------------------------------------------------------------------
+
+#[test]
+fn compact_and_defrag_reorganize_without_changing_contents() {
+    let f = Fixture::new();
+    let mut first = Vec::new();
+    let mut second = Vec::new();
+    for i in 0..30_000 {
+        first.extend_from_slice(format!("k{i:06}\tvalue-{i}-{}\n", "x".repeat(40)).as_bytes());
+        if i % 3 == 0 {
+            second.extend_from_slice(format!("k{i:06}\tVALUE-{i}\n").as_bytes());
+        }
+    }
+    f.import(&first, &[]);
+    f.import(&second, &[]);
+    let before = f.ok("scan", &[]);
+    let compacted = f.ok("compact", &[]);
+    assert!(compacted.starts_with("compacted in "), "{compacted}");
+    assert!(compacted.contains("runs per level"), "{compacted}");
+    let defragged = f.ok("defrag", &["--max-live", "0.9"]);
+    assert!(defragged.starts_with("evacuated "), "{defragged}");
+    assert!(f
+        .fails("defrag", &["--max-live", "0"])
+        .contains("--max-live"));
+    assert_eq!(f.ok("scan", &[]), before);
+    assert!(f.ok("check", &[]).starts_with("ok: "));
+    assert_eq!(f.ok("get", &["k000003"]), "VALUE-3\n");
+}

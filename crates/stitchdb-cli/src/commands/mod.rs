@@ -8,6 +8,7 @@ mod import;
 mod init;
 mod inspect;
 mod kv;
+mod maintain;
 mod scan;
 mod tables;
 
@@ -39,8 +40,12 @@ pub enum Command {
     Tables(StoreArg),
     /// Verify every checksum and structure (exit status 1 and where, on damage)
     Check(StoreArg),
-    /// Print statistics: tables, zones, cache, commits
+    /// Print statistics: tables, levels, stitched vs copied bytes, zones, cache, commits
     Stats(StoreArg),
+    /// Merge every table's runs into one (stitching what the table's threshold allows)
+    Compact(StoreArg),
+    /// Evacuate under-used zones, moving their live data and freeing them
+    Defrag(maintain::DefragArgs),
     /// Run RocksDB db_bench's benchmarks (same flags, same result lines) and the VT-tree
     /// paper's randomappend and seqinsert on a scratch store
     Bench(bench::BenchArgs),
@@ -63,6 +68,8 @@ impl Command {
             Command::Tables(args) => tables::list(args),
             Command::Check(args) => inspect::check(args),
             Command::Stats(args) => inspect::stats(args),
+            Command::Compact(args) => maintain::compact(args),
+            Command::Defrag(args) => maintain::defrag(args),
             Command::Bench(args) => bench::run(args),
             Command::Demo(args) => demo::run(args),
         }
