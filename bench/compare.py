@@ -241,7 +241,8 @@ def describe(args, groups):
     ]
     for group in groups:
         for process in group.runs.values():
-            shown = [os.path.basename(process.command[0])] + process.command[1:]
+            shown = [os.path.basename(process.command[0])]
+            shown += [a.replace(args.workdir, "WORKDIR") for a in process.command[1:]]
             lines.append(f"- {process.tool}: `{shlex.join(shown)}`")
     return "\n".join(lines)
 

@@ -29,8 +29,34 @@ fn ns_per(items: usize, f: impl FnOnce()) -> f64 {
     start.elapsed().as_nanos() as f64 / items.max(1) as f64
 }
 
-fn filled(make: &dyn Fn(u64) -> QuotientFilter, hashes: &[u64]) -> QuotientFilter {
-    let mut filter = make(hashes.len() as u64);
+/// How the filters of a row are built.
+#[derive(Clone, Copy)]
+enum Build {
+    /// `QuotientFilter::new`: fingerprints for merges up to `DEFAULT_MERGE_TARGET` entries.
+    New,
+    /// The narrowest fingerprints that meet the rate at capacity.
+    NoSpareBits,
+}
+
+impl Build {
+    fn name(self) -> &'static str {
+        match self {
+            Build::New => "new",
+            Build::NoSpareBits => "no spare",
+        }
+    }
+
+    fn make(self, capacity: u64, fp_rate: f64) -> QuotientFilter {
+        match self {
+            Build::New => QuotientFilter::new(capacity, fp_rate),
+            Build::NoSpareBits => QuotientFilter::with_spare_bits(capacity, fp_rate, 0),
+        }
+        .expect("valid parameters")
+    }
+}
+
+fn filled(build: Build, fp_rate: f64, hashes: &[u64]) -> QuotientFilter {
+    let mut filter = build.make(hashes.len() as u64, fp_rate);
     for &hash in hashes {
         filter.insert(hash).expect("sized for these keys");
     }
@@ -52,19 +78,9 @@ fn main() {
     );
     for &size in sizes {
         for fp_rate in [0.01, 0.001] {
-            let builds: [(&str, Box<dyn Fn(u64) -> QuotientFilter>); 2] = [
-                (
-                    "new",
-                    Box::new(move |n| QuotientFilter::new(n, fp_rate).unwrap()),
-                ),
-                (
-                    "no spare",
-                    Box::new(move |n| QuotientFilter::with_spare_bits(n, fp_rate, 0).unwrap()),
-                ),
-            ];
-            for (name, make) in &builds {
+            for build in [Build::New, Build::NoSpareBits] {
                 let present = hashes(1, size);
-                let mut filter = make(size);
+                let mut filter = build.make(size, fp_rate);
                 let insert_ns = ns_per(present.len(), || {
                     for &hash in &present {
                         filter.insert(hash).unwrap();
@@ -86,11 +102,11 @@ fn main() {
                 // Merges of 2 and of 8 filters that add up to `size` entries.
                 let halves: Vec<QuotientFilter> = present
                     .chunks(present.len().div_ceil(2))
-                    .map(|part| filled(make.as_ref(), part))
+                    .map(|part| filled(build, fp_rate, part))
                     .collect();
                 let eighths: Vec<QuotientFilter> = present
                     .chunks(present.len().div_ceil(8))
-                    .map(|part| filled(make.as_ref(), part))
+                    .map(|part| filled(build, fp_rate, part))
                     .collect();
                 let merge_ns = |inputs: &[QuotientFilter]| {
                     let refs: Vec<&QuotientFilter> = inputs.iter().collect();
@@ -109,7 +125,7 @@ fn main() {
                     "{:>10} {:>6} {:<9} {:>3} {:>3} {:>5.3} {:>9.2} {:>10.6} {:>10.6} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>8.1}",
                     size,
                     fp_rate,
-                    name,
+                    build.name(),
                     filter.fingerprint_bits(),
                     filter.remainder_bits(),
                     filter.load_factor(),

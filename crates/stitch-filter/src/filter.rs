@@ -13,8 +13,8 @@ use crate::{hash_key, FilterError};
 /// A quotient filter over 64-bit key hashes: an approximate set with no false negatives, whose
 /// stored fingerprints can be merged into larger filters without the keys.
 ///
-/// Build one with [`QuotientFilter::new`] (or [`with_spare_bits`](Self::with_spare_bits) /
-/// [`with_params`](Self::with_params)), fill it with [`insert`](Self::insert) or
+/// Build one with [`QuotientFilter::new`] (or [`with_merge_target`](Self::with_merge_target),
+/// [`with_spare_bits`](Self::with_spare_bits), [`with_params`](Self::with_params)), fill it with [`insert`](Self::insert) or
 /// [`insert_key`](Self::insert_key), query it with [`contains`](Self::contains), combine
 /// filters with [`merge`](Self::merge), and persist it with [`encode`](Self::encode) /
 /// [`decode`](Self::decode).

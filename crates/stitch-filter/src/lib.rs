@@ -52,50 +52,62 @@
 //!
 //! # Parameter rules
 //!
-//! [`QuotientFilter::new`]`(capacity, fp_rate)` is
-//! [`QuotientFilter::with_spare_bits`]`(capacity, fp_rate, DEFAULT_SPARE_BITS)` (3 spare bits).
-//! For `with_spare_bits(capacity, fp_rate, s)` ([`FilterParams::for_capacity`]):
+//! A filter is fixed by three values ([`FilterParams`]): its capacity (the most distinct
+//! fingerprints it takes), its configured false-positive rate, and its fingerprint width `p`.
+//! `fp_rate` must be in `(0, 0.5]`, capacity at most [`MAX_CAPACITY`] (2^40), `p` in `1..=64`.
+//! The layout follows from them:
 //!
-//! * `fp_rate` must be in `(0, 0.5]` and `capacity` at most [`MAX_CAPACITY`] (2^40).
-//! * Fingerprint width: `p = p_min + s`, where `p_min` is the smallest width with
-//!   `max(capacity, 1) <= fp_rate * 2^p_min`. `p` must be at most 64.
 //! * Home slots: `Q` = the smallest multiple of 64 with `capacity <= 0.9 * Q` (at least 64), so
-//!   a full filter is at most 90% loaded.
+//!   a full filter is at most 90% loaded ([`MAX_LOAD`]).
 //! * Remainders: `R = ceil(2^p / Q)` values, stored in `r = ceil(log2 R)` bits. A slot costs
-//!   `r + 3` bits; at 90% load that is `(r + 3) / 0.9` bits per entry, with
-//!   `r ~ log2(0.9 / rate) + s`.
+//!   `r + 3` bits, so a full filter costs about `(r + 3) / 0.9` bits per entry, with
+//!   `r ~ log2(0.9 * 2^p / capacity)`.
 //!
-//! What that gives at `capacity` entries:
+//! Let `p_min(n)` be the smallest width with `max(n, 1) <= fp_rate * 2^p_min`: the narrowest
+//! fingerprints that meet `fp_rate` with `n` entries. The constructors choose `p` as follows:
 //!
-//! * With `s = 0`, the rate at capacity is `capacity / 2^p`, between half the configured rate
-//!   and the configured rate (the width is a whole number of bits). It equals the configured
-//!   rate at the *design points* `capacity = fp_rate * 2^k`; between them the extra fraction of
-//!   a bit buys a proportionally lower rate. Below capacity the rate falls in proportion to the
+//! * [`QuotientFilter::new`]`(capacity, fp_rate)`: `p = p_min(max(capacity,
+//!   DEFAULT_MERGE_TARGET))`, the same as [`QuotientFilter::with_merge_target`] with
+//!   [`DEFAULT_MERGE_TARGET`] = 2^26 (about 67 million entries, above StitchDB's largest runs of
+//!   about 50 million). All filters from `new` with one rate and up to 2^26 entries share one
+//!   width (33 bits at 1%, 36 at 0.1%), so merging them drops no fingerprint bits, and every
+//!   merged filter of up to 2^26 entries meets `fp_rate`. (If that width would exceed 64 bits, `p`
+//!   is 64.)
+//! * [`QuotientFilter::with_merge_target`]`(capacity, fp_rate, target)`:
+//!   `p = min(64, p_min(max(capacity, target)))`; `target = 0` gives `p_min(capacity)`.
+//! * [`QuotientFilter::with_spare_bits`]`(capacity, fp_rate, s)`: `p = p_min(capacity) + s`.
+//! * [`QuotientFilter::with_params`]: any parameters, e.g. a merged filter's.
+//!
+//! What a filter's rate is, given `len` stored fingerprints: about `len / 2^p`
+//! ([`QuotientFilter::fp_rate_estimate`]). So:
+//!
+//! * With no spare bits (`p = p_min(capacity)`), the rate at capacity is between half the
+//!   configured rate and the configured rate (the width is a whole number of bits). It equals
+//!   the configured rate at the *design capacities* `fp_rate * 2^k`; in between, the fraction of
+//!   a bit left over buys a proportionally lower rate. Below capacity the rate falls with the
 //!   number of entries: half full, half the rate.
-//! * Each spare bit halves the rate a filter has at capacity and doubles how large a merged
-//!   filter can grow before its rate reaches `fp_rate`: the fingerprints serve up to
-//!   [`FilterParams::fp_rate_capacity`] `= floor(fp_rate * 2^p)` entries (between `2^s` and
-//!   `2^(s+1)` times the capacity) at `fp_rate`.
+//! * The *spare bits* of a filter are `p - p_min(capacity)` ([`FilterParams::spare_bits`]).
+//!   Each halves the rate at capacity, costs one bit per slot, and allows one doubling: the
+//!   fingerprints meet `fp_rate` up to [`FilterParams::fp_rate_capacity`] `= floor(fp_rate *
+//!   2^p)` entries, between `2^s` and `2^(s+1)` times the capacity. A filter from `new` with
+//!   1,000 entries at 1% has 16 spare bits (and a rate of about 1e-7); one with 50 million has
+//!   none to spare but still meets its rate.
 //!
 //! [`QuotientFilter::merge`]`(inputs, fp_rate)` picks ([`QuotientFilter::merge_params`]):
 //!
 //! * capacity: the sum of the inputs' lengths;
 //! * `p`: the smallest width among the non-empty inputs (bits an input does not have cannot be
-//!   recovered; empty inputs hold no fingerprints and do not constrain it);
-//! * configured rate: `fp_rate`; `Q`, `R` and `r` follow from the rules above.
+//!   recovered; empty inputs hold no fingerprints and do not constrain it; if all are empty, the
+//!   smallest width of all);
+//! * configured rate: `fp_rate`. `Q`, `R` and `r` follow from the rules above.
 //!
-//! So a merge uses up spare bits: merging filters into one of twice the size leaves one spare
-//! bit fewer (the quotient grows by a bit, the remainder shrinks by one). While the merged
-//! length stays within every non-empty input's `fp_rate_capacity`, the merged filter meets
-//! `fp_rate`. Beyond that the merge still succeeds, with a rate of about `len / 2^p` above
-//! `fp_rate`, which [`QuotientFilter::fp_rate_estimate`] reports; a caller that cannot accept
-//! that rebuilds the filter from the keys.
-//!
-//! In an LSM tree the data in the largest run has passed through every level, so its width is
-//! the smallest width of the runs it came from: build each flushed run's filter with
-//! `spare_bits = ceil(log2(largest run length / flushed run length))` to keep the configured
-//! rate all the way down. The spare bits cost memory only in the smaller runs; by the time a run
-//! is large, merges have used them up.
+//! So merges use up spare bits: a filter twice the size with the same `p` has one spare bit
+//! fewer (its quotient is a bit wider, its remainders a bit narrower). While the merged length
+//! stays within every non-empty input's `fp_rate_capacity`, the merged filter meets `fp_rate`.
+//! Beyond that the merge still succeeds (compactions do not fail over a filter), with a rate of
+//! about `len / 2^p` above `fp_rate`, which `fp_rate_estimate` reports; a caller that cannot
+//! accept that rebuilds the filter from the keys. Filters from `new` reach that point only
+//! beyond 2^26 entries.
 //!
 //! # The hash
 //!
@@ -167,9 +179,12 @@
 //!
 //! # Errors and damage
 //!
-//! No function panics on bad input. Arguments out of range, a full filter, and every kind of
-//! damaged encoding are a [`FilterError`]; a decoded filter is checked for canonical layout, so
-//! a damaged filter is never used (and never answers a false negative).
+//! No function panics on bad input. Arguments out of range and a full filter are a
+//! [`FilterError`]. So is a damaged encoding: a flipped bit or a truncation fails the length or
+//! CRC check, so a damaged filter is never used to answer (and never answers a false negative).
+//! Beyond the CRC, the decoder checks that the header is consistent and the table canonical,
+//! so bytes with a matching CRC that this code did not write are an error too, never a panic or
+//! a table the filter code could misread.
 
 mod build;
 mod codec;

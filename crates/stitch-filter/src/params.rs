@@ -264,6 +264,10 @@ mod tests {
         let tiny_rate = FilterParams::for_merge_target(1_000, 1e-15, DEFAULT_MERGE_TARGET).unwrap();
         assert_eq!(tiny_rate.fingerprint_bits(), 64);
         assert!(FilterParams::for_merge_target(1 << 30, 1e-15, 0).is_err());
+        assert_eq!(
+            FilterParams::for_merge_target(12_345, 0.003, 0),
+            FilterParams::for_capacity(12_345, 0.003, 0)
+        );
     }
 
     #[test]

@@ -11,9 +11,9 @@
 //!
 //! These carry the same information as the is_occupied / is_continuation / is_shifted bits of
 //! Bender et al. (`used` = occupied-or-shifted; a run ends where the next slot is not a
-//! continuation), in a form that whole words can be counted and searched in: the run of
-//! quotient `q` is found by a rank over `occupied` and a select over `runend`, starting from the
-//! last unused slot before `q`, which no run crosses.
+//! continuation), in a form that whole words can be counted and searched in: to find the run of
+//! quotient `q`, count the runs opened (`occupied`) and closed (`runend`) since the last unused
+//! slot before `q`, which no run crosses, then select among the run ends from `q` on.
 //!
 //! This module knows nothing of fingerprints; [`crate::filter`] keeps the runs canonical.
 
@@ -43,7 +43,9 @@ pub(crate) struct SlotTable {
 }
 
 impl SlotTable {
-    /// An empty table of `blocks` blocks.
+    /// An empty table of `blocks` blocks, with room reserved for one more: a nearly full
+    /// table usually pushes its last run past the end, and growing into reserved room spares
+    /// copying the table.
     pub(crate) fn new(blocks: u64, remainder_bits: u32) -> Result<Self, FilterError> {
         let mut table = Self {
             words: Vec::new(),
@@ -51,6 +53,7 @@ impl SlotTable {
             stride: METADATA_WORDS + remainder_bits as usize,
             blocks: 0,
         };
+        table.reserve_blocks(blocks.saturating_add(1))?;
         table.grow_to(blocks)?;
         Ok(table)
     }
@@ -85,23 +88,27 @@ impl SlotTable {
 
     /// Appends empty blocks until the table has `blocks` of them.
     pub(crate) fn grow_to(&mut self, blocks: u64) -> Result<(), FilterError> {
-        let stride = self.stride;
-        let out_of_memory = FilterError::OutOfMemory {
-            bytes: blocks.saturating_mul(stride as u64 * 8),
-        };
-        let words = usize::try_from(blocks)
-            .ok()
-            .and_then(|blocks| blocks.checked_mul(stride))
-            .ok_or(out_of_memory.clone())?;
-        if words > self.words.len() {
-            // Fallible, so that an absurd size is an error rather than an abort.
-            self.words
-                .try_reserve_exact(words - self.words.len())
-                .map_err(|_| out_of_memory)?;
-            self.words.resize(words, 0);
+        if blocks > self.blocks {
+            self.reserve_blocks(blocks)?;
+            self.words.resize(blocks as usize * self.stride, 0);
             self.blocks = blocks;
         }
         Ok(())
+    }
+
+    /// Makes room for `blocks` blocks without reallocating. Fallible, so that an absurd size is
+    /// an error rather than an abort.
+    fn reserve_blocks(&mut self, blocks: u64) -> Result<(), FilterError> {
+        let out_of_memory = FilterError::OutOfMemory {
+            bytes: blocks.saturating_mul(self.stride as u64 * 8),
+        };
+        let words = usize::try_from(blocks)
+            .ok()
+            .and_then(|blocks| blocks.checked_mul(self.stride))
+            .ok_or(out_of_memory.clone())?;
+        self.words
+            .try_reserve_exact(words.saturating_sub(self.words.len()))
+            .map_err(|_| out_of_memory)
     }
 
     fn meta_word(&self, meta: Meta, block: u64) -> u64 {
@@ -205,9 +212,10 @@ impl SlotTable {
         let (mut started, mut ended) = (0u64, 0u64);
         loop {
             if unused != 0 {
-                let after_unused = u64::MAX << (64 - unused.leading_zeros()) % 64;
-                // When the unused slot is bit 63, nothing after it is in this word.
-                let after_unused = if unused.leading_zeros() == 0 { 0 } else { after_unused };
+                // Slots after the last unused one (none when it is bit 63).
+                let after_unused = u64::MAX
+                    .checked_shl(64 - unused.leading_zeros())
+                    .unwrap_or(0);
                 started += u64::from((starts & after_unused).count_ones());
                 ended += u64::from((ends & after_unused).count_ones());
                 break;
@@ -248,14 +256,65 @@ impl SlotTable {
 
     /// Moves the remainders and run ends of slots `from..to` one slot up and marks `to` used,
     /// leaving slot `from` for the caller to fill. Slot `to` must be unused.
+    ///
+    /// Inserts at 90% load move dozens of slots, so this shifts whole words: block by block from
+    /// the top, each block's slots move up within it, and its slot 0 takes the old top slot of
+    /// the block below (which is still unmoved, being handled next).
     pub(crate) fn shift_up(&mut self, from: u64, to: u64) {
-        for slot in (from..to).rev() {
-            let remainder = self.remainder(slot);
-            self.set_remainder(slot + 1, remainder);
-            let runend = self.is_runend(slot);
-            self.set_runend(slot + 1, runend);
+        let (first_block, last_block) = (from / SLOTS_PER_BLOCK, to / SLOTS_PER_BLOCK);
+        for block in (first_block..=last_block).rev() {
+            // Destination slots in this block: first..=last.
+            let first = if block == first_block {
+                from % 64 + 1
+            } else {
+                0
+            };
+            let last = if block == last_block { to % 64 } else { 63 };
+            if first.max(1) <= last {
+                self.shift_block_up(block, first.max(1) - 1, last - 1);
+            }
+            if first == 0 {
+                let below = block * SLOTS_PER_BLOCK - 1;
+                let remainder = self.remainder(below);
+                self.set_remainder(block * SLOTS_PER_BLOCK, remainder);
+                let runend = self.is_runend(below);
+                self.set_runend(block * SLOTS_PER_BLOCK, runend);
+            }
         }
         self.set_used(to);
+    }
+
+    /// Moves slots `first..=last` of `block` (`last < 63`) one slot up within the block.
+    fn shift_block_up(&mut self, block: u64, first: u64, last: u64) {
+        let start = block as usize * self.stride;
+        let runends = &mut self.words[start + Meta::Runend as usize];
+        let moved = bit_range(first as u32 + 1, last as u32 + 2);
+        *runends = (*runends & !moved) | ((*runends << 1) & moved);
+
+        let width = u64::from(self.remainder_bits);
+        if width == 0 {
+            return;
+        }
+        // The block's remainders as one bit string, shifted up by one remainder over the
+        // destination bits [(first + 1) * width, (last + 2) * width). Going from the top word
+        // down, the word below is still unchanged when it is needed.
+        let remainders = &mut self.words[start + METADATA_WORDS..start + self.stride];
+        let (low, high) = ((first + 1) * width, (last + 2) * width);
+        let shift = self.remainder_bits;
+        for word in (low / 64..high.div_ceil(64)).rev() {
+            let index = word as usize;
+            let carried = if index == 0 {
+                0
+            } else {
+                remainders[index - 1] >> (64 - shift)
+            };
+            let shifted = (remainders[index] << shift) | carried;
+            let moved = bit_range(
+                low.saturating_sub(word * 64).min(64) as u32,
+                (high - word * 64).min(64) as u32,
+            );
+            remainders[index] = (remainders[index] & !moved) | (shifted & moved);
+        }
     }
 
     /// The first slot at or after `from` whose `meta` bit equals `value`.
@@ -286,6 +345,12 @@ impl SlotTable {
     }
 }
 
+/// The bits `low..high` of a word (`low <= high <= 64`).
+fn bit_range(low: u32, high: u32) -> u64 {
+    let below = |bit: u32| u64::MAX.checked_shl(bit).map_or(u64::MAX, |above| !above);
+    below(high) & !below(low)
+}
+
 /// Remainders are at most 58 bits wide (`R <= 2^64 / 64`), so the shift cannot overflow.
 fn remainder_mask(bits: u32) -> u64 {
     (1 << bits) - 1
@@ -306,7 +371,7 @@ fn select_bit(bits: u64, n: u32) -> u64 {
     // Byte i: set bits in bytes 0..=i (at most 64, so the high bit of each byte stays clear).
     let cumulative = counts.wrapping_mul(ONES);
     // Bytes whose cumulative count is at most n lie before the byte holding the bit.
-    let before = ((u64::from(n) * ONES | HIGHS) - cumulative) & HIGHS;
+    let before = (((u64::from(n) * ONES) | HIGHS) - cumulative) & HIGHS;
     let byte_start = before.count_ones() * 8;
     let skipped = ((cumulative << 8) >> byte_start) & 0xff;
     let mut byte = (bits >> byte_start) & 0xff;
@@ -372,28 +437,94 @@ mod tests {
         }
         assert_eq!(table.first_unused_from(0), Some(0));
         assert_eq!(table.first_unused_from(10), Some(150));
-        assert_eq!(table.last_unused_before(149), Some(9));
-        assert_eq!(table.last_unused_before(10), Some(9));
-        assert_eq!(table.last_unused_before(0), None);
         for slot in 0..table.slot_count() {
             table.set_used(slot);
         }
         assert_eq!(table.first_unused_from(0), None);
-        assert_eq!(table.last_unused_before(192), None);
-
         for slot in [3, 64, 65, 130, 191] {
             table.set_occupied(slot);
             table.set_runend(slot, true);
         }
-        assert_eq!(table.count_occupied(0, 192), 5);
-        assert_eq!(table.count_occupied(4, 130), 2);
-        assert_eq!(table.count_occupied(4, 131), 3);
         assert_eq!(table.next_occupied_from(66), Some(130));
         assert_eq!(table.next_occupied_from(192), None);
         assert_eq!(table.nth_runend_from(0, 0), Some(3));
         assert_eq!(table.nth_runend_from(4, 1), Some(65));
         assert_eq!(table.nth_runend_from(4, 3), Some(191));
         assert_eq!(table.nth_runend_from(4, 4), None);
+    }
+
+    /// Runs of quotients 10, 12 and 70 in slots 10..=11, 12..=80 and 81..=149.
+    #[test]
+    fn open_runs_count_back_to_the_last_unused_slot() {
+        let mut table = SlotTable::new(3, 5).unwrap();
+        for slot in 10..150 {
+            table.set_used(slot);
+        }
+        for (quotient, end) in [(10, 11), (12, 80), (70, 149)] {
+            table.set_occupied(quotient);
+            table.set_runend(end, true);
+        }
+        let open: Vec<u64> = [10, 11, 12, 69, 70, 80, 81, 149]
+            .iter()
+            .map(|&slot| table.open_runs_at(slot))
+            .collect();
+        assert_eq!(open, [1, 1, 1, 1, 2, 2, 1, 1]);
+
+        // No unused slot before: the scan stops at slot 0. An unused slot in bit 63 of the
+        // previous word hides everything before it.
+        let mut table = SlotTable::new(2, 5).unwrap();
+        for slot in (0..=5).chain(64..=70) {
+            table.set_used(slot);
+        }
+        for (quotient, end) in [(0, 5), (64, 70)] {
+            table.set_occupied(quotient);
+            table.set_runend(end, true);
+        }
+        assert_eq!(table.open_runs_at(3), 1);
+        assert_eq!(table.open_runs_at(66), 1);
+    }
+
+    /// The word-wise shift against a slot-by-slot one, across block boundaries and widths.
+    #[test]
+    fn shift_up_matches_moving_slot_by_slot() {
+        for bits in [0, 1, 5, 7, 13, 58] {
+            for (from, to) in [
+                (0, 0),
+                (3, 9),
+                (60, 70),
+                (63, 64),
+                (0, 63),
+                (62, 191),
+                (64, 191),
+                (10, 130),
+            ] {
+                let mut table = SlotTable::new(3, bits).unwrap();
+                let mask = remainder_mask(bits);
+                for slot in 0..table.slot_count() {
+                    table.set_remainder(slot, slot.wrapping_mul(0x9e37_79b9_7f4a_7c15) & mask);
+                    table.set_runend(slot, slot % 3 == 0);
+                }
+                let mut expected = table.clone();
+                for slot in (from..to).rev() {
+                    let remainder = expected.remainder(slot);
+                    expected.set_remainder(slot + 1, remainder);
+                    let runend = expected.is_runend(slot);
+                    expected.set_runend(slot + 1, runend);
+                }
+                expected.set_used(to);
+                table.shift_up(from, to);
+                assert_eq!(table, expected, "width {bits}, slots {from}..{to}");
+            }
+        }
+    }
+
+    #[test]
+    fn bit_ranges() {
+        assert_eq!(bit_range(0, 64), u64::MAX);
+        assert_eq!(bit_range(0, 0), 0);
+        assert_eq!(bit_range(64, 64), 0);
+        assert_eq!(bit_range(3, 5), 0b11000);
+        assert_eq!(bit_range(63, 64), 1 << 63);
     }
 
     #[test]

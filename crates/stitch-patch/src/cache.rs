@@ -195,27 +195,60 @@ impl BlockCache {
     /// The range must lie on the disk (grow it first). A write may be merged into a pending
     /// patch of its block and return that patch's id (see [`PatchId`]).
     pub fn write(&self, offset: u64, data: &[u8], deps: &[PatchId]) -> Result<PatchId> {
+        self.write_with(offset, data, deps, false)
+    }
+
+    /// [`write`](Self::write) for appends: the bytes after the write, to the end of its last
+    /// block, hold nothing anyone reads (a log's or a zone's unwritten tail). A block is then
+    /// loaded from the disk only for the bytes *before* the write in its first block, so
+    /// appending into fresh blocks costs no read.
+    pub fn write_append(&self, offset: u64, data: &[u8], deps: &[PatchId]) -> Result<PatchId> {
+        self.write_with(offset, data, deps, true)
+    }
+
+    fn write_with(
+        &self,
+        offset: u64,
+        data: &[u8],
+        deps: &[PatchId],
+        append: bool,
+    ) -> Result<PatchId> {
         if data.is_empty() {
             return self.empty(deps);
         }
         let blocks = self.blocks_of(IoOp::Write, offset, data.len())?;
+        let bs = self.block_size as u64;
         let whole =
             |block: u64| self.piece(offset, data.len(), block).in_block.len() == self.block_size;
+        // Whether the old bytes of `block` matter. For an append only those before the write
+        // do, in its first block.
+        let needs_old = |st: &CacheState, block: u64| {
+            if append {
+                block == offset / bs && offset % bs != 0
+            } else {
+                !whole(block) || deps.iter().any(|d| st.graph.is_pending(d.0))
+            }
+        };
         // A block must come from the disk unless the write covers it whole and, being hard,
-        // keeps no undo bytes of what it replaces.
-        let (mut st, mut loaded) = self.lock_with_blocks(blocks.clone(), |st, block| {
-            !whole(block) || deps.iter().any(|d| st.graph.is_pending(d.0))
-        })?;
+        // keeps no undo bytes of what it replaces (or, for an append, its old bytes don't
+        // matter).
+        let (mut st, mut loaded) = self.lock_with_blocks(blocks.clone(), needs_old)?;
         st.graph.check_known(deps)?;
         let st = &mut *st;
         let mut ids = Vec::with_capacity(1);
         for block in blocks {
             let Piece { in_block, in_range } = self.piece(offset, data.len(), block);
             let bytes = &data[in_range];
-            // A block neither cached nor loaded is one the write covers whole.
+            // A block neither cached nor loaded is one whose old bytes don't matter: start it
+            // from zeros (which are then also what a revert of this patch puts back: never
+            // the new bytes, or reverting would write them ahead of their dependencies).
             let base = || {
                 st.clean.take(block).unwrap_or_else(|| {
-                    Arc::new(loaded.take(block).unwrap_or_else(|| bytes.to_vec()))
+                    Arc::new(
+                        loaded
+                            .take(block)
+                            .unwrap_or_else(|| vec![0u8; self.block_size]),
+                    )
                 })
             };
             ids.push(

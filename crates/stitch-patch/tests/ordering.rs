@@ -476,3 +476,64 @@ fn a_read_racing_a_flush_does_not_cache_stale_bytes() {
         "and the old bytes were not cached"
     );
 }
+
+#[test]
+fn appends_read_only_the_bytes_before_them() {
+    let (sim, counting, cache) = setup(4);
+    // Garbage on the disk that an append must neither need nor keep in front of itself.
+    sim.write_at(0, &[9; 2 * BLOCK as usize]).unwrap();
+    sim.sync().unwrap();
+    let reads = Arc::new(Mutex::new(Vec::new()));
+    let seen = reads.clone();
+    counting.set_hook(move |op| {
+        if let DiskOp::Read { offset, .. } = op {
+            seen.lock().push(offset);
+        }
+    });
+    // Starting a fresh block: nothing is read.
+    cache.write_append(0, &[1; 100], &[]).unwrap();
+    // Continuing it while it is cached: nothing is read.
+    cache.write_append(100, &[2; 100], &[]).unwrap();
+    // Crossing into the next block: still nothing.
+    cache.write_append(BLOCK - 50, &[3; 100], &[]).unwrap();
+    assert!(reads.lock().is_empty(), "appends read {:?}", reads.lock());
+    cache.flush_all().unwrap();
+    assert_eq!(
+        &read_disk(&*sim, 0, 200)[..],
+        &[[1; 100], [2; 100]].concat()[..]
+    );
+    // A partial first block that is no longer cached: its bytes before the write are read.
+    let fresh = cache_on(counting.clone());
+    fresh.write_append(200, &[4; 10], &[]).unwrap();
+    assert_eq!(*reads.lock(), vec![0], "only block 0 is loaded");
+    fresh.flush_all().unwrap();
+    assert_eq!(
+        &read_disk(&*sim, 0, 210)[..],
+        &[[1; 100], [2; 100]]
+            .concat()
+            .into_iter()
+            .chain([4; 10])
+            .collect::<Vec<_>>()[..]
+    );
+}
+
+#[test]
+fn a_reverted_append_never_reaches_the_disk_before_its_dependency() {
+    // A soft append into a fresh block, next to a writable one: the block goes out with the
+    // soft append reverted to zeros, never to its own new bytes.
+    let (sim, counting, cache) = setup(4);
+    let images = images_after_syncs(&counting, sim.clone(), 2 * BLOCK as usize);
+    let before = cache.write(BLOCK, &[1; 100], &[]).unwrap();
+    let soft = cache.write_append(0, &[2; 100], &[before]).unwrap();
+    let hard = cache.write_append(1000, &[3; 100], &[]).unwrap();
+    assert_ne!(soft, hard);
+    cache.flush_all().unwrap();
+    let images = images.lock();
+    assert_eq!(
+        &images[0][0..100],
+        &[0; 100][..],
+        "reverted to zeros in the first round"
+    );
+    assert_eq!(&images[0][1000..1100], &[3; 100][..]);
+    assert_eq!(&images[1][0..100], &[2; 100][..]);
+}

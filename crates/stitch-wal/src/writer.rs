@@ -107,17 +107,18 @@ impl Wal {
             first_lsn,
             next_zone,
         };
-        let header_patch = match zones
-            .cache()
-            .write(zones.zone_offset(zone), &header.encode(), &[])
-        {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = zones.release_zone(zone, PatchId::NONE);
-                let _ = zones.release_zone(next_zone, PatchId::NONE);
-                return Err(e.into());
-            }
-        };
+        let header_patch =
+            match zones
+                .cache()
+                .write_append(zones.zone_offset(zone), &header.encode(), &[])
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = zones.release_zone(zone, PatchId::NONE);
+                    let _ = zones.release_zone(next_zone, PatchId::NONE);
+                    return Err(e.into());
+                }
+            };
         zones.note_write(zone, header_patch);
         let start = LogPosition {
             zone,
@@ -263,7 +264,7 @@ impl Wal {
         let patch = self
             .zones
             .cache()
-            .write(offset, &bytes, &deps)
+            .write_append(offset, &bytes, &deps)
             .map_err(|e| self.fail(e.into()))?;
         self.zones.note_write(seg.zone, patch);
         let position = LogPosition {
@@ -294,18 +295,17 @@ impl Wal {
             next_zone: after_next,
         };
         let deps = self.live(&[cur.header_patch]);
-        let header_patch =
-            match self
-                .zones
-                .cache()
-                .write(self.zones.zone_offset(zone), &header.encode(), &deps)
-            {
-                Ok(p) => p,
-                Err(e) => {
-                    let _ = self.zones.release_zone(after_next, PatchId::NONE);
-                    return Err(self.fail(e.into()));
-                }
-            };
+        let header_patch = match self.zones.cache().write_append(
+            self.zones.zone_offset(zone),
+            &header.encode(),
+            &deps,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = self.zones.release_zone(after_next, PatchId::NONE);
+                return Err(self.fail(e.into()));
+            }
+        };
         self.zones.note_write(zone, header_patch);
         w.segments.push_back(Segment {
             zone,

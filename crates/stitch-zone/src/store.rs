@@ -370,7 +370,7 @@ impl ZoneStore {
         let bytes = extent::encode(addr, kind, payload);
         let patch = self
             .cache
-            .write(self.zone_offset(zone) + offset, &bytes, deps)?;
+            .write_append(self.zone_offset(zone) + offset, &bytes, deps)?;
         let z = &mut st.zones[zone as usize];
         z.write_ptr = (offset + total).next_multiple_of(EXTENT_ALIGN);
         z.live += total;

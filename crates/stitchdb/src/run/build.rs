@@ -13,6 +13,10 @@ use stitch_zone::{ExtentKind, Stream};
 /// Target payload size of a data block: one extent, header included, fills a 4 KiB block.
 const BLOCK_TARGET: usize = 4096 - stitch_zone::EXTENT_HEADER_LEN;
 
+/// A builder makes its blocks durable every this many bytes, so a large merge does not hold
+/// its whole output as dirty blocks in the cache until its manifest is written.
+const FLUSH_EVERY: u64 = 8 << 20;
+
 pub struct RunBuilder {
     storage: Arc<Storage>,
     stream: Stream,
@@ -23,6 +27,8 @@ pub struct RunBuilder {
     /// Bytes of blocks written anew and of blocks stitched in.
     pub copied_bytes: u64,
     pub stitched_bytes: u64,
+    /// Bytes written since the blocks were last made durable.
+    unflushed: u64,
 }
 
 impl RunBuilder {
@@ -48,6 +54,7 @@ impl RunBuilder {
             },
             copied_bytes: 0,
             stitched_bytes: 0,
+            unflushed: 0,
         }
     }
 
@@ -74,6 +81,14 @@ impl RunBuilder {
         self.patches.push(patch);
         self.meta.data_bytes += payload.len() as u64;
         self.copied_bytes += payload.len() as u64;
+        self.unflushed += payload.len() as u64;
+        if self.unflushed >= FLUSH_EVERY {
+            // Written blocks are committed from here on: nothing needs to wait for them.
+            let written = self.storage.zones.cache().empty(&self.patches)?;
+            self.storage.zones.cache().flush_patch(written)?;
+            self.patches.clear();
+            self.unflushed = 0;
+        }
         self.blocks.push(BlockHandle {
             first_key,
             last_key,

@@ -84,11 +84,12 @@ pub struct BenchArgs {
 pub fn run(args: BenchArgs) -> CliResult {
     let setup = setup(&args)?;
     let stitching = args.stitch_threshold.unwrap_or_default();
+    // --disable_wal cannot turn the log off; async commits are the closest match.
+    let sync = args.sync && !args.disable_wal;
     let options = Options {
         memtable_size: args.memtable_size,
         stitching,
-        // --disable_wal cannot turn the log off; async commits are the closest match.
-        durability: if args.sync && !args.disable_wal {
+        durability: if sync {
             Durability::Sync
         } else {
             Durability::Async
@@ -98,7 +99,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     let mut store = BenchStore::open(args.db.clone(), args.use_existing_db, options)?;
     output::print(report::header(&report::Header {
         setup: &setup,
-        sync: args.sync && !args.disable_wal,
+        sync,
         disable_wal: args.disable_wal,
         memtable_size: args.memtable_size,
         stitching,

@@ -1,7 +1,7 @@
 //! Measures `Sync` commits per second with 1 and with 16 writer threads on a store file, to
 //! show group commit: concurrent `Sync` writers share one log flush and one `sync`.
 //!
-//! `cargo run --release -p stitchdb --example group_commit [SECONDS] [DIR]`
+//! `cargo run --release -p stitchdb --example sync_commits [SECONDS] [DIR]`
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
