@@ -1,7 +1,7 @@
 //! Model test: random operation sequences against a `BTreeMap` per table, with tiny zones and
 //! memtables so that checkpoints, merges and reopens happen all the time.
 //!
-//! STITCHDB_MODEL_CASES sets the number of sequences (default 1000).
+//! STITCHDB_MODEL_CASES sets the number of sequences (default 2000).
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -237,7 +237,7 @@ fn cases() -> u32 {
     std::env::var("STITCHDB_MODEL_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(1000)
+        .unwrap_or(2000)
 }
 
 proptest! {
