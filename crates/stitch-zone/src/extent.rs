@@ -80,16 +80,20 @@ fn checksum(addr: ExtentAddr, header: &[u8], payload: &[u8]) -> u32 {
 }
 
 /// The bytes of an extent at `addr` (header then payload).
-pub(crate) fn encode(addr: ExtentAddr, kind: ExtentKind, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(EXTENT_HEADER_LEN + payload.len());
-    out.extend_from_slice(&EXTENT_MAGIC.to_le_bytes());
-    out.push(EXTENT_VERSION);
-    out.push(kind.0);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+/// The header of an extent at `addr` holding `payload` (written separately, so the payload is
+/// never copied just to be put behind its header).
+pub(crate) fn encode_header(
+    addr: ExtentAddr,
+    kind: ExtentKind,
+    payload: &[u8],
+) -> [u8; EXTENT_HEADER_LEN] {
+    let mut out = [0u8; EXTENT_HEADER_LEN];
+    out[0..2].copy_from_slice(&EXTENT_MAGIC.to_le_bytes());
+    out[2] = EXTENT_VERSION;
+    out[3] = kind.0;
+    out[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
     let crc = checksum(addr, &out, payload);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(payload);
+    out[8..12].copy_from_slice(&crc.to_le_bytes());
     out
 }
 

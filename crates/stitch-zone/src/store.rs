@@ -367,10 +367,18 @@ impl ZoneStore {
             offset: offset as u32,
             len: total as u32,
         };
-        let bytes = extent::encode(addr, kind, payload);
-        let patch = self
+        let at = self.zone_offset(zone) + offset;
+        let header = extent::encode_header(addr, kind, payload);
+        let head = self.cache.write_append(at, &header, deps)?;
+        let body = self
             .cache
-            .write_append(self.zone_offset(zone) + offset, &bytes, deps)?;
+            .write_append(at + EXTENT_HEADER_LEN as u64, payload, deps)?;
+        // Usually one patch: both halves land on the same block and merge.
+        let patch = if head == body || payload.is_empty() {
+            head
+        } else {
+            self.cache.empty(&[head, body])?
+        };
         let z = &mut st.zones[zone as usize];
         z.write_ptr = (offset + total).next_multiple_of(EXTENT_ALIGN);
         z.live += total;

@@ -38,6 +38,24 @@ pub struct Entry {
     pub value: Value,
 }
 
+/// One version of a key, borrowed (from a memtable or a parsed block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    pub key: &'a [u8],
+    pub seq: u64,
+    pub value: Option<&'a [u8]>,
+}
+
+impl EntryRef<'_> {
+    pub fn to_entry(self) -> Entry {
+        Entry {
+            key: self.key.to_vec(),
+            seq: self.seq,
+            value: self.value.map(<[u8]>::to_vec),
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Memtable {
     map: SkipMap<VersionedKey, Value>,
@@ -62,6 +80,19 @@ impl Memtable {
 
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+
+    /// Calls `f` with every version in order (key ascending, newest first), borrowed: writing
+    /// a memtable out copies each key and value once, into its block.
+    pub fn for_each<E>(&self, mut f: impl FnMut(EntryRef) -> Result<(), E>) -> Result<(), E> {
+        for e in self.map.iter() {
+            f(EntryRef {
+                key: &e.key().key,
+                seq: e.key().seq,
+                value: e.value().as_deref(),
+            })?;
+        }
+        Ok(())
     }
 
     /// The newest version of `key` at or below `snapshot`: `None` if the memtable has none.

@@ -6,11 +6,9 @@
 
 use super::{log, Inner, Version};
 use crate::manifest::{Manifest, TableMeta};
-use crate::memtable::MemIter;
-use crate::merge::{Compacted, MergeIter, Source};
-use crate::run::{EntryRef, Run, RunBuilder};
+use crate::merge::VersionFilter;
+use crate::run::{Run, RunBuilder};
 use crate::Result;
-use std::ops::Bound;
 use std::sync::Arc;
 use stitch_filter::{hash_key, QuotientFilter};
 use stitch_patch::PatchId;
@@ -69,17 +67,18 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
     let mut listed = frozen.clone();
     for t in frozen.tables.values() {
         let Some(imm) = &t.imm else { continue };
-        let source: Source =
-            Box::new(MemIter::new(imm.clone(), Bound::Unbounded, Bound::Unbounded).map(Ok));
         let mut builder = RunBuilder::new(&inner.storage, ck.next_run_id, 0, Stream::Flush);
         let mut hashes = Vec::new();
-        for e in Compacted::new(MergeIter::new(vec![source]), oldest_reader, false) {
-            let e = e?;
-            if inner.opts.filter_fp_rate.is_some() {
-                hashes.push(hash_key(&e.key));
+        let mut versions = VersionFilter::new(oldest_reader, false);
+        imm.for_each(|e| {
+            if !versions.keep(e.key, e.seq, e.value.is_none()) {
+                return Ok(());
             }
-            builder.add(EntryRef::of(&e))?;
-        }
+            if inner.opts.filter_fp_rate.is_some() {
+                hashes.push(hash_key(e.key));
+            }
+            builder.add(e)
+        })?;
         let run = builder.finish(build_filter(&hashes, inner.opts.filter_fp_rate))?;
         if let Some((run, patch)) = &run {
             ck.next_run_id += 1;

@@ -7,7 +7,9 @@
 //! decoding it; parsing validates every entry once, so later accesses cannot fail.
 
 use crate::codec::{put_bytes, put_varint, Reader};
+#[cfg(test)]
 use crate::memtable::Entry;
+use crate::memtable::EntryRef;
 use std::cmp::Ordering;
 
 const BLOCK_VERSION: u8 = 1;
@@ -73,32 +75,6 @@ struct Span {
     key: (u32, u32),
     value: (u32, u32),
     seq: u64,
-}
-
-/// One entry of a block, borrowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EntryRef<'a> {
-    pub key: &'a [u8],
-    pub seq: u64,
-    pub value: Option<&'a [u8]>,
-}
-
-impl<'a> EntryRef<'a> {
-    pub fn of(e: &'a Entry) -> EntryRef<'a> {
-        EntryRef {
-            key: &e.key,
-            seq: e.seq,
-            value: e.value.as_deref(),
-        }
-    }
-
-    pub fn to_entry(self) -> Entry {
-        Entry {
-            key: self.key.to_vec(),
-            seq: self.seq,
-            value: self.value.map(<[u8]>::to_vec),
-        }
-    }
 }
 
 /// A parsed, validated block.
@@ -229,6 +205,14 @@ impl Block {
 mod tests {
     use super::*;
 
+    fn r(e: &Entry) -> EntryRef<'_> {
+        EntryRef {
+            key: &e.key,
+            seq: e.seq,
+            value: e.value.as_deref(),
+        }
+    }
+
     fn e(key: &str, seq: u64, value: Option<&str>) -> Entry {
         Entry {
             key: key.as_bytes().to_vec(),
@@ -247,7 +231,7 @@ mod tests {
         ];
         let mut w = BlockWriter::default();
         for x in &entries {
-            w.add(EntryRef::of(x));
+            w.add(r(x));
         }
         let size = w.size();
         let (payload, first, last, n) = w.finish();
@@ -274,7 +258,7 @@ mod tests {
     fn damaged_blocks_are_errors_not_panics() {
         let mut w = BlockWriter::default();
         for i in 0..20 {
-            w.add(EntryRef::of(&e(&format!("key{i:02}"), 1, Some("value"))));
+            w.add(r(&e(&format!("key{i:02}"), 1, Some("value"))));
         }
         let (payload, ..) = w.finish();
         for cut in 0..payload.len() {
@@ -290,8 +274,8 @@ mod tests {
             }
         }
         let mut swapped = BlockWriter::default();
-        swapped.add(EntryRef::of(&e("b", 1, None)));
-        swapped.add(EntryRef::of(&e("a", 1, None)));
+        swapped.add(r(&e("b", 1, None)));
+        swapped.add(r(&e("a", 1, None)));
         assert!(
             Block::parse(swapped.finish().0).is_err(),
             "order is checked"

@@ -1,8 +1,9 @@
 //! Writing runs: entries are copied into new blocks, or whole existing blocks are *stitched*
 //! in (their index entry is taken over and the block gains a reference; nothing is rewritten).
 
-use super::block::{BlockWriter, EntryRef};
+use super::block::BlockWriter;
 use super::{index, BlockHandle, Run, RunMeta, Storage};
+use crate::memtable::EntryRef;
 use crate::Result;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -5,8 +5,9 @@
 //! entry with the other inputs. Threshold 0 stitches every block it can (the log-structured
 //! end of the continuum); `Never` copies everything (a classic LSM-tree merge).
 
-use super::block::{Block, EntryRef};
+use super::block::Block;
 use super::{Run, RunBuilder, Storage};
+use crate::memtable::EntryRef;
 use crate::merge::VersionFilter;
 use crate::Result;
 use std::cmp::Reverse;

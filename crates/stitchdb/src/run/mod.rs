@@ -7,7 +7,6 @@ mod cache;
 mod index;
 mod merge;
 
-pub use block::EntryRef;
 pub use build::RunBuilder;
 pub use cache::ReadCache;
 pub use index::BlockHandle;
