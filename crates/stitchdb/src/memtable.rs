@@ -162,6 +162,66 @@ impl Iterator for MemIter {
     }
 }
 
+/// Iterates an `Arc<Memtable>` backwards: keys descending, a key's versions oldest first (wrap
+/// it in `merge::NewestFirst`). Each step seeks before the last version returned.
+pub struct MemRevIter {
+    mem: std::sync::Arc<Memtable>,
+    lo: Bound<VersionedKey>,
+    hi: Bound<VersionedKey>,
+}
+
+impl MemRevIter {
+    pub fn new(
+        mem: std::sync::Arc<Memtable>,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> MemRevIter {
+        let lo = match start {
+            Bound::Included(k) => Bound::Included(VersionedKey {
+                key: k.to_vec(),
+                seq: u64::MAX,
+            }),
+            Bound::Excluded(k) => Bound::Excluded(VersionedKey {
+                key: k.to_vec(),
+                seq: 0,
+            }),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let hi = match end {
+            Bound::Included(k) => Bound::Included(VersionedKey {
+                key: k.to_vec(),
+                seq: 0,
+            }),
+            Bound::Excluded(k) => Bound::Excluded(VersionedKey {
+                key: k.to_vec(),
+                seq: u64::MAX,
+            }),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        MemRevIter { mem, lo, hi }
+    }
+}
+
+impl Iterator for MemRevIter {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        let e = self
+            .mem
+            .map
+            .range((self.lo.clone(), self.hi.clone()))
+            .next_back()?;
+        let k = e.key().clone();
+        let entry = Entry {
+            key: k.key.clone(),
+            seq: k.seq,
+            value: e.value().clone(),
+        };
+        self.hi = Bound::Excluded(k);
+        Some(entry)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,8 @@ pub type Source = Box<dyn Iterator<Item = Result<Entry>> + Send>;
 struct Head {
     entry: Entry,
     source: usize,
+    /// Keys descending (a reverse scan); within a key the newest version comes first either way.
+    reverse: bool,
 }
 
 impl Head {
@@ -31,9 +33,14 @@ impl PartialOrd for Head {
     }
 }
 impl Ord for Head {
-    // Reversed: BinaryHeap pops the greatest, we want the smallest (key, newest) first.
+    // BinaryHeap pops the greatest. Forward we want the smallest (key, newest) first; in
+    // reverse the greatest key, still newest first.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.order_key().cmp(&self.order_key())
+        if self.reverse {
+            (&self.entry.key, self.entry.seq).cmp(&(&other.entry.key, other.entry.seq))
+        } else {
+            other.order_key().cmp(&self.order_key())
+        }
     }
 }
 
@@ -43,11 +50,22 @@ pub struct MergeIter {
     heap: BinaryHeap<Head>,
     failed: bool,
     started: bool,
+    reverse: bool,
 }
 
 impl MergeIter {
     pub fn new(sources: Vec<Source>) -> MergeIter {
+        Self::with_direction(sources, false)
+    }
+
+    /// Sources in descending key order (newest version first within a key), merged the same.
+    pub fn new_reverse(sources: Vec<Source>) -> MergeIter {
+        Self::with_direction(sources, true)
+    }
+
+    fn with_direction(sources: Vec<Source>, reverse: bool) -> MergeIter {
         MergeIter {
+            reverse,
             heap: BinaryHeap::with_capacity(sources.len()),
             sources,
             failed: false,
@@ -60,6 +78,7 @@ impl MergeIter {
             self.heap.push(Head {
                 entry: next?,
                 source,
+                reverse: self.reverse,
             });
         }
         Ok(())
@@ -88,6 +107,47 @@ impl Iterator for MergeIter {
             return Some(Err(e));
         }
         Some(Ok(head.entry))
+    }
+}
+
+/// Turns versions in (key descending, oldest first) order — what walking a forward-sorted
+/// table backwards gives — into (key descending, newest first), by holding one key's versions.
+pub struct NewestFirst<I: Iterator> {
+    inner: std::iter::Peekable<I>,
+    held: Vec<Entry>,
+}
+
+impl<I: Iterator<Item = Result<Entry>>> NewestFirst<I> {
+    pub fn new(inner: I) -> NewestFirst<I> {
+        NewestFirst {
+            inner: inner.peekable(),
+            held: Vec::new(),
+        }
+    }
+}
+
+impl<I: Iterator<Item = Result<Entry>>> Iterator for NewestFirst<I> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        if let Some(e) = self.held.pop() {
+            return Some(Ok(e));
+        }
+        let first = match self.inner.next()? {
+            Ok(e) => e,
+            Err(err) => return Some(Err(err)),
+        };
+        // Older-to-newer versions of one key arrive together: hold them, hand out newest first.
+        self.held.push(first);
+        while let Some(Ok(next)) = self.inner.peek() {
+            if next.key != self.held[0].key {
+                break;
+            }
+            if let Some(Ok(e)) = self.inner.next() {
+                self.held.push(e);
+            }
+        }
+        self.held.pop().map(Ok)
     }
 }
 

@@ -19,6 +19,7 @@ enum Op {
     Batch(Vec<(usize, u8, Option<Vec<u8>>)>),
     Get(usize, u8),
     Scan(usize, u8, u8),
+    ScanRev(usize, u8, u8),
     CreateTable,
     Flush,
     Reopen,
@@ -52,6 +53,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(Op::Batch),
         15 => (0..3usize, any::<u8>()).prop_map(|(t, k)| Op::Get(t, k)),
         8 => (0..3usize, any::<u8>(), any::<u8>()).prop_map(|(t, a, b)| Op::Scan(t, a.min(b), a.max(b))),
+        4 => (0..3usize, any::<u8>(), any::<u8>()).prop_map(|(t, a, b)| Op::ScanRev(t, a.min(b), a.max(b))),
         1 => Just(Op::CreateTable),
         3 => Just(Op::Flush),
         2 => Just(Op::Reopen),
@@ -173,6 +175,23 @@ impl Harness {
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 assert_eq!(got, want);
+            }
+            Op::ScanRev(t, a, b) => {
+                // The other bound kinds: start excluded, end included.
+                let (name, id) = self.table(*t);
+                let (lo, hi) = (key(*a), key(*b));
+                let got: Vec<_> = self
+                    .db()
+                    .range_rev(id, Bound::Excluded(&lo), Bound::Included(&hi))
+                    .unwrap()
+                    .map(|r| r.unwrap())
+                    .collect();
+                let want: Vec<_> = self.model[&name]
+                    .range::<Vec<u8>, _>((Bound::Excluded(&lo), Bound::Included(&hi)))
+                    .rev()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(got, want, "reverse scan");
             }
             Op::CreateTable => {
                 let name = format!("t{}", self.names.len());

@@ -23,6 +23,16 @@ impl Db {
     /// The pairs with keys in `(start, end)`, in key order, as they were when the scan began
     /// (writes made meanwhile are not seen).
     pub fn range(&self, table: TableId, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<DbIter> {
+        self.scan(table, start, end, false)
+    }
+
+    fn scan(
+        &self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<DbIter> {
         let inner = &self.inner;
         let snapshot = inner.visible_seq.load(Ordering::Acquire);
         *inner.readers.lock().entry(snapshot).or_insert(0) += 1;
@@ -31,13 +41,29 @@ impl Db {
             snapshot,
         };
         let view = inner.version.read().table(table)?.view.clone();
-        let visible = Visible::new(view.cursor(start, end), snapshot);
+        let versions = if reverse {
+            view.cursor_rev(start, end)
+        } else {
+            view.cursor(start, end)
+        };
         Ok(DbIter {
-            visible,
+            visible: Visible::new(versions, snapshot),
             start: start.map(<[u8]>::to_vec),
             end: end.map(<[u8]>::to_vec),
+            reverse,
             _guard: guard,
         })
+    }
+
+    /// The pairs with keys in `(start, end)`, in descending key order, as they were when the
+    /// scan began.
+    pub fn range_rev(
+        &self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> Result<DbIter> {
+        self.scan(table, start, end, true)
     }
 
     /// The pairs whose keys start with `prefix`, in key order.
@@ -84,6 +110,8 @@ pub struct DbIter {
     visible: Visible,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
+    /// Descending keys.
+    reverse: bool,
     _guard: ReaderGuard,
 }
 
@@ -96,20 +124,29 @@ impl Iterator for DbIter {
                 Ok(kv) => kv,
                 Err(e) => return Some(Err(e)),
             };
-            if let Bound::Excluded(s) = &self.start {
-                if key == *s {
-                    continue;
-                }
-            }
+            // Runs start at the first bound but cannot stop at the other one: the merged stream
+            // is cut here. Keys on the near side of the first bound are skipped.
+            let before_start = match &self.start {
+                Bound::Included(s) => key < *s,
+                Bound::Excluded(s) => key <= *s,
+                Bound::Unbounded => false,
+            };
             let past_end = match &self.end {
                 Bound::Included(e) => key > *e,
                 Bound::Excluded(e) => key >= *e,
                 Bound::Unbounded => false,
             };
-            if past_end {
+            let (skip, stop) = if self.reverse {
+                (past_end, before_start)
+            } else {
+                (before_start, past_end)
+            };
+            if stop {
                 return None;
             }
-            return Some(Ok((key, value)));
+            if !skip {
+                return Some(Ok((key, value)));
+            }
         }
     }
 }

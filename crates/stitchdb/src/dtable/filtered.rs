@@ -35,4 +35,8 @@ impl<T: DTable> DTable for Filtered<T> {
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
         self.inner.cursor(start, end)
     }
+
+    fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
+        self.inner.cursor_rev(start, end)
+    }
 }

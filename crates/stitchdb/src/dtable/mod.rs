@@ -15,8 +15,8 @@ mod overlay;
 pub use filtered::Filtered;
 pub use overlay::Overlay;
 
-use crate::memtable::{MemIter, Memtable, Value};
-use crate::merge::Source;
+use crate::memtable::{MemIter, MemRevIter, Memtable, Value};
+use crate::merge::{NewestFirst, Source};
 use crate::run::Run;
 use crate::Result;
 use std::ops::Bound;
@@ -36,6 +36,10 @@ pub trait DTable: Send + Sync {
 
     /// Every version with a key in `start..end`, in (key, newest first) order.
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source;
+
+    /// The same versions backwards: keys descending, newest version first within a key (a
+    /// dTable's cursor goes both ways).
+    fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source;
 }
 
 impl DTable for Arc<Memtable> {
@@ -45,6 +49,12 @@ impl DTable for Arc<Memtable> {
 
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
         Box::new(MemIter::new(self.clone(), start, end).map(Ok))
+    }
+
+    fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
+        Box::new(NewestFirst::new(
+            MemRevIter::new(self.clone(), start, end).map(Ok),
+        ))
     }
 }
 
@@ -64,5 +74,10 @@ impl DTable for Arc<Run> {
             Bound::Unbounded => &[],
         };
         Box::new(self.iter_from(from))
+    }
+
+    /// Runs cannot stop at `start` themselves: the overlay above cuts the merged stream.
+    fn cursor_rev(&self, _start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
+        Box::new(NewestFirst::new(self.iter_rev(end)))
     }
 }

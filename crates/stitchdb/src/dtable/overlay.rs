@@ -43,4 +43,13 @@ impl DTable for Overlay {
             self.layers.iter().map(|l| l.cursor(start, end)).collect(),
         ))
     }
+
+    fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
+        let sources = self
+            .layers
+            .iter()
+            .map(|l| l.cursor_rev(start, end))
+            .collect();
+        Box::new(MergeIter::new_reverse(sources))
+    }
 }

@@ -16,6 +16,7 @@ use crate::codec::{put_varint, Reader};
 use crate::memtable::{Entry, Value};
 use crate::{Error, Result};
 use block::Block;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use stitch_filter::QuotientFilter;
@@ -288,6 +289,73 @@ impl Run {
             block,
             current: None,
             seek: Some(from.to_vec()),
+        }
+    }
+}
+
+impl Run {
+    /// All entries up to `end`, backwards: keys descending, a key's versions oldest first
+    /// (wrap it in `merge::NewestFirst`).
+    pub fn iter_rev(self: &Arc<Self>, end: Bound<&[u8]>) -> RunRevIter {
+        let block = match end {
+            Bound::Included(k) | Bound::Excluded(k) => {
+                self.blocks.partition_point(|b| b.first_key.as_slice() <= k)
+            }
+            Bound::Unbounded => self.blocks.len(),
+        };
+        RunRevIter {
+            run: self.clone(),
+            block,
+            current: None,
+            end: end.map(<[u8]>::to_vec),
+        }
+    }
+}
+
+/// Iterates a run's entries backwards, block by block.
+pub struct RunRevIter {
+    run: Arc<Run>,
+    /// Blocks before this one are still to be read.
+    block: usize,
+    /// The loaded block and how many of its entries are left (taken from the back).
+    current: Option<(Arc<Block>, usize)>,
+    end: Bound<Vec<u8>>,
+}
+
+impl Iterator for RunRevIter {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        loop {
+            if let Some((block, left)) = &mut self.current {
+                while *left > 0 {
+                    *left -= 1;
+                    let e = block.entry(*left);
+                    let beyond = match &self.end {
+                        Bound::Included(k) => e.key > k.as_slice(),
+                        Bound::Excluded(k) => e.key >= k.as_slice(),
+                        Bound::Unbounded => false,
+                    };
+                    if !beyond {
+                        return Some(Ok(e.to_entry()));
+                    }
+                }
+                self.current = None;
+            }
+            if self.block == 0 {
+                return None;
+            }
+            self.block -= 1;
+            match self.run.block(self.block) {
+                Ok(b) => {
+                    let len = b.len();
+                    self.current = Some((b, len));
+                }
+                Err(e) => {
+                    self.block = 0;
+                    return Some(Err(e));
+                }
+            }
         }
     }
 }

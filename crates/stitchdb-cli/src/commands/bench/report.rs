@@ -109,14 +109,6 @@ pub fn skipped_line(bench: Benchmark) -> String {
     )
 }
 
-/// The line for a benchmark StitchDB cannot run yet.
-pub fn unsupported_line(bench: Benchmark) -> String {
-    format!(
-        "{:<12} : not supported (StitchDB has no reverse iterator yet)\n",
-        bench.name()
-    )
-}
-
 /// Engine and process counters after a benchmark.
 pub struct Counters {
     /// Memtable flushes and merges completed during the benchmark.

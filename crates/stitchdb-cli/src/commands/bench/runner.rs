@@ -15,7 +15,8 @@ enum Op {
     Delete,
     Get,
     Seek,
-    ScanForward,
+    /// A full scan, forward or (true) backward.
+    Scan(bool),
 }
 
 /// Which key numbers a put writes.
@@ -26,9 +27,9 @@ enum Pattern {
     SeqInsert,
 }
 
-/// The operation `bench` performs, or `None` when StitchDB cannot run it yet.
-fn plan(bench: Benchmark) -> Option<Op> {
-    Some(match bench {
+/// The operation `bench` performs.
+fn plan(bench: Benchmark) -> Op {
+    match bench {
         Benchmark::FillSeq => Op::Put(Pattern::Sequential),
         Benchmark::FillRandom | Benchmark::Overwrite => Op::Put(Pattern::Uniform),
         Benchmark::RandomAppend => Op::Put(Pattern::RandomAppend),
@@ -36,10 +37,9 @@ fn plan(bench: Benchmark) -> Option<Op> {
         Benchmark::DeleteRandom => Op::Delete,
         Benchmark::ReadRandom => Op::Get,
         Benchmark::SeekRandom => Op::Seek,
-        Benchmark::ReadSeq => Op::ScanForward,
-        // `DbIter` only moves forward; faking a reverse scan would measure something else.
-        Benchmark::ReadReverse => return None,
-    })
+        Benchmark::ReadSeq => Op::Scan(false),
+        Benchmark::ReadReverse => Op::Scan(true),
+    }
 }
 
 /// What every benchmark of a run shares.
@@ -74,10 +74,8 @@ pub fn run(
     setup: &Setup,
     db: &Db,
     table: TableId,
-) -> CliResult<Option<Outcome>> {
-    let Some(op) = plan(bench) else {
-        return Ok(None);
-    };
+) -> CliResult<Outcome> {
+    let op = plan(bench);
     let results: Vec<CliResult<Counts>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..setup.threads)
             .map(|t| {
@@ -103,7 +101,7 @@ pub fn run(
             .collect()
     });
     let counts = results.into_iter().collect::<CliResult<Vec<Counts>>>()?;
-    Ok(Some(merge(&counts, matches!(op, Op::Get | Op::Seek))))
+    Ok(merge(&counts, matches!(op, Op::Get | Op::Seek)))
 }
 
 fn merge(counts: &[Counts], reports_found: bool) -> Outcome {
@@ -159,7 +157,7 @@ impl Thread<'_> {
             Op::Delete => self.delete(uniform(rng))?,
             Op::Get => self.get(uniform(rng))?,
             Op::Seek => self.seek(uniform(rng))?,
-            Op::ScanForward => self.scan_forward()?,
+            Op::Scan(reverse) => self.scan(*reverse)?,
         };
         Ok(Counts {
             ops,
@@ -226,11 +224,14 @@ impl Thread<'_> {
     }
 
     /// Reads up to `--reads` entries in key order from the start (db_bench's readseq).
-    fn scan_forward(&mut self) -> CliResult<(u64, u64, u64)> {
+    fn scan(&mut self, reverse: bool) -> CliResult<(u64, u64, u64)> {
         let (mut ops, mut bytes) = (0, 0);
-        let scan = self
-            .db
-            .range(self.table, Bound::Unbounded, Bound::Unbounded)?;
+        let (all, table) = ((Bound::Unbounded, Bound::Unbounded), self.table);
+        let scan = if reverse {
+            self.db.range_rev(table, all.0, all.1)?
+        } else {
+            self.db.range(table, all.0, all.1)?
+        };
         for item in scan.take(usize::try_from(self.setup.reads).unwrap_or(usize::MAX)) {
             let (k, v) = item?;
             ops += 1;

@@ -32,10 +32,10 @@ const ALL: [Benchmark; 10] = [
     SeqInsert,
 ];
 
-/// What runs when `--benchmarks` is not given: every benchmark StitchDB supports that
-/// db_bench also has, in db_bench's order.
+/// What runs when `--benchmarks` is not given: every benchmark db_bench also has, in
+/// db_bench's order.
 pub const DEFAULT_BENCHMARKS: &str =
-    "fillseq,fillrandom,overwrite,readrandom,seekrandom,readseq,deleterandom";
+    "fillseq,fillrandom,overwrite,readrandom,seekrandom,readseq,readreverse,deleterandom";
 
 impl Benchmark {
     pub fn name(self) -> &'static str {
