@@ -106,6 +106,37 @@ impl Memtable {
     }
 }
 
+/// The bound on versioned keys admitting every version of the keys the key bound admits from
+/// below (versions sort newest first: a key's newest is its smallest).
+fn lower(start: Bound<&[u8]>) -> Bound<VersionedKey> {
+    match start {
+        Bound::Included(k) => Bound::Included(VersionedKey {
+            key: k.to_vec(),
+            seq: u64::MAX,
+        }),
+        Bound::Excluded(k) => Bound::Excluded(VersionedKey {
+            key: k.to_vec(),
+            seq: 0,
+        }),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// [`lower`]'s counterpart for the upper end of a range.
+fn upper(end: Bound<&[u8]>) -> Bound<VersionedKey> {
+    match end {
+        Bound::Included(k) => Bound::Included(VersionedKey {
+            key: k.to_vec(),
+            seq: 0,
+        }),
+        Bound::Excluded(k) => Bound::Excluded(VersionedKey {
+            key: k.to_vec(),
+            seq: u64::MAX,
+        }),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
 /// Iterates an `Arc<Memtable>` without borrowing it, so the iterator can outlive the caller's
 /// borrow of the table state: each step seeks past the last key returned (O(log n)).
 pub struct MemIter {
@@ -116,17 +147,7 @@ pub struct MemIter {
 
 impl MemIter {
     pub fn new(mem: std::sync::Arc<Memtable>, start: Bound<&[u8]>, end: Bound<&[u8]>) -> MemIter {
-        let from = match start {
-            Bound::Included(k) => Bound::Included(VersionedKey {
-                key: k.to_vec(),
-                seq: u64::MAX,
-            }),
-            Bound::Excluded(k) => Bound::Excluded(VersionedKey {
-                key: k.to_vec(),
-                seq: 0,
-            }),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        let from = lower(start);
         MemIter {
             mem,
             from,
@@ -176,28 +197,7 @@ impl MemRevIter {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> MemRevIter {
-        let lo = match start {
-            Bound::Included(k) => Bound::Included(VersionedKey {
-                key: k.to_vec(),
-                seq: u64::MAX,
-            }),
-            Bound::Excluded(k) => Bound::Excluded(VersionedKey {
-                key: k.to_vec(),
-                seq: 0,
-            }),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let hi = match end {
-            Bound::Included(k) => Bound::Included(VersionedKey {
-                key: k.to_vec(),
-                seq: 0,
-            }),
-            Bound::Excluded(k) => Bound::Excluded(VersionedKey {
-                key: k.to_vec(),
-                seq: u64::MAX,
-            }),
-            Bound::Unbounded => Bound::Unbounded,
-        };
+        let (lo, hi) = (lower(start), upper(end));
         MemRevIter { mem, lo, hi }
     }
 }

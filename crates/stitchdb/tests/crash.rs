@@ -13,8 +13,8 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use stitchdb::{Db, Durability, Options, SimConfig, SimDisk, Stitching, WriteBatch};
-use support::crashing;
+use stitchdb::{Db, Durability, Options, SimDisk, Stitching, WriteBatch};
+use support::{crashing, new_crashing};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -50,13 +50,8 @@ fn contents(db: &Db) -> State {
 /// Runs one seeded workload; returns the state after each commit (index = commit number) and
 /// the crash images captured.
 fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
-    let sim = SimDisk::new(SimConfig {
-        seed,
-        len: 0,
-        capacity: None,
-    });
     // Crashes during creation are covered by `a_crash_during_creation_is_a_clear_error`.
-    let disk = crashing(sim, seed, 0.0);
+    let disk = new_crashing(seed);
     let db = Db::create_on(disk.clone(), options(seed)).unwrap();
     *disk.probability.lock() = 0.04;
     let t = db.default_table();
@@ -189,15 +184,8 @@ fn every_crash_state_is_a_prefix_with_every_acknowledged_commit() {
 fn a_crash_during_creation_is_a_clear_error_or_an_empty_store() {
     let (mut empty, mut unfinished) = (0, 0);
     for seed in 0..200 {
-        let disk = crashing(
-            SimDisk::new(SimConfig {
-                seed,
-                len: 0,
-                capacity: None,
-            }),
-            seed,
-            0.3,
-        );
+        let disk = new_crashing(seed);
+        *disk.probability.lock() = 0.3;
         Db::create_on(disk.clone(), options(seed))
             .unwrap()
             .close()

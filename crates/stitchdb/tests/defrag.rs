@@ -7,8 +7,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use stitchdb::{Db, Disk, Durability, MemDisk, Options, SimConfig, SimDisk, Stitching, WriteBatch};
-use support::crashing;
+use stitchdb::{Db, Disk, Durability, MemDisk, Options, Stitching, WriteBatch};
+use support::{every_image_holds, new_crashing};
 
 fn options() -> Options {
     Options {
@@ -100,15 +100,7 @@ fn a_crash_during_defragmentation_keeps_the_contents() {
     let mut images = 0;
     let mut moved = 0;
     for seed in 0..12u64 {
-        let disk = crashing(
-            SimDisk::new(SimConfig {
-                seed,
-                len: 0,
-                capacity: None,
-            }),
-            seed,
-            0.0,
-        );
+        let disk = new_crashing(seed);
         let db = Db::create_on(disk.clone(), options()).unwrap();
         let model = fragment(&db, seed);
         db.sync().unwrap();
@@ -117,12 +109,7 @@ fn a_crash_during_defragmentation_keeps_the_contents() {
         moved += db.defrag(0.6, |_, _| {}).unwrap().blocks_moved;
         *disk.probability.lock() = 0.0;
         drop(db);
-        for (image, _, _) in disk.images.lock().drain(..) {
-            let db = Db::open_on(Arc::new(image), options()).unwrap();
-            assert_eq!(contents(&db), model, "seed {seed}");
-            db.check().unwrap();
-            images += 1;
-        }
+        images += every_image_holds(&disk, &options(), &model, &format!("seed {seed}"));
     }
     assert!(moved > 0, "blocks were moved");
     assert!(images > 100, "{images} crash images");

@@ -8,9 +8,8 @@ mod support;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use stitchdb::{Db, Durability, Options, SimConfig, SimDisk, Stitching, WriteBatch};
-use support::crashing;
+use stitchdb::{Db, Durability, Options, Stitching, WriteBatch};
+use support::{every_image_holds, new_crashing};
 
 fn options(stitching: Stitching) -> Options {
     Options {
@@ -37,15 +36,7 @@ fn every_write_and_sync_of_a_merge_is_a_safe_place_to_crash() {
     .enumerate()
     {
         let seed = seed as u64;
-        let disk = crashing(
-            SimDisk::new(SimConfig {
-                seed,
-                len: 0,
-                capacity: None,
-            }),
-            seed,
-            0.0,
-        );
+        let disk = new_crashing(seed);
         let db = Db::create_on(disk.clone(), options(stitching)).unwrap();
         let t = db.default_table();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -76,17 +67,12 @@ fn every_write_and_sync_of_a_merge_is_a_safe_place_to_crash() {
         stitched += s.merge_stitched_bytes;
         assert_eq!(s.tables[0].runs(), 1);
         drop(db);
-        for (image, _, _) in disk.images.lock().drain(..) {
-            let db = Db::open_on(Arc::new(image), options(stitching)).unwrap();
-            let got: BTreeMap<_, _> = db
-                .scan_prefix(t, b"")
-                .unwrap()
-                .map(|r| r.unwrap())
-                .collect();
-            assert_eq!(got, model, "{stitching:?}");
-            db.check().unwrap();
-            images += 1;
-        }
+        images += every_image_holds(
+            &disk,
+            &options(stitching),
+            &model,
+            &format!("{stitching:?}"),
+        );
     }
     assert!(stitched > 0, "some merges stitched");
     assert!(images >= 40, "{images} crash images");

@@ -1,11 +1,15 @@
 //! Shared by the crash tests: a disk that captures crash images as it runs.
 
+// Each test binary compiles this module and uses only part of it.
+#![allow(dead_code)]
+
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use stitchdb::{Disk, IoError, SimDisk};
+use stitchdb::{Db, Disk, IoError, Options, SimConfig, SimDisk};
 
 /// A `Disk` that forwards to a `SimDisk` and, at random writes and syncs, records what a crash
 /// at that instant could leave behind.
@@ -77,4 +81,41 @@ pub fn crashing(sim: SimDisk, seed: u64, probability: f64) -> Arc<CrashingDisk> 
         acked: Arc::default(),
         images: Mutex::new(Vec::new()),
     })
+}
+
+/// A crashing disk over a new `SimDisk`, not yet capturing (set `probability` to arm it).
+pub fn new_crashing(seed: u64) -> Arc<CrashingDisk> {
+    crashing(
+        SimDisk::new(SimConfig {
+            seed,
+            len: 0,
+            capacity: None,
+        }),
+        seed,
+        0.0,
+    )
+}
+
+/// Reopens every image `disk` captured and checks that each holds exactly `expected` in its
+/// default table and passes `check`; returns how many there were.
+pub fn every_image_holds(
+    disk: &CrashingDisk,
+    opts: &Options,
+    expected: &BTreeMap<Vec<u8>, Vec<u8>>,
+    what: &str,
+) -> usize {
+    let images: Vec<_> = disk.images.lock().drain(..).collect();
+    let count = images.len();
+    for (i, (image, _, _)) in images.into_iter().enumerate() {
+        let db = Db::open_on(Arc::new(image), opts.clone()).unwrap();
+        let got: BTreeMap<_, _> = db
+            .scan_prefix(db.default_table(), b"")
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(&got, expected, "{what}, image {i}");
+        db.check()
+            .unwrap_or_else(|e| panic!("{what}, image {i}: {e}"));
+    }
+    count
 }
