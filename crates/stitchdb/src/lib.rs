@@ -19,6 +19,7 @@
 //! memtables, sorted runs, the manifest, and the database itself.
 
 mod batch;
+mod bounds;
 mod codec;
 mod db;
 mod dtable;

@@ -3,6 +3,7 @@
 //! Readers at a snapshot sequence number skip versions newer than it, so a reader sees a
 //! consistent view while writers go on inserting.
 
+use crate::bounds::past_end;
 use crossbeam_skiplist::SkipMap;
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -166,12 +167,7 @@ impl Iterator for MemIter {
             .range((self.from.clone(), Bound::Unbounded))
             .next()?;
         let k = e.key();
-        let in_range = match &self.end {
-            Bound::Included(end) => k.key <= *end,
-            Bound::Excluded(end) => k.key < *end,
-            Bound::Unbounded => true,
-        };
-        if !in_range {
+        if past_end(&k.key, self.end.as_ref().map(Vec::as_slice)) {
             return None;
         }
         self.from = Bound::Excluded(k.clone());

@@ -137,6 +137,27 @@ pub(crate) fn add_run(t: &mut super::TableState, run: Arc<Run>) {
     t.levels[level].insert(0, run);
 }
 
+/// Makes `change` to the tables durable and visible: under the checkpoint lock (manifests are
+/// written one at a time, and no flush can change runs meanwhile) it is applied to a copy of
+/// the current tables, a manifest of that copy is written after `deps`, and then the same
+/// change is applied to the live version. `retired` runs go as [`write_manifest`] says.
+pub(crate) fn commit_change(
+    inner: &Inner,
+    change: impl Fn(&mut Version),
+    deps: &[PatchId],
+    retired: Vec<Arc<Run>>,
+) -> Result<PatchId> {
+    let mut ck = inner.checkpoint.lock();
+    let mut listed = (**inner.version.read()).clone();
+    change(&mut listed);
+    let superblock = write_manifest(inner, &mut ck, &listed, deps, retired)?;
+    let mut version = inner.version.write();
+    let mut live = (**version).clone();
+    change(&mut live);
+    *version = Arc::new(live);
+    Ok(superblock)
+}
+
 /// Writes a manifest listing `listed`'s runs and what `ck` says of the log, after `deps`;
 /// points the superblock at it and waits until that is durable. Then the previous manifest is
 /// released, and `retired` runs are marked obsolete (their extents go when their last reader

@@ -3,7 +3,7 @@
 //! installing it takes the checkpoint lock and writes a manifest (a compaction changes no
 //! data, so the manifest keeps the last checkpoint's log position).
 
-use super::checkpoint::{add_run, write_manifest};
+use super::checkpoint::{add_run, commit_change};
 use super::{Inner, TableState, Version};
 use crate::batch::TableId;
 use crate::run::{merge_runs, MergeSpec, Run, Stitching};
@@ -88,11 +88,7 @@ fn run_plan(inner: &Arc<Inner>, plan: Plan) -> Result<()> {
 }
 
 fn merge_and_install(inner: &Arc<Inner>, plan: &Plan) -> Result<()> {
-    let id = {
-        let mut ck = inner.checkpoint.lock();
-        ck.next_run_id += 1;
-        ck.next_run_id - 1
-    };
+    let id = inner.next_run_id();
     let oldest_reader = inner.oldest_reader();
     let spec = MergeSpec {
         id,
@@ -118,17 +114,8 @@ fn merge_and_install(inner: &Arc<Inner>, plan: &Plan) -> Result<()> {
             t.levels.pop();
         }
     };
-    let mut ck = inner.checkpoint.lock();
-    let mut listed = (**inner.version.read()).clone();
-    listed.update(plan.table, replace);
-    write_manifest(inner, &mut ck, &listed, &[patch], plan.inputs.clone())?;
-    {
-        let mut version = inner.version.write();
-        let mut v = (**version).clone();
-        v.update(plan.table, replace);
-        *version = Arc::new(v);
-    }
-    drop(ck);
+    let change = |v: &mut Version| v.update(plan.table, replace);
+    commit_change(inner, change, &[patch], plan.inputs.clone())?;
     let mut c = inner.compaction.lock();
     c.merges += 1;
     c.copied_bytes += stats.copied_bytes;

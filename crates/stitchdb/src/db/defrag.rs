@@ -6,13 +6,12 @@
 //! last reader of the old runs lets go, so reads and writes go on meanwhile and a crash at any
 //! point leaves either the old runs or the new ones.
 
-use super::checkpoint::write_manifest;
-use super::{Inner, TableState};
+use super::checkpoint::commit_change;
+use super::{Inner, TableState, Version};
 use crate::run::{BlockHandle, Run, RunBuilder};
 use crate::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use stitch_patch::PatchId;
 use stitch_zone::{ExtentAddr, ExtentKind, Stream, ZoneId};
 
 /// What a defragmentation did.
@@ -68,11 +67,7 @@ fn evacuate(
     let mut patches = Vec::new();
     let mut rewritten: Vec<(Arc<Run>, Arc<Run>)> = Vec::new();
     for (done, old) in affected.iter().enumerate() {
-        let id = {
-            let mut ck = inner.checkpoint.lock();
-            ck.next_run_id += 1;
-            ck.next_run_id - 1
-        };
+        let id = inner.next_run_id();
         let mut out = RunBuilder::new(&inner.storage, id, old.meta.level, Stream::Merge);
         for h in old.blocks() {
             if !zones.contains(&h.addr.zone) {
@@ -115,20 +110,13 @@ fn evacuate(
             }
         }
     };
-    let mut ck = inner.checkpoint.lock();
-    let mut listed = (**inner.version.read()).clone();
-    let ids: Vec<_> = listed.tables.keys().copied().collect();
-    for &id in &ids {
-        listed.update(id, swap);
-    }
+    let change = |v: &mut Version| {
+        let ids: Vec<_> = v.tables.keys().copied().collect();
+        for id in ids {
+            v.update(id, swap);
+        }
+    };
     let retired = rewritten.iter().map(|(old, _)| old.clone()).collect();
-    let deps: Vec<PatchId> = patches;
-    write_manifest(inner, &mut ck, &listed, &deps, retired)?;
-    let mut version = inner.version.write();
-    let mut v = (**version).clone();
-    for id in ids {
-        v.update(id, swap);
-    }
-    *version = Arc::new(v);
+    commit_change(inner, change, &patches, retired)?;
     Ok(report)
 }

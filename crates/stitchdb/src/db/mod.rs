@@ -411,15 +411,9 @@ impl Db {
     /// Changes how merges of `table` stitch, at once and durably.
     pub fn set_stitching(&self, table: TableId, stitching: Stitching) -> Result<()> {
         self.inner.check_writable()?;
-        let mut ck = self.inner.checkpoint.lock();
-        let mut listed = (**self.inner.version.read()).clone();
-        listed.table(table)?;
-        listed.update(table, |t| t.stitching = stitching);
-        checkpoint::write_manifest(&self.inner, &mut ck, &listed, &[], Vec::new())?;
-        let mut version = self.inner.version.write();
-        let mut v = (**version).clone();
-        v.update(table, |t| t.stitching = stitching);
-        *version = Arc::new(v);
+        self.inner.version.read().table(table)?;
+        let change = |v: &mut Version| v.update(table, |t| t.stitching = stitching);
+        checkpoint::commit_change(&self.inner, change, &[], Vec::new())?;
         Ok(())
     }
 
@@ -549,6 +543,13 @@ impl Inner {
     pub fn sync_log(&self, lsn: u64) -> Result<()> {
         let r = self.wal()?.sync_to(lsn).map_err(log::log_err);
         self.guard(r)
+    }
+
+    /// A fresh run id.
+    pub fn next_run_id(&self) -> u64 {
+        let mut ck = self.checkpoint.lock();
+        ck.next_run_id += 1;
+        ck.next_run_id - 1
     }
 
     /// The oldest sequence number an open reader may still ask for.

@@ -3,6 +3,7 @@
 
 use super::{Db, Inner};
 use crate::batch::TableId;
+use crate::bounds::{before_start, past_end};
 use crate::dtable::DTable;
 use crate::merge::Visible;
 use crate::Result;
@@ -126,20 +127,12 @@ impl Iterator for DbIter {
             };
             // Runs start at the first bound but cannot stop at the other one: the merged stream
             // is cut here. Keys on the near side of the first bound are skipped.
-            let before_start = match &self.start {
-                Bound::Included(s) => key < *s,
-                Bound::Excluded(s) => key <= *s,
-                Bound::Unbounded => false,
-            };
-            let past_end = match &self.end {
-                Bound::Included(e) => key > *e,
-                Bound::Excluded(e) => key >= *e,
-                Bound::Unbounded => false,
-            };
+            let before = before_start(&key, self.start.as_ref().map(Vec::as_slice));
+            let past = past_end(&key, self.end.as_ref().map(Vec::as_slice));
             let (skip, stop) = if self.reverse {
-                (past_end, before_start)
+                (past, before)
             } else {
-                (before_start, past_end)
+                (before, past)
             };
             if stop {
                 return None;

@@ -94,6 +94,15 @@ impl fmt::Display for Stitching {
     }
 }
 
+/// `part` as a percentage of `whole` (0 when there is no whole).
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "tables:")?;
@@ -111,11 +120,7 @@ impl fmt::Display for Stats {
             )?;
         }
         let merged = self.merge_copied_bytes + self.merge_stitched_bytes;
-        let stitched_pct = if merged == 0 {
-            0.0
-        } else {
-            100.0 * self.merge_stitched_bytes as f64 / merged as f64
-        };
+        let stitched_pct = percent(self.merge_stitched_bytes, merged);
         writeln!(
             f,
             "merges: {}; {} bytes copied, {} bytes stitched ({stitched_pct:.1}% stitched); flushes wrote {} bytes",
@@ -127,12 +132,7 @@ impl fmt::Display for Stats {
             "zones: {} of {} bytes; {} free, {} log, {} extent zones",
             z.zones, z.zone_size, z.free_zones, z.owned_zones, z.extent_zones
         )?;
-        let used = z.live_bytes + z.dead_bytes;
-        let frag = if used == 0 {
-            0.0
-        } else {
-            100.0 * z.dead_bytes as f64 / used as f64
-        };
+        let frag = percent(z.dead_bytes, z.live_bytes + z.dead_bytes);
         writeln!(
             f,
             "extents: {} live, {} live bytes, {} dead bytes in extent zones ({frag:.1}% fragmentation)",

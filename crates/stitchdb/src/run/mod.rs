@@ -12,6 +12,7 @@ pub use cache::ReadCache;
 pub use index::BlockHandle;
 pub use merge::{merge_runs, MergeSpec, MergeStats, Stitching};
 
+use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
 use crate::memtable::{Entry, Value};
 use crate::{Error, Result};
@@ -331,12 +332,7 @@ impl Iterator for RunRevIter {
                 while *left > 0 {
                     *left -= 1;
                     let e = block.entry(*left);
-                    let beyond = match &self.end {
-                        Bound::Included(k) => e.key > k.as_slice(),
-                        Bound::Excluded(k) => e.key >= k.as_slice(),
-                        Bound::Unbounded => false,
-                    };
-                    if !beyond {
+                    if !past_end(e.key, self.end.as_ref().map(Vec::as_slice)) {
                         return Some(Ok(e.to_entry()));
                     }
                 }
