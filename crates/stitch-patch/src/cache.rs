@@ -78,6 +78,8 @@ pub struct CacheStats {
     /// Blocks written (adjacent blocks share one disk request).
     pub block_writes: u64,
     pub syncs: u64,
+    /// Patches dropped unwritten by [`BlockCache::discard`].
+    pub patches_discarded: u64,
 }
 
 pub(crate) type Callback = Box<dyn FnOnce() + Send>;
@@ -323,6 +325,32 @@ impl BlockCache {
         Ok(punched?)
     }
 
+    /// Forgets the pending writes to the blocks wholly inside the `len` bytes at `offset`
+    /// without writing them, as if they had committed: for bytes nobody will read back or
+    /// needs on the disk any more, such as log records a durable checkpoint has made obsolete
+    /// (a log that is discarded before writeback costs the device nothing). Patches depending
+    /// on them are free to go to the disk. A block with a write already in flight is kept and
+    /// committed by its flush as usual. Returns how many patches this committed (empty patches
+    /// that were waiting only for dropped ones included).
+    pub fn discard(&self, offset: u64, len: u64) -> usize {
+        let bs = self.block_size as u64;
+        let (first, end) = (offset.div_ceil(bs), offset.saturating_add(len) / bs);
+        if first >= end {
+            return 0;
+        }
+        let mut st = self.state.lock();
+        let committed = st.graph.discard(first..=end - 1);
+        // Their bytes never reached the disk: whatever is cached of these blocks is not what
+        // a read from the disk would give.
+        st.clean.forget(first, end - 1);
+        let actions = st.take_callbacks(&committed.ids);
+        drop(st);
+        for action in actions {
+            action();
+        }
+        committed.ids.len()
+    }
+
     pub fn state(&self, patch: PatchId) -> PatchState {
         self.state.lock().graph.state(patch.0)
     }
@@ -375,6 +403,7 @@ impl BlockCache {
             reverts,
             block_writes,
             syncs,
+            discarded,
         } = graph.counters.clone();
         CacheStats {
             live_patches: graph.patches.len() as u64,
@@ -388,6 +417,7 @@ impl BlockCache {
             reverts,
             block_writes,
             syncs,
+            patches_discarded: discarded,
         }
     }
 

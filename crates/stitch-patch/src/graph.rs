@@ -6,6 +6,7 @@ use crate::ids::{IdMap, IdSet};
 use crate::patch::{ByteRange, Dep, Flight, Patch, PatchKind};
 use crate::{PatchError, PatchId, PatchState, Result};
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 /// The bytes of one block. Shared between the cache and a write in flight; copied on the
@@ -39,6 +40,7 @@ pub(crate) struct Counters {
     pub reverts: u64,
     pub block_writes: u64,
     pub syncs: u64,
+    pub discarded: u64,
 }
 
 #[derive(Debug)]
@@ -338,6 +340,21 @@ impl PatchGraph {
             ids: committed,
             clean,
         }
+    }
+
+    /// Drops the dirty blocks in `blocks` whose patches are all pending, with their patches,
+    /// as if those had been written: what depends on them may go to the disk at once. Blocks
+    /// with a patch in flight are kept (the round writing it will commit it). Returns what
+    /// was dropped; the blocks' bytes in `clean` are *not* on the disk.
+    pub fn discard(&mut self, blocks: RangeInclusive<u64>) -> Committed {
+        let doomed: Vec<u64> = self
+            .blocks
+            .range(blocks)
+            .filter(|(_, b)| b.patches.iter().all(|q| self.patches[q].is_pending()))
+            .flat_map(|(_, b)| b.patches.iter().copied())
+            .collect();
+        self.counters.discarded += doomed.len() as u64;
+        self.commit(&doomed)
     }
 
     /// A flush round failed: its patches are not durable, so they are pending again.

@@ -537,3 +537,41 @@ fn a_reverted_append_never_reaches_the_disk_before_its_dependency() {
     assert_eq!(&images[0][1000..1100], &[3; 100][..]);
     assert_eq!(&images[1][0..100], &[2; 100][..]);
 }
+
+#[test]
+fn discarded_writes_never_reach_the_disk_and_free_their_dependents() {
+    let mem: Arc<dyn Disk> = Arc::new(MemDisk::new(8 * BLOCK));
+    let counting = CountingDisk::new(mem.clone());
+    let cache = cache_on(counting.clone());
+    // Blocks 0 and 1 hold obsolete data, block 3 depends on block 1; block 2 is durable.
+    let kept = cache.write(2 * BLOCK, &[2; 64], &[]).unwrap();
+    cache.flush_patch(kept).unwrap();
+    let old = cache.write(0, &[9; 100], &[]).unwrap();
+    let obsolete = cache.write(BLOCK + 10, &[8; 100], &[old]).unwrap();
+    let dependent = cache.write(3 * BLOCK, &[7; 64], &[obsolete]).unwrap();
+    let waiting = cache.empty(&[obsolete]).unwrap();
+    let committed = Arc::new(Mutex::new(false));
+    let flag = committed.clone();
+    cache.when_committed(obsolete, Box::new(move || *flag.lock() = true));
+    let writes = counting.writes();
+    // A range ending inside block 2 covers blocks 0 and 1 only.
+    assert_eq!(cache.discard(0, 2 * BLOCK + 100), 3);
+    assert_eq!(counting.writes(), writes, "discarding writes nothing");
+    assert_eq!(cache.state(old), PatchState::Committed);
+    assert_eq!(cache.state(obsolete), PatchState::Committed);
+    assert_eq!(cache.state(waiting), PatchState::Committed);
+    assert!(*committed.lock(), "callbacks of discarded patches run");
+    assert_eq!(cache.state(dependent), PatchState::Pending);
+    // Reads see the disk again, not the dropped bytes.
+    assert_eq!(read_cache(&cache, 0, 100), vec![0; 100]);
+    cache.flush_all().unwrap();
+    let two_blocks = 2 * BLOCK as usize;
+    assert_eq!(read_disk(&*mem, 0, two_blocks), vec![0; two_blocks]);
+    assert_eq!(read_disk(&*mem, 2 * BLOCK, 64), vec![2; 64]);
+    assert_eq!(read_disk(&*mem, 3 * BLOCK, 64), vec![7; 64]);
+    assert_eq!(cache.stats().patches_discarded, 2);
+    // A range holding no whole block drops nothing.
+    let partial = cache.write(4 * BLOCK, &[1; 10], &[]).unwrap();
+    assert_eq!(cache.discard(4 * BLOCK + 1, BLOCK), 0);
+    assert_eq!(cache.state(partial), PatchState::Pending);
+}

@@ -326,6 +326,11 @@ impl Wal {
     /// Gives back every segment wholly before `pos.zone` (a segment of this log, typically
     /// from a checkpoint's position). Their zones are freed once `after` (the superblock patch
     /// of the checkpoint that no longer needs them) and every write into them are durable.
+    ///
+    /// If `after` is already durable, the records before `pos` that are still only in the
+    /// cache are dropped instead of written (blocks wholly before the block holding `pos`):
+    /// nothing will read them again, so an `Async` record a checkpoint overtakes never costs
+    /// the device a byte.
     pub fn release_before(&self, pos: LogPosition, after: PatchId) -> Result<()> {
         let released: Vec<Segment> = {
             let mut w = self.writer.lock();
@@ -337,7 +342,16 @@ impl Wal {
             };
             w.segments.drain(..index).collect()
         };
+        let cache = self.zones.cache();
+        let obsolete = cache.state(after) == PatchState::Committed;
+        if obsolete {
+            let start = self.zones.zone_offset(pos.zone);
+            cache.discard(start, u64::from(pos.offset));
+        }
         for seg in released {
+            if obsolete {
+                cache.discard(self.zones.zone_offset(seg.zone), self.zones.zone_size());
+            }
             self.zones.release_zone(seg.zone, after)?;
             tracing::debug!(
                 zone = seg.zone,

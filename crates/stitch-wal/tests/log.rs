@@ -383,6 +383,37 @@ fn release_before_frees_zones_only_after_the_patch_commits() {
 }
 
 #[test]
+fn records_a_durable_checkpoint_overtook_are_never_written() {
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
+    // The header of the first segment is durable; the records after it are not.
+    zones.cache().flush_all().unwrap();
+    for i in 0..1000 {
+        wal.append(1, 1, Flags::AUTOCOMMIT, &payload(i, 200))
+            .unwrap();
+    }
+    let log_zones = wal.zones();
+    let (pos, header) = wal.position();
+    let superblock = zones.write_superblock(None, &[header]).unwrap();
+    zones.cache().flush_patch(superblock).unwrap();
+    wal.release_before(pos, superblock).unwrap();
+    assert!(zones.cache().stats().patches_discarded > 0);
+    zones.cache().flush_all().unwrap();
+    // The first segment past its header holds nothing but zeros: no record reached the disk.
+    let first = zones.zone_offset(log_zones[0]);
+    let mut bytes = vec![0u8; (SMALL_ZONE - 4096) as usize];
+    disk.read_at(first + 4096, &mut bytes).unwrap();
+    assert!(bytes.iter().all(|&b| b == 0));
+    // The log goes on from `pos`, and reads back from there.
+    wal.append(1, 1, Flags::AUTOCOMMIT, &payload(1000, 200))
+        .unwrap();
+    wal.sync_to(1001).unwrap();
+    let mut reader = LogReader::open(&zones, pos, 1).unwrap();
+    let (_, record) = reader.next_record().unwrap().unwrap();
+    assert_eq!(record.lsn, 1001);
+}
+
+#[test]
 fn running_out_of_space_for_a_segment_is_not_fatal() {
     let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
     let cache = Arc::new(stitch_patch::BlockCache::new(disk, Default::default()));

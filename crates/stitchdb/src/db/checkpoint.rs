@@ -57,11 +57,6 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
     if trigger != Trigger::Open && !anything_frozen && log_pos.lsn == ck.log_start.lsn {
         return Ok(inner.zones.superblock_patch());
     }
-    // The runs cover every record before `log_pos`, but those records still sit in the cache
-    // as dirty patches until something flushes them (an `Async` write never does): flush them
-    // here so the log's memory, and its released segments, are given back.
-    wal.flush_async().map_err(log::log_err)?;
-
     let oldest_reader = inner.oldest_reader();
     let mut patches = vec![log_dep];
     let mut listed = frozen.clone();
@@ -110,6 +105,8 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
         }
         *version = Arc::new(v);
     }
+    // The runs cover every record before `log_pos`: those still only in the cache (an
+    // `Async` write's) are dropped unwritten, and the segments before it released.
     wal.release_before(log_pos, superblock)
         .map_err(log::log_err)?;
     if anything_frozen {
