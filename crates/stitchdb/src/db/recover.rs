@@ -126,7 +126,7 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, Stri
                 .tables
                 .get(&table)
                 .ok_or_else(|| format!("batch names unknown table #{}", table.0))?;
-            t.mem.insert(key, rec.lsn, value);
+            t.mem.insert(&key, rec.lsn, value.as_deref());
         }
         Ok(())
     };

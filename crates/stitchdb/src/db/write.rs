@@ -125,7 +125,7 @@ pub(crate) fn write_batch(
             version
                 .table(*table)?
                 .mem
-                .insert(key.clone(), lsn, value.clone());
+                .insert(key, lsn, value.as_deref());
         }
         w.last_seq = lsn;
         inner.visible_seq.store(lsn, Ordering::Release);
