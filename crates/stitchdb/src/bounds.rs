@@ -20,3 +20,14 @@ pub fn before_start(key: &[u8], start: Bound<&[u8]>) -> bool {
         Bound::Unbounded => false,
     }
 }
+
+/// True when no key lies in `(start, end)`: start after end, or both at one key with either
+/// bound exclusive. (`BTreeMap::range` panics on such bounds; callers check first.)
+pub fn is_empty_range<K: Ord + ?Sized>(start: Bound<&K>, end: Bound<&K>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
+        _ => false,
+    }
+}

@@ -37,6 +37,19 @@ pub enum Error {
     PatchGroup(#[from] stitch_patch::PatchGroupError),
     #[error("invalid option: {0}")]
     Config(String),
+    #[error(
+        "transaction conflict: key {} of table {table:?}, {what} by this transaction, was \
+         changed by commit {commit} after its snapshot {snapshot}; retry the transaction",
+        key.escape_ascii()
+    )]
+    Conflict {
+        table: String,
+        key: Vec<u8>,
+        /// How the transaction used the key: "written", "read" or "scanned".
+        what: &'static str,
+        snapshot: u64,
+        commit: u64,
+    },
 }
 
 impl Error {

@@ -29,6 +29,7 @@ mod memtable;
 mod merge;
 mod options;
 mod run;
+mod txn;
 
 pub use batch::{TableId, WriteBatch};
 pub use db::{CheckReport, Db, DbIter, DefragReport, Stats, TableStats, DEFAULT_TABLE};
@@ -38,3 +39,4 @@ pub use run::{MergeStats, Stitching};
 pub use stitch_io::{Disk, FileDisk, IoError, IoErrorKind, MemDisk, SimConfig, SimDisk};
 pub use stitch_patch::{CacheStats, GroupId};
 pub use stitch_zone::ZoneStats;
+pub use txn::{Isolation, Nested, Transaction, TxnIter};

@@ -12,6 +12,9 @@ mod recover;
 mod stats;
 mod write;
 
+pub(crate) use read::{get_at, scan_at, ReaderGuard};
+pub(crate) use write::commit_batch;
+
 pub use check::CheckReport;
 pub use defrag::DefragReport;
 pub use read::DbIter;
@@ -131,6 +134,8 @@ pub(crate) struct WriteState {
     pub last_seq: u64,
     /// `Ordered` writes since the log was last flushed (inline mode flushes every few).
     pub unflushed_ordered: u64,
+    /// Open transactions and the commits they may conflict with.
+    pub oracle: crate::txn::Oracle,
 }
 
 /// What the checkpointer keeps between checkpoints.
@@ -281,6 +286,7 @@ impl Db {
                 next_table_id: recovered.next_table_id,
                 last_seq: recovered.last_lsn,
                 unflushed_ordered: 0,
+                oracle: Default::default(),
             }),
             version: RwLock::new(Arc::new(recovered.version.clone())),
             visible_seq: AtomicU64::new(recovered.last_lsn),
@@ -349,6 +355,22 @@ impl Db {
     }
 
     /// The name of a table.
+    pub(crate) fn shared(&self) -> &Arc<Inner> {
+        &self.inner
+    }
+
+    /// Fails as a write of `key` (and `value`) to `table` would for its arguments alone.
+    pub(crate) fn check_write(
+        &self,
+        table: TableId,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<()> {
+        self.inner.check_writable()?;
+        let version = self.inner.version.read().clone();
+        write::check_op(&self.inner, &version, table, key, value)
+    }
+
     pub fn table_name(&self, table: TableId) -> Result<String> {
         Ok(self.inner.version.read().table(table)?.name.clone())
     }

@@ -15,10 +15,7 @@ impl Db {
     /// The value of `key` in `table`, if it has one.
     pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let snapshot = self.inner.visible_seq.load(Ordering::Acquire);
-        let view = self.inner.version.read().table(table)?.view.clone();
-        Ok(view
-            .get(key.as_ref(), snapshot)?
-            .and_then(|(_, value)| value))
+        get_at(&self.inner, table, key.as_ref(), snapshot)
     }
 
     /// The pairs with keys in `(start, end)`, in key order, as they were when the scan began
@@ -34,26 +31,8 @@ impl Db {
         end: Bound<&[u8]>,
         reverse: bool,
     ) -> Result<DbIter> {
-        let inner = &self.inner;
-        let snapshot = inner.visible_seq.load(Ordering::Acquire);
-        *inner.readers.lock().entry(snapshot).or_insert(0) += 1;
-        let guard = ReaderGuard {
-            inner: inner.clone(),
-            snapshot,
-        };
-        let view = inner.version.read().table(table)?.view.clone();
-        let versions = if reverse {
-            view.cursor_rev(start, end)
-        } else {
-            view.cursor(start, end)
-        };
-        Ok(DbIter {
-            visible: Visible::new(versions, snapshot),
-            start: start.map(<[u8]>::to_vec),
-            end: end.map(<[u8]>::to_vec),
-            reverse,
-            _guard: guard,
-        })
+        let guard = ReaderGuard::at_newest(&self.inner);
+        scan_at(&guard, table, start, end, reverse)
     }
 
     /// The pairs with keys in `(start, end)`, in descending key order, as they were when the
@@ -88,10 +67,74 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// The value of `key` in `table` as of commit `snapshot`. The caller keeps `snapshot`
+/// registered (a [`ReaderGuard`]) if merges may run meanwhile.
+pub(crate) fn get_at(
+    inner: &Inner,
+    table: TableId,
+    key: &[u8],
+    snapshot: u64,
+) -> Result<Option<Vec<u8>>> {
+    let view = inner.version.read().table(table)?.view.clone();
+    Ok(view.get(key, snapshot)?.and_then(|(_, value)| value))
+}
+
+/// A scan of `table` as of `guard`'s snapshot (the iterator keeps its own registration).
+pub(crate) fn scan_at(
+    guard: &ReaderGuard,
+    table: TableId,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+    reverse: bool,
+) -> Result<DbIter> {
+    let view = guard.inner.version.read().table(table)?.view.clone();
+    let versions = if reverse {
+        view.cursor_rev(start, end)
+    } else {
+        view.cursor(start, end)
+    };
+    Ok(DbIter {
+        visible: Visible::new(versions, guard.snapshot),
+        start: start.map(<[u8]>::to_vec),
+        end: end.map(<[u8]>::to_vec),
+        reverse,
+        _guard: guard.clone(),
+    })
+}
+
 /// Keeps a reader's snapshot registered, so merges keep the versions it can see.
-struct ReaderGuard {
+pub(crate) struct ReaderGuard {
     inner: Arc<Inner>,
     snapshot: u64,
+}
+
+impl ReaderGuard {
+    /// Registers the newest commit as a reader's snapshot.
+    pub(crate) fn at_newest(inner: &Arc<Inner>) -> ReaderGuard {
+        // Under the lock, so no merge can decide what to keep between reading the newest
+        // commit and registering it.
+        let mut readers = inner.readers.lock();
+        let snapshot = inner.visible_seq.load(Ordering::Acquire);
+        *readers.entry(snapshot).or_insert(0) += 1;
+        ReaderGuard {
+            inner: inner.clone(),
+            snapshot,
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> u64 {
+        self.snapshot
+    }
+}
+
+impl Clone for ReaderGuard {
+    fn clone(&self) -> Self {
+        *self.inner.readers.lock().entry(self.snapshot).or_insert(0) += 1;
+        ReaderGuard {
+            inner: self.inner.clone(),
+            snapshot: self.snapshot,
+        }
+    }
 }
 
 impl Drop for ReaderGuard {

@@ -6,6 +6,7 @@ use crate::batch::{encode_ops, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::memtable::Value;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
+use crate::txn::Oracle;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -42,25 +43,35 @@ impl Db {
 
 fn validate(inner: &Inner, batch: &WriteBatch) -> Result<()> {
     let version = inner.version.read().clone();
-    let max_value = max_value_len(inner.zones.zone_size());
     for (table, key, value) in &batch.ops {
-        version.table(*table)?;
-        if key.len() > MAX_KEY_LEN {
-            return Err(Error::TooLarge {
-                what: "key",
-                len: key.len(),
-                limit: MAX_KEY_LEN,
-            });
-        }
-        if let Some(v) = value {
-            if v.len() > max_value {
-                return Err(Error::TooLarge {
-                    what: "value",
-                    len: v.len(),
-                    limit: max_value,
-                });
-            }
-        }
+        check_op(inner, &version, *table, key, value.as_deref())?;
+    }
+    Ok(())
+}
+
+/// Whether one write is acceptable: its table exists, and key and value are within limits.
+pub(crate) fn check_op(
+    inner: &Inner,
+    version: &super::Version,
+    table: TableId,
+    key: &[u8],
+    value: Option<&[u8]>,
+) -> Result<()> {
+    version.table(table)?;
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::TooLarge {
+            what: "key",
+            len: key.len(),
+            limit: MAX_KEY_LEN,
+        });
+    }
+    let max_value = max_value_len(inner.zones.zone_size());
+    if let Some(v) = value.filter(|v| v.len() > max_value) {
+        return Err(Error::TooLarge {
+            what: "value",
+            len: v.len(),
+            limit: max_value,
+        });
     }
     Ok(())
 }
@@ -92,6 +103,18 @@ pub(crate) fn write_batch(
     batch: &WriteBatch,
     durability: Durability,
 ) -> Result<()> {
+    commit_batch(inner, batch, durability, |_| Ok(()))
+}
+
+/// Applies `batch` as one commit if `validate` (called under the write lock, so no other
+/// commit can come between its verdict and this one) accepts it; else returns its error and
+/// writes nothing. Returns nothing more: the commit's sequence number is internal.
+pub(crate) fn commit_batch(
+    inner: &Arc<Inner>,
+    batch: &WriteBatch,
+    durability: Durability,
+    validate_commit: impl FnOnce(&Oracle) -> Result<()>,
+) -> Result<()> {
     inner.check_writable()?;
     if batch.is_empty() {
         return Ok(());
@@ -103,6 +126,7 @@ pub(crate) fn write_batch(
     let (lsn, full) = {
         let mut w = inner.write.lock();
         inner.check_writable()?;
+        validate_commit(&w.oracle)?;
         let txn = w.next_txn;
         w.next_txn += 1;
         let mut lsn = 0;
@@ -126,6 +150,10 @@ pub(crate) fn write_batch(
                 .table(*table)?
                 .mem
                 .insert(key, lsn, value.as_deref());
+        }
+        if w.oracle.tracking() {
+            let keys = batch.ops.iter().map(|(t, k, _)| (*t, k.clone())).collect();
+            w.oracle.record(lsn, keys);
         }
         w.last_seq = lsn;
         inner.visible_seq.store(lsn, Ordering::Release);

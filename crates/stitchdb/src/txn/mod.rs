@@ -1,0 +1,294 @@
+//! Transactions: a snapshot taken at begin, private writes applied at commit as one batch
+//! under one sequence number, and validation at commit against what committed meanwhile.
+//!
+//! * **Snapshot isolation**: reads see the snapshot; a key this transaction writes that some
+//!   other commit wrote after the snapshot fails the commit with [`Error::Conflict`] (first
+//!   committer wins).
+//! * **Serializable**: as above, and the keys read and the ranges scanned must not have
+//!   changed since the snapshot either (optimistic backward validation: a transaction that
+//!   commits then read what it would have read at its commit point, so commit order is a
+//!   serial order; a range covers keys not yet written, so there are no phantoms).
+//!   Read-only transactions always commit: a snapshot is a prefix of that serial order.
+//!
+//! Aborting drops the private writes: nothing was applied, so there is nothing to undo.
+//! Nested transactions ([`Transaction::begin_nested`]) are savepoints over the private writes.
+
+mod iter;
+mod oracle;
+
+pub use iter::TxnIter;
+pub(crate) use oracle::Oracle;
+
+use crate::batch::{TableId, WriteBatch};
+use crate::bounds::is_empty_range;
+use crate::db::{get_at, scan_at, Db, ReaderGuard};
+use crate::memtable::Value;
+use crate::options::Durability;
+use crate::{Error, Result};
+use oracle::TableKey;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Bound, Deref, DerefMut};
+
+/// How a transaction is isolated from concurrent ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Reads see the snapshot taken at begin; concurrent writes of the same key conflict.
+    Snapshot,
+    /// As if transactions ran one at a time, in commit order.
+    Serializable,
+}
+
+/// A range a serializable transaction scanned.
+type ScannedRange = (TableId, Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// An open transaction. Commit or abort it; dropping it aborts. While it is open the versions
+/// its snapshot sees are kept by merges.
+pub struct Transaction<'db> {
+    db: &'db Db,
+    isolation: Isolation,
+    snapshot: ReaderGuard,
+    /// The newest private write of each key (`None`: deleted).
+    writes: BTreeMap<TableKey, Value>,
+    /// For savepoints: each private write's key and what the key held in `writes` before it.
+    undo: Vec<(TableKey, Option<Value>)>,
+    /// Serializable only: keys read from the snapshot, and ranges scanned.
+    reads: BTreeSet<TableKey>,
+    ranges: Vec<ScannedRange>,
+    ended: bool,
+}
+
+impl Db {
+    /// Begins a transaction over any number of tables.
+    pub fn begin(&self, isolation: Isolation) -> Result<Transaction<'_>> {
+        let inner = self.shared();
+        if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        // Under the write lock, so the snapshot and the oracle's record of later commits
+        // begin at the same commit.
+        let mut w = inner.write.lock();
+        let snapshot = ReaderGuard::at_newest(inner);
+        w.oracle.begin(snapshot.snapshot());
+        drop(w);
+        Ok(Transaction {
+            db: self,
+            isolation,
+            snapshot,
+            writes: BTreeMap::new(),
+            undo: Vec::new(),
+            reads: BTreeSet::new(),
+            ranges: Vec::new(),
+            ended: false,
+        })
+    }
+}
+
+impl<'db> Transaction<'db> {
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// The sequence number of the newest commit this transaction sees.
+    pub fn snapshot_seq(&self) -> u64 {
+        self.snapshot.snapshot()
+    }
+
+    /// The value of `key`: this transaction's own write if it made one, else the snapshot's.
+    pub fn get(&mut self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let tk = (table, key.as_ref().to_vec());
+        if let Some(v) = self.writes.get(&tk) {
+            return Ok(v.clone());
+        }
+        let value = get_at(self.db.shared(), table, &tk.1, self.snapshot_seq())?;
+        if self.isolation == Isolation::Serializable {
+            self.reads.insert(tk);
+        }
+        Ok(value)
+    }
+
+    /// The pairs with keys in `(start, end)` in key order: the snapshot's, with this
+    /// transaction's own writes in place.
+    pub fn range(
+        &mut self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> Result<TxnIter> {
+        let store = scan_at(&self.snapshot, table, start, end, false)?;
+        let (lo, hi) = (start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
+        let own = if is_empty_range(start, end) {
+            Vec::new()
+        } else {
+            let from = match &lo {
+                Bound::Unbounded => Bound::Included((table, Vec::new())),
+                bound => bound.clone().map(|k| (table, k)),
+            };
+            let to = hi.clone().map(|k| (table, k));
+            self.writes
+                .range((from, to))
+                .take_while(|((t, _), _)| *t == table)
+                .map(|((_, k), v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        if self.isolation == Isolation::Serializable {
+            self.ranges.push((table, lo, hi));
+        }
+        Ok(TxnIter::new(store, own))
+    }
+
+    pub fn put(
+        &mut self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.write(table, key.as_ref(), Some(value.as_ref().to_vec()))
+    }
+
+    pub fn delete(&mut self, table: TableId, key: impl AsRef<[u8]>) -> Result<()> {
+        self.write(table, key.as_ref(), None)
+    }
+
+    fn write(&mut self, table: TableId, key: &[u8], value: Value) -> Result<()> {
+        self.db.check_write(table, key, value.as_deref())?;
+        let tk = (table, key.to_vec());
+        let before = self.writes.insert(tk.clone(), value);
+        self.undo.push((tk, before));
+        Ok(())
+    }
+
+    /// Begins a nested transaction (a savepoint): its writes become part of this one when it
+    /// commits, and are undone, leaving this one's, when it aborts or is dropped.
+    pub fn begin_nested(&mut self) -> Nested<'_, 'db> {
+        let mark = self.undo.len();
+        Nested {
+            txn: self,
+            mark,
+            done: false,
+        }
+    }
+
+    /// Undoes the private writes made after the first `mark`.
+    fn rollback_to(&mut self, mark: usize) {
+        while self.undo.len() > mark {
+            let Some((key, before)) = self.undo.pop() else {
+                break;
+            };
+            match before {
+                Some(v) => self.writes.insert(key, v),
+                None => self.writes.remove(&key),
+            };
+        }
+    }
+
+    /// Commits with the store's default durability.
+    pub fn commit(self) -> Result<()> {
+        let durability = self.db.shared().opts.durability;
+        self.commit_with(durability)
+    }
+
+    /// Applies the writes as one commit, if validation passes; else nothing is applied and
+    /// the error ([`Error::Conflict`]) names a key that changed under the transaction.
+    pub fn commit_with(mut self, durability: Durability) -> Result<()> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        for ((table, key), value) in std::mem::take(&mut self.writes) {
+            match value {
+                Some(v) => batch.put(table, key, v),
+                None => batch.delete(table, key),
+            }
+        }
+        let snapshot = self.snapshot_seq();
+        let check = |oracle: &Oracle| self.validate(oracle, &batch, snapshot);
+        crate::db::commit_batch(self.db.shared(), &batch, durability, check)
+    }
+
+    /// Checks that nothing this transaction depends on was committed after its snapshot.
+    fn validate(&self, oracle: &Oracle, batch: &WriteBatch, snapshot: u64) -> Result<()> {
+        let conflict = |table: TableId, key: &[u8], seq: u64, what: &'static str| Error::Conflict {
+            table: self
+                .db
+                .table_name(table)
+                .unwrap_or_else(|_| format!("#{}", table.0)),
+            key: key.to_vec(),
+            what,
+            snapshot,
+            commit: seq,
+        };
+        for (table, key, _) in &batch.ops {
+            if let Some(seq) = oracle.written_after(&(*table, key.clone()), snapshot) {
+                return Err(conflict(*table, key, seq, "written"));
+            }
+        }
+        for tk in &self.reads {
+            if let Some(seq) = oracle.written_after(tk, snapshot) {
+                return Err(conflict(tk.0, &tk.1, seq, "read"));
+            }
+        }
+        for (table, lo, hi) in &self.ranges {
+            if let Some(((t, k), seq)) = oracle.range_written_after(*table, lo, hi, snapshot) {
+                return Err(conflict(*t, k, seq, "scanned"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the private writes. Nothing was applied, so nothing is undone.
+    pub fn abort(self) {}
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            self.db
+                .shared()
+                .write
+                .lock()
+                .oracle
+                .end(self.snapshot_seq());
+        }
+    }
+}
+
+/// A nested transaction: derefs to its parent [`Transaction`], so it reads and writes the
+/// same way (its reads see the parent's writes). Dropping it without `commit` aborts it.
+pub struct Nested<'t, 'db> {
+    txn: &'t mut Transaction<'db>,
+    mark: usize,
+    done: bool,
+}
+
+impl Nested<'_, '_> {
+    /// Makes this nested transaction's writes part of its parent's.
+    pub fn commit(mut self) {
+        self.done = true;
+    }
+
+    /// Undoes this nested transaction's writes, and only those.
+    pub fn abort(self) {}
+}
+
+impl<'db> Deref for Nested<'_, 'db> {
+    type Target = Transaction<'db>;
+
+    fn deref(&self) -> &Transaction<'db> {
+        self.txn
+    }
+}
+
+impl DerefMut for Nested<'_, '_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.txn
+    }
+}
+
+impl Drop for Nested<'_, '_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.txn.rollback_to(self.mark);
+        }
+    }
+}
