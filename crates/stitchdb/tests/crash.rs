@@ -4,6 +4,9 @@
 //! every acknowledged `Sync` commit, and `check` passes. Some crash images are reopened
 //! through a second crashing disk too, so recovery itself is crashed and must still converge.
 //!
+//! Half the commits are transactions (some large, spanning several log records), and
+//! transactions that abort come between them: those must never be seen.
+//!
 //! STITCHDB_CRASH_STATES sets how many crash states to verify (default 5000).
 
 mod support;
@@ -13,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use stitchdb::{Db, Durability, Options, SimDisk, Stitching, WriteBatch};
+use stitchdb::{Db, Durability, Isolation, Options, SimDisk, Stitching, WriteBatch};
 use support::{crashing, new_crashing};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -59,11 +62,17 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
     let mut states = vec![State::new()];
     let mut state = State::new();
     for n in 1..=commits {
-        let mut batch = WriteBatch::new();
-        for _ in 0..rng.gen_range(1..4) {
+        // Most commits are a few writes; some are large (spanning several log records).
+        let ops = if rng.gen_bool(0.05) {
+            rng.gen_range(50..300)
+        } else {
+            rng.gen_range(1..4)
+        };
+        let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        for _ in 0..ops {
             let k = format!("k{:02}", rng.gen_range(0..40)).into_bytes();
             if rng.gen_bool(0.2) {
-                batch.delete(t, k.clone());
+                writes.push((k.clone(), None));
                 state.remove(&k);
             } else {
                 let len = if rng.gen_bool(0.1) {
@@ -72,19 +81,45 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
                     rng.gen_range(0..60)
                 };
                 let v: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-                batch.put(t, k.clone(), v.clone());
+                writes.push((k.clone(), Some(v.clone())));
                 state.insert(k, v);
             }
         }
-        batch.put(t, MARKER, n.to_be_bytes());
+        writes.push((MARKER.to_vec(), Some(n.to_be_bytes().to_vec())));
         state.insert(MARKER.to_vec(), n.to_be_bytes().to_vec());
         let durability = match rng.gen_range(0..10) {
             0..=3 => Durability::Sync,
             4..=6 => Durability::Ordered,
             _ => Durability::Async,
         };
+        if rng.gen_bool(0.1) {
+            // A transaction that aborts: none of it may ever be seen.
+            let mut txn = db.begin(Isolation::Snapshot).unwrap();
+            for i in 0..rng.gen_range(1..200) {
+                txn.put(t, format!("k{:02}", i % 40), b"aborted").unwrap();
+            }
+            txn.abort();
+        }
         disk.issued.store(n, Ordering::SeqCst);
-        db.write(&batch, durability).unwrap();
+        if rng.gen_bool(0.5) {
+            let mut batch = WriteBatch::new();
+            for (k, v) in writes {
+                match v {
+                    Some(v) => batch.put(t, k, v),
+                    None => batch.delete(t, k),
+                }
+            }
+            db.write(&batch, durability).unwrap();
+        } else {
+            let mut txn = db.begin(Isolation::Serializable).unwrap();
+            for (k, v) in writes {
+                match v {
+                    Some(v) => txn.put(t, k, v).unwrap(),
+                    None => txn.delete(t, k).unwrap(),
+                }
+            }
+            txn.commit_with(durability).unwrap();
+        }
         if durability == Durability::Sync {
             disk.acked.store(n, Ordering::SeqCst);
         }
