@@ -2,8 +2,9 @@
 
 use crate::error::{CliError, CliResult};
 use std::ffi::OsString;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use stitchdb::{Db, Options, TableId};
+use stitchdb::{Db, DbIter, Options, Snapshot, TableId};
 
 /// Opens an existing store for writing. The library's errors (missing file, "locked" when
 /// another process has it open) already name the store, so they are shown as they are.
@@ -24,6 +25,59 @@ pub struct StoreArg {
     pub path: PathBuf,
 }
 
+/// `--snapshot NAME`, which commands that read pairs share.
+#[derive(clap::Args)]
+pub struct SnapshotArg {
+    /// Read the named snapshot instead of the store's current state (see `stitchdb snapshot
+    /// list`)
+    #[arg(long = "snapshot", value_name = "NAME")]
+    snapshot: Option<String>,
+}
+
+/// What a read command reads: the store as it is, or one of its named snapshots.
+pub enum Source {
+    Live(Db),
+    Snapshot(Db, Snapshot),
+}
+
+impl Source {
+    /// Opens the store at `path` read-only, and the snapshot `snapshot` names, if any.
+    pub fn open(path: &Path, snapshot: &SnapshotArg) -> CliResult<Source> {
+        let db = open_read_only(path)?;
+        match &snapshot.snapshot {
+            None => Ok(Source::Live(db)),
+            Some(name) => {
+                let snap = db.open_snapshot(name).map_err(|e| match e {
+                    stitchdb::Error::NoSuchSnapshot(_) => {
+                        CliError::new(format!("{e} (see `stitchdb snapshot list`)"))
+                    }
+                    other => other.into(),
+                })?;
+                Ok(Source::Snapshot(db, snap))
+            }
+        }
+    }
+
+    pub fn get(&self, table: TableId, key: &[u8]) -> stitchdb::Result<Option<Vec<u8>>> {
+        match self {
+            Source::Live(db) => db.get(table, key),
+            Source::Snapshot(_, snap) => snap.get(table, key),
+        }
+    }
+
+    pub fn range(
+        &self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> stitchdb::Result<DbIter> {
+        match self {
+            Source::Live(db) => db.range(table, start, end),
+            Source::Snapshot(_, snap) => snap.range(table, start, end),
+        }
+    }
+}
+
 /// `--table T`, which commands that read or write pairs share.
 #[derive(clap::Args)]
 pub struct TableArg {
@@ -35,10 +89,23 @@ pub struct TableArg {
 impl TableArg {
     /// The table named, or the default table.
     pub fn resolve(&self, db: &Db) -> CliResult<TableId> {
-        let Some(name) = &self.name else {
-            return Ok(db.default_table());
-        };
-        db.table(name).map_err(|e| match e {
+        match &self.name {
+            None => Ok(db.default_table()),
+            Some(name) => Self::found(db.table(name)),
+        }
+    }
+
+    /// [`resolve`](Self::resolve) in what `source` reads.
+    pub fn resolve_in(&self, source: &Source) -> CliResult<TableId> {
+        match (source, &self.name) {
+            (Source::Live(db), _) => self.resolve(db),
+            (Source::Snapshot(db, _), None) => Ok(db.default_table()),
+            (Source::Snapshot(_, snap), Some(name)) => Self::found(snap.table(name)),
+        }
+    }
+
+    fn found(table: stitchdb::Result<TableId>) -> CliResult<TableId> {
+        table.map_err(|e| match e {
             stitchdb::Error::NoSuchTable(_) => CliError::new(format!(
                 "{e} (see `stitchdb tables` and `stitchdb create-table`)"
             )),

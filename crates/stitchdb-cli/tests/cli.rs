@@ -649,3 +649,39 @@ fn compact_and_defrag_reorganize_without_changing_contents() {
     assert!(f.ok("check", &[]).starts_with("ok: "));
     assert_eq!(f.ok("get", &["k000003"]), "VALUE-3\n");
 }
+
+// ---- snapshot -------------------------------------------------------------------------------
+
+#[test]
+fn snapshots_are_created_listed_read_and_dropped() {
+    let f = Fixture::new();
+    let store = f.store.to_str().unwrap();
+    f.ok("put", &["k", "old"]);
+    f.ok("put", &["gone", "1"]);
+    let created = ok_text(&["snapshot", "create", store, "v1"]);
+    assert!(
+        created.starts_with("snapshot \"v1\" at commit "),
+        "{created}"
+    );
+    f.ok("put", &["k", "new"]);
+    f.ok("del", &["gone"]);
+    assert_eq!(f.ok("get", &["k"]), "new\n");
+    assert_eq!(f.ok("get", &["k", "--snapshot", "v1"]), "old\n");
+    assert_eq!(f.ok("scan", &["--snapshot", "v1"]), "gone\t1\nk\told\n");
+    assert_eq!(
+        f.ok("export", &["-", "--snapshot", "v1"]),
+        "gone\t1\nk\told\n"
+    );
+    assert_eq!(f.ok("scan", &[]), "k\tnew\n");
+    let listed = ok_text(&["snapshot", "list", store]);
+    assert!(listed.starts_with("v1\tseq "), "{listed}");
+    let err = fails(&["snapshot", "create", store, "v1"]);
+    assert!(err.contains("already exists"), "{err}");
+    let err = f.fails("get", &["k", "--snapshot", "nope"]);
+    assert!(err.contains("no snapshot named \"nope\""), "{err}");
+    ok(&["snapshot", "drop", store, "v1"]);
+    assert_eq!(ok_text(&["snapshot", "list", store]), "");
+    let err = fails(&["snapshot", "drop", store, "v1"]);
+    assert!(err.contains("no snapshot named"), "{err}");
+    f.ok("check", &[]);
+}

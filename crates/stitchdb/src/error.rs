@@ -37,6 +37,12 @@ pub enum Error {
     PatchGroup(#[from] stitch_patch::PatchGroupError),
     #[error("invalid option: {0}")]
     Config(String),
+    #[error("no snapshot named {0:?}")]
+    NoSuchSnapshot(String),
+    #[error("a snapshot named {0:?} already exists")]
+    SnapshotExists(String),
+    #[error("invalid snapshot name {0:?}: {1}")]
+    BadSnapshotName(String, &'static str),
     #[error(
         "transaction conflict: key {} of table {table:?}, {what} by this transaction, was \
          changed by commit {commit} after its snapshot {snapshot}; retry the transaction",

@@ -1,12 +1,14 @@
 //! The manifest: the root of a checkpoint, one extent that the superblock points at. It names
-//! every table and run, the log position where replay starts and the log's epoch.
+//! every table and run, the log position where replay starts and the log's epoch, and every
+//! named snapshot with the runs it holds.
 
 use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::run::{RunMeta, Stitching};
 
 const MAGIC: &[u8; 4] = b"STMF";
-const MANIFEST_VERSION: u8 = 1;
+/// Version 2 added named snapshots; version 1 manifests (none) are still read.
+const MANIFEST_VERSION: u8 = 2;
 
 /// Where replay starts: the first record of the log not covered by the runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +28,15 @@ pub struct TableMeta {
     pub runs: Vec<RunMeta>,
 }
 
+/// A named snapshot: the tables as they were at commit `seq`, every commit up to it in their
+/// runs (it was taken right after a checkpoint). Its runs share extents with the mainline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotMeta {
+    pub name: String,
+    pub seq: u64,
+    pub tables: Vec<TableMeta>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
     /// Every commit with a sequence number up to this one is in the runs.
@@ -34,6 +45,7 @@ pub struct Manifest {
     pub next_table_id: u32,
     pub next_run_id: u64,
     pub tables: Vec<TableMeta>,
+    pub snapshots: Vec<SnapshotMeta>,
 }
 
 impl Manifest {
@@ -51,19 +63,12 @@ impl Manifest {
         }
         put_varint(&mut out, self.next_table_id as u64);
         put_varint(&mut out, self.next_run_id);
-        put_varint(&mut out, self.tables.len() as u64);
-        for t in &self.tables {
-            put_varint(&mut out, t.id.0 as u64);
-            put_bytes(&mut out, t.name.as_bytes());
-            let stitching = match t.stitching {
-                Stitching::Threshold(bytes) => bytes,
-                Stitching::Never => u64::MAX,
-            };
-            put_varint(&mut out, stitching);
-            put_varint(&mut out, t.runs.len() as u64);
-            for r in &t.runs {
-                r.encode(&mut out);
-            }
+        encode_tables(&mut out, &self.tables);
+        put_varint(&mut out, self.snapshots.len() as u64);
+        for snap in &self.snapshots {
+            put_bytes(&mut out, snap.name.as_bytes());
+            put_varint(&mut out, snap.seq);
+            encode_tables(&mut out, &snap.tables);
         }
         out
     }
@@ -74,7 +79,7 @@ impl Manifest {
             return Err("bad manifest magic".into());
         }
         let version = r.u8()?;
-        if version != MANIFEST_VERSION {
+        if version == 0 || version > MANIFEST_VERSION {
             return Err(format!("unsupported manifest version {version}"));
         }
         let checkpoint_lsn = r.varint()?;
@@ -87,25 +92,16 @@ impl Manifest {
         };
         let next_table_id = u32::try_from(r.varint()?).map_err(|_| "table id out of range")?;
         let next_run_id = r.varint()?;
-        let n = r.len()?;
-        let mut tables = Vec::with_capacity(n);
-        for _ in 0..n {
-            let id = TableId(u32::try_from(r.varint()?).map_err(|_| "table id out of range")?);
-            let name =
-                String::from_utf8(r.bytes()?.to_vec()).map_err(|_| "table name is not UTF-8")?;
-            let stitching = match r.varint()? {
-                u64::MAX => Stitching::Never,
-                bytes => Stitching::Threshold(bytes),
-            };
-            let runs = (0..r.len()?)
-                .map(|_| RunMeta::decode(&mut r))
-                .collect::<Result<Vec<_>, _>>()?;
-            tables.push(TableMeta {
-                id,
-                name,
-                stitching,
-                runs,
-            });
+        let tables = decode_tables(&mut r)?;
+        let mut snapshots = Vec::new();
+        if version >= 2 {
+            for _ in 0..r.len()? {
+                let name = String::from_utf8(r.bytes()?.to_vec())
+                    .map_err(|_| "snapshot name is not UTF-8")?;
+                let seq = r.varint()?;
+                let tables = decode_tables(&mut r)?;
+                snapshots.push(SnapshotMeta { name, seq, tables });
+            }
         }
         if !r.is_empty() {
             return Err("trailing bytes after the last table".into());
@@ -116,8 +112,49 @@ impl Manifest {
             next_table_id,
             next_run_id,
             tables,
+            snapshots,
         })
     }
+}
+
+fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta]) {
+    put_varint(out, tables.len() as u64);
+    for t in tables {
+        put_varint(out, t.id.0 as u64);
+        put_bytes(out, t.name.as_bytes());
+        let stitching = match t.stitching {
+            Stitching::Threshold(bytes) => bytes,
+            Stitching::Never => u64::MAX,
+        };
+        put_varint(out, stitching);
+        put_varint(out, t.runs.len() as u64);
+        for r in &t.runs {
+            r.encode(out);
+        }
+    }
+}
+
+fn decode_tables(r: &mut Reader) -> Result<Vec<TableMeta>, String> {
+    let n = r.len()?;
+    let mut tables = Vec::with_capacity(n);
+    for _ in 0..n {
+        let id = TableId(u32::try_from(r.varint()?).map_err(|_| "table id out of range")?);
+        let name = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| "table name is not UTF-8")?;
+        let stitching = match r.varint()? {
+            u64::MAX => Stitching::Never,
+            bytes => Stitching::Threshold(bytes),
+        };
+        let runs = (0..r.len()?)
+            .map(|_| RunMeta::decode(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        tables.push(TableMeta {
+            id,
+            name,
+            stitching,
+            runs,
+        });
+    }
+    Ok(tables)
 }
 
 #[cfg(test)]
@@ -160,7 +197,14 @@ mod tests {
                     }],
                 }],
             }],
+            snapshots: Vec::new(),
         };
+        let mut m = m;
+        m.snapshots.push(SnapshotMeta {
+            name: "before".into(),
+            seq: 40,
+            tables: m.tables.clone(),
+        });
         let enc = m.encode();
         assert_eq!(Manifest::decode(&enc).unwrap(), m);
         for cut in 0..enc.len() {

@@ -2,9 +2,10 @@
 
 use crate::error::{CliError, CliResult};
 use crate::format::RecordWriter;
+use crate::store::Source;
 use std::io::Write;
 use std::ops::Bound;
-use stitchdb::{Db, TableId};
+use stitchdb::TableId;
 
 /// Keys starting with `prefix`, from `start` (inclusive) to `end` (exclusive).
 #[derive(Default)]
@@ -19,7 +20,7 @@ impl KeyRange {
     /// returns how many were written. Does not flush `out`.
     pub fn write_to<W: Write>(
         &self,
-        db: &Db,
+        source: &Source,
         table: TableId,
         limit: Option<usize>,
         out: &mut RecordWriter<W>,
@@ -38,7 +39,7 @@ impl KeyRange {
             .as_deref()
             .map_or(Bound::Unbounded, Bound::Excluded);
         let mut written = 0;
-        for item in db
+        for item in source
             .range(table, Bound::Included(lower), upper)?
             .take(limit.unwrap_or(usize::MAX))
         {

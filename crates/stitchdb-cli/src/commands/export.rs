@@ -3,7 +3,7 @@
 use super::dump::KeyRange;
 use crate::error::{CliResult, IoContext};
 use crate::format::{Format, RecordWriter};
-use crate::store::{self, StoreArg, TableArg};
+use crate::store::{self, SnapshotArg, Source, StoreArg, TableArg};
 use clap::Args;
 use std::ffi::OsString;
 use std::fs::File;
@@ -18,6 +18,8 @@ pub struct ExportArgs {
     file: Option<PathBuf>,
     #[command(flatten)]
     table: TableArg,
+    #[command(flatten)]
+    snapshot: SnapshotArg,
     /// Line format [default: from FILE's extension, else tsv]
     #[arg(long, value_enum)]
     format: Option<Format>,
@@ -27,8 +29,8 @@ pub struct ExportArgs {
 }
 
 pub fn run(args: ExportArgs) -> CliResult {
-    let db = store::open_read_only(&args.store.path)?;
-    let table = args.table.resolve(&db)?;
+    let source = Source::open(&args.store.path, &args.snapshot)?;
+    let table = args.table.resolve_in(&source)?;
     let file = args.file.filter(|f| f.as_os_str() != "-");
     let format = Format::choose(args.format, file.as_deref());
     let (out, destination): (Box<dyn Write>, String) = match &file {
@@ -43,6 +45,6 @@ pub fn run(args: ExportArgs) -> CliResult {
         prefix: args.prefix.map(store::arg_bytes).unwrap_or_default(),
         ..KeyRange::default()
     };
-    range.write_to(&db, table, None, &mut out)?;
+    range.write_to(&source, table, None, &mut out)?;
     out.finish()
 }

@@ -3,7 +3,7 @@
 use crate::error::{CliError, CliResult};
 use crate::format::tsv;
 use crate::output;
-use crate::store::{self, StoreArg, TableArg};
+use crate::store::{self, SnapshotArg, Source, StoreArg, TableArg};
 use clap::Args;
 use std::ffi::OsString;
 
@@ -15,6 +15,17 @@ pub struct PutArgs {
     value: OsString,
     #[command(flatten)]
     table: TableArg,
+}
+
+#[derive(Args)]
+pub struct GetArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    key: OsString,
+    #[command(flatten)]
+    table: TableArg,
+    #[command(flatten)]
+    snapshot: SnapshotArg,
 }
 
 #[derive(Args)]
@@ -37,11 +48,11 @@ pub fn put(args: PutArgs) -> CliResult {
     Ok(db.close()?)
 }
 
-pub fn get(args: KeyArgs) -> CliResult {
-    let db = store::open_read_only(&args.store.path)?;
-    let table = args.table.resolve(&db)?;
+pub fn get(args: GetArgs) -> CliResult {
+    let source = Source::open(&args.store.path, &args.snapshot)?;
+    let table = args.table.resolve_in(&source)?;
     let key = store::arg_bytes(args.key);
-    let Some(mut value) = db.get(table, &key)? else {
+    let Some(mut value) = source.get(table, &key)? else {
         return Err(CliError::new(format!(
             "key \"{}\" not found in {}",
             tsv::escape(&key),

@@ -10,6 +10,7 @@ mod inspect;
 mod kv;
 mod maintain;
 mod scan;
+mod snapshot;
 mod tables;
 
 use crate::error::CliResult;
@@ -23,7 +24,7 @@ pub enum Command {
     /// Set KEY to VALUE
     Put(kv::PutArgs),
     /// Print KEY's value and a newline (exit status 1 if KEY is absent)
-    Get(kv::KeyArgs),
+    Get(kv::GetArgs),
     /// Delete KEY (nothing happens if it is absent)
     Del(kv::KeyArgs),
     /// Print key<TAB>value lines (TSV, see `stitchdb help`) in key order
@@ -44,6 +45,9 @@ pub enum Command {
     Stats(StoreArg),
     /// Merge every table's runs into one (stitching what the table's threshold allows)
     Compact(StoreArg),
+    /// Create, list or drop named snapshots (read them with `--snapshot NAME`)
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
     /// Evacuate under-used zones, moving their live data and freeing them
     Defrag(maintain::DefragArgs),
     /// Run RocksDB db_bench's benchmarks (same flags, same result lines) and the VT-tree
@@ -69,6 +73,7 @@ impl Command {
             Command::Check(args) => inspect::check(args),
             Command::Stats(args) => inspect::stats(args),
             Command::Compact(args) => maintain::compact(args),
+            Command::Snapshot(cmd) => snapshot::run(cmd),
             Command::Defrag(args) => maintain::defrag(args),
             Command::Bench(args) => bench::run(args),
             Command::Demo(args) => demo::run(args),

@@ -3,7 +3,7 @@
 use super::dump::KeyRange;
 use crate::error::CliResult;
 use crate::format::{Format, RecordWriter};
-use crate::store::{self, StoreArg, TableArg};
+use crate::store::{self, SnapshotArg, Source, StoreArg, TableArg};
 use clap::Args;
 use std::ffi::OsString;
 use std::io::BufWriter;
@@ -14,6 +14,8 @@ pub struct ScanArgs {
     store: StoreArg,
     #[command(flatten)]
     table: TableArg,
+    #[command(flatten)]
+    snapshot: SnapshotArg,
     /// Only keys starting with P
     #[arg(long, value_name = "P")]
     prefix: Option<OsString>,
@@ -29,8 +31,8 @@ pub struct ScanArgs {
 }
 
 pub fn run(args: ScanArgs) -> CliResult {
-    let db = store::open_read_only(&args.store.path)?;
-    let table = args.table.resolve(&db)?;
+    let source = Source::open(&args.store.path, &args.snapshot)?;
+    let table = args.table.resolve_in(&source)?;
     let range = KeyRange {
         prefix: args.prefix.map(store::arg_bytes).unwrap_or_default(),
         start: args.start.map(store::arg_bytes),
@@ -38,6 +40,6 @@ pub fn run(args: ScanArgs) -> CliResult {
     };
     let stdout = BufWriter::new(std::io::stdout().lock());
     let mut out = RecordWriter::new(stdout, Format::Tsv, "stdout".into());
-    range.write_to(&db, table, args.limit, &mut out)?;
+    range.write_to(&source, table, args.limit, &mut out)?;
     out.finish()
 }

@@ -5,8 +5,10 @@
 //! order, agreement with the index; then checks that no two live extents overlap.
 
 use super::Db;
+use crate::run::Run;
 use crate::{Error, Result};
 use std::cmp::Reverse;
+use std::sync::Arc;
 use stitch_zone::ExtentAddr;
 
 /// What `check` looked at.
@@ -30,8 +32,25 @@ impl Db {
         };
         let mut extents: Vec<ExtentAddr> =
             self.inner.checkpoint.lock().manifest.into_iter().collect();
+        // The mainline's runs, then those only snapshots hold (each run once).
+        let mut runs: Vec<(String, Arc<Run>)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for t in version.tables.values() {
-            for run in t.runs() {
+            runs.extend(t.runs().map(|r| (t.name.clone(), r.clone())));
+        }
+        for snap in self.inner.checkpoint.lock().snapshots.values() {
+            for t in &snap.tables {
+                runs.extend(
+                    t.levels
+                        .iter()
+                        .flatten()
+                        .map(|r| (t.name.clone(), r.clone())),
+                );
+            }
+        }
+        runs.retain(|(_, r)| seen.insert(r.meta.id));
+        {
+            for (table, run) in &runs {
                 report.runs += 1;
                 let mut prev: Option<(Vec<u8>, Reverse<u64>)> = None;
                 for i in 0..run.blocks().len() {
@@ -42,7 +61,7 @@ impl Db {
                     if prev.is_some() && first <= prev {
                         return Err(Error::corrupt(
                             "run",
-                            format!("table {} run {} block {i}", t.name, run.meta.id),
+                            format!("table {table} run {} block {i}", run.meta.id),
                             "block starts before the end of the block before it",
                         ));
                     }

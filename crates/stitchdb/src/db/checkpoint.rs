@@ -181,12 +181,23 @@ pub(crate) fn write_manifest(
                 runs: t.runs().map(|r| r.meta.clone()).collect(),
             })
             .collect(),
+        snapshots: ck.snapshots.iter().map(|(n, s)| s.meta(n)).collect(),
     };
     let (addr, patch) = inner
         .zones
         .append(ExtentKind::MANIFEST, &manifest.encode(), deps)?;
     let superblock = inner.zones.write_superblock(Some(addr), &[patch])?;
     inner.cache.flush_patch(superblock)?;
+    // A run a snapshot still holds is not obsolete: dropping the snapshot retires it.
+    let held: std::collections::HashSet<u64> = ck
+        .snapshots
+        .values()
+        .flat_map(|s| s.runs().map(|r| r.meta.id))
+        .collect();
+    let retired: Vec<Arc<Run>> = retired
+        .into_iter()
+        .filter(|r| !held.contains(&r.meta.id))
+        .collect();
     let old_manifest = ck.manifest.replace(addr);
     ck.checkpoints += 1;
     let zones = inner.zones.clone();

@@ -9,6 +9,7 @@ mod defrag;
 mod log;
 mod read;
 mod recover;
+mod snapshot;
 mod stats;
 mod write;
 
@@ -18,6 +19,7 @@ pub(crate) use write::commit_batch;
 pub use check::CheckReport;
 pub use defrag::DefragReport;
 pub use read::DbIter;
+pub use snapshot::{Snapshot, SnapshotInfo};
 pub use stats::{Stats, TableStats};
 
 use crate::batch::TableId;
@@ -152,6 +154,8 @@ pub(crate) struct CheckpointState {
     pub checkpoints: u64,
     /// Key and value bytes written by memtable flushes.
     pub run_bytes_written: u64,
+    /// The named snapshots, listed in every manifest.
+    pub snapshots: BTreeMap<String, Arc<snapshot::NamedSnapshot>>,
 }
 
 pub(crate) struct Inner {
@@ -229,6 +233,7 @@ impl Db {
             next_table_id: 1,
             next_run_id: 1,
             old_log: Vec::new(),
+            snapshots: BTreeMap::new(),
             checkpoint_lsn: 0,
             log_start: LogStart {
                 zone: 0,
@@ -299,6 +304,7 @@ impl Db {
                 next_table_id: recovered.next_table_id,
                 checkpoints: 0,
                 run_bytes_written: 0,
+                snapshots: recovered.snapshots.clone(),
             }),
             compaction: Mutex::new(compact::CompactionStats::default()),
             compacting: Mutex::new(()),

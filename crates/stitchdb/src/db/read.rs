@@ -93,13 +93,14 @@ pub(crate) fn scan_at(
     } else {
         view.cursor(start, end)
     };
-    Ok(DbIter {
-        visible: Visible::new(versions, guard.snapshot),
-        start: start.map(<[u8]>::to_vec),
-        end: end.map(<[u8]>::to_vec),
+    let visible = Visible::new(versions, guard.snapshot);
+    Ok(DbIter::new(
+        visible,
+        start,
+        end,
         reverse,
-        _guard: guard.clone(),
-    })
+        Some(guard.clone()),
+    ))
 }
 
 /// Keeps a reader's snapshot registered, so merges keep the versions it can see.
@@ -156,7 +157,26 @@ pub struct DbIter {
     end: Bound<Vec<u8>>,
     /// Descending keys.
     reverse: bool,
-    _guard: ReaderGuard,
+    /// The registration of the snapshot read, if it is the mainline's.
+    _guard: Option<ReaderGuard>,
+}
+
+impl DbIter {
+    pub(crate) fn new(
+        visible: Visible,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        guard: Option<ReaderGuard>,
+    ) -> DbIter {
+        DbIter {
+            visible,
+            start: start.map(<[u8]>::to_vec),
+            end: end.map(<[u8]>::to_vec),
+            reverse,
+            _guard: guard,
+        }
+    }
 }
 
 impl Iterator for DbIter {

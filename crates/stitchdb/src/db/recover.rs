@@ -1,13 +1,15 @@
 //! Opening a store: superblock, manifest, runs, then replay of the log since the checkpoint.
 
+use super::snapshot::{NamedSnapshot, SnapshotTable};
 use super::{log, Db, TableState, Version};
 use crate::batch::{decode_ops, TableId};
 use crate::codec::Reader;
-use crate::manifest::{LogStart, Manifest};
+use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
 use crate::run::{Run, Stitching, Storage};
 use crate::{Error, Result};
 use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use stitch_io::Disk;
 use stitch_wal::{LogRecord, OpRegistry, Wal};
@@ -21,6 +23,8 @@ pub(crate) struct Recovered {
     pub next_run_id: u64,
     /// Zones of the replayed log, released once a new checkpoint is durable.
     pub old_log: Vec<ZoneId>,
+    /// The named snapshots.
+    pub snapshots: BTreeMap<String, Arc<NamedSnapshot>>,
     /// What the manifest said of the log.
     pub checkpoint_lsn: u64,
     pub log_start: LogStart,
@@ -58,22 +62,35 @@ pub(crate) fn recover(
         .map_err(|e| Error::from(e).within("manifest", "the root"))?;
     let manifest = Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))?;
     zones.mark_live(root, ExtentKind::MANIFEST)?;
+    // A run the mainline and snapshots share is opened once (its extents counted once).
+    let mut opened: HashMap<u64, Arc<Run>> = HashMap::new();
     let mut version = Version::default();
     for t in &manifest.tables {
         let mut table = TableState::new(t.id, t.name.clone(), t.stitching);
-        // The manifest lists runs by level, newest first within each.
-        for meta in &t.runs {
-            let run = Run::open(&storage, meta.clone())
-                .map_err(|e| e.within("run index", format!("table {}", t.name)))?;
-            let level = run.meta.level as usize;
-            if table.levels.len() <= level {
-                table.levels.resize_with(level + 1, Vec::new);
-            }
-            table.levels[level].push(run);
-        }
+        table.levels = open_levels(&storage, t, &mut opened)?;
         table.rebuild_view();
         version.names.insert(t.name.clone(), t.id);
         version.tables.insert(t.id, Arc::new(table));
+    }
+    let mut snapshots = BTreeMap::new();
+    for snap in &manifest.snapshots {
+        let tables = snap
+            .tables
+            .iter()
+            .map(|t| {
+                Ok(SnapshotTable {
+                    id: t.id,
+                    name: t.name.clone(),
+                    stitching: t.stitching,
+                    levels: open_levels(&storage, t, &mut opened)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let held = NamedSnapshot {
+            seq: snap.seq,
+            tables,
+        };
+        snapshots.insert(snap.name.clone(), Arc::new(held));
     }
 
     let replay = Arc::new(Mutex::new(Replay {
@@ -105,10 +122,38 @@ pub(crate) fn recover(
         next_table_id: replay.next_table_id,
         next_run_id: manifest.next_run_id,
         old_log: report.zones.clone(),
+        snapshots,
         checkpoint_lsn: manifest.checkpoint_lsn,
         log_start: manifest.log,
     };
     Ok((storage, recovered, Some(root)))
+}
+
+/// Opens the runs `table` lists, by level (the manifest lists them by level, newest first
+/// within each), reusing those already in `opened`.
+fn open_levels(
+    storage: &Arc<Storage>,
+    table: &TableMeta,
+    opened: &mut HashMap<u64, Arc<Run>>,
+) -> Result<Vec<Vec<Arc<Run>>>> {
+    let mut levels: Vec<Vec<Arc<Run>>> = Vec::new();
+    for meta in &table.runs {
+        let run = match opened.get(&meta.id) {
+            Some(run) => run.clone(),
+            None => {
+                let run = Run::open(storage, meta.clone())
+                    .map_err(|e| e.within("run index", format!("table {}", table.name)))?;
+                opened.insert(meta.id, run.clone());
+                run
+            }
+        };
+        let level = run.meta.level as usize;
+        if levels.len() <= level {
+            levels.resize_with(level + 1, Vec::new);
+        }
+        levels[level].push(run);
+    }
+    Ok(levels)
 }
 
 /// The log operations of the key-value store, redoing into `replay`.

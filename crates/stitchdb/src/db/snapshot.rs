@@ -1,0 +1,276 @@
+//! Named snapshots: the tables as they were at one commit, kept across restarts until
+//! dropped. Taking one checkpoints (so every commit up to it is in runs) and records, in the
+//! manifest, the runs each table had. Those runs are the mainline's own: the snapshot holds
+//! references to them, not copies, so it costs nothing until merges retire them from the
+//! mainline, and then only the extents no newer run shares (stitched blocks stay shared).
+
+use super::checkpoint::{self, Trigger};
+use super::read::DbIter;
+use super::{Db, TableState};
+use crate::batch::TableId;
+use crate::dtable::DTable;
+use crate::manifest::{SnapshotMeta, TableMeta};
+use crate::merge::Visible;
+use crate::run::{Run, Stitching};
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+const MAX_SNAPSHOT_NAME: usize = 255;
+
+/// What a snapshot holds: for each table, its runs by level (as the mainline had them).
+#[derive(Debug)]
+pub(crate) struct NamedSnapshot {
+    pub seq: u64,
+    pub tables: Vec<SnapshotTable>,
+}
+
+#[derive(Debug)]
+pub(crate) struct SnapshotTable {
+    pub id: TableId,
+    pub name: String,
+    pub stitching: Stitching,
+    pub levels: Vec<Vec<Arc<Run>>>,
+}
+
+impl NamedSnapshot {
+    /// Every run the snapshot holds.
+    pub fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {
+        self.tables.iter().flat_map(|t| t.levels.iter().flatten())
+    }
+
+    pub fn meta(&self, name: &str) -> SnapshotMeta {
+        SnapshotMeta {
+            name: name.to_string(),
+            seq: self.seq,
+            tables: self
+                .tables
+                .iter()
+                .map(|t| TableMeta {
+                    id: t.id,
+                    name: t.name.clone(),
+                    stitching: t.stitching,
+                    runs: t.levels.iter().flatten().map(|r| r.meta.clone()).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn info(&self, name: &str) -> SnapshotInfo {
+        let runs = || self.runs();
+        SnapshotInfo {
+            name: name.to_string(),
+            seq: self.seq,
+            tables: self.tables.iter().map(|t| t.name.clone()).collect(),
+            runs: runs().count(),
+            entries: runs().map(|r| r.meta.entries).sum(),
+            data_bytes: runs().map(|r| r.meta.data_bytes).sum(),
+        }
+    }
+}
+
+/// A named snapshot, as [`Db::snapshots`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    pub name: String,
+    /// Every commit up to this sequence number, and none after, is in the snapshot.
+    pub seq: u64,
+    pub tables: Vec<String>,
+    pub runs: usize,
+    /// Entries and key and value bytes in its runs (old versions included).
+    pub entries: u64,
+    pub data_bytes: u64,
+}
+
+/// A named snapshot opened for reading: the tables as they were when it was taken. It keeps
+/// what it reads alive even if the snapshot is dropped meanwhile.
+pub struct Snapshot {
+    name: String,
+    held: Arc<NamedSnapshot>,
+    views: BTreeMap<TableId, Arc<dyn DTable>>,
+}
+
+impl Snapshot {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.held.seq
+    }
+
+    /// The names of the snapshot's tables, sorted.
+    pub fn tables(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.held.tables.iter().map(|t| t.name.clone()).collect();
+        names.sort();
+        names
+    }
+
+    /// The snapshot's table called `name`.
+    pub fn table(&self, name: &str) -> Result<TableId> {
+        self.held
+            .tables
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.id)
+            .ok_or_else(|| Error::NoSuchTable(format!("{name} (in snapshot {:?})", self.name)))
+    }
+
+    fn view(&self, table: TableId) -> Result<&Arc<dyn DTable>> {
+        self.views.get(&table).ok_or_else(|| {
+            Error::NoSuchTable(format!("#{} (in snapshot {:?})", table.0, self.name))
+        })
+    }
+
+    pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let found = self.view(table)?.get(key.as_ref(), u64::MAX)?;
+        Ok(found.and_then(|(_, value)| value))
+    }
+
+    /// The pairs with keys in `(start, end)`, in key order.
+    pub fn range(&self, table: TableId, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<DbIter> {
+        let versions = self.view(table)?.cursor(start, end);
+        Ok(DbIter::new(
+            Visible::new(versions, u64::MAX),
+            start,
+            end,
+            false,
+            None,
+        ))
+    }
+
+    /// The pairs with keys in `(start, end)`, in descending key order.
+    pub fn range_rev(
+        &self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> Result<DbIter> {
+        let versions = self.view(table)?.cursor_rev(start, end);
+        Ok(DbIter::new(
+            Visible::new(versions, u64::MAX),
+            start,
+            end,
+            true,
+            None,
+        ))
+    }
+}
+
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_SNAPSHOT_NAME {
+        return Err(Error::BadSnapshotName(
+            name.to_string(),
+            "must be 1 to 255 bytes",
+        ));
+    }
+    Ok(())
+}
+
+impl Db {
+    /// Takes a named snapshot of every table, durable when this returns. Names are unique.
+    pub fn snapshot(&self, name: &str) -> Result<SnapshotInfo> {
+        check_name(name)?;
+        let inner = &self.inner;
+        inner.check_writable()?;
+        if inner.checkpoint.lock().snapshots.contains_key(name) {
+            return Err(Error::SnapshotExists(name.to_string()));
+        }
+        checkpoint::checkpoint(inner, Trigger::Explicit)?;
+        // Under the checkpoint lock the runs hold exactly the commits up to the newest
+        // checkpoint: only a checkpoint adds runs with new commits, and merges only reshape.
+        let mut ck = inner.checkpoint.lock();
+        if ck.snapshots.contains_key(name) {
+            return Err(Error::SnapshotExists(name.to_string()));
+        }
+        let version = inner.version.read().clone();
+        let held = Arc::new(NamedSnapshot {
+            seq: ck.checkpoint_lsn,
+            tables: version
+                .tables
+                .values()
+                .map(|t| SnapshotTable {
+                    id: t.id,
+                    name: t.name.clone(),
+                    stitching: t.stitching,
+                    levels: t.levels.clone(),
+                })
+                .collect(),
+        });
+        ck.snapshots.insert(name.to_string(), held.clone());
+        let written = checkpoint::write_manifest(inner, &mut ck, &version, &[], Vec::new());
+        if written.is_err() {
+            ck.snapshots.remove(name);
+        }
+        inner.guard(written)?;
+        Ok(held.info(name))
+    }
+
+    /// The named snapshots, by name.
+    pub fn snapshots(&self) -> Vec<SnapshotInfo> {
+        let ck = self.inner.checkpoint.lock();
+        ck.snapshots.iter().map(|(n, s)| s.info(n)).collect()
+    }
+
+    /// Opens the snapshot called `name` for reading.
+    pub fn open_snapshot(&self, name: &str) -> Result<Snapshot> {
+        let held = self
+            .inner
+            .checkpoint
+            .lock()
+            .snapshots
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchSnapshot(name.to_string()))?;
+        let views = held
+            .tables
+            .iter()
+            .map(|t| {
+                let mut state = TableState::new(t.id, t.name.clone(), t.stitching);
+                state.levels = t.levels.clone();
+                state.rebuild_view();
+                (t.id, state.view as Arc<dyn DTable>)
+            })
+            .collect();
+        Ok(Snapshot {
+            name: name.to_string(),
+            held,
+            views,
+        })
+    }
+
+    /// Drops the snapshot called `name`, durably. Extents only it held are freed once no
+    /// open [`Snapshot`] reads them.
+    pub fn drop_snapshot(&self, name: &str) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_writable()?;
+        let mut ck = inner.checkpoint.lock();
+        let Some(held) = ck.snapshots.remove(name) else {
+            return Err(Error::NoSuchSnapshot(name.to_string()));
+        };
+        let version = inner.version.read().clone();
+        let written = checkpoint::write_manifest(inner, &mut ck, &version, &[], Vec::new());
+        if written.is_err() {
+            ck.snapshots.insert(name.to_string(), held.clone());
+        }
+        inner.guard(written)?;
+        // Runs the mainline no longer lists go when their last reference does.
+        let live: std::collections::HashSet<u64> = version
+            .tables
+            .values()
+            .flat_map(|t| t.runs().map(|r| r.meta.id))
+            .chain(
+                ck.snapshots
+                    .values()
+                    .flat_map(|s| s.runs().map(|r| r.meta.id)),
+            )
+            .collect();
+        for run in held.runs() {
+            if !live.contains(&run.meta.id) {
+                run.mark_obsolete();
+            }
+        }
+        Ok(())
+    }
+}
