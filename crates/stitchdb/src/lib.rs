@@ -29,6 +29,7 @@ mod memtable;
 mod merge;
 mod options;
 mod run;
+mod seq_counts;
 mod txn;
 
 pub use batch::{TableId, WriteBatch};

@@ -176,7 +176,7 @@ pub(crate) struct Inner {
     pub visible_seq: AtomicU64,
     pub checkpoint: Mutex<CheckpointState>,
     /// Sequence numbers of open iterators (with counts): merges keep what they can see.
-    pub readers: Mutex<BTreeMap<u64, usize>>,
+    pub readers: Mutex<crate::seq_counts::SeqCounts>,
     /// Set after a failed write: why the store is now read-only.
     pub failure: Mutex<Option<String>>,
     pub closed: std::sync::atomic::AtomicBool,
@@ -308,7 +308,7 @@ impl Db {
             }),
             compaction: Mutex::new(compact::CompactionStats::default()),
             compacting: Mutex::new(()),
-            readers: Mutex::new(BTreeMap::new()),
+            readers: Mutex::default(),
             failure: Mutex::new(None),
             closed: false.into(),
             opened: std::time::Instant::now(),
@@ -584,9 +584,7 @@ impl Inner {
     pub fn oldest_reader(&self) -> u64 {
         let readers = self.readers.lock();
         readers
-            .keys()
-            .next()
-            .copied()
+            .oldest()
             .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire))
     }
 }

@@ -116,7 +116,7 @@ impl ReaderGuard {
         // commit and registering it.
         let mut readers = inner.readers.lock();
         let snapshot = inner.visible_seq.load(Ordering::Acquire);
-        *readers.entry(snapshot).or_insert(0) += 1;
+        readers.add(snapshot);
         ReaderGuard {
             inner: inner.clone(),
             snapshot,
@@ -130,7 +130,7 @@ impl ReaderGuard {
 
 impl Clone for ReaderGuard {
     fn clone(&self) -> Self {
-        *self.inner.readers.lock().entry(self.snapshot).or_insert(0) += 1;
+        self.inner.readers.lock().add(self.snapshot);
         ReaderGuard {
             inner: self.inner.clone(),
             snapshot: self.snapshot,
@@ -140,13 +140,7 @@ impl Clone for ReaderGuard {
 
 impl Drop for ReaderGuard {
     fn drop(&mut self) {
-        let mut readers = self.inner.readers.lock();
-        if let Some(n) = readers.get_mut(&self.snapshot) {
-            *n -= 1;
-            if *n == 0 {
-                readers.remove(&self.snapshot);
-            }
-        }
+        self.inner.readers.lock().remove(self.snapshot);
     }
 }
 

@@ -103,17 +103,18 @@ pub(crate) fn write_batch(
     batch: &WriteBatch,
     durability: Durability,
 ) -> Result<()> {
-    commit_batch(inner, batch, durability, |_| Ok(()))
+    commit_batch(inner, batch, durability, |_: &mut Oracle| Ok(()))
 }
 
-/// Applies `batch` as one commit if `validate` (called under the write lock, so no other
-/// commit can come between its verdict and this one) accepts it; else returns its error and
-/// writes nothing. Returns nothing more: the commit's sequence number is internal.
+/// Applies `batch` as one commit if `validate_commit` (called under the write lock, so no
+/// other commit can come between its verdict and this one) accepts it; else returns its error
+/// and writes nothing. The oracle's record of this commit is made after `validate_commit`
+/// returns, so a transaction that ends itself there is not counted among those it concerns.
 pub(crate) fn commit_batch(
     inner: &Arc<Inner>,
     batch: &WriteBatch,
     durability: Durability,
-    validate_commit: impl FnOnce(&Oracle) -> Result<()>,
+    validate_commit: impl FnOnce(&mut Oracle) -> Result<()>,
 ) -> Result<()> {
     inner.check_writable()?;
     if batch.is_empty() {
@@ -126,7 +127,7 @@ pub(crate) fn commit_batch(
     let (lsn, full) = {
         let mut w = inner.write.lock();
         inner.check_writable()?;
-        validate_commit(&w.oracle)?;
+        validate_commit(&mut w.oracle)?;
         let txn = w.next_txn;
         w.next_txn += 1;
         let mut lsn = 0;

@@ -49,8 +49,11 @@ pub struct Transaction<'db> {
     snapshot: ReaderGuard,
     /// The newest private write of each key (`None`: deleted).
     writes: BTreeMap<TableKey, Value>,
-    /// For savepoints: each private write's key and what the key held in `writes` before it.
+    /// For savepoints: each private write's key and what the key held in `writes` before it,
+    /// kept only while a nested transaction is open.
     undo: Vec<(TableKey, Option<Value>)>,
+    /// Nested transactions open.
+    nesting: usize,
     /// Serializable only: keys read from the snapshot, and ranges scanned.
     reads: BTreeSet<TableKey>,
     ranges: Vec<ScannedRange>,
@@ -76,6 +79,7 @@ impl Db {
             snapshot,
             writes: BTreeMap::new(),
             undo: Vec::new(),
+            nesting: 0,
             reads: BTreeSet::new(),
             ranges: Vec::new(),
             ended: false,
@@ -152,8 +156,12 @@ impl<'db> Transaction<'db> {
     fn write(&mut self, table: TableId, key: &[u8], value: Value) -> Result<()> {
         self.db.check_write(table, key, value.as_deref())?;
         let tk = (table, key.to_vec());
-        let before = self.writes.insert(tk.clone(), value);
-        self.undo.push((tk, before));
+        if self.nesting == 0 {
+            self.writes.insert(tk, value);
+        } else {
+            let before = self.writes.insert(tk.clone(), value);
+            self.undo.push((tk, before));
+        }
         Ok(())
     }
 
@@ -161,6 +169,7 @@ impl<'db> Transaction<'db> {
     /// commits, and are undone, leaving this one's, when it aborts or is dropped.
     pub fn begin_nested(&mut self) -> Nested<'_, 'db> {
         let mark = self.undo.len();
+        self.nesting += 1;
         Nested {
             txn: self,
             mark,
@@ -201,8 +210,18 @@ impl<'db> Transaction<'db> {
             }
         }
         let snapshot = self.snapshot_seq();
-        let check = |oracle: &Oracle| self.validate(oracle, &batch, snapshot);
-        crate::db::commit_batch(self.db.shared(), &batch, durability, check)
+        // The transaction ends in the commit's critical section, whatever the verdict: one
+        // trip through the write lock, and its own commit is recorded only for the others.
+        let ended = std::cell::Cell::new(false);
+        let check = |oracle: &mut Oracle| {
+            let verdict = self.validate(oracle, &batch, snapshot);
+            oracle.end(snapshot);
+            ended.set(true);
+            verdict
+        };
+        let committed = crate::db::commit_batch(self.db.shared(), &batch, durability, check);
+        self.ended = ended.get();
+        committed
     }
 
     /// Checks that nothing this transaction depends on was committed after its snapshot.
@@ -289,6 +308,11 @@ impl Drop for Nested<'_, '_> {
     fn drop(&mut self) {
         if !self.done {
             self.txn.rollback_to(self.mark);
+        }
+        self.txn.nesting -= 1;
+        if self.txn.nesting == 0 {
+            // Outside every savepoint nothing can be rolled back any more.
+            self.txn.undo.clear();
         }
     }
 }

@@ -7,6 +7,7 @@
 //! the writes that overlap some open transaction's life. Lives under the write lock.
 
 use crate::batch::TableId;
+use crate::seq_counts::SeqCounts;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
@@ -15,8 +16,8 @@ pub(crate) type TableKey = (TableId, Vec<u8>);
 
 #[derive(Debug, Default)]
 pub(crate) struct Oracle {
-    /// Snapshots of open transactions, with how many began at each.
-    open: BTreeMap<u64, usize>,
+    /// Snapshots of open transactions.
+    open: SeqCounts,
     /// The newest commit of each key written since the oldest open snapshot.
     newest: BTreeMap<TableKey, u64>,
     /// The same writes in commit order, for pruning.
@@ -26,17 +27,12 @@ pub(crate) struct Oracle {
 impl Oracle {
     /// A transaction begins at `snapshot` (the newest commit it sees).
     pub fn begin(&mut self, snapshot: u64) {
-        *self.open.entry(snapshot).or_insert(0) += 1;
+        self.open.add(snapshot);
     }
 
     /// A transaction that began at `snapshot` has committed or aborted.
     pub fn end(&mut self, snapshot: u64) {
-        if let Some(n) = self.open.get_mut(&snapshot) {
-            *n -= 1;
-            if *n == 0 {
-                self.open.remove(&snapshot);
-            }
-        }
+        self.open.remove(snapshot);
         self.prune();
     }
 
@@ -55,6 +51,9 @@ impl Oracle {
 
     /// The newest commit after `snapshot` that wrote `key`.
     pub fn written_after(&self, key: &TableKey, snapshot: u64) -> Option<u64> {
+        if self.newest.is_empty() {
+            return None;
+        }
         self.newest.get(key).copied().filter(|&s| s > snapshot)
     }
 
@@ -90,7 +89,7 @@ impl Oracle {
 
     /// Forgets the commits no open transaction can conflict with.
     fn prune(&mut self) {
-        let oldest = self.open.keys().next().copied().unwrap_or(u64::MAX);
+        let oldest = self.open.oldest().unwrap_or(u64::MAX);
         while self.commits.front().is_some_and(|(seq, _)| *seq <= oldest) {
             let Some((seq, keys)) = self.commits.pop_front() else {
                 break;
