@@ -28,6 +28,7 @@ mod manifest;
 mod memtable;
 mod merge;
 mod options;
+mod range_del;
 mod run;
 mod seq_counts;
 mod txn;

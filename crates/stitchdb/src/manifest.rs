@@ -7,8 +7,9 @@ use crate::codec::{put_bytes, put_varint, Reader};
 use crate::run::{RunMeta, Stitching};
 
 const MAGIC: &[u8; 4] = b"STMF";
-/// Version 2 added named snapshots; version 1 manifests (none) are still read.
-const MANIFEST_VERSION: u8 = 2;
+/// Version 2 added named snapshots, version 3 range tombstones in runs; older manifests
+/// (with neither) are still read.
+const MANIFEST_VERSION: u8 = 3;
 
 /// Where replay starts: the first record of the log not covered by the runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,14 +93,14 @@ impl Manifest {
         };
         let next_table_id = u32::try_from(r.varint()?).map_err(|_| "table id out of range")?;
         let next_run_id = r.varint()?;
-        let tables = decode_tables(&mut r)?;
+        let tables = decode_tables(&mut r, version)?;
         let mut snapshots = Vec::new();
         if version >= 2 {
             for _ in 0..r.len()? {
                 let name = String::from_utf8(r.bytes()?.to_vec())
                     .map_err(|_| "snapshot name is not UTF-8")?;
                 let seq = r.varint()?;
-                let tables = decode_tables(&mut r)?;
+                let tables = decode_tables(&mut r, version)?;
                 snapshots.push(SnapshotMeta { name, seq, tables });
             }
         }
@@ -134,7 +135,7 @@ fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta]) {
     }
 }
 
-fn decode_tables(r: &mut Reader) -> Result<Vec<TableMeta>, String> {
+fn decode_tables(r: &mut Reader, version: u8) -> Result<Vec<TableMeta>, String> {
     let n = r.len()?;
     let mut tables = Vec::with_capacity(n);
     for _ in 0..n {
@@ -145,7 +146,7 @@ fn decode_tables(r: &mut Reader) -> Result<Vec<TableMeta>, String> {
             bytes => Stitching::Threshold(bytes),
         };
         let runs = (0..r.len()?)
-            .map(|_| RunMeta::decode(r))
+            .map(|_| RunMeta::decode(r, version))
             .collect::<Result<Vec<_>, _>>()?;
         tables.push(TableMeta {
             id,
@@ -194,6 +195,11 @@ mod tests {
                         zone: 2,
                         offset: 0,
                         len: 64,
+                    }],
+                    ranges: vec![crate::range_del::RangeTombstone {
+                        start: b"a".to_vec(),
+                        end: b"b".to_vec(),
+                        seq: 30,
                     }],
                 }],
             }],

@@ -4,6 +4,7 @@
 //! consistent view while writers go on inserting.
 
 use crate::bounds::past_end;
+use crate::range_del::RangeTombstone;
 use crossbeam_skiplist::SkipMap;
 use smallvec::SmallVec;
 use std::cmp::Ordering;
@@ -89,6 +90,8 @@ impl EntryRef<'_> {
 #[derive(Default)]
 pub struct Memtable {
     map: SkipMap<VersionedKey, Value>,
+    /// Range tombstones, in the order written.
+    ranges: parking_lot::RwLock<Vec<RangeTombstone>>,
     bytes: AtomicUsize,
 }
 
@@ -104,12 +107,31 @@ impl Memtable {
             .insert(VersionedKey::new(key, seq), value.map(<[u8]>::to_vec));
     }
 
+    /// Deletes `[start, end)` as of `seq` (see [`crate::range_del`]).
+    pub fn delete_range(&self, start: &[u8], end: &[u8], seq: u64) {
+        let charged = start.len() + end.len() + NODE_CHARGE;
+        self.bytes.fetch_add(charged, AtomicOrdering::Relaxed);
+        self.ranges.write().push(RangeTombstone {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq,
+        });
+    }
+
+    pub fn range_tombstones(&self) -> Vec<RangeTombstone> {
+        self.ranges.read().clone()
+    }
+
+    pub fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
+        crate::dtable::covering(&self.ranges.read(), key, snapshot)
+    }
+
     pub fn bytes(&self) -> usize {
         self.bytes.load(AtomicOrdering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.is_empty() && self.ranges.read().is_empty()
     }
 
     /// Calls `f` with every version in order (key ascending, newest first), borrowed: writing

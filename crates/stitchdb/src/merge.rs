@@ -2,6 +2,7 @@
 //! views over it — what a reader at a snapshot sees, and what a merge must keep.
 
 use crate::memtable::Entry;
+use crate::range_del::RangeDeletes;
 use crate::Result;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -156,14 +157,17 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for NewestFirst<I> {
 pub struct Visible {
     inner: Source,
     snapshot: u64,
+    /// The range tombstones of the layers `inner` merges.
+    ranges: RangeDeletes,
     last_key: Option<Vec<u8>>,
 }
 
 impl Visible {
-    pub fn new(inner: Source, snapshot: u64) -> Visible {
+    pub fn new(inner: Source, snapshot: u64, ranges: RangeDeletes) -> Visible {
         Visible {
             inner,
             snapshot,
+            ranges,
             last_key: None,
         }
     }
@@ -182,6 +186,9 @@ impl Iterator for Visible {
                 continue;
             }
             self.last_key = Some(e.key.clone());
+            if self.ranges.hides(&e.key, e.seq, self.snapshot) {
+                continue;
+            }
             if let Some(v) = e.value {
                 return Some(Ok((e.key, v)));
             }
@@ -195,16 +202,19 @@ impl Iterator for Visible {
 pub struct VersionFilter {
     oldest_snapshot: u64,
     bottom: bool,
+    /// Range tombstones over the merged entries: versions every reader sees hidden go.
+    ranges: RangeDeletes,
     key: Vec<u8>,
     have_key: bool,
     kept_old_version: bool,
 }
 
 impl VersionFilter {
-    pub fn new(oldest_snapshot: u64, bottom: bool) -> VersionFilter {
+    pub fn new(oldest_snapshot: u64, bottom: bool, ranges: RangeDeletes) -> VersionFilter {
         VersionFilter {
             oldest_snapshot,
             bottom,
+            ranges,
             key: Vec::new(),
             have_key: false,
             kept_old_version: false,
@@ -220,6 +230,10 @@ impl VersionFilter {
         }
         if seq > self.oldest_snapshot {
             return true;
+        }
+        // Hidden from the oldest reader by a range it sees, so from every reader.
+        if self.ranges.hides(key, seq, self.oldest_snapshot) {
+            return false;
         }
         if self.kept_old_version {
             return false;
@@ -258,9 +272,13 @@ mod tests {
             e("b", 2, Some("b2")),
             e("c", 1, Some("c1")),
         ]);
-        let all: Vec<_> = Visible::new(Box::new(MergeIter::new(vec![newer, older])), 100)
-            .map(|r| r.unwrap())
-            .collect();
+        let all: Vec<_> = Visible::new(
+            Box::new(MergeIter::new(vec![newer, older])),
+            100,
+            RangeDeletes::default(),
+        )
+        .map(|r| r.unwrap())
+        .collect();
         assert_eq!(
             all,
             vec![
@@ -270,9 +288,13 @@ mod tests {
         );
         let newer = source(vec![e("a", 9, None), e("b", 8, Some("b8"))]);
         let older = source(vec![e("a", 3, Some("a3")), e("b", 2, Some("b2"))]);
-        let at5: Vec<_> = Visible::new(Box::new(MergeIter::new(vec![newer, older])), 5)
-            .map(|r| r.unwrap())
-            .collect();
+        let at5: Vec<_> = Visible::new(
+            Box::new(MergeIter::new(vec![newer, older])),
+            5,
+            RangeDeletes::default(),
+        )
+        .map(|r| r.unwrap())
+        .collect();
         assert_eq!(
             at5,
             vec![
@@ -291,7 +313,7 @@ mod tests {
             e("b", 2, None),
         ];
         let kept = |bottom: bool| {
-            let mut f = VersionFilter::new(7, bottom);
+            let mut f = VersionFilter::new(7, bottom, RangeDeletes::default());
             entries
                 .iter()
                 .filter(|x| f.keep(&x.key, x.seq, x.value.is_none()))

@@ -4,8 +4,9 @@
 //! every acknowledged `Sync` commit, and `check` passes. Some crash images are reopened
 //! through a second crashing disk too, so recovery itself is crashed and must still converge.
 //!
-//! Half the commits are transactions (some large, spanning several log records), and
-//! transactions that abort come between them: those must never be seen.
+//! Half the commits are transactions (some large, spanning several log records), some
+//! commits start with a range delete, and transactions that abort come between them: those
+//! must never be seen.
 //!
 //! STITCHDB_CRASH_STATES sets how many crash states to verify (default 5000).
 
@@ -68,6 +69,18 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
         } else {
             rng.gen_range(1..4)
         };
+        // Some commits start with a range delete (the writes after it win inside it).
+        let range = rng.gen_bool(0.1).then(|| {
+            let (a, b) = (rng.gen_range(0..40), rng.gen_range(0..40));
+            let (lo, hi) = (a.min(b), a.max(b) + 1);
+            (
+                format!("k{lo:02}").into_bytes(),
+                format!("k{hi:02}").into_bytes(),
+            )
+        });
+        if let Some((lo, hi)) = &range {
+            state.retain(|k, _| !(lo <= k && k < hi));
+        }
         let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         for _ in 0..ops {
             let k = format!("k{:02}", rng.gen_range(0..40)).into_bytes();
@@ -103,6 +116,9 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
         disk.issued.store(n, Ordering::SeqCst);
         if rng.gen_bool(0.5) {
             let mut batch = WriteBatch::new();
+            if let Some((lo, hi)) = range {
+                batch.delete_range(t, lo, hi);
+            }
             for (k, v) in writes {
                 match v {
                     Some(v) => batch.put(t, k, v),
@@ -112,6 +128,9 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
             db.write(&batch, durability).unwrap();
         } else {
             let mut txn = db.begin(Isolation::Serializable).unwrap();
+            if let Some((lo, hi)) = range {
+                txn.delete_range(t, lo, hi).unwrap();
+            }
             for (k, v) in writes {
                 match v {
                     Some(v) => txn.put(t, k, v).unwrap(),

@@ -17,6 +17,9 @@ enum Op {
     Put(usize, u8, Vec<u8>),
     Delete(usize, u8),
     Batch(Vec<(usize, u8, Option<Vec<u8>>)>),
+    /// A batch: a put, then a range delete `[key(a), key(b))`, then optionally a put (which
+    /// must survive even inside the range).
+    DeleteRange(usize, u8, u8, u8, Option<(u8, Vec<u8>)>),
     Get(usize, u8),
     Scan(usize, u8, u8),
     ScanRev(usize, u8, u8),
@@ -51,6 +54,8 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         10 => (0..3usize, any::<u8>()).prop_map(|(t, k)| Op::Delete(t, k)),
         8 => proptest::collection::vec((0..3usize, any::<u8>(), proptest::option::of(value_strategy())), 1..8)
             .prop_map(Op::Batch),
+        4 => (0..3usize, any::<u8>(), any::<u8>(), any::<u8>(), proptest::option::of((any::<u8>(), value_strategy())))
+            .prop_map(|(t, a, b, before, after)| Op::DeleteRange(t, a.min(b), a.max(b), before, after)),
         15 => (0..3usize, any::<u8>()).prop_map(|(t, k)| Op::Get(t, k)),
         8 => (0..3usize, any::<u8>(), any::<u8>()).prop_map(|(t, a, b)| Op::Scan(t, a.min(b), a.max(b))),
         4 => (0..3usize, any::<u8>(), any::<u8>()).prop_map(|(t, a, b)| Op::ScanRev(t, a.min(b), a.max(b))),
@@ -151,6 +156,20 @@ impl Harness {
                             m.remove(&key(*k));
                         }
                     }
+                }
+                self.db().write(&batch, Durability::Ordered).unwrap();
+            }
+            Op::DeleteRange(t, a, b, before, after) => {
+                let (name, id) = self.table(*t);
+                let m = self.model.get_mut(&name).unwrap();
+                let mut batch = WriteBatch::new();
+                batch.put(id, key(*before), b"before".to_vec());
+                m.insert(key(*before), b"before".to_vec());
+                batch.delete_range(id, key(*a), key(*b));
+                m.retain(|k, _| !(key(*a) <= *k && *k < key(*b)));
+                if let Some((k, v)) = after {
+                    batch.put(id, key(*k), v.clone());
+                    m.insert(key(*k), v.clone());
                 }
                 self.db().write(&batch, Durability::Ordered).unwrap();
             }

@@ -27,18 +27,28 @@ struct ModelTxn {
     log: Vec<Undo>,
     reads: Vec<Vec<u8>>,
     ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Private range deletes (with `log` marks, as writes).
+    range_deletes: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl ModelTxn {
     fn get(&self, k: &[u8]) -> Option<Vec<u8>> {
         match self.writes.get(k) {
             Some(v) => v.clone(),
+            None if self.range_deleted(k) => None,
             None => self.snapshot.get(k).cloned(),
         }
     }
 
+    fn range_deleted(&self, k: &[u8]) -> bool {
+        self.range_deletes
+            .iter()
+            .any(|(lo, hi)| lo.as_slice() <= k && k < hi.as_slice())
+    }
+
     fn range(&self, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut m = self.snapshot.clone();
+        m.retain(|k, _| !self.range_deleted(k));
         for (k, v) in &self.writes {
             match v {
                 Some(v) => m.insert(k.clone(), v.clone()),
@@ -55,9 +65,28 @@ impl ModelTxn {
         self.log.push((k, before));
     }
 
+    fn delete_range(&mut self, lo: Vec<u8>, hi: Vec<u8>) {
+        let doomed: Vec<_> = self
+            .writes
+            .range(lo.clone()..hi.clone())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in doomed {
+            let before = self.writes.remove(&k);
+            self.log.push((k, Some(before.unwrap())));
+        }
+        self.range_deletes.push((lo, hi));
+        // An empty key marks a range delete in the log.
+        self.log.push((Vec::new(), None));
+    }
+
     fn rollback(&mut self, mark: usize) {
         while self.log.len() > mark {
             let (k, before) = self.log.pop().unwrap();
+            if k.is_empty() {
+                self.range_deletes.pop();
+                continue;
+            }
             match before {
                 Some(v) => self.writes.insert(k, v),
                 None => self.writes.remove(&k),
@@ -70,12 +99,23 @@ struct Model {
     committed: Map,
     /// Commit number of each key's last write.
     last_write: BTreeMap<Vec<u8>, u64>,
+    /// Committed range deletes, with their commit numbers.
+    range_writes: Vec<(Vec<u8>, Vec<u8>, u64)>,
     commits: u64,
 }
 
 impl Model {
-    fn apply(&mut self, writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>) {
+    fn apply(
+        &mut self,
+        ranges: &[(Vec<u8>, Vec<u8>)],
+        writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    ) {
         self.commits += 1;
+        for (lo, hi) in ranges {
+            self.committed.retain(|k, _| !(lo <= k && k < hi));
+            self.range_writes
+                .push((lo.clone(), hi.clone(), self.commits));
+        }
         for (k, v) in writes {
             match v {
                 Some(v) => self.committed.insert(k.clone(), v.clone()),
@@ -86,22 +126,38 @@ impl Model {
     }
 
     fn accepts(&self, txn: &ModelTxn) -> bool {
-        let changed = |k: &Vec<u8>| self.last_write.get(k).is_some_and(|&c| c > txn.start);
+        let changed = |k: &Vec<u8>| {
+            self.last_write.get(k).is_some_and(|&c| c > txn.start)
+                || self
+                    .range_writes
+                    .iter()
+                    .any(|(lo, hi, c)| *c > txn.start && lo <= k && k < hi)
+        };
+        let range_changed = |lo: &Vec<u8>, hi: &Vec<u8>| {
+            self.last_write
+                .range(lo.clone()..hi.clone())
+                .any(|(_, &c)| c > txn.start)
+                || self
+                    .range_writes
+                    .iter()
+                    .any(|(a, b, c)| *c > txn.start && a < hi && lo < b)
+        };
         if txn.writes.keys().any(changed) {
+            return false;
+        }
+        if txn
+            .range_deletes
+            .iter()
+            .any(|(lo, hi)| range_changed(lo, hi))
+        {
             return false;
         }
         if txn.iso == Isolation::Serializable {
             if txn.reads.iter().any(changed) {
                 return false;
             }
-            for (lo, hi) in &txn.ranges {
-                if self
-                    .last_write
-                    .range(lo.clone()..hi.clone())
-                    .any(|(_, &c)| c > txn.start)
-                {
-                    return false;
-                }
+            if txn.ranges.iter().any(|(lo, hi)| range_changed(lo, hi)) {
+                return false;
             }
         }
         true
@@ -126,6 +182,7 @@ fn run(seed: u64) -> (u64, u64) {
     let mut model = Model {
         committed: Map::new(),
         last_write: BTreeMap::new(),
+        range_writes: Vec::new(),
         commits: 0,
     };
     // Open transactions: the store's and the model's, with savepoint marks (nested
@@ -150,6 +207,7 @@ fn run(seed: u64) -> (u64, u64) {
                     log: Vec::new(),
                     reads: Vec::new(),
                     ranges: Vec::new(),
+                    range_deletes: Vec::new(),
                 };
                 open.push((txn, m));
             }
@@ -157,7 +215,7 @@ fn run(seed: u64) -> (u64, u64) {
                 // A plain write: a commit of its own.
                 let (k, v) = (key(&mut rng), format!("p{step}").into_bytes());
                 db.put(t, &k, &v).unwrap();
-                model.apply(&BTreeMap::from([(k, Some(v))]));
+                model.apply(&[], &BTreeMap::from([(k, Some(v))]));
             }
             15..=16 => db.flush().unwrap(),
             17 => db.compact().unwrap(),
@@ -184,6 +242,16 @@ fn run(seed: u64) -> (u64, u64) {
                 assert_eq!(got, m.range(&lo, &hi), "{}", ctx());
                 if m.iso == Isolation::Serializable {
                     m.ranges.push((lo, hi));
+                }
+            }
+            92..=94 => {
+                let i = rng.gen_range(0..open.len());
+                let (txn, m) = &mut open[i];
+                let (a, b) = (key(&mut rng), key(&mut rng));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                txn.delete_range(t, &lo, &hi).unwrap();
+                if lo < hi {
+                    m.delete_range(lo, hi);
                 }
             }
             50..=69 => {
@@ -220,12 +288,13 @@ fn run(seed: u64) -> (u64, u64) {
             78..=91 => {
                 let i = rng.gen_range(0..open.len());
                 let (txn, m) = open.swap_remove(i);
-                let accepted = m.writes.is_empty() || model.accepts(&m);
+                let writes_nothing = m.writes.is_empty() && m.range_deletes.is_empty();
+                let accepted = writes_nothing || model.accepts(&m);
                 match txn.commit() {
                     Ok(()) => {
                         assert!(accepted, "{}: the model refuses this commit", ctx());
-                        if !m.writes.is_empty() {
-                            model.apply(&m.writes);
+                        if !writes_nothing {
+                            model.apply(&m.range_deletes, &m.writes);
                             commits += 1;
                         }
                     }

@@ -7,6 +7,7 @@
 use super::{log, Inner, Version};
 use crate::manifest::{Manifest, TableMeta};
 use crate::merge::VersionFilter;
+use crate::range_del::RangeDeletes;
 use crate::run::{Run, RunBuilder};
 use crate::Result;
 use std::sync::Arc;
@@ -64,7 +65,9 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
         let Some(imm) = &t.imm else { continue };
         let mut builder = RunBuilder::new(&inner.storage, ck.next_run_id, 0, Stream::Flush);
         let mut hashes = Vec::new();
-        let mut versions = VersionFilter::new(oldest_reader, false);
+        let ranges = imm.range_tombstones();
+        builder.set_range_tombstones(ranges.clone());
+        let mut versions = VersionFilter::new(oldest_reader, false, RangeDeletes::new(ranges));
         imm.for_each(|e| {
             if !versions.keep(e.key, e.seq, e.value.is_none()) {
                 return Ok(());

@@ -5,10 +5,13 @@ use crate::manifest::LogStart;
 use crate::Error;
 use stitch_wal::LogPosition;
 
-/// A batch of puts and deletes (redo-only: applied at commit, so losers need no undo).
+/// A batch of puts and deletes (redo-only: applied at commit, so losers need no undo). Only
+/// replayed: logs written before range deletes existed hold these.
 pub const OP_BATCH: u16 = 1;
 /// A table was created: its id and name.
 pub const OP_CREATE_TABLE: u16 = 2;
+/// A batch of range deletes, puts and deletes: what every batch is logged as now.
+pub const OP_BATCH_RANGES: u16 = 3;
 
 pub fn log_err(e: impl std::fmt::Display) -> Error {
     Error::Log(e.to_string())

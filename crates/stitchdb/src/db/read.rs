@@ -6,6 +6,7 @@ use crate::batch::TableId;
 use crate::bounds::{before_start, past_end};
 use crate::dtable::DTable;
 use crate::merge::Visible;
+use crate::range_del::RangeDeletes;
 use crate::Result;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -93,7 +94,8 @@ pub(crate) fn scan_at(
     } else {
         view.cursor(start, end)
     };
-    let visible = Visible::new(versions, guard.snapshot);
+    let ranges = RangeDeletes::new(view.range_tombstones());
+    let visible = Visible::new(versions, guard.snapshot, ranges);
     Ok(DbIter::new(
         visible,
         start,

@@ -156,28 +156,49 @@ fn open_levels(
     Ok(levels)
 }
 
+/// Redoes a batch record into the replayed tables' memtables (range deletes first: see
+/// `write::chunks`).
+fn redo(st: &Replay, rec: &LogRecord, with_ranges: bool) -> std::result::Result<(), String> {
+    if rec.lsn <= st.checkpoint_lsn {
+        return Ok(());
+    }
+    let (ops, ranges) = decode_ops(&rec.payload, with_ranges)?;
+    let table = |id: TableId| {
+        st.version
+            .tables
+            .get(&id)
+            .ok_or_else(|| format!("batch names unknown table #{}", id.0))
+    };
+    for (id, start, end) in ranges {
+        table(id)?.mem.delete_range(&start, &end, rec.lsn);
+    }
+    for (id, key, value) in ops {
+        table(id)?.mem.insert(&key, rec.lsn, value.as_deref());
+    }
+    Ok(())
+}
+
 /// The log operations of the key-value store, redoing into `replay`.
 fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, String> {
     let mut registry = OpRegistry::new();
-    let r = replay.clone();
-    let redo_batch = move |rec: &LogRecord| -> std::result::Result<(), String> {
-        let st = r.lock();
-        if rec.lsn <= st.checkpoint_lsn {
-            return Ok(());
+    let redo_batch = |with_ranges: bool| {
+        let r = replay.clone();
+        move |rec: &LogRecord| -> std::result::Result<(), String> {
+            redo(&r.lock(), rec, with_ranges)
         }
-        for (table, key, value) in decode_ops(&rec.payload)? {
-            let t = st
-                .version
-                .tables
-                .get(&table)
-                .ok_or_else(|| format!("batch names unknown table #{}", table.0))?;
-            t.mem.insert(&key, rec.lsn, value.as_deref());
-        }
-        Ok(())
     };
     registry
-        .register(log::OP_BATCH, "batch", Box::new(redo_batch), None)
+        .register(log::OP_BATCH, "batch", Box::new(redo_batch(false)), None)
         .map_err(|e| e.to_string())?;
+    registry
+        .register(
+            log::OP_BATCH_RANGES,
+            "batch with range deletes",
+            Box::new(redo_batch(true)),
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+
     let r = replay.clone();
     let redo_create = move |rec: &LogRecord| -> std::result::Result<(), String> {
         let mut st = r.lock();

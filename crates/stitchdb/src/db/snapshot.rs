@@ -11,6 +11,7 @@ use crate::batch::TableId;
 use crate::dtable::DTable;
 use crate::manifest::{SnapshotMeta, TableMeta};
 use crate::merge::Visible;
+use crate::range_del::RangeDeletes;
 use crate::run::{Run, Stitching};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -130,14 +131,7 @@ impl Snapshot {
 
     /// The pairs with keys in `(start, end)`, in key order.
     pub fn range(&self, table: TableId, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<DbIter> {
-        let versions = self.view(table)?.cursor(start, end);
-        Ok(DbIter::new(
-            Visible::new(versions, u64::MAX),
-            start,
-            end,
-            false,
-            None,
-        ))
+        self.scan(table, start, end, false)
     }
 
     /// The pairs with keys in `(start, end)`, in descending key order.
@@ -147,14 +141,25 @@ impl Snapshot {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> Result<DbIter> {
-        let versions = self.view(table)?.cursor_rev(start, end);
-        Ok(DbIter::new(
-            Visible::new(versions, u64::MAX),
-            start,
-            end,
-            true,
-            None,
-        ))
+        self.scan(table, start, end, true)
+    }
+
+    fn scan(
+        &self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<DbIter> {
+        let view = self.view(table)?;
+        let versions = if reverse {
+            view.cursor_rev(start, end)
+        } else {
+            view.cursor(start, end)
+        };
+        let ranges = RangeDeletes::new(view.range_tombstones());
+        let visible = Visible::new(versions, u64::MAX, ranges);
+        Ok(DbIter::new(visible, start, end, reverse, None))
     }
 }
 

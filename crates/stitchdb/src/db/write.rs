@@ -2,7 +2,7 @@
 //! write's durability asks.
 
 use super::{background, checkpoint, compact, log, Db, Inner};
-use crate::batch::{encode_ops, TableId, WriteBatch};
+use crate::batch::{encode_ops, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::memtable::Value;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
@@ -35,6 +35,19 @@ impl Db {
         self.write(&b, self.inner.opts.durability)
     }
 
+    /// Deletes every key from `start` (inclusive) to `end` (exclusive) in `table` with one
+    /// range tombstone, however many keys the range holds (nothing if `start >= end`).
+    pub fn delete_range(
+        &self,
+        table: TableId,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_range(table, start.as_ref(), end.as_ref());
+        self.write(&b, self.inner.opts.durability)
+    }
+
     /// Applies a batch atomically: after a crash all of it or none of it is present.
     pub fn write(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
         write_batch(&self.inner, batch, durability)
@@ -45,6 +58,10 @@ fn validate(inner: &Inner, batch: &WriteBatch) -> Result<()> {
     let version = inner.version.read().clone();
     for (table, key, value) in &batch.ops {
         check_op(inner, &version, *table, key, value.as_deref())?;
+    }
+    for (table, start, end) in &batch.ranges {
+        check_op(inner, &version, *table, start, None)?;
+        check_op(inner, &version, *table, end, None)?;
     }
     Ok(())
 }
@@ -76,26 +93,41 @@ pub(crate) fn check_op(
     Ok(())
 }
 
-/// Splits a batch into log payloads that each fit in a record.
-fn chunks(ops: &[(TableId, Vec<u8>, Value)], max_payload: usize) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
+/// Splits a batch into log payloads that each fit in a record: range deletes first, then the
+/// other operations. (Replay gives each record its own sequence number, so a range delete must
+/// come before the batch's puts it must not hide.)
+fn chunks(batch: &WriteBatch, max_payload: usize) -> Vec<Vec<u8>> {
+    let range_size = |(_, s, e): &RangeOp| s.len() + e.len() + 24;
+    let op_size =
+        |(_, k, v): &(TableId, Vec<u8>, Value)| k.len() + v.as_ref().map_or(0, Vec::len) + 24;
+    let mut out: Vec<Vec<u8>> = split(&batch.ranges, max_payload, range_size)
+        .map(|ranges| encode_ops(&[], ranges))
+        .collect();
+    out.extend(split(&batch.ops, max_payload, op_size).map(|ops| encode_ops(ops, &[])));
+    out
+}
+
+/// Cuts `items` into runs of consecutive items whose sizes add up to at most `max` (an item
+/// larger than that alone).
+fn split<'a, T>(
+    items: &'a [T],
+    max: usize,
+    size: impl Fn(&T) -> usize + 'a,
+) -> impl Iterator<Item = &'a [T]> + 'a {
     let mut start = 0;
-    while start < ops.len() {
-        let mut end = start;
-        let mut size = 16;
-        while end < ops.len() {
-            let (_, k, v) = &ops[end];
-            let op_size = k.len() + v.as_ref().map_or(0, Vec::len) + 24;
-            if end > start && size + op_size > max_payload {
-                break;
-            }
-            size += op_size;
+    std::iter::from_fn(move || {
+        if start == items.len() {
+            return None;
+        }
+        let (mut end, mut total) = (start, 16);
+        while end < items.len() && (end == start || total + size(&items[end]) <= max) {
+            total += size(&items[end]);
             end += 1;
         }
-        out.push(encode_ops(&ops[start..end]));
+        let piece = &items[start..end];
         start = end;
-    }
-    out
+        Some(piece)
+    })
 }
 
 pub(crate) fn write_batch(
@@ -122,7 +154,7 @@ pub(crate) fn commit_batch(
     }
     validate(inner, batch)?;
     let wal = inner.wal()?;
-    let payloads = chunks(&batch.ops, wal.max_payload() / 2);
+    let payloads = chunks(batch, wal.max_payload() / 2);
     let deps = inner.groups.engaged_deps();
     let (lsn, full) = {
         let mut w = inner.write.lock();
@@ -138,7 +170,7 @@ pub(crate) fn commit_batch(
                 _ => Flags::NONE,
             };
             let appended = wal
-                .append_with_deps(txn, log::OP_BATCH, flag, payload, &deps)
+                .append_with_deps(txn, log::OP_BATCH_RANGES, flag, payload, &deps)
                 .map_err(log::log_err);
             let (record_lsn, _, patch) = inner.guard(appended)?;
             inner.groups.adopt(patch);
@@ -146,6 +178,9 @@ pub(crate) fn commit_batch(
         }
         // Every op of the batch gets the commit's sequence number: readers see all or none.
         let version = inner.version.read().clone();
+        for (table, start, end) in &batch.ranges {
+            version.table(*table)?.mem.delete_range(start, end, lsn);
+        }
         for (table, key, value) in &batch.ops {
             version
                 .table(*table)?
@@ -154,7 +189,7 @@ pub(crate) fn commit_batch(
         }
         if w.oracle.tracking() {
             let keys = batch.ops.iter().map(|(t, k, _)| (*t, k.clone())).collect();
-            w.oracle.record(lsn, keys);
+            w.oracle.record(lsn, keys, batch.ranges.clone());
         }
         w.last_seq = lsn;
         inner.visible_seq.store(lsn, Ordering::Release);

@@ -4,6 +4,7 @@
 use super::DTable;
 use crate::memtable::Value;
 use crate::merge::Source;
+use crate::range_del::RangeTombstone;
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -38,5 +39,13 @@ impl<T: DTable> DTable for Filtered<T> {
 
     fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
         self.inner.cursor_rev(start, end)
+    }
+
+    fn range_tombstones(&self) -> Vec<RangeTombstone> {
+        self.inner.range_tombstones()
+    }
+
+    fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
+        self.inner.covering_tombstone(key, snapshot)
     }
 }

@@ -17,6 +17,7 @@ pub use overlay::Overlay;
 
 use crate::memtable::{MemIter, MemRevIter, Memtable, Value};
 use crate::merge::{NewestFirst, Source};
+use crate::range_del::RangeTombstone;
 use crate::run::Run;
 use crate::Result;
 use std::ops::Bound;
@@ -40,6 +41,18 @@ pub trait DTable: Send + Sync {
     /// The same versions backwards: keys descending, newest version first within a key (a
     /// dTable's cursor goes both ways).
     fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source;
+
+    /// The range tombstones this dTable holds (they apply to every layer below it too; see
+    /// [`crate::range_del`]).
+    fn range_tombstones(&self) -> Vec<RangeTombstone> {
+        Vec::new()
+    }
+
+    /// The newest of [`range_tombstones`](Self::range_tombstones) a reader at `snapshot`
+    /// sees over `key` (without copying them).
+    fn covering_tombstone(&self, _key: &[u8], _snapshot: u64) -> Option<u64> {
+        None
+    }
 }
 
 impl DTable for Arc<Memtable> {
@@ -55,6 +68,14 @@ impl DTable for Arc<Memtable> {
         Box::new(NewestFirst::new(
             MemRevIter::new(self.clone(), start, end).map(Ok),
         ))
+    }
+
+    fn range_tombstones(&self) -> Vec<RangeTombstone> {
+        Memtable::range_tombstones(self)
+    }
+
+    fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
+        Memtable::covering_tombstone(self, key, snapshot)
     }
 }
 
@@ -80,4 +101,20 @@ impl DTable for Arc<Run> {
     fn cursor_rev(&self, _start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
         Box::new(NewestFirst::new(self.iter_rev(end)))
     }
+
+    fn range_tombstones(&self) -> Vec<RangeTombstone> {
+        self.meta.ranges.clone()
+    }
+
+    fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
+        covering(&self.meta.ranges, key, snapshot)
+    }
+}
+
+/// The newest tombstone of `list` a reader at `snapshot` sees over `key`.
+pub(crate) fn covering(list: &[RangeTombstone], key: &[u8], snapshot: u64) -> Option<u64> {
+    list.iter()
+        .filter(|t| t.seq <= snapshot && t.covers(key))
+        .map(|t| t.seq)
+        .max()
 }

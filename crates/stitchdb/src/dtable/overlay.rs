@@ -1,9 +1,11 @@
 //! The overlay dTable: layers newest first; the first layer holding a version of a key (a
-//! value or a tombstone) answers for it.
+//! value or a tombstone) answers for it, unless a range tombstone of any layer, newer than
+//! that version, hides it.
 
 use super::DTable;
 use crate::memtable::Value;
 use crate::merge::{MergeIter, Source};
+use crate::range_del::RangeTombstone;
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -23,15 +25,21 @@ impl Overlay {
 
 impl DTable for Overlay {
     fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>> {
+        let mut found = None;
         for layer in &self.layers {
             if !layer.may_contain(key) {
                 continue;
             }
-            if let Some(found) = layer.get(key, snapshot)? {
-                return Ok(Some(found));
+            if let Some(version) = layer.get(key, snapshot)? {
+                found = Some(version);
+                break;
             }
         }
-        Ok(None)
+        Ok(match (found, self.covering_tombstone(key, snapshot)) {
+            (Some((seq, _)), Some(t)) if t > seq => Some((t, None)),
+            (None, Some(t)) => Some((t, None)),
+            (found, _) => found,
+        })
     }
 
     fn may_contain(&self, key: &[u8]) -> bool {
@@ -51,5 +59,19 @@ impl DTable for Overlay {
             .map(|l| l.cursor_rev(start, end))
             .collect();
         Box::new(MergeIter::new_reverse(sources))
+    }
+
+    fn range_tombstones(&self) -> Vec<RangeTombstone> {
+        self.layers
+            .iter()
+            .flat_map(|l| l.range_tombstones())
+            .collect()
+    }
+
+    fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
+        self.layers
+            .iter()
+            .filter_map(|l| l.covering_tombstone(key, snapshot))
+            .max()
     }
 }

@@ -4,6 +4,7 @@
 use super::block::BlockWriter;
 use super::{index, BlockHandle, Run, RunMeta, Storage};
 use crate::memtable::EntryRef;
+use crate::range_del::RangeTombstone;
 use crate::Result;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -52,6 +53,7 @@ impl RunBuilder {
                 max_seq: 0,
                 index: Vec::new(),
                 filter: None,
+                ranges: Vec::new(),
             },
             copied_bytes: 0,
             stitched_bytes: 0,
@@ -118,14 +120,28 @@ impl RunBuilder {
         Ok(())
     }
 
+    /// The range tombstones the run carries.
+    pub fn set_range_tombstones(&mut self, ranges: Vec<RangeTombstone>) {
+        self.meta.min_seq = ranges
+            .iter()
+            .map(|t| t.seq)
+            .fold(self.meta.min_seq, u64::min);
+        self.meta.max_seq = ranges
+            .iter()
+            .map(|t| t.seq)
+            .fold(self.meta.max_seq, u64::max);
+        self.meta.ranges = ranges;
+    }
+
     /// Writes the index and `filter` (a filter too large for one extent is left out: the run
     /// then answers every lookup itself); returns the run and one patch standing for all its
-    /// writes, or `None` if the run is empty.
+    /// writes, or `None` if the run has neither entries nor range tombstones.
     pub fn finish(mut self, filter: Option<QuotientFilter>) -> Result<Option<(Arc<Run>, PatchId)>> {
         self.finish_block()?;
-        if self.blocks.is_empty() {
+        if self.blocks.is_empty() && self.meta.ranges.is_empty() {
             return Ok(None);
         }
+        let filter = filter.filter(|_| !self.blocks.is_empty());
         let filter = filter.filter(|f| f.memory_bytes() < self.storage.zones.max_payload() / 2);
         if let Some(f) = &filter {
             let (addr, patch) = self.storage.zones.append_to(

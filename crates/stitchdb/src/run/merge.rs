@@ -9,6 +9,7 @@ use super::block::Block;
 use super::{Run, RunBuilder, Storage};
 use crate::memtable::EntryRef;
 use crate::merge::VersionFilter;
+use crate::range_del::{RangeDeletes, RangeTombstone};
 use crate::Result;
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -95,7 +96,15 @@ pub fn merge_runs(
         filter_fp_rate,
     } = spec;
     let mut out = RunBuilder::new(storage, id, level, Stream::Merge);
-    let mut filter = VersionFilter::new(oldest_snapshot, bottom);
+    // Range tombstones hide versions in other inputs: those versions must be seen (copied) to
+    // be dropped, so a merge carrying tombstones stitches nothing.
+    let ranges: Vec<RangeTombstone> = inputs.iter().flat_map(|r| r.meta.ranges.clone()).collect();
+    let stitching = if ranges.is_empty() {
+        stitching
+    } else {
+        Stitching::Never
+    };
+    let mut filter = VersionFilter::new(oldest_snapshot, bottom, RangeDeletes::new(ranges.clone()));
     let mut cursors: Vec<Cursor> = inputs
         .iter()
         .map(|run| Cursor {
@@ -137,6 +146,14 @@ pub fn merge_runs(
             c.current = None;
         }
     }
+    // At the bottom, a tombstone every reader sees has hidden all it ever will: the versions
+    // beneath it were just dropped, and nothing older exists.
+    out.set_range_tombstones(
+        ranges
+            .into_iter()
+            .filter(|t| !(bottom && t.seq <= oldest_snapshot))
+            .collect(),
+    );
     let stats = MergeStats {
         copied_bytes: out.copied_bytes,
         stitched_bytes: out.stitched_bytes,
@@ -144,8 +161,11 @@ pub fn merge_runs(
     // The union of the inputs' filters covers every key kept (and some dropped: only more
     // false positives). Without a filter on every input there is nothing to merge from.
     let merged_filter = filter_fp_rate.and_then(|rate| {
-        let filters: Option<Vec<&QuotientFilter>> =
-            inputs.iter().map(|r| r.filter().map(|f| &**f)).collect();
+        let filters: Option<Vec<&QuotientFilter>> = inputs
+            .iter()
+            .filter(|r| r.meta.entries > 0)
+            .map(|r| r.filter().map(|f| &**f))
+            .collect();
         QuotientFilter::merge(&filters?, rate).ok()
     });
     Ok(out

@@ -15,6 +15,7 @@ pub use merge::{merge_runs, MergeSpec, MergeStats, Stitching};
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
 use crate::memtable::{Entry, Value};
+use crate::range_del::RangeTombstone;
 use crate::{Error, Result};
 use block::Block;
 use std::ops::Bound;
@@ -65,6 +66,8 @@ pub struct RunMeta {
     pub index: Vec<ExtentAddr>,
     /// The run's quotient filter, if it has one.
     pub filter: Option<ExtentAddr>,
+    /// Range tombstones the run carries (manifest version 3 on).
+    pub ranges: Vec<RangeTombstone>,
 }
 
 impl RunMeta {
@@ -87,9 +90,14 @@ impl RunMeta {
         if let Some(a) = &self.filter {
             a.encode(out);
         }
+        put_varint(out, self.ranges.len() as u64);
+        for t in &self.ranges {
+            t.encode(out);
+        }
     }
 
-    pub fn decode(r: &mut Reader) -> std::result::Result<RunMeta, String> {
+    /// Decodes a run as manifest version `version` wrote it.
+    pub fn decode(r: &mut Reader, version: u8) -> std::result::Result<RunMeta, String> {
         let id = r.varint()?;
         let level = u32::try_from(r.varint()?).map_err(|_| "level out of range")?;
         let (entries, data_bytes, min_seq, max_seq) =
@@ -105,6 +113,13 @@ impl RunMeta {
             1 => Some(ExtentAddr::decode(r.take(ExtentAddr::ENCODED_LEN)?).ok_or("short address")?),
             n => return Err(format!("filter count {n}")),
         };
+        let ranges = if version >= 3 {
+            (0..r.len()?)
+                .map(|_| RangeTombstone::decode(r))
+                .collect::<std::result::Result<_, _>>()?
+        } else {
+            Vec::new()
+        };
         Ok(RunMeta {
             id,
             level,
@@ -114,6 +129,7 @@ impl RunMeta {
             max_seq,
             index,
             filter,
+            ranges,
         })
     }
 }

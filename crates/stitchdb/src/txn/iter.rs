@@ -6,18 +6,32 @@ use crate::Result;
 use std::iter::Peekable;
 
 /// Yields `(key, value)` pairs in key order; a private write replaces the snapshot's pair of
-/// its key, a private delete hides it.
+/// its key, a private delete hides it, and so does a private range delete (a private write
+/// after it is among the private writes, which win).
 pub struct TxnIter {
     store: Peekable<DbIter>,
     own: Peekable<std::vec::IntoIter<(Vec<u8>, Value)>>,
+    /// Private range deletes: `[start, end)`.
+    hidden: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl TxnIter {
-    pub(crate) fn new(store: DbIter, own: Vec<(Vec<u8>, Value)>) -> TxnIter {
+    pub(crate) fn new(
+        store: DbIter,
+        own: Vec<(Vec<u8>, Value)>,
+        hidden: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> TxnIter {
         TxnIter {
             store: store.peekable(),
             own: own.into_iter().peekable(),
+            hidden,
         }
+    }
+
+    fn is_hidden(&self, key: &[u8]) -> bool {
+        self.hidden
+            .iter()
+            .any(|(s, e)| s.as_slice() <= key && key < e.as_slice())
     }
 }
 
@@ -41,7 +55,10 @@ impl Iterator for TxnIter {
                 (None, Some(_)) => false,
             };
             if from_store {
-                return self.store.next();
+                match self.store.next() {
+                    Some(Ok((key, _))) if self.is_hidden(&key) => continue,
+                    other => return other,
+                }
             }
             if let Some((key, Some(value))) = self.own.next() {
                 return Some(Ok((key, value)));

@@ -19,7 +19,7 @@ mod oracle;
 pub use iter::TxnIter;
 pub(crate) use oracle::Oracle;
 
-use crate::batch::{TableId, WriteBatch};
+use crate::batch::{RangeOp, TableId, WriteBatch};
 use crate::bounds::is_empty_range;
 use crate::db::{get_at, scan_at, Db, ReaderGuard};
 use crate::memtable::Value;
@@ -38,6 +38,14 @@ pub enum Isolation {
     Serializable,
 }
 
+/// How to take back one private change.
+enum Undo {
+    /// Restore what `writes` held for the key (`None`: nothing).
+    Write(TableKey, Option<Value>),
+    /// Drop the newest private range delete.
+    RangeDelete,
+}
+
 /// A range a serializable transaction scanned.
 type ScannedRange = (TableId, Bound<Vec<u8>>, Bound<Vec<u8>>);
 
@@ -49,9 +57,11 @@ pub struct Transaction<'db> {
     snapshot: ReaderGuard,
     /// The newest private write of each key (`None`: deleted).
     writes: BTreeMap<TableKey, Value>,
-    /// For savepoints: each private write's key and what the key held in `writes` before it,
-    /// kept only while a nested transaction is open.
-    undo: Vec<(TableKey, Option<Value>)>,
+    /// Private range deletes, in order.
+    range_deletes: Vec<RangeOp>,
+    /// For savepoints, kept only while a nested transaction is open: how to take back each
+    /// private change.
+    undo: Vec<Undo>,
     /// Nested transactions open.
     nesting: usize,
     /// Serializable only: keys read from the snapshot, and ranges scanned.
@@ -78,6 +88,7 @@ impl Db {
             isolation,
             snapshot,
             writes: BTreeMap::new(),
+            range_deletes: Vec::new(),
             undo: Vec::new(),
             nesting: 0,
             reads: BTreeSet::new(),
@@ -102,6 +113,9 @@ impl<'db> Transaction<'db> {
         let tk = (table, key.as_ref().to_vec());
         if let Some(v) = self.writes.get(&tk) {
             return Ok(v.clone());
+        }
+        if self.deleted_by_range(table, &tk.1) {
+            return Ok(None);
         }
         let value = get_at(self.db.shared(), table, &tk.1, self.snapshot_seq())?;
         if self.isolation == Isolation::Serializable {
@@ -137,7 +151,56 @@ impl<'db> Transaction<'db> {
         if self.isolation == Isolation::Serializable {
             self.ranges.push((table, lo, hi));
         }
-        Ok(TxnIter::new(store, own))
+        let hidden: Vec<(Vec<u8>, Vec<u8>)> = self
+            .range_deletes
+            .iter()
+            .filter(|(t, _, _)| *t == table)
+            .map(|(_, s, e)| (s.clone(), e.clone()))
+            .collect();
+        Ok(TxnIter::new(store, own, hidden))
+    }
+
+    /// Whether a private range delete covers `key` (private writes after it are in `writes`).
+    fn deleted_by_range(&self, table: TableId, key: &[u8]) -> bool {
+        self.range_deletes
+            .iter()
+            .any(|(t, s, e)| *t == table && s.as_slice() <= key && key < e.as_slice())
+    }
+
+    /// Deletes every key from `start` (inclusive) to `end` (exclusive) in `table`: one range
+    /// tombstone at commit, however many keys the range holds. This transaction's earlier
+    /// writes in the range go; later ones win. An empty range does nothing.
+    pub fn delete_range(
+        &mut self,
+        table: TableId,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let (start, end) = (start.as_ref(), end.as_ref());
+        self.db.check_write(table, start, None)?;
+        self.db.check_write(table, end, None)?;
+        if start >= end {
+            return Ok(());
+        }
+        let from = (table, start.to_vec());
+        let to = (table, end.to_vec());
+        let doomed: Vec<TableKey> = self
+            .writes
+            .range(from..to)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in doomed {
+            let before = self.writes.remove(&key);
+            if self.nesting > 0 {
+                self.undo.push(Undo::Write(key, before));
+            }
+        }
+        self.range_deletes
+            .push((table, start.to_vec(), end.to_vec()));
+        if self.nesting > 0 {
+            self.undo.push(Undo::RangeDelete);
+        }
+        Ok(())
     }
 
     pub fn put(
@@ -160,7 +223,7 @@ impl<'db> Transaction<'db> {
             self.writes.insert(tk, value);
         } else {
             let before = self.writes.insert(tk.clone(), value);
-            self.undo.push((tk, before));
+            self.undo.push(Undo::Write(tk, before));
         }
         Ok(())
     }
@@ -180,13 +243,18 @@ impl<'db> Transaction<'db> {
     /// Undoes the private writes made after the first `mark`.
     fn rollback_to(&mut self, mark: usize) {
         while self.undo.len() > mark {
-            let Some((key, before)) = self.undo.pop() else {
-                break;
-            };
-            match before {
-                Some(v) => self.writes.insert(key, v),
-                None => self.writes.remove(&key),
-            };
+            match self.undo.pop() {
+                Some(Undo::Write(key, Some(v))) => {
+                    self.writes.insert(key, v);
+                }
+                Some(Undo::Write(key, None)) => {
+                    self.writes.remove(&key);
+                }
+                Some(Undo::RangeDelete) => {
+                    self.range_deletes.pop();
+                }
+                None => break,
+            }
         }
     }
 
@@ -199,10 +267,14 @@ impl<'db> Transaction<'db> {
     /// Applies the writes as one commit, if validation passes; else nothing is applied and
     /// the error ([`Error::Conflict`]) names a key that changed under the transaction.
     pub fn commit_with(mut self, durability: Durability) -> Result<()> {
-        if self.writes.is_empty() {
+        if self.writes.is_empty() && self.range_deletes.is_empty() {
             return Ok(());
         }
+        // Range deletes first: the writes still in `writes` came after them.
         let mut batch = WriteBatch::new();
+        for (table, start, end) in std::mem::take(&mut self.range_deletes) {
+            batch.delete_range(table, start, end);
+        }
         for ((table, key), value) in std::mem::take(&mut self.writes) {
             match value {
                 Some(v) => batch.put(table, key, v),
@@ -241,6 +313,12 @@ impl<'db> Transaction<'db> {
                 return Err(conflict(*table, key, seq, "written"));
             }
         }
+        for (table, start, end) in &batch.ranges {
+            let (lo, hi) = (Bound::Included(start.clone()), Bound::Excluded(end.clone()));
+            if let Some(((t, k), seq)) = oracle.range_written_after(*table, &lo, &hi, snapshot) {
+                return Err(conflict(t, &k, seq, "deleted by range"));
+            }
+        }
         for tk in &self.reads {
             if let Some(seq) = oracle.written_after(tk, snapshot) {
                 return Err(conflict(tk.0, &tk.1, seq, "read"));
@@ -248,7 +326,7 @@ impl<'db> Transaction<'db> {
         }
         for (table, lo, hi) in &self.ranges {
             if let Some(((t, k), seq)) = oracle.range_written_after(*table, lo, hi, snapshot) {
-                return Err(conflict(*t, k, seq, "scanned"));
+                return Err(conflict(t, &k, seq, "scanned"));
             }
         }
         Ok(())

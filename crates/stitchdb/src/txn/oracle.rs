@@ -6,7 +6,7 @@
 //! conflict with (at or below the oldest open snapshot) are pruned, so the oracle holds only
 //! the writes that overlap some open transaction's life. Lives under the write lock.
 
-use crate::batch::TableId;
+use crate::batch::{RangeOp, TableId};
 use crate::seq_counts::SeqCounts;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -20,6 +20,8 @@ pub(crate) struct Oracle {
     open: SeqCounts,
     /// The newest commit of each key written since the oldest open snapshot.
     newest: BTreeMap<TableKey, u64>,
+    /// Range deletes committed since the oldest open snapshot, with their commits.
+    ranges: Vec<(RangeOp, u64)>,
     /// The same writes in commit order, for pruning.
     commits: VecDeque<(u64, Vec<TableKey>)>,
 }
@@ -41,20 +43,30 @@ impl Oracle {
         !self.open.is_empty()
     }
 
-    /// Records that commit `seq` wrote `keys`.
-    pub fn record(&mut self, seq: u64, keys: Vec<TableKey>) {
+    /// Records that commit `seq` wrote `keys` and deleted `ranges`.
+    pub fn record(&mut self, seq: u64, keys: Vec<TableKey>, ranges: Vec<RangeOp>) {
         for k in &keys {
             self.newest.insert(k.clone(), seq);
         }
+        self.ranges.extend(ranges.into_iter().map(|r| (r, seq)));
         self.commits.push_back((seq, keys));
     }
 
-    /// The newest commit after `snapshot` that wrote `key`.
+    /// A commit after `snapshot` that wrote `key` (or deleted a range holding it).
     pub fn written_after(&self, key: &TableKey, snapshot: u64) -> Option<u64> {
+        let ranged = self
+            .ranges
+            .iter()
+            .find(|((t, s, e), seq)| *seq > snapshot && *t == key.0 && *s <= key.1 && key.1 < *e)
+            .map(|(_, seq)| *seq);
         if self.newest.is_empty() {
-            return None;
+            return ranged;
         }
-        self.newest.get(key).copied().filter(|&s| s > snapshot)
+        self.newest
+            .get(key)
+            .copied()
+            .filter(|&s| s > snapshot)
+            .or(ranged)
     }
 
     /// A key in `(start, end)` of `table` written after `snapshot`, with that commit.
@@ -64,7 +76,27 @@ impl Oracle {
         start: &Bound<Vec<u8>>,
         end: &Bound<Vec<u8>>,
         snapshot: u64,
-    ) -> Option<(&TableKey, u64)> {
+    ) -> Option<(TableKey, u64)> {
+        let overlaps = |s: &[u8], e: &[u8]| {
+            let after_start = match start {
+                Bound::Included(k) | Bound::Excluded(k) => e > k.as_slice(),
+                Bound::Unbounded => true,
+            };
+            let before_end = match end {
+                Bound::Included(k) => s <= k.as_slice(),
+                Bound::Excluded(k) => s < k.as_slice(),
+                Bound::Unbounded => true,
+            };
+            after_start && before_end
+        };
+        let ranged = self
+            .ranges
+            .iter()
+            .find(|((t, s, e), seq)| *seq > snapshot && *t == table && overlaps(s, e))
+            .map(|((t, s, _), seq)| ((*t, s.clone()), *seq));
+        if ranged.is_some() {
+            return ranged;
+        }
         let lo = match start {
             Bound::Included(k) => Bound::Included((table, k.clone())),
             Bound::Excluded(k) => Bound::Excluded((table, k.clone())),
@@ -84,12 +116,13 @@ impl Oracle {
         self.newest
             .range((lo, hi))
             .find(|(_, &s)| s > snapshot)
-            .map(|(k, &s)| (k, s))
+            .map(|(k, &s)| (k.clone(), s))
     }
 
     /// Forgets the commits no open transaction can conflict with.
     fn prune(&mut self) {
         let oldest = self.open.oldest().unwrap_or(u64::MAX);
+        self.ranges.retain(|(_, seq)| *seq > oldest);
         while self.commits.front().is_some_and(|(seq, _)| *seq <= oldest) {
             let Some((seq, keys)) = self.commits.pop_front() else {
                 break;
@@ -123,8 +156,8 @@ mod tests {
         assert!(!o.tracking());
         o.begin(10);
         o.begin(20);
-        o.record(15, vec![key(b"a")]);
-        o.record(25, vec![key(b"b")]);
+        o.record(15, vec![key(b"a")], Vec::new());
+        o.record(25, vec![key(b"b")], Vec::new());
         assert_eq!(o.written_after(&key(b"a"), 10), Some(15));
         assert_eq!(o.written_after(&key(b"a"), 20), None);
         assert_eq!(o.written_after(&key(b"b"), 20), Some(25));
