@@ -78,3 +78,33 @@ fn a_dependent_groups_writes_never_reach_the_disk_first() {
     // Sealing: p has a dependent now and can never be engaged again.
     assert!(matches!(db.pg_engage(p), Err(Error::PatchGroup(_))));
 }
+
+#[test]
+fn a_transaction_commit_is_ordered_by_patchgroups_like_any_write() {
+    let sim = Arc::new(SimDisk::new(SimConfig {
+        seed: 3,
+        len: 0,
+        capacity: None,
+    }));
+    let db = Db::create_on(sim.clone(), options()).unwrap();
+    let t = db.default_table();
+    let (p, q) = (db.pg_create(), db.pg_create());
+    db.pg_engage(p).unwrap();
+    let mut txn = db.begin(stitchdb::Isolation::Serializable).unwrap();
+    for i in 0..50 {
+        txn.put(t, format!("txn{i:02}"), "v").unwrap();
+    }
+    txn.commit_with(Durability::Async).unwrap();
+    db.pg_disengage(p).unwrap();
+    db.pg_depend(q, p).unwrap();
+    db.pg_engage(q).unwrap();
+    put(&db, "after-the-transaction");
+    db.pg_disengage(q).unwrap();
+    db.pg_sync(q).unwrap();
+    for seed in 0..32 {
+        let db = Db::open_on(Arc::new(sim.crash(seed)), options()).unwrap();
+        assert!(db.get(t, "after-the-transaction").unwrap().is_some());
+        let n = db.scan_prefix(t, b"txn").unwrap().count();
+        assert_eq!(n, 50, "seed {seed}: the transaction is wholly there");
+    }
+}

@@ -292,3 +292,71 @@ fn write_skew_shows_under_snapshot_isolation_and_never_under_serializable() {
     assert!(withdraw_concurrently(Isolation::Snapshot, 20) < 0);
     assert!(withdraw_concurrently(Isolation::Serializable, 20) >= 0);
 }
+
+/// Write skew with real threads: pairs of accounts whose sum must stay at or above zero. For
+/// every pair, two threads each begin a transaction, read both accounts, meet at a barrier
+/// (so both read before either writes), withdraw from their own account if the sum allows,
+/// and commit, retrying on conflict. Returns how many pairs ended below zero.
+fn concurrent_write_skew(iso: Isolation, pairs: u32) -> u32 {
+    let db = Db::create_on(Arc::new(MemDisk::new(0)), options()).unwrap();
+    let t = db.default_table();
+    let key = |p: u32, side: u32| format!("pair{p:03}-{side}");
+    for p in 0..pairs {
+        for side in 0..2 {
+            db.put(t, key(p, side), 50i64.to_be_bytes()).unwrap();
+        }
+    }
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for side in 0..2u32 {
+            let (db, barrier) = (&db, &barrier);
+            s.spawn(move || {
+                for p in 0..pairs {
+                    let mut first_try = true;
+                    loop {
+                        let mut txn = db.begin(iso).unwrap();
+                        let read = |txn: &mut stitchdb::Transaction, s: u32| {
+                            let v = txn.get(t, key(p, s)).unwrap().unwrap();
+                            i64::from_be_bytes(v.try_into().unwrap())
+                        };
+                        let (mine, other) = (read(&mut txn, side), read(&mut txn, 1 - side));
+                        if first_try {
+                            barrier.wait();
+                        }
+                        if mine + other >= 80 {
+                            txn.put(t, key(p, side), (mine - 80).to_be_bytes()).unwrap();
+                        }
+                        let committed = txn.commit();
+                        if first_try {
+                            // Both have tried to commit before either retries.
+                            barrier.wait();
+                            first_try = false;
+                        }
+                        match committed {
+                            Ok(()) => break,
+                            Err(Error::Conflict { .. }) => continue,
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (0..pairs)
+        .filter(|&p| {
+            let sum: i64 = (0..2)
+                .map(|s| {
+                    let v = db.get(t, key(p, s)).unwrap().unwrap();
+                    i64::from_be_bytes(v.try_into().unwrap())
+                })
+                .sum();
+            sum < 0
+        })
+        .count() as u32
+}
+
+#[test]
+fn concurrent_write_skew_breaks_the_constraint_only_under_snapshot_isolation() {
+    assert_eq!(concurrent_write_skew(Isolation::Snapshot, 50), 50);
+    assert_eq!(concurrent_write_skew(Isolation::Serializable, 50), 0);
+}
