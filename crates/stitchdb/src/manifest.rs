@@ -201,6 +201,7 @@ mod tests {
                         end: b"b".to_vec(),
                         seq: 30,
                     }],
+                    seq_override: Some(40),
                 }],
             }],
             snapshots: Vec::new(),

@@ -1,7 +1,7 @@
 //! Merging sorted sources: every version in (key ascending, newest first) order, and the two
 //! views over it — what a reader at a snapshot sees, and what a merge must keep.
 
-use crate::memtable::Entry;
+use crate::memtable::{Entry, Value};
 use crate::range_del::RangeDeletes;
 use crate::Result;
 use std::cmp::{Ordering, Reverse};
@@ -152,9 +152,9 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for NewestFirst<I> {
     }
 }
 
-/// What a reader at `snapshot` sees: the newest version at or below it of each key, without
-/// tombstones.
-pub struct Visible {
+/// The newest version of each key at or below a snapshot, in order: `(key, value)`, or
+/// `(key, None)` where that version is a tombstone or a range tombstone hides it.
+pub struct Newest {
     inner: Source,
     snapshot: u64,
     /// The range tombstones of the layers `inner` merges.
@@ -162,9 +162,9 @@ pub struct Visible {
     last_key: Option<Vec<u8>>,
 }
 
-impl Visible {
-    pub fn new(inner: Source, snapshot: u64, ranges: RangeDeletes) -> Visible {
-        Visible {
+impl Newest {
+    pub fn new(inner: Source, snapshot: u64, ranges: RangeDeletes) -> Newest {
+        Newest {
             inner,
             snapshot,
             ranges,
@@ -173,8 +173,8 @@ impl Visible {
     }
 }
 
-impl Iterator for Visible {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
+impl Iterator for Newest {
+    type Item = Result<(Vec<u8>, Value)>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -187,10 +187,36 @@ impl Iterator for Visible {
             }
             self.last_key = Some(e.key.clone());
             if self.ranges.hides(&e.key, e.seq, self.snapshot) {
-                continue;
+                return Some(Ok((e.key, None)));
             }
-            if let Some(v) = e.value {
-                return Some(Ok((e.key, v)));
+            return Some(Ok((e.key, e.value)));
+        }
+    }
+}
+
+/// What a reader at a snapshot sees: the newest version of each key at or below it, in
+/// order, deleted keys left out.
+pub struct Visible {
+    newest: Newest,
+}
+
+impl Visible {
+    pub fn new(inner: Source, snapshot: u64, ranges: RangeDeletes) -> Visible {
+        Visible {
+            newest: Newest::new(inner, snapshot, ranges),
+        }
+    }
+}
+
+impl Iterator for Visible {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.newest.next()? {
+                Ok((key, Some(value))) => return Some(Ok((key, value))),
+                Ok((_, None)) => continue,
+                Err(e) => return Some(Err(e)),
             }
         }
     }

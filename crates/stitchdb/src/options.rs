@@ -40,6 +40,9 @@ pub struct Options {
     pub ordered_flush_interval_ms: u64,
     /// Clean blocks kept in the block cache.
     pub cache_blocks: usize,
+    /// Bytes of private writes a transaction keeps in memory; beyond that they are written out
+    /// as private runs, which its commit links into the tables without writing them again.
+    pub txn_memory: usize,
     /// Run memtable flushes, merges and `Ordered` flushes on a background thread. Off, they run
     /// inline in the writer's thread (deterministic: what crash tests use).
     pub background: bool,
@@ -58,6 +61,7 @@ impl Default for Options {
             durability: Durability::Sync,
             ordered_flush_interval_ms: 5,
             cache_blocks: 1024,
+            txn_memory: 64 << 20,
             background: true,
         }
     }

@@ -174,6 +174,12 @@ fn run(seed: u64) -> (u64, u64) {
     let opts = Options {
         zone_size: 64 * 1024,
         memtable_size: 4096 + rng.gen_range(0..8192),
+        // Often small enough that transactions spill to private runs and commit by linking.
+        txn_memory: if rng.gen_bool(0.5) {
+            rng.gen_range(100..600)
+        } else {
+            64 << 20
+        },
         background: false,
         ..Options::default()
     };

@@ -5,11 +5,12 @@
 //! released only once the new superblock is durable.
 
 use super::{log, Inner, Version};
+use crate::batch::TableId;
 use crate::manifest::{Manifest, TableMeta};
 use crate::merge::VersionFilter;
 use crate::range_del::RangeDeletes;
 use crate::run::{Run, RunBuilder};
-use crate::Result;
+use crate::{Error, Result};
 use std::sync::Arc;
 use stitch_filter::{hash_key, QuotientFilter};
 use stitch_patch::PatchId;
@@ -29,16 +30,56 @@ pub(crate) enum Trigger {
 /// Runs a checkpoint and returns the superblock patch (committed when this returns). A failure
 /// turns the store read-only.
 pub(crate) fn checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
-    let r = run_checkpoint(inner, trigger);
+    let r = run_checkpoint(inner, trigger, None);
     inner.flushed.notify_all();
     inner.guard(r)
 }
 
-fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
+/// Runs a checkpoint that also links `link`'s runs into their tables as one commit (a large
+/// transaction's private runs: see `db::link`). Their data is not written again.
+pub(crate) fn checkpoint_linking(inner: &Arc<Inner>, link: &mut dyn Link) -> Result<PatchId> {
+    let r = run_checkpoint(inner, Trigger::Explicit, Some(link));
+    inner.flushed.notify_all();
+    // A refused link (a conflict) is the caller's error, not the store's failure.
+    match r {
+        Err(e @ Error::Conflict { .. }) => Err(e),
+        r => inner.guard(r),
+    }
+}
+
+/// Runs to put in front of level 0 of their tables, newest first.
+pub(crate) type LinkedRuns = Vec<(TableId, Vec<Arc<Run>>)>;
+
+/// What a linking checkpoint asks of its caller, under the write lock.
+pub(crate) trait Link {
+    /// Validates the commit and appends its log records; returns, per table, the runs to
+    /// put in front of level 0 (newest first) and the sequence number of the last record.
+    fn commit(
+        &mut self,
+        writer: &mut super::WriteState,
+        wal: &stitch_wal::Wal,
+    ) -> Result<(LinkedRuns, u64)>;
+}
+
+fn run_checkpoint(
+    inner: &Arc<Inner>,
+    trigger: Trigger,
+    link: Option<&mut dyn Link>,
+) -> Result<PatchId> {
     let mut ck = inner.checkpoint.lock();
     let wal = inner.wal()?;
+    // A linking checkpoint keeps the write lock to the end: no commit can come after the
+    // linked one (and be made durable or visible) before the manifest holding it is durable.
+    let mut held = None;
+    let mut linked = Vec::new();
     let (frozen, checkpoint_lsn, log_pos, log_dep, next_table_id) = {
-        let w = inner.write.lock();
+        let mut w = inner.write.lock();
+        let mut last_seq = w.last_seq;
+        if let Some(link) = link {
+            let (runs, seq) = link.commit(&mut w, wal)?;
+            linked = runs;
+            last_seq = seq;
+        }
         let mut version = inner.version.write();
         let mut v = (**version).clone();
         let full: Vec<_> = v
@@ -51,11 +92,20 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
             v.update(id, |t| t.imm = Some(std::mem::take(&mut t.mem)));
         }
         *version = Arc::new(v.clone());
+        drop(version);
         let (pos, dep) = wal.position();
-        (v, w.last_seq, pos, dep, w.next_table_id)
+        let next_table_id = w.next_table_id;
+        if !linked.is_empty() {
+            held = Some(w);
+        }
+        (v, last_seq, pos, dep, next_table_id)
     };
     let anything_frozen = frozen.tables.values().any(|t| t.imm.is_some());
-    if trigger != Trigger::Open && !anything_frozen && log_pos.lsn == ck.log_start.lsn {
+    if trigger != Trigger::Open
+        && !anything_frozen
+        && linked.is_empty()
+        && log_pos.lsn == ck.log_start.lsn
+    {
         return Ok(inner.zones.superblock_patch());
     }
     let oldest_reader = inner.oldest_reader();
@@ -90,6 +140,21 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
             }
         });
     }
+    // Linked runs are newer than everything frozen: in front of it in level 0.
+    if !linked.is_empty() {
+        ck.linked_commits += 1;
+        ck.linked_bytes += linked
+            .iter()
+            .flat_map(|(_, runs)| runs.iter().map(|r| r.meta.data_bytes))
+            .sum::<u64>();
+    }
+    for (table, runs) in &linked {
+        listed.update(*table, |t| {
+            for run in runs.iter().rev() {
+                add_run(t, run.clone());
+            }
+        });
+    }
     ck.checkpoint_lsn = checkpoint_lsn;
     ck.log_start = log::to_start(log_pos, ck.epoch);
     ck.next_table_id = next_table_id;
@@ -99,7 +164,11 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
     {
         let mut version = inner.version.write();
         let mut v = (**version).clone();
-        for t in frozen.tables.values().filter(|t| t.imm.is_some()) {
+        let changed = frozen
+            .tables
+            .values()
+            .filter(|t| t.imm.is_some() || linked.iter().any(|(id, _)| *id == t.id));
+        for t in changed {
             let levels = listed.tables[&t.id].levels.clone();
             v.update(t.id, |cur| {
                 cur.imm = None;
@@ -107,6 +176,13 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
             });
         }
         *version = Arc::new(v);
+    }
+    if let Some(mut w) = held {
+        // The linked commit becomes visible, and the next commit may follow it.
+        w.last_seq = checkpoint_lsn;
+        inner
+            .visible_seq
+            .store(checkpoint_lsn, std::sync::atomic::Ordering::Release);
     }
     // The runs cover every record before `log_pos`: those still only in the cache (an
     // `Async` write's) are dropped unwritten, and the segments before it released.
@@ -120,7 +196,7 @@ fn run_checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
 
 /// A filter holding `hashes` (`None` without a rate, or if the filter cannot be built: the
 /// run then answers every lookup itself).
-fn build_filter(hashes: &[u64], rate: Option<f64>) -> Option<QuotientFilter> {
+pub(crate) fn build_filter(hashes: &[u64], rate: Option<f64>) -> Option<QuotientFilter> {
     let mut filter = QuotientFilter::new(hashes.len().max(1) as u64, rate?).ok()?;
     for &h in hashes {
         filter.insert(h).ok()?;

@@ -12,6 +12,11 @@ pub const OP_BATCH: u16 = 1;
 pub const OP_CREATE_TABLE: u16 = 2;
 /// A batch of range deletes, puts and deletes: what every batch is logged as now.
 pub const OP_BATCH_RANGES: u16 = 3;
+/// A large transaction's commit: one record per private run it links, giving that run its
+/// sequence number. Nothing to redo: the checkpoint that links the runs is durable before
+/// the commit returns, and a crash before that loses the transaction whole (it was never
+/// acknowledged, and no later commit can be in the log: the writer lock is held meanwhile).
+pub const OP_TXN_LINK: u16 = 4;
 
 pub fn log_err(e: impl std::fmt::Display) -> Error {
     Error::Log(e.to_string())

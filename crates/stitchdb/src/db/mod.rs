@@ -6,6 +6,7 @@ mod check;
 mod checkpoint;
 mod compact;
 mod defrag;
+mod link;
 mod log;
 mod read;
 mod recover;
@@ -13,6 +14,8 @@ mod snapshot;
 mod stats;
 mod write;
 
+pub(crate) use checkpoint::build_filter;
+pub(crate) use link::{link_transaction, PrivateRuns};
 pub(crate) use read::{get_at, scan_at, ReaderGuard};
 pub(crate) use write::commit_batch;
 
@@ -129,7 +132,7 @@ impl Version {
 }
 
 /// What the writer serializes on: appending to the log and applying to memtables.
-pub(crate) struct WriteState {
+pub struct WriteState {
     pub next_txn: u64,
     pub next_table_id: u32,
     /// The sequence number (LSN) of the last applied commit.
@@ -154,6 +157,9 @@ pub(crate) struct CheckpointState {
     pub checkpoints: u64,
     /// Key and value bytes written by memtable flushes.
     pub run_bytes_written: u64,
+    /// Large transactions committed by linking their runs, and those runs' bytes.
+    pub linked_commits: u64,
+    pub linked_bytes: u64,
     /// The named snapshots, listed in every manifest.
     pub snapshots: BTreeMap<String, Arc<snapshot::NamedSnapshot>>,
 }
@@ -304,6 +310,8 @@ impl Db {
                 next_table_id: recovered.next_table_id,
                 checkpoints: 0,
                 run_bytes_written: 0,
+                linked_commits: 0,
+                linked_bytes: 0,
                 snapshots: recovered.snapshots.clone(),
             }),
             compaction: Mutex::new(compact::CompactionStats::default()),

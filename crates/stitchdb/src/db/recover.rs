@@ -190,6 +190,15 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, Stri
     registry
         .register(log::OP_BATCH, "batch", Box::new(redo_batch(false)), None)
         .map_err(|e| e.to_string())?;
+    let nothing_to_redo = |_: &LogRecord| -> std::result::Result<(), String> { Ok(()) };
+    registry
+        .register(
+            log::OP_TXN_LINK,
+            "transaction link",
+            Box::new(nothing_to_redo),
+            None,
+        )
+        .map_err(|e| e.to_string())?;
     registry
         .register(
             log::OP_BATCH_RANGES,

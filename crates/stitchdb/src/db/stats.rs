@@ -38,6 +38,10 @@ pub struct Stats {
     pub merges: u64,
     /// Bytes memtable flushes wrote to runs.
     pub flushed_bytes: u64,
+    /// Transactions that outgrew their memory and committed by linking their private runs,
+    /// and the bytes of those runs (written once, when spilled).
+    pub linked_commits: u64,
+    pub linked_bytes: u64,
     /// Bytes merges wrote anew, and bytes they stitched in without rewriting.
     pub merge_copied_bytes: u64,
     pub merge_stitched_bytes: u64,
@@ -61,9 +65,14 @@ impl Db {
                 memtable_bytes: t.mem.bytes() + t.imm.as_ref().map_or(0, |m| m.bytes()),
             })
             .collect();
-        let (checkpoints, flushed_bytes) = {
+        let (checkpoints, flushed_bytes, linked_commits, linked_bytes) = {
             let ck = inner.checkpoint.lock();
-            (ck.checkpoints, ck.run_bytes_written)
+            (
+                ck.checkpoints,
+                ck.run_bytes_written,
+                ck.linked_commits,
+                ck.linked_bytes,
+            )
         };
         let CompactionStats {
             merges,
@@ -78,6 +87,8 @@ impl Db {
             checkpoints,
             merges,
             flushed_bytes,
+            linked_commits,
+            linked_bytes,
             merge_copied_bytes: copied_bytes,
             merge_stitched_bytes: stitched_bytes,
             failure: inner.failure.lock().clone(),

@@ -54,6 +54,7 @@ impl RunBuilder {
                 index: Vec::new(),
                 filter: None,
                 ranges: Vec::new(),
+                seq_override: None,
             },
             copied_bytes: 0,
             stitched_bytes: 0,

@@ -53,7 +53,7 @@ impl Cursor {
     fn peek(&self) -> Option<(&[u8], Reverse<u64>)> {
         match &self.current {
             Some((b, pos)) => {
-                let e = b.entry(*pos);
+                let e = self.run.seen(b.entry(*pos));
                 Some((e.key, Reverse(e.seq)))
             }
             None => self
@@ -137,7 +137,7 @@ pub fn merge_runs(
         }
         let c = &mut cursors[i];
         let (block, pos) = c.current.as_mut().expect("loaded above");
-        let e: EntryRef = block.entry(*pos);
+        let e: EntryRef = c.run.seen(block.entry(*pos));
         if filter.keep(e.key, e.seq, e.value.is_none()) {
             out.add(e)?;
         }
@@ -181,6 +181,10 @@ fn stitchable_span(cursors: &[Cursor], i: usize, stitching: Stitching) -> Option
     let Stitching::Threshold(threshold) = stitching else {
         return None;
     };
+    // A linked run's blocks hold private sequence numbers only its own override corrects.
+    if cursors[i].run.meta.seq_override.is_some() {
+        return None;
+    }
     let others_next: Option<&[u8]> = (0..cursors.len())
         .filter(|&j| j != i)
         .filter_map(|j| cursors[j].peek().map(|(k, _)| k))

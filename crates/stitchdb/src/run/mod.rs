@@ -14,7 +14,7 @@ pub use merge::{merge_runs, MergeSpec, MergeStats, Stitching};
 
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
-use crate::memtable::{Entry, Value};
+use crate::memtable::{Entry, EntryRef, Value};
 use crate::range_del::RangeTombstone;
 use crate::{Error, Result};
 use block::Block;
@@ -68,6 +68,9 @@ pub struct RunMeta {
     pub filter: Option<ExtentAddr>,
     /// Range tombstones the run carries (manifest version 3 on).
     pub ranges: Vec<RangeTombstone>,
+    /// Every entry (and range tombstone) of the run has this sequence number, whatever its
+    /// blocks say: a transaction's private run, linked at its commit (manifest version 3 on).
+    pub seq_override: Option<u64>,
 }
 
 impl RunMeta {
@@ -94,6 +97,8 @@ impl RunMeta {
         for t in &self.ranges {
             t.encode(out);
         }
+        // 0: none; else the sequence number plus one.
+        put_varint(out, self.seq_override.map_or(0, |s| s + 1));
     }
 
     /// Decodes a run as manifest version `version` wrote it.
@@ -113,12 +118,13 @@ impl RunMeta {
             1 => Some(ExtentAddr::decode(r.take(ExtentAddr::ENCODED_LEN)?).ok_or("short address")?),
             n => return Err(format!("filter count {n}")),
         };
-        let ranges = if version >= 3 {
-            (0..r.len()?)
+        let (ranges, seq_override) = if version >= 3 {
+            let ranges = (0..r.len()?)
                 .map(|_| RangeTombstone::decode(r))
-                .collect::<std::result::Result<_, _>>()?
+                .collect::<std::result::Result<_, _>>()?;
+            (ranges, r.varint()?.checked_sub(1))
         } else {
-            Vec::new()
+            (Vec::new(), None)
         };
         Ok(RunMeta {
             id,
@@ -130,6 +136,7 @@ impl RunMeta {
             index,
             filter,
             ranges,
+            seq_override,
         })
     }
 }
@@ -233,6 +240,39 @@ impl Run {
         self.obsolete.store(true, Ordering::Release);
     }
 
+    /// Undoes [`mark_obsolete`](Self::mark_obsolete): another run took over the references.
+    pub fn keep(&self) {
+        self.obsolete.store(false, Ordering::Release);
+    }
+
+    /// The same blocks, index and filter, read as if every entry had sequence number `seq`
+    /// (a transaction's private run at its commit). The new run owns the references: call
+    /// [`keep`](Self::keep) on this one.
+    pub fn linked(&self, seq: u64) -> Arc<Run> {
+        let mut meta = self.meta.clone();
+        meta.seq_override = Some(seq);
+        meta.min_seq = seq;
+        meta.max_seq = seq;
+        for t in &mut meta.ranges {
+            t.seq = seq;
+        }
+        Arc::new(Run {
+            meta,
+            blocks: self.blocks.clone(),
+            filter: self.filter.clone(),
+            storage: self.storage.clone(),
+            obsolete: AtomicBool::new(false),
+        })
+    }
+
+    /// An entry of this run as readers see it (with the run's sequence number, if it has one).
+    fn seen<'a>(&self, mut e: EntryRef<'a>) -> EntryRef<'a> {
+        if let Some(seq) = self.meta.seq_override {
+            e.seq = seq;
+        }
+        e
+    }
+
     /// Block `i`, from the read cache or the disk (checked against the index).
     fn block(&self, i: usize) -> Result<Arc<Block>> {
         let h = &self.blocks[i];
@@ -284,10 +324,19 @@ impl Run {
 
     /// The newest version of `key` at or below `snapshot`, if the run has one.
     pub fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>> {
+        // A linked run holds one version per key, all at its sequence number.
+        let snapshot = match self.meta.seq_override {
+            Some(seq) if seq > snapshot => return Ok(None),
+            Some(_) => u64::MAX,
+            None => snapshot,
+        };
         let mut i = self.blocks.partition_point(|b| b.last_key.as_slice() < key);
         while i < self.blocks.len() && self.blocks[i].first_key.as_slice() <= key {
             match self.block(i)?.get(key, snapshot) {
-                Ok(e) => return Ok(Some((e.seq, e.value.map(<[u8]>::to_vec)))),
+                Ok(e) => {
+                    let e = self.seen(e);
+                    return Ok(Some((e.seq, e.value.map(<[u8]>::to_vec))));
+                }
                 Err(false) => return Ok(None),
                 // Older versions of the key continue in the next block.
                 Err(true) => i += 1,
@@ -347,7 +396,7 @@ impl Iterator for RunRevIter {
             if let Some((block, left)) = &mut self.current {
                 while *left > 0 {
                     *left -= 1;
-                    let e = block.entry(*left);
+                    let e = self.run.seen(block.entry(*left));
                     if !past_end(e.key, self.end.as_ref().map(Vec::as_slice)) {
                         return Some(Ok(e.to_entry()));
                     }
@@ -402,7 +451,7 @@ impl Iterator for RunIter {
         loop {
             if let Some((block, pos)) = &mut self.current {
                 if *pos < block.len() {
-                    let e = block.entry(*pos);
+                    let e = self.run.seen(block.entry(*pos));
                     *pos += 1;
                     return Some(Ok(e.to_entry()));
                 }

@@ -5,25 +5,35 @@ use crate::memtable::Value;
 use crate::Result;
 use std::iter::Peekable;
 
+/// A transaction's say on each key of a range, in key order (`None`: it deletes the key).
+pub(crate) type OwnSay = Box<dyn Iterator<Item = Result<(Vec<u8>, Value)>>>;
+
 /// Yields `(key, value)` pairs in key order; a private write replaces the snapshot's pair of
 /// its key, a private delete hides it, and so does a private range delete (a private write
 /// after it is among the private writes, which win).
 pub struct TxnIter {
     store: Peekable<DbIter>,
-    own: Peekable<std::vec::IntoIter<(Vec<u8>, Value)>>,
+    own: Peekable<OwnPairs>,
     /// Private range deletes: `[start, end)`.
     hidden: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl TxnIter {
+    /// `own`: the write set's pairs in the range; `spilled`: the private runs' say on the
+    /// range (older than `own`); `hidden`: every private range delete.
     pub(crate) fn new(
         store: DbIter,
         own: Vec<(Vec<u8>, Value)>,
+        spilled: OwnSay,
         hidden: Vec<(Vec<u8>, Vec<u8>)>,
     ) -> TxnIter {
+        let own = OwnPairs {
+            memory: own.into_iter().peekable(),
+            spilled: spilled.peekable(),
+        };
         TxnIter {
             store: store.peekable(),
-            own: own.into_iter().peekable(),
+            own: own.peekable(),
             hidden,
         }
     }
@@ -40,10 +50,16 @@ impl Iterator for TxnIter {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
+            if let Some(Err(_)) = self.own.peek() {
+                if let Some(Err(e)) = self.own.next() {
+                    return Some(Err(e));
+                }
+            }
             let from_store = match (self.store.peek(), self.own.peek()) {
                 (None, None) => return None,
                 (Some(Err(_)), _) => return self.store.next(),
-                (Some(Ok((sk, _))), Some((ok, _))) => match sk.cmp(ok) {
+                (_, Some(Err(_))) => continue,
+                (Some(Ok((sk, _))), Some(Ok((ok, _)))) => match sk.cmp(ok) {
                     std::cmp::Ordering::Less => true,
                     std::cmp::Ordering::Equal => {
                         self.store.next();
@@ -60,9 +76,40 @@ impl Iterator for TxnIter {
                     other => return other,
                 }
             }
-            if let Some((key, Some(value))) = self.own.next() {
-                return Some(Ok((key, value)));
+            match self.own.next() {
+                Some(Ok((key, Some(value)))) => return Some(Ok((key, value))),
+                Some(Err(e)) => return Some(Err(e)),
+                _ => {}
             }
+        }
+    }
+}
+
+/// The transaction's own pairs: the write set's, over the private runs' (older).
+struct OwnPairs {
+    memory: Peekable<std::vec::IntoIter<(Vec<u8>, Value)>>,
+    spilled: Peekable<OwnSay>,
+}
+
+impl Iterator for OwnPairs {
+    type Item = Result<(Vec<u8>, Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (take_memory, shadowed) = match (self.memory.peek(), self.spilled.peek()) {
+            (None, None) => return None,
+            (_, Some(Err(_))) => return self.spilled.next(),
+            (Some(_), None) => (true, false),
+            (None, Some(_)) => (false, false),
+            (Some((mk, _)), Some(Ok((sk, _)))) => (mk <= sk, mk == sk),
+        };
+        if shadowed {
+            // The write set's version of the key is the newer one.
+            self.spilled.next();
+        }
+        if take_memory {
+            self.memory.next().map(Ok)
+        } else {
+            self.spilled.next()
         }
     }
 }

@@ -15,6 +15,7 @@
 
 mod iter;
 mod oracle;
+mod spill;
 
 pub use iter::TxnIter;
 pub(crate) use oracle::Oracle;
@@ -26,6 +27,7 @@ use crate::memtable::Value;
 use crate::options::Durability;
 use crate::{Error, Result};
 use oracle::TableKey;
+use spill::Spilled;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, Deref, DerefMut};
 
@@ -37,6 +39,9 @@ pub enum Isolation {
     /// As if transactions ran one at a time, in commit order.
     Serializable,
 }
+
+/// Bytes a private write is charged beyond its key and value (its map entry).
+const WRITE_OVERHEAD: usize = 64;
 
 /// How to take back one private change.
 enum Undo {
@@ -57,8 +62,12 @@ pub struct Transaction<'db> {
     snapshot: ReaderGuard,
     /// The newest private write of each key (`None`: deleted).
     writes: BTreeMap<TableKey, Value>,
-    /// Private range deletes, in order.
+    /// Private range deletes since the last spill, in order.
     range_deletes: Vec<RangeOp>,
+    /// Bytes of `writes` and `range_deletes`: past `Options::txn_memory` they are spilled.
+    write_bytes: usize,
+    /// The private writes spilled so far.
+    spilled: Spilled,
     /// For savepoints, kept only while a nested transaction is open: how to take back each
     /// private change.
     undo: Vec<Undo>,
@@ -89,6 +98,8 @@ impl Db {
             snapshot,
             writes: BTreeMap::new(),
             range_deletes: Vec::new(),
+            write_bytes: 0,
+            spilled: Spilled::default(),
             undo: Vec::new(),
             nesting: 0,
             reads: BTreeSet::new(),
@@ -116,6 +127,9 @@ impl<'db> Transaction<'db> {
         }
         if self.deleted_by_range(table, &tk.1) {
             return Ok(None);
+        }
+        if let Some(value) = self.spilled.get(table, &tk.1)? {
+            return Ok(value);
         }
         let value = get_at(self.db.shared(), table, &tk.1, self.snapshot_seq())?;
         if self.isolation == Isolation::Serializable {
@@ -151,13 +165,23 @@ impl<'db> Transaction<'db> {
         if self.isolation == Isolation::Serializable {
             self.ranges.push((table, lo, hi));
         }
-        let hidden: Vec<(Vec<u8>, Vec<u8>)> = self
+        let mut hidden: Vec<(Vec<u8>, Vec<u8>)> = self
             .range_deletes
             .iter()
             .filter(|(t, _, _)| *t == table)
             .map(|(_, s, e)| (s.clone(), e.clone()))
             .collect();
-        Ok(TxnIter::new(store, own, hidden))
+        // Range deletes since the last spill hide the spilled pairs too (they are older).
+        let pending = hidden.clone();
+        let spilled = self.spilled.pairs(table, start, end).filter(move |pair| {
+            pair.as_ref().map_or(true, |(key, _)| {
+                !pending
+                    .iter()
+                    .any(|(s, e)| s.as_slice() <= key.as_slice() && key < e)
+            })
+        });
+        hidden.extend(self.spilled.deleted_ranges(table));
+        Ok(TxnIter::new(store, own, Box::new(spilled), hidden))
     }
 
     /// Whether a private range delete covers `key` (private writes after it are in `writes`).
@@ -218,6 +242,7 @@ impl<'db> Transaction<'db> {
 
     fn write(&mut self, table: TableId, key: &[u8], value: Value) -> Result<()> {
         self.db.check_write(table, key, value.as_deref())?;
+        self.write_bytes += key.len() + value.as_ref().map_or(0, Vec::len) + WRITE_OVERHEAD;
         let tk = (table, key.to_vec());
         if self.nesting == 0 {
             self.writes.insert(tk, value);
@@ -225,6 +250,32 @@ impl<'db> Transaction<'db> {
             let before = self.writes.insert(tk.clone(), value);
             self.undo.push(Undo::Write(tk, before));
         }
+        self.spill_if_full()
+    }
+
+    /// Writes the private writes out as private runs once they pass the memory budget
+    /// (not inside a nested transaction: what it may undo stays in memory).
+    fn spill_if_full(&mut self) -> Result<()> {
+        let inner = self.db.shared();
+        if self.write_bytes <= inner.opts.txn_memory || self.nesting > 0 {
+            return Ok(());
+        }
+        self.spill()
+    }
+
+    fn spill(&mut self) -> Result<()> {
+        let inner = self.db.shared();
+        inner.check_writable()?;
+        self.spilled.spill(
+            &inner.storage,
+            || inner.next_run_id(),
+            inner.opts.filter_fp_rate,
+            &self.writes,
+            &self.range_deletes,
+        )?;
+        self.writes.clear();
+        self.range_deletes.clear();
+        self.write_bytes = 0;
         Ok(())
     }
 
@@ -267,6 +318,9 @@ impl<'db> Transaction<'db> {
     /// Applies the writes as one commit, if validation passes; else nothing is applied and
     /// the error ([`Error::Conflict`]) names a key that changed under the transaction.
     pub fn commit_with(mut self, durability: Durability) -> Result<()> {
+        if !self.spilled.is_empty() {
+            return self.commit_spilled();
+        }
         if self.writes.is_empty() && self.range_deletes.is_empty() {
             return Ok(());
         }
@@ -296,9 +350,74 @@ impl<'db> Transaction<'db> {
         committed
     }
 
-    /// Checks that nothing this transaction depends on was committed after its snapshot.
-    fn validate(&self, oracle: &Oracle, batch: &WriteBatch, snapshot: u64) -> Result<()> {
-        let conflict = |table: TableId, key: &[u8], seq: u64, what: &'static str| Error::Conflict {
+    /// Commits a transaction that spilled: the rest of its writes are spilled too, and its
+    /// private runs are linked into their tables as they are, in a checkpoint (durable when
+    /// this returns, whatever the durability asked).
+    fn commit_spilled(mut self) -> Result<()> {
+        if !self.writes.is_empty() || !self.range_deletes.is_empty() {
+            self.spill()?;
+        }
+        let snapshot = self.snapshot_seq();
+        let runs = self.spilled.to_link();
+        let ended = std::cell::Cell::new(false);
+        let check = |oracle: &mut Oracle| {
+            let verdict = self.validate_spilled(oracle, snapshot);
+            oracle.end(snapshot);
+            ended.set(true);
+            verdict
+        };
+        let linked =
+            crate::db::link_transaction(self.db.shared(), &runs, self.spilled.spills(), check);
+        self.ended = ended.get();
+        if linked.is_ok() {
+            // The tables hold the runs now; dropping these references frees nothing.
+            self.spilled = Spilled::default();
+        }
+        linked
+    }
+
+    /// [`validate`](Self::validate) for a spilled transaction: its writes are in its runs, so
+    /// the commits after its snapshot are looked up there (rather than the other way round).
+    fn validate_spilled(&self, oracle: &Oracle, snapshot: u64) -> Result<()> {
+        for ((table, key), seq) in oracle.writes_after(snapshot) {
+            if self.spilled.get(*table, key)?.is_some() {
+                return Err(self.conflict(*table, key, seq, "written", snapshot));
+            }
+        }
+        for ((table, start, end), seq) in oracle.ranges_after(snapshot) {
+            let mut mine = self
+                .spilled
+                .pairs(*table, Bound::Included(start), Bound::Excluded(end));
+            if let Some(pair) = mine.next() {
+                let (key, _) = pair?;
+                return Err(self.conflict(*table, &key, seq, "written", snapshot));
+            }
+        }
+        for (table, start, end) in self.spilled.to_link().iter().flat_map(|(t, runs)| {
+            runs.iter().flat_map(move |(_, r)| {
+                r.meta
+                    .ranges
+                    .iter()
+                    .map(move |x| (*t, x.start.clone(), x.end.clone()))
+            })
+        }) {
+            let (lo, hi) = (Bound::Included(start), Bound::Excluded(end));
+            if let Some(((t, k), seq)) = oracle.range_written_after(table, &lo, &hi, snapshot) {
+                return Err(self.conflict(t, &k, seq, "deleted by range", snapshot));
+            }
+        }
+        self.validate_reads(oracle, snapshot)
+    }
+
+    fn conflict(
+        &self,
+        table: TableId,
+        key: &[u8],
+        seq: u64,
+        what: &'static str,
+        snapshot: u64,
+    ) -> Error {
+        Error::Conflict {
             table: self
                 .db
                 .table_name(table)
@@ -307,26 +426,36 @@ impl<'db> Transaction<'db> {
             what,
             snapshot,
             commit: seq,
-        };
+        }
+    }
+
+    /// Checks that nothing this transaction depends on was committed after its snapshot.
+    fn validate(&self, oracle: &Oracle, batch: &WriteBatch, snapshot: u64) -> Result<()> {
         for (table, key, _) in &batch.ops {
             if let Some(seq) = oracle.written_after(&(*table, key.clone()), snapshot) {
-                return Err(conflict(*table, key, seq, "written"));
+                return Err(self.conflict(*table, key, seq, "written", snapshot));
             }
         }
         for (table, start, end) in &batch.ranges {
             let (lo, hi) = (Bound::Included(start.clone()), Bound::Excluded(end.clone()));
             if let Some(((t, k), seq)) = oracle.range_written_after(*table, &lo, &hi, snapshot) {
-                return Err(conflict(t, &k, seq, "deleted by range"));
+                return Err(self.conflict(t, &k, seq, "deleted by range", snapshot));
             }
         }
+        self.validate_reads(oracle, snapshot)
+    }
+
+    /// Serializable only (the sets are empty otherwise): what it read and scanned must not
+    /// have changed after its snapshot.
+    fn validate_reads(&self, oracle: &Oracle, snapshot: u64) -> Result<()> {
         for tk in &self.reads {
             if let Some(seq) = oracle.written_after(tk, snapshot) {
-                return Err(conflict(tk.0, &tk.1, seq, "read"));
+                return Err(self.conflict(tk.0, &tk.1, seq, "read", snapshot));
             }
         }
         for (table, lo, hi) in &self.ranges {
             if let Some(((t, k), seq)) = oracle.range_written_after(*table, lo, hi, snapshot) {
-                return Err(conflict(t, &k, seq, "scanned"));
+                return Err(self.conflict(t, &k, seq, "scanned", snapshot));
             }
         }
         Ok(())
@@ -338,6 +467,7 @@ impl<'db> Transaction<'db> {
 
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
+        self.spilled.discard();
         if !self.ended {
             self.ended = true;
             self.db

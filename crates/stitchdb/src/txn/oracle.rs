@@ -69,6 +69,22 @@ impl Oracle {
             .or(ranged)
     }
 
+    /// The keys written after `snapshot`, with the commit that last wrote each.
+    pub fn writes_after(&self, snapshot: u64) -> impl Iterator<Item = (&TableKey, u64)> {
+        self.newest
+            .iter()
+            .filter(move |(_, &s)| s > snapshot)
+            .map(|(k, &s)| (k, s))
+    }
+
+    /// The range deletes committed after `snapshot`, with their commits.
+    pub fn ranges_after(&self, snapshot: u64) -> impl Iterator<Item = (&RangeOp, u64)> {
+        self.ranges
+            .iter()
+            .filter(move |(_, s)| *s > snapshot)
+            .map(|(r, s)| (r, *s))
+    }
+
     /// A key in `(start, end)` of `table` written after `snapshot`, with that commit.
     pub fn range_written_after(
         &self,

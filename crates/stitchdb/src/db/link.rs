@@ -1,0 +1,111 @@
+//! Committing a transaction larger than memory: its private runs (written as it spilled, each
+//! with private sequence numbers) become part of their tables without being written again.
+//!
+//! The commit is a checkpoint that, under the writer lock, validates the transaction, appends
+//! one `OP_TXN_LINK` record per spill (whose LSNs are the runs' sequence numbers, in spill
+//! order, so a later spill's version of a key stays the newer one), flushes the memtables
+//! and writes a manifest with the linked runs in front of level 0. The writer lock is held
+//! until that manifest is durable, so no later commit can become durable or visible first.
+
+use super::checkpoint::{checkpoint_linking, Link, LinkedRuns};
+use super::{log, Inner, WriteState};
+use crate::batch::{RangeOp, TableId};
+use crate::run::Run;
+use crate::txn::Oracle;
+use crate::Result;
+use std::sync::Arc;
+use stitch_wal::{Flags, Wal};
+
+/// A transaction's private runs by table, newest first, each with its spill number (1 for
+/// the first spill).
+pub(crate) type PrivateRuns = Vec<(TableId, Vec<(u64, Arc<Run>)>)>;
+
+struct Linking<'a, F> {
+    inner: &'a Arc<Inner>,
+    runs: &'a PrivateRuns,
+    spills: u64,
+    validate: Option<F>,
+}
+
+impl<F: FnOnce(&mut Oracle) -> Result<()>> Link for Linking<'_, F> {
+    fn commit(&mut self, w: &mut WriteState, wal: &Wal) -> Result<(LinkedRuns, u64)> {
+        self.inner.check_writable()?;
+        if let Some(validate) = self.validate.take() {
+            validate(&mut w.oracle)?;
+        }
+        let deps = self.inner.groups.engaged_deps();
+        let txn = w.next_txn;
+        w.next_txn += 1;
+        let mut lsns = Vec::with_capacity(self.spills as usize);
+        for spill in 1..=self.spills {
+            let flags = match (self.spills, spill == self.spills) {
+                (1, _) => Flags::AUTOCOMMIT,
+                (_, true) => Flags::COMMIT,
+                _ => Flags::NONE,
+            };
+            let mut payload = Vec::new();
+            crate::codec::put_varint(&mut payload, spill);
+            let appended = wal
+                .append_with_deps(txn, log::OP_TXN_LINK, flags, &payload, &deps)
+                .map_err(log::log_err);
+            let (lsn, _, patch) = self.inner.guard(appended)?;
+            self.inner.groups.adopt(patch);
+            lsns.push(lsn);
+        }
+        let last = lsns.last().copied().unwrap_or(w.last_seq);
+        let linked: LinkedRuns = self
+            .runs
+            .iter()
+            .map(|(table, runs)| {
+                let runs = runs
+                    .iter()
+                    .map(|(spill, run)| {
+                        let linked = run.linked(lsns[(*spill - 1) as usize]);
+                        // The linked run owns the references now.
+                        run.keep();
+                        linked
+                    })
+                    .collect();
+                (*table, runs)
+            })
+            .collect();
+        // Other open transactions validate against what this commit wrote: its keys (read
+        // back from its runs: the write set is gone) and its range deletes.
+        if w.oracle.tracking() {
+            let mut keys = Vec::new();
+            let mut ranges: Vec<RangeOp> = Vec::new();
+            for (table, runs) in &linked {
+                for run in runs {
+                    for entry in run.iter_from(&[]) {
+                        keys.push((*table, entry?.key));
+                    }
+                    ranges.extend(
+                        run.meta
+                            .ranges
+                            .iter()
+                            .map(|t| (*table, t.start.clone(), t.end.clone())),
+                    );
+                }
+            }
+            w.oracle.record(last, keys, ranges);
+        }
+        Ok((linked, last))
+    }
+}
+
+/// Links `runs` (from `spills` spills) as one commit, if `validate` (called under the writer
+/// lock) accepts it.
+pub(crate) fn link_transaction(
+    inner: &Arc<Inner>,
+    runs: &PrivateRuns,
+    spills: u64,
+    validate: impl FnOnce(&mut Oracle) -> Result<()>,
+) -> Result<()> {
+    let mut linking = Linking {
+        inner,
+        runs,
+        spills,
+        validate: Some(validate),
+    };
+    checkpoint_linking(inner, &mut linking).map(|_| ())
+}

@@ -1,0 +1,176 @@
+//! A transaction's writes beyond its memory budget: private runs.
+//!
+//! When the write set outgrows `Options::txn_memory` it is written out, per table, as a run
+//! whose entries and range tombstones all carry the spill's number (1, 2, ...) as a private
+//! sequence number, so a later spill's version of a key is the newer one. Reads of the
+//! transaction look at its write set, then these runs (an overlay, newest first), then its
+//! snapshot. Commit links the runs into their tables as they are (see `db::link`); abort drops
+//! them, and their extents are freed in the background.
+
+use crate::batch::{RangeOp, TableId};
+use crate::db::{build_filter, PrivateRuns};
+use crate::dtable::{DTable, Filtered, Overlay};
+use crate::memtable::{EntryRef, Value};
+use crate::merge::{Newest, Source};
+use crate::range_del::{RangeDeletes, RangeTombstone};
+use crate::run::{Run, RunBuilder, Storage};
+use crate::Result;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use stitch_filter::hash_key;
+use stitch_zone::Stream;
+
+use super::oracle::TableKey;
+
+#[derive(Default)]
+pub(crate) struct Spilled {
+    /// Per table, the private runs, newest first, each with its spill number.
+    runs: BTreeMap<TableId, Vec<(u64, Arc<Run>)>>,
+    /// Spills so far.
+    spills: u64,
+    /// Per table, an overlay of its runs (rebuilt at each spill).
+    views: BTreeMap<TableId, Arc<Overlay>>,
+}
+
+impl Spilled {
+    pub fn is_empty(&self) -> bool {
+        self.spills == 0
+    }
+
+    pub fn spills(&self) -> u64 {
+        self.spills
+    }
+
+    /// Writes `writes` and `ranges` (everything private not yet spilled) out as one spill.
+    pub fn spill(
+        &mut self,
+        storage: &Arc<Storage>,
+        next_run_id: impl Fn() -> u64,
+        filter_fp_rate: Option<f64>,
+        writes: &BTreeMap<TableKey, Value>,
+        ranges: &[RangeOp],
+    ) -> Result<()> {
+        let spill = self.spills + 1;
+        let mut tables: Vec<TableId> = writes.keys().map(|(t, _)| *t).collect();
+        tables.extend(ranges.iter().map(|(t, _, _)| *t));
+        tables.sort_unstable();
+        tables.dedup();
+        for table in tables {
+            let mut builder = RunBuilder::new(storage, next_run_id(), 0, Stream::Flush);
+            builder.set_range_tombstones(
+                ranges
+                    .iter()
+                    .filter(|(t, _, _)| *t == table)
+                    .map(|(_, start, end)| RangeTombstone {
+                        start: start.clone(),
+                        end: end.clone(),
+                        seq: spill,
+                    })
+                    .collect(),
+            );
+            let mut hashes = Vec::new();
+            let from = (table, Vec::new());
+            for ((t, key), value) in writes.range(from..) {
+                if *t != table {
+                    break;
+                }
+                hashes.push(hash_key(key));
+                builder.add(EntryRef {
+                    key,
+                    seq: spill,
+                    value: value.as_deref(),
+                })?;
+            }
+            let Some((run, patch)) = builder.finish(build_filter(&hashes, filter_fp_rate))? else {
+                continue;
+            };
+            // The transaction reads its runs from the disk; and until a commit links them,
+            // dropping them frees their extents.
+            storage.zones.cache().flush_patch(patch)?;
+            run.mark_obsolete();
+            self.runs.entry(table).or_default().insert(0, (spill, run));
+        }
+        self.spills = spill;
+        self.views =
+            self.runs
+                .iter()
+                .map(|(table, runs)| {
+                    let layers =
+                        runs.iter()
+                            .map(|(_, run)| match run.filter() {
+                                Some(f) => Arc::new(Filtered::new(f.clone(), run.clone()))
+                                    as Arc<dyn DTable>,
+                                None => Arc::new(run.clone()) as Arc<dyn DTable>,
+                            })
+                            .collect();
+                    (*table, Arc::new(Overlay::new(layers)))
+                })
+                .collect();
+        Ok(())
+    }
+
+    /// What the private runs say of `key`: `Some(None)` if they delete it, `None` if they do
+    /// not mention it.
+    pub fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Value>> {
+        let Some(view) = self.views.get(&table) else {
+            return Ok(None);
+        };
+        Ok(view.get(key, u64::MAX)?.map(|(_, value)| value))
+    }
+
+    /// The private runs' say on every key in `(start, end)`, in key order: a value, or `None`
+    /// for a key they delete (by a tombstone or a range).
+    pub fn pairs(
+        &self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> super::iter::OwnSay {
+        let Some(view) = self.views.get(&table) else {
+            return Box::new(std::iter::empty());
+        };
+        let ranges = RangeDeletes::new(view.range_tombstones());
+        let end = end.map(<[u8]>::to_vec);
+        let versions: Source = view.cursor(start, end.as_ref().map(Vec::as_slice));
+        Box::new(
+            Newest::new(versions, u64::MAX, ranges).take_while(move |item| {
+                item.as_ref().map_or(true, |(key, _)| {
+                    !crate::bounds::past_end(key, end.as_ref().map(Vec::as_slice))
+                })
+            }),
+        )
+    }
+
+    /// The ranges the private runs delete from the snapshot beneath them.
+    pub fn deleted_ranges(&self, table: TableId) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.views.get(&table).map_or_else(Vec::new, |view| {
+            view.range_tombstones()
+                .into_iter()
+                .map(|t| (t.start, t.end))
+                .collect()
+        })
+    }
+
+    /// The runs for the commit to link.
+    pub fn to_link(&self) -> PrivateRuns {
+        self.runs
+            .iter()
+            .map(|(table, runs)| (*table, runs.clone()))
+            .collect()
+    }
+
+    /// Frees the runs in the background (many extents: abort should not wait for that).
+    pub fn discard(&mut self) {
+        let runs = std::mem::take(&mut self.runs);
+        self.views.clear();
+        if !runs.is_empty() {
+            let freeing = std::thread::Builder::new()
+                .name("stitchdb-txn-free".into())
+                .spawn(move || drop(runs));
+            if let Err(e) = freeing {
+                tracing::warn!("freeing an aborted transaction's runs inline: {e}");
+            }
+        }
+    }
+}
