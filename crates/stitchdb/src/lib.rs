@@ -44,3 +44,8 @@ pub use stitch_io::{Disk, FileDisk, IoError, IoErrorKind, MemDisk, SimConfig, Si
 pub use stitch_patch::{CacheStats, GroupId};
 pub use stitch_zone::ZoneStats;
 pub use txn::{Isolation, Nested, Transaction, TxnIter};
+
+/// The README's examples, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExamples;
