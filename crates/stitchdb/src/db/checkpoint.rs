@@ -72,7 +72,7 @@ fn run_checkpoint(
     // linked one (and be made durable or visible) before the manifest holding it is durable.
     let mut held = None;
     let mut linked = Vec::new();
-    let (frozen, checkpoint_lsn, log_pos, log_dep, next_table_id) = {
+    let (frozen, checkpoint_lsn, log_pos, log_dep, next_table_id, oldest_reader) = {
         let mut w = inner.write.lock();
         let mut last_seq = w.last_seq;
         if let Some(link) = link {
@@ -95,10 +95,11 @@ fn run_checkpoint(
         drop(version);
         let (pos, dep) = wal.position();
         let next_table_id = w.next_table_id;
+        let oldest_reader = inner.oldest_reader_locked(&w);
         if !linked.is_empty() {
             held = Some(w);
         }
-        (v, last_seq, pos, dep, next_table_id)
+        (v, last_seq, pos, dep, next_table_id, oldest_reader)
     };
     let anything_frozen = frozen.tables.values().any(|t| t.imm.is_some());
     if trigger != Trigger::Open
@@ -108,7 +109,6 @@ fn run_checkpoint(
     {
         return Ok(inner.zones.superblock_patch());
     }
-    let oldest_reader = inner.oldest_reader();
     let mut patches = vec![log_dep];
     let mut listed = frozen.clone();
     for t in frozen.tables.values() {

@@ -185,6 +185,8 @@ pub(crate) struct Inner {
     pub readers: Mutex<crate::seq_counts::SeqCounts>,
     /// Set after a failed write: why the store is now read-only.
     pub failure: Mutex<Option<String>>,
+    /// Whether `failure` is set (checked on every write without taking its lock).
+    pub failed: std::sync::atomic::AtomicBool,
     pub closed: std::sync::atomic::AtomicBool,
     /// When the store was opened, and when each memtable flush since then completed.
     pub opened: std::time::Instant,
@@ -318,6 +320,7 @@ impl Db {
             compacting: Mutex::new(()),
             readers: Mutex::default(),
             failure: Mutex::new(None),
+            failed: false.into(),
             closed: false.into(),
             opened: std::time::Instant::now(),
             flush_times: Mutex::new(Vec::new()),
@@ -541,14 +544,17 @@ impl Inner {
         if self.wal.is_none() {
             return Err(Error::ReadOnly("opened read-only".into()));
         }
-        if let Some(why) = self.failure.lock().as_ref() {
-            return Err(Error::ReadOnly(why.clone()));
+        if self.failed.load(Ordering::Acquire) {
+            if let Some(why) = self.failure.lock().as_ref() {
+                return Err(Error::ReadOnly(why.clone()));
+            }
         }
         Ok(())
     }
 
     /// Records a failed write: from now on the store refuses writes and says why.
     pub fn fail(&self, e: &Error) {
+        self.failed.store(true, Ordering::Release);
         let mut failure = self.failure.lock();
         if failure.is_none() {
             tracing::error!("store turned read-only after a failed write: {e}");
@@ -588,11 +594,19 @@ impl Inner {
         ck.next_run_id - 1
     }
 
-    /// The oldest sequence number an open reader may still ask for.
+    /// The oldest sequence number an open reader or transaction may still ask for.
     pub fn oldest_reader(&self) -> u64 {
-        let readers = self.readers.lock();
-        readers
-            .oldest()
-            .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire))
+        let w = self.write.lock();
+        self.oldest_reader_locked(&w)
+    }
+
+    /// [`oldest_reader`](Self::oldest_reader) for a caller holding the write lock.
+    pub fn oldest_reader_locked(&self, w: &WriteState) -> u64 {
+        let readers = self.readers.lock().oldest();
+        let newest = self.visible_seq.load(Ordering::Acquire);
+        [readers, w.oracle.oldest()]
+            .into_iter()
+            .flatten()
+            .fold(newest, u64::min)
     }
 }

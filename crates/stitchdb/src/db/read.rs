@@ -125,8 +125,14 @@ impl ReaderGuard {
         }
     }
 
-    pub(crate) fn snapshot(&self) -> u64 {
-        self.snapshot
+    /// Registers `snapshot`, which the caller already keeps registered some other way (it
+    /// is not older than anything merges have dropped).
+    pub(crate) fn at(inner: &Arc<Inner>, snapshot: u64) -> ReaderGuard {
+        inner.readers.lock().add(snapshot);
+        ReaderGuard {
+            inner: inner.clone(),
+            snapshot,
+        }
     }
 }
 

@@ -135,10 +135,11 @@ pub(crate) fn write_batch(
     batch: &WriteBatch,
     durability: Durability,
 ) -> Result<()> {
-    commit_batch(inner, batch, durability, |_: &mut Oracle| Ok(()))
+    commit_batch(inner, batch, durability, true, |_: &mut Oracle| Ok(()))
 }
 
-/// Applies `batch` as one commit if `validate_commit` (called under the write lock, so no
+/// Applies `batch` as one commit (its operations checked first if `check_ops`) if
+/// `validate_commit` (called under the write lock, so no
 /// other commit can come between its verdict and this one) accepts it; else returns its error
 /// and writes nothing. The oracle's record of this commit is made after `validate_commit`
 /// returns, so a transaction that ends itself there is not counted among those it concerns.
@@ -146,13 +147,17 @@ pub(crate) fn commit_batch(
     inner: &Arc<Inner>,
     batch: &WriteBatch,
     durability: Durability,
+    check_ops: bool,
     validate_commit: impl FnOnce(&mut Oracle) -> Result<()>,
 ) -> Result<()> {
     inner.check_writable()?;
     if batch.is_empty() {
         return Ok(());
     }
-    validate(inner, batch)?;
+    // A transaction checked each write as it was made.
+    if check_ops {
+        validate(inner, batch)?;
+    }
     let wal = inner.wal()?;
     let payloads = chunks(batch, wal.max_payload() / 2);
     let deps = inner.groups.engaged_deps();

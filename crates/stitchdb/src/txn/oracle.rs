@@ -38,6 +38,17 @@ impl Oracle {
         self.prune();
     }
 
+    /// Whether no commit is recorded at all (no other transaction was open meanwhile): then
+    /// nothing can conflict.
+    pub fn is_quiet(&self) -> bool {
+        self.newest.is_empty() && self.ranges.is_empty()
+    }
+
+    /// The oldest snapshot an open transaction holds.
+    pub fn oldest(&self) -> Option<u64> {
+        self.open.oldest()
+    }
+
     /// Whether commits must be recorded: some transaction is open.
     pub fn tracking(&self) -> bool {
         !self.open.is_empty()
