@@ -25,6 +25,16 @@ impl SeqCounts {
 
     /// Removes one holder of `seq` (nothing if it has none).
     pub fn remove(&mut self, seq: u64) {
+        // Holders usually leave oldest first, or are the only one.
+        if let Some((first, n)) = self.held.front_mut() {
+            if *first == seq {
+                *n -= 1;
+                if *n == 0 {
+                    self.held.pop_front();
+                }
+                return;
+            }
+        }
         if let Ok(i) = self.held.binary_search_by_key(&seq, |e| e.0) {
             self.held[i].1 -= 1;
             if self.held[i].1 == 0 {

@@ -384,8 +384,7 @@ impl Db {
         value: Option<&[u8]>,
     ) -> Result<()> {
         self.inner.check_writable()?;
-        let version = self.inner.version.read().clone();
-        write::check_op(&self.inner, &version, table, key, value)
+        write::check_op(&self.inner, &self.inner.version.read(), table, key, value)
     }
 
     pub fn table_name(&self, table: TableId) -> Result<String> {

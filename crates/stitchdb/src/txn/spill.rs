@@ -23,8 +23,13 @@ use stitch_zone::Stream;
 
 use super::oracle::TableKey;
 
+/// Nothing until the first spill: most transactions never spill, and they should not pay for
+/// the maps.
 #[derive(Default)]
-pub(crate) struct Spilled {
+pub(crate) struct Spilled(Option<Box<Runs>>);
+
+#[derive(Default)]
+struct Runs {
     /// Per table, the private runs, newest first, each with its spill number.
     runs: BTreeMap<TableId, Vec<(u64, Arc<Run>)>>,
     /// Spills so far.
@@ -35,13 +40,70 @@ pub(crate) struct Spilled {
 
 impl Spilled {
     pub fn is_empty(&self) -> bool {
-        self.spills == 0
+        self.0.is_none()
     }
 
     pub fn spills(&self) -> u64 {
-        self.spills
+        self.0.as_ref().map_or(0, |r| r.spills)
     }
 
+    /// Writes `writes` and `ranges` (everything private not yet spilled) out as one spill.
+    pub fn spill(
+        &mut self,
+        storage: &Arc<Storage>,
+        next_run_id: impl Fn() -> u64,
+        filter_fp_rate: Option<f64>,
+        writes: &BTreeMap<TableKey, Value>,
+        ranges: &[RangeOp],
+    ) -> Result<()> {
+        let runs = self.0.get_or_insert_with(Box::default);
+        runs.spill(storage, next_run_id, filter_fp_rate, writes, ranges)
+    }
+
+    pub fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Value>> {
+        match &self.0 {
+            Some(runs) => runs.get(table, key),
+            None => Ok(None),
+        }
+    }
+
+    pub fn pairs(
+        &self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> super::iter::OwnSay {
+        match &self.0 {
+            Some(runs) => runs.pairs(table, start, end),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+
+    pub fn deleted_ranges(&self, table: TableId) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.0
+            .as_ref()
+            .map_or_else(Vec::new, |runs| runs.deleted_ranges(table))
+    }
+
+    pub fn to_link(&self) -> PrivateRuns {
+        self.0.as_ref().map_or_else(Vec::new, |runs| runs.to_link())
+    }
+
+    /// Frees the runs in the background (many extents: abort should not wait for that).
+    pub fn discard(&mut self) {
+        let Some(runs) = self.0.take() else {
+            return;
+        };
+        let freeing = std::thread::Builder::new()
+            .name("stitchdb-txn-free".into())
+            .spawn(move || drop(runs));
+        if let Err(e) = freeing {
+            tracing::warn!("freeing an aborted transaction's runs inline: {e}");
+        }
+    }
+}
+
+impl Runs {
     /// Writes `writes` and `ranges` (everything private not yet spilled) out as one spill.
     pub fn spill(
         &mut self,
@@ -158,19 +220,5 @@ impl Spilled {
             .iter()
             .map(|(table, runs)| (*table, runs.clone()))
             .collect()
-    }
-
-    /// Frees the runs in the background (many extents: abort should not wait for that).
-    pub fn discard(&mut self) {
-        let runs = std::mem::take(&mut self.runs);
-        self.views.clear();
-        if !runs.is_empty() {
-            let freeing = std::thread::Builder::new()
-                .name("stitchdb-txn-free".into())
-                .spawn(move || drop(runs));
-            if let Err(e) = freeing {
-                tracing::warn!("freeing an aborted transaction's runs inline: {e}");
-            }
-        }
     }
 }
