@@ -92,6 +92,8 @@ pub struct Memtable {
     map: SkipMap<VersionedKey, Value>,
     /// Range tombstones, in the order written.
     ranges: parking_lot::RwLock<Vec<RangeTombstone>>,
+    /// Whether `ranges` holds any: every point read asks, and almost always the answer is no.
+    has_ranges: std::sync::atomic::AtomicBool,
     bytes: AtomicUsize,
 }
 
@@ -111,6 +113,7 @@ impl Memtable {
     pub fn delete_range(&self, start: &[u8], end: &[u8], seq: u64) {
         let charged = start.len() + end.len() + NODE_CHARGE;
         self.bytes.fetch_add(charged, AtomicOrdering::Relaxed);
+        self.has_ranges.store(true, AtomicOrdering::Release);
         self.ranges.write().push(RangeTombstone {
             start: start.to_vec(),
             end: end.to_vec(),
@@ -119,10 +122,16 @@ impl Memtable {
     }
 
     pub fn range_tombstones(&self) -> Vec<RangeTombstone> {
+        if !self.has_ranges.load(AtomicOrdering::Acquire) {
+            return Vec::new();
+        }
         self.ranges.read().clone()
     }
 
     pub fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
+        if !self.has_ranges.load(AtomicOrdering::Acquire) {
+            return None;
+        }
         crate::dtable::covering(&self.ranges.read(), key, snapshot)
     }
 
@@ -131,7 +140,7 @@ impl Memtable {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty() && self.ranges.read().is_empty()
+        self.map.is_empty() && !self.has_ranges.load(AtomicOrdering::Acquire)
     }
 
     /// Calls `f` with every version in order (key ascending, newest first), borrowed: writing

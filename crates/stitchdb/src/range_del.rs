@@ -21,7 +21,7 @@ pub struct RangeTombstone {
 
 impl RangeTombstone {
     pub fn covers(&self, key: &[u8]) -> bool {
-        self.start.as_slice() <= key && key < self.end.as_slice()
+        within(&self.start, &self.end, key)
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -41,6 +41,16 @@ impl RangeTombstone {
         }
         Ok(t)
     }
+}
+
+/// Whether `key` lies in `[start, end)`.
+pub fn within(start: &[u8], end: &[u8], key: &[u8]) -> bool {
+    start <= key && key < end
+}
+
+/// Whether `key` lies in any of the `[start, end)` ranges.
+pub fn within_any(ranges: &[(Vec<u8>, Vec<u8>)], key: &[u8]) -> bool {
+    ranges.iter().any(|(start, end)| within(start, end, key))
 }
 
 /// The range tombstones of a set of layers, as readers and merges ask about them.

@@ -26,7 +26,7 @@ pub use snapshot::{Snapshot, SnapshotInfo};
 pub use stats::{Stats, TableStats};
 
 use crate::batch::TableId;
-use crate::dtable::{DTable, Filtered, Overlay};
+use crate::dtable::{filtered_run, DTable, Overlay};
 use crate::manifest::LogStart;
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -89,12 +89,7 @@ impl TableState {
                 .iter()
                 .map(|m| Arc::new(m.clone()) as Arc<dyn DTable>),
         );
-        for run in self.runs() {
-            layers.push(match run.filter() {
-                Some(f) => Arc::new(Filtered::new(f.clone(), run.clone())),
-                None => Arc::new(run.clone()),
-            });
-        }
+        layers.extend(self.runs().map(filtered_run));
         self.view = Arc::new(Overlay::new(layers));
     }
 }

@@ -89,20 +89,35 @@ pub(crate) fn scan_at(
     reverse: bool,
 ) -> Result<DbIter> {
     let view = guard.inner.version.read().table(table)?.view.clone();
+    Ok(scan_view(
+        &*view,
+        start,
+        end,
+        reverse,
+        guard.snapshot,
+        Some(guard.clone()),
+    ))
+}
+
+/// What `view` holds in `(start, end)` for a reader at `snapshot`, either way round, with
+/// the view's range tombstones applied; `guard` keeps the snapshot registered if it is the
+/// mainline's.
+pub(crate) fn scan_view(
+    view: &dyn DTable,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+    reverse: bool,
+    snapshot: u64,
+    guard: Option<ReaderGuard>,
+) -> DbIter {
     let versions = if reverse {
         view.cursor_rev(start, end)
     } else {
         view.cursor(start, end)
     };
     let ranges = RangeDeletes::new(view.range_tombstones());
-    let visible = Visible::new(versions, guard.snapshot, ranges);
-    Ok(DbIter::new(
-        visible,
-        start,
-        end,
-        reverse,
-        Some(guard.clone()),
-    ))
+    let visible = Visible::new(versions, snapshot, ranges);
+    DbIter::new(visible, start, end, reverse, guard)
 }
 
 /// Keeps a reader's snapshot registered, so merges keep the versions it can see.

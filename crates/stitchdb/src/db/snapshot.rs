@@ -5,13 +5,11 @@
 //! mainline, and then only the extents no newer run shares (stitched blocks stay shared).
 
 use super::checkpoint::{self, Trigger};
-use super::read::DbIter;
+use super::read::{scan_view, DbIter};
 use super::{Db, TableState};
 use crate::batch::TableId;
 use crate::dtable::DTable;
 use crate::manifest::{SnapshotMeta, TableMeta};
-use crate::merge::Visible;
-use crate::range_del::RangeDeletes;
 use crate::run::{Run, Stitching};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -152,14 +150,7 @@ impl Snapshot {
         reverse: bool,
     ) -> Result<DbIter> {
         let view = self.view(table)?;
-        let versions = if reverse {
-            view.cursor_rev(start, end)
-        } else {
-            view.cursor(start, end)
-        };
-        let ranges = RangeDeletes::new(view.range_tombstones());
-        let visible = Visible::new(versions, u64::MAX, ranges);
-        Ok(DbIter::new(visible, start, end, reverse, None))
+        Ok(scan_view(&**view, start, end, reverse, u64::MAX, None))
     }
 }
 

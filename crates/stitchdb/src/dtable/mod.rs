@@ -111,6 +111,14 @@ impl DTable for Arc<Run> {
     }
 }
 
+/// `run` as a layer of an overlay: behind its quotient filter, if it has one.
+pub fn filtered_run(run: &Arc<Run>) -> Arc<dyn DTable> {
+    match run.filter() {
+        Some(f) => Arc::new(Filtered::new(f.clone(), run.clone())),
+        None => Arc::new(run.clone()),
+    }
+}
+
 /// The newest tombstone of `list` a reader at `snapshot` sees over `key`.
 pub(crate) fn covering(list: &[RangeTombstone], key: &[u8], snapshot: u64) -> Option<u64> {
     list.iter()

@@ -2,6 +2,7 @@
 
 use crate::db::DbIter;
 use crate::memtable::Value;
+use crate::range_del::within_any;
 use crate::Result;
 use std::iter::Peekable;
 
@@ -39,9 +40,7 @@ impl TxnIter {
     }
 
     fn is_hidden(&self, key: &[u8]) -> bool {
-        self.hidden
-            .iter()
-            .any(|(s, e)| s.as_slice() <= key && key < e.as_slice())
+        within_any(&self.hidden, key)
     }
 }
 

@@ -25,6 +25,7 @@ use crate::bounds::is_empty_range;
 use crate::db::{get_at, scan_at, Db, ReaderGuard};
 use crate::memtable::Value;
 use crate::options::Durability;
+use crate::range_del::{within, within_any};
 use crate::{Error, Result};
 use oracle::TableKey;
 use spill::Spilled;
@@ -178,11 +179,8 @@ impl<'db> Transaction<'db> {
         // Range deletes since the last spill hide the spilled pairs too (they are older).
         let pending = hidden.clone();
         let spilled = self.spilled.pairs(table, start, end).filter(move |pair| {
-            pair.as_ref().map_or(true, |(key, _)| {
-                !pending
-                    .iter()
-                    .any(|(s, e)| s.as_slice() <= key.as_slice() && key < e)
-            })
+            pair.as_ref()
+                .map_or(true, |(key, _)| !within_any(&pending, key))
         });
         hidden.extend(self.spilled.deleted_ranges(table));
         Ok(TxnIter::new(store, own, Box::new(spilled), hidden))
@@ -192,7 +190,7 @@ impl<'db> Transaction<'db> {
     fn deleted_by_range(&self, table: TableId, key: &[u8]) -> bool {
         self.range_deletes
             .iter()
-            .any(|(t, s, e)| *t == table && s.as_slice() <= key && key < e.as_slice())
+            .any(|(t, s, e)| *t == table && within(s, e, key))
     }
 
     /// Deletes every key from `start` (inclusive) to `end` (exclusive) in `table`: one range

@@ -7,6 +7,7 @@
 //! the writes that overlap some open transaction's life. Lives under the write lock.
 
 use crate::batch::{RangeOp, TableId};
+use crate::range_del::within;
 use crate::seq_counts::SeqCounts;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -68,7 +69,7 @@ impl Oracle {
         let ranged = self
             .ranges
             .iter()
-            .find(|((t, s, e), seq)| *seq > snapshot && *t == key.0 && *s <= key.1 && key.1 < *e)
+            .find(|((t, s, e), seq)| *seq > snapshot && *t == key.0 && within(s, e, &key.1))
             .map(|(_, seq)| *seq);
         if self.newest.is_empty() {
             return ranged;

@@ -9,7 +9,7 @@
 
 use crate::batch::{RangeOp, TableId};
 use crate::db::{build_filter, PrivateRuns};
-use crate::dtable::{DTable, Filtered, Overlay};
+use crate::dtable::{filtered_run, DTable, Overlay};
 use crate::memtable::{EntryRef, Value};
 use crate::merge::{Newest, Source};
 use crate::range_del::{RangeDeletes, RangeTombstone};
@@ -60,33 +60,61 @@ impl Spilled {
         runs.spill(storage, next_run_id, filter_fp_rate, writes, ranges)
     }
 
-    pub fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Value>> {
-        match &self.0 {
-            Some(runs) => runs.get(table, key),
-            None => Ok(None),
-        }
+    /// An overlay of `table`'s private runs, newest first, if it has any.
+    fn view(&self, table: TableId) -> Option<&Arc<Overlay>> {
+        self.0.as_ref()?.views.get(&table)
     }
 
+    /// What the private runs say of `key`: `Some(None)` if they delete it, `None` if they do
+    /// not mention it.
+    pub fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Value>> {
+        let Some(view) = self.view(table) else {
+            return Ok(None);
+        };
+        Ok(view.get(key, u64::MAX)?.map(|(_, value)| value))
+    }
+
+    /// The private runs' say on every key in `(start, end)`, in key order: a value, or `None`
+    /// for a key they delete (by a tombstone or a range).
     pub fn pairs(
         &self,
         table: TableId,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> super::iter::OwnSay {
-        match &self.0 {
-            Some(runs) => runs.pairs(table, start, end),
-            None => Box::new(std::iter::empty()),
-        }
+        let Some(view) = self.view(table) else {
+            return Box::new(std::iter::empty());
+        };
+        let ranges = RangeDeletes::new(view.range_tombstones());
+        let end = end.map(<[u8]>::to_vec);
+        let versions: Source = view.cursor(start, end.as_ref().map(Vec::as_slice));
+        Box::new(
+            Newest::new(versions, u64::MAX, ranges).take_while(move |item| {
+                item.as_ref().map_or(true, |(key, _)| {
+                    !crate::bounds::past_end(key, end.as_ref().map(Vec::as_slice))
+                })
+            }),
+        )
     }
 
+    /// The ranges the private runs delete from the snapshot beneath them.
     pub fn deleted_ranges(&self, table: TableId) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.0
-            .as_ref()
-            .map_or_else(Vec::new, |runs| runs.deleted_ranges(table))
+        self.view(table).map_or_else(Vec::new, |view| {
+            view.range_tombstones()
+                .into_iter()
+                .map(|t| (t.start, t.end))
+                .collect()
+        })
     }
 
+    /// The runs for the commit to link.
     pub fn to_link(&self) -> PrivateRuns {
-        self.0.as_ref().map_or_else(Vec::new, |runs| runs.to_link())
+        self.0.as_ref().map_or_else(Vec::new, |r| {
+            r.runs
+                .iter()
+                .map(|(table, runs)| (*table, runs.clone()))
+                .collect()
+        })
     }
 
     /// Frees the runs in the background (many extents: abort should not wait for that).
@@ -154,71 +182,14 @@ impl Runs {
             self.runs.entry(table).or_default().insert(0, (spill, run));
         }
         self.spills = spill;
-        self.views =
-            self.runs
-                .iter()
-                .map(|(table, runs)| {
-                    let layers =
-                        runs.iter()
-                            .map(|(_, run)| match run.filter() {
-                                Some(f) => Arc::new(Filtered::new(f.clone(), run.clone()))
-                                    as Arc<dyn DTable>,
-                                None => Arc::new(run.clone()) as Arc<dyn DTable>,
-                            })
-                            .collect();
-                    (*table, Arc::new(Overlay::new(layers)))
-                })
-                .collect();
-        Ok(())
-    }
-
-    /// What the private runs say of `key`: `Some(None)` if they delete it, `None` if they do
-    /// not mention it.
-    pub fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Value>> {
-        let Some(view) = self.views.get(&table) else {
-            return Ok(None);
-        };
-        Ok(view.get(key, u64::MAX)?.map(|(_, value)| value))
-    }
-
-    /// The private runs' say on every key in `(start, end)`, in key order: a value, or `None`
-    /// for a key they delete (by a tombstone or a range).
-    pub fn pairs(
-        &self,
-        table: TableId,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-    ) -> super::iter::OwnSay {
-        let Some(view) = self.views.get(&table) else {
-            return Box::new(std::iter::empty());
-        };
-        let ranges = RangeDeletes::new(view.range_tombstones());
-        let end = end.map(<[u8]>::to_vec);
-        let versions: Source = view.cursor(start, end.as_ref().map(Vec::as_slice));
-        Box::new(
-            Newest::new(versions, u64::MAX, ranges).take_while(move |item| {
-                item.as_ref().map_or(true, |(key, _)| {
-                    !crate::bounds::past_end(key, end.as_ref().map(Vec::as_slice))
-                })
-            }),
-        )
-    }
-
-    /// The ranges the private runs delete from the snapshot beneath them.
-    pub fn deleted_ranges(&self, table: TableId) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.views.get(&table).map_or_else(Vec::new, |view| {
-            view.range_tombstones()
-                .into_iter()
-                .map(|t| (t.start, t.end))
-                .collect()
-        })
-    }
-
-    /// The runs for the commit to link.
-    pub fn to_link(&self) -> PrivateRuns {
-        self.runs
+        self.views = self
+            .runs
             .iter()
-            .map(|(table, runs)| (*table, runs.clone()))
-            .collect()
+            .map(|(table, runs)| {
+                let layers = runs.iter().map(|(_, run)| filtered_run(run)).collect();
+                (*table, Arc::new(Overlay::new(layers)))
+            })
+            .collect();
+        Ok(())
     }
 }
