@@ -57,7 +57,56 @@ impl Spilled {
         ranges: &[RangeOp],
     ) -> Result<()> {
         let runs = self.0.get_or_insert_with(Box::default);
-        runs.spill(storage, next_run_id, filter_fp_rate, writes, ranges)
+        let spill = runs.spills + 1;
+        let mut tables: Vec<TableId> = writes.keys().map(|(t, _)| *t).collect();
+        tables.extend(ranges.iter().map(|(t, _, _)| *t));
+        tables.sort_unstable();
+        tables.dedup();
+        for table in tables {
+            let mut builder = RunBuilder::new(storage, next_run_id(), 0, Stream::Flush);
+            builder.set_range_tombstones(
+                ranges
+                    .iter()
+                    .filter(|(t, _, _)| *t == table)
+                    .map(|(_, start, end)| RangeTombstone {
+                        start: start.clone(),
+                        end: end.clone(),
+                        seq: spill,
+                    })
+                    .collect(),
+            );
+            let mut hashes = Vec::new();
+            let from = (table, Vec::new());
+            for ((t, key), value) in writes.range(from..) {
+                if *t != table {
+                    break;
+                }
+                hashes.push(hash_key(key));
+                builder.add(EntryRef {
+                    key,
+                    seq: spill,
+                    value: value.as_deref(),
+                })?;
+            }
+            let Some((run, patch)) = builder.finish(build_filter(&hashes, filter_fp_rate))? else {
+                continue;
+            };
+            // The transaction reads its runs from the disk; and until a commit links them,
+            // dropping them frees their extents.
+            storage.zones.cache().flush_patch(patch)?;
+            run.mark_obsolete();
+            runs.runs.entry(table).or_default().insert(0, (spill, run));
+        }
+        runs.spills = spill;
+        runs.views = runs
+            .runs
+            .iter()
+            .map(|(table, list)| {
+                let layers = list.iter().map(|(_, run)| filtered_run(run)).collect();
+                (*table, Arc::new(Overlay::new(layers)))
+            })
+            .collect();
+        Ok(())
     }
 
     /// An overlay of `table`'s private runs, newest first, if it has any.
@@ -128,68 +177,5 @@ impl Spilled {
         if let Err(e) = freeing {
             tracing::warn!("freeing an aborted transaction's runs inline: {e}");
         }
-    }
-}
-
-impl Runs {
-    /// Writes `writes` and `ranges` (everything private not yet spilled) out as one spill.
-    pub fn spill(
-        &mut self,
-        storage: &Arc<Storage>,
-        next_run_id: impl Fn() -> u64,
-        filter_fp_rate: Option<f64>,
-        writes: &BTreeMap<TableKey, Value>,
-        ranges: &[RangeOp],
-    ) -> Result<()> {
-        let spill = self.spills + 1;
-        let mut tables: Vec<TableId> = writes.keys().map(|(t, _)| *t).collect();
-        tables.extend(ranges.iter().map(|(t, _, _)| *t));
-        tables.sort_unstable();
-        tables.dedup();
-        for table in tables {
-            let mut builder = RunBuilder::new(storage, next_run_id(), 0, Stream::Flush);
-            builder.set_range_tombstones(
-                ranges
-                    .iter()
-                    .filter(|(t, _, _)| *t == table)
-                    .map(|(_, start, end)| RangeTombstone {
-                        start: start.clone(),
-                        end: end.clone(),
-                        seq: spill,
-                    })
-                    .collect(),
-            );
-            let mut hashes = Vec::new();
-            let from = (table, Vec::new());
-            for ((t, key), value) in writes.range(from..) {
-                if *t != table {
-                    break;
-                }
-                hashes.push(hash_key(key));
-                builder.add(EntryRef {
-                    key,
-                    seq: spill,
-                    value: value.as_deref(),
-                })?;
-            }
-            let Some((run, patch)) = builder.finish(build_filter(&hashes, filter_fp_rate))? else {
-                continue;
-            };
-            // The transaction reads its runs from the disk; and until a commit links them,
-            // dropping them frees their extents.
-            storage.zones.cache().flush_patch(patch)?;
-            run.mark_obsolete();
-            self.runs.entry(table).or_default().insert(0, (spill, run));
-        }
-        self.spills = spill;
-        self.views = self
-            .runs
-            .iter()
-            .map(|(table, runs)| {
-                let layers = runs.iter().map(|(_, run)| filtered_run(run)).collect();
-                (*table, Arc::new(Overlay::new(layers)))
-            })
-            .collect();
-        Ok(())
     }
 }
