@@ -51,6 +51,17 @@ impl WriteBatch {
         self.ranges.push((table, start, end));
     }
 
+    /// A batch of `ranges` (applied first) and `ops` (distinct keys none of the ranges
+    /// holds), taken as they are.
+    pub(crate) fn from_parts(ops: Vec<(TableId, Vec<u8>, Value)>, ranges: Vec<RangeOp>) -> Self {
+        let bytes = ops
+            .iter()
+            .map(|(_, k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 16)
+            .chain(ranges.iter().map(|(_, s, e)| s.len() + e.len() + 16))
+            .sum();
+        WriteBatch { ops, ranges, bytes }
+    }
+
     fn push(&mut self, table: TableId, key: Vec<u8>, value: Value) {
         self.bytes += key.len() + value.as_ref().map_or(0, Vec::len) + 16;
         self.ops.push((table, key, value));

@@ -164,8 +164,9 @@ impl Model {
     }
 }
 
-fn key(rng: &mut ChaCha8Rng) -> Vec<u8> {
-    format!("k{:02}", rng.gen_range(0..24)).into_bytes()
+/// A key of `space`: few keys make conflicts likely, many make large write sets.
+fn key(rng: &mut ChaCha8Rng, space: u32) -> Vec<u8> {
+    format!("k{:03}", rng.gen_range(0..space)).into_bytes()
 }
 
 /// Runs one schedule; returns the transactions committed with writes and those refused.
@@ -183,6 +184,7 @@ fn run(seed: u64) -> (u64, u64) {
         background: false,
         ..Options::default()
     };
+    let space = if rng.gen_bool(0.75) { 24 } else { 120 };
     let db = Db::create_on(Arc::new(MemDisk::new(0)), opts).unwrap();
     let t: TableId = db.default_table();
     let mut model = Model {
@@ -219,7 +221,7 @@ fn run(seed: u64) -> (u64, u64) {
             }
             10..=14 => {
                 // A plain write: a commit of its own.
-                let (k, v) = (key(&mut rng), format!("p{step}").into_bytes());
+                let (k, v) = (key(&mut rng, space), format!("p{step}").into_bytes());
                 db.put(t, &k, &v).unwrap();
                 model.apply(&[], &BTreeMap::from([(k, Some(v))]));
             }
@@ -229,7 +231,7 @@ fn run(seed: u64) -> (u64, u64) {
             18..=39 => {
                 let i = rng.gen_range(0..open.len());
                 let (txn, m) = &mut open[i];
-                let k = key(&mut rng);
+                let k = key(&mut rng, space);
                 assert_eq!(txn.get(t, &k).unwrap(), m.get(&k), "{}", ctx());
                 if m.iso == Isolation::Serializable && !m.writes.contains_key(&k) {
                     m.reads.push(k);
@@ -238,7 +240,7 @@ fn run(seed: u64) -> (u64, u64) {
             40..=49 => {
                 let i = rng.gen_range(0..open.len());
                 let (txn, m) = &mut open[i];
-                let (a, b) = (key(&mut rng), key(&mut rng));
+                let (a, b) = (key(&mut rng, space), key(&mut rng, space));
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
                 let got: Vec<_> = txn
                     .range(t, Bound::Included(&lo), Bound::Excluded(&hi))
@@ -253,7 +255,7 @@ fn run(seed: u64) -> (u64, u64) {
             92..=94 => {
                 let i = rng.gen_range(0..open.len());
                 let (txn, m) = &mut open[i];
-                let (a, b) = (key(&mut rng), key(&mut rng));
+                let (a, b) = (key(&mut rng, space), key(&mut rng, space));
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
                 txn.delete_range(t, &lo, &hi).unwrap();
                 if lo < hi {
@@ -263,7 +265,7 @@ fn run(seed: u64) -> (u64, u64) {
             50..=69 => {
                 let i = rng.gen_range(0..open.len());
                 let (txn, m) = &mut open[i];
-                let k = key(&mut rng);
+                let k = key(&mut rng, space);
                 if rng.gen_bool(0.8) {
                     let v = format!("t{step}").into_bytes();
                     txn.put(t, &k, &v).unwrap();
@@ -280,7 +282,7 @@ fn run(seed: u64) -> (u64, u64) {
                 let mark = m.log.len();
                 let mut child = txn.begin_nested();
                 for _ in 0..rng.gen_range(1..4) {
-                    let (k, v) = (key(&mut rng), format!("n{step}").into_bytes());
+                    let (k, v) = (key(&mut rng, space), format!("n{step}").into_bytes());
                     child.put(t, &k, &v).unwrap();
                     m.write(k, Some(v));
                 }

@@ -16,12 +16,12 @@
 mod iter;
 mod oracle;
 mod spill;
+mod write_set;
 
 pub use iter::TxnIter;
 pub(crate) use oracle::Oracle;
 
 use crate::batch::{RangeOp, TableId, WriteBatch};
-use crate::bounds::is_empty_range;
 use crate::db::{get_at, scan_at, Db, ReaderGuard};
 use crate::memtable::Value;
 use crate::options::Durability;
@@ -29,8 +29,9 @@ use crate::range_del::{within, within_any};
 use crate::{Error, Result};
 use oracle::TableKey;
 use spill::Spilled;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::{Bound, Deref, DerefMut};
+use write_set::WriteSet;
 
 /// How a transaction is isolated from concurrent ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +65,7 @@ pub struct Transaction<'db> {
     /// merges from dropping the versions it can see.
     snapshot: u64,
     /// The newest private write of each key (`None`: deleted).
-    writes: BTreeMap<TableKey, Value>,
+    writes: WriteSet,
     /// Private range deletes since the last spill, in order.
     range_deletes: Vec<RangeOp>,
     /// Bytes of `writes` and `range_deletes`: past `Options::txn_memory` they are spilled.
@@ -99,7 +100,7 @@ impl Db {
             db: self,
             isolation,
             snapshot,
-            writes: BTreeMap::new(),
+            writes: WriteSet::default(),
             range_deletes: Vec::new(),
             write_bytes: 0,
             spilled: Spilled::default(),
@@ -124,19 +125,19 @@ impl<'db> Transaction<'db> {
 
     /// The value of `key`: this transaction's own write if it made one, else the snapshot's.
     pub fn get(&mut self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let tk = (table, key.as_ref().to_vec());
-        if let Some(v) = self.writes.get(&tk) {
+        let key = key.as_ref();
+        if let Some(v) = self.writes.get(table, key) {
             return Ok(v.clone());
         }
-        if self.deleted_by_range(table, &tk.1) {
+        if self.deleted_by_range(table, key) {
             return Ok(None);
         }
-        if let Some(value) = self.spilled.get(table, &tk.1)? {
+        if let Some(value) = self.spilled.get(table, key)? {
             return Ok(value);
         }
-        let value = get_at(self.db.shared(), table, &tk.1, self.snapshot_seq())?;
+        let value = get_at(self.db.shared(), table, key, self.snapshot_seq())?;
         if self.isolation == Isolation::Serializable {
-            self.reads.insert(tk);
+            self.reads.insert((table, key.to_vec()));
         }
         Ok(value)
     }
@@ -152,22 +153,13 @@ impl<'db> Transaction<'db> {
         // The scan may outlive the transaction: it keeps the snapshot registered itself.
         let guard = ReaderGuard::at(self.db.shared(), self.snapshot);
         let store = scan_at(&guard, table, start, end, false)?;
-        let (lo, hi) = (start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
-        let own = if is_empty_range(start, end) {
-            Vec::new()
-        } else {
-            let from = match &lo {
-                Bound::Unbounded => Bound::Included((table, Vec::new())),
-                bound => bound.clone().map(|k| (table, k)),
-            };
-            let to = hi.clone().map(|k| (table, k));
-            self.writes
-                .range((from, to))
-                .take_while(|((t, _), _)| *t == table)
-                .map(|((_, k), v)| (k.clone(), v.clone()))
-                .collect()
-        };
+        let own = self
+            .writes
+            .range(table, start, end)
+            .map(|(k, v)| (k.to_vec(), v.clone()))
+            .collect();
         if self.isolation == Isolation::Serializable {
+            let (lo, hi) = (start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
             self.ranges.push((table, lo, hi));
         }
         let mut hidden: Vec<(Vec<u8>, Vec<u8>)> = self
@@ -208,17 +200,9 @@ impl<'db> Transaction<'db> {
         if start >= end {
             return Ok(());
         }
-        let from = (table, start.to_vec());
-        let to = (table, end.to_vec());
-        let doomed: Vec<TableKey> = self
-            .writes
-            .range(from..to)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in doomed {
-            let before = self.writes.remove(&key);
+        for (t, key, before) in self.writes.remove_range(table, start, end) {
             if self.nesting > 0 {
-                self.undo.push(Undo::Write(key, before));
+                self.undo.push(Undo::Write((t, key), Some(before)));
             }
         }
         self.range_deletes
@@ -245,12 +229,9 @@ impl<'db> Transaction<'db> {
     fn write(&mut self, table: TableId, key: &[u8], value: Value) -> Result<()> {
         self.db.check_write(table, key, value.as_deref())?;
         self.write_bytes += key.len() + value.as_ref().map_or(0, Vec::len) + WRITE_OVERHEAD;
-        let tk = (table, key.to_vec());
-        if self.nesting == 0 {
-            self.writes.insert(tk, value);
-        } else {
-            let before = self.writes.insert(tk.clone(), value);
-            self.undo.push(Undo::Write(tk, before));
+        let before = self.writes.insert(table, key.to_vec(), value);
+        if self.nesting > 0 {
+            self.undo.push(Undo::Write((table, key.to_vec()), before));
         }
         self.spill_if_full()
     }
@@ -275,7 +256,7 @@ impl<'db> Transaction<'db> {
             &self.writes,
             &self.range_deletes,
         )?;
-        self.writes.clear();
+        self.writes = WriteSet::default();
         self.range_deletes.clear();
         self.write_bytes = 0;
         Ok(())
@@ -297,11 +278,11 @@ impl<'db> Transaction<'db> {
     fn rollback_to(&mut self, mark: usize) {
         while self.undo.len() > mark {
             match self.undo.pop() {
-                Some(Undo::Write(key, Some(v))) => {
-                    self.writes.insert(key, v);
+                Some(Undo::Write((table, key), Some(v))) => {
+                    self.writes.insert(table, key, v);
                 }
-                Some(Undo::Write(key, None)) => {
-                    self.writes.remove(&key);
+                Some(Undo::Write((table, key), None)) => {
+                    self.writes.remove(table, &key);
                 }
                 Some(Undo::RangeDelete) => {
                     self.range_deletes.pop();
@@ -326,17 +307,12 @@ impl<'db> Transaction<'db> {
         if self.writes.is_empty() && self.range_deletes.is_empty() {
             return Ok(());
         }
-        // Range deletes first: the writes still in `writes` came after them.
-        let mut batch = WriteBatch::new();
-        for (table, start, end) in std::mem::take(&mut self.range_deletes) {
-            batch.delete_range(table, start, end);
-        }
-        for ((table, key), value) in std::mem::take(&mut self.writes) {
-            match value {
-                Some(v) => batch.put(table, key, v),
-                None => batch.delete(table, key),
-            }
-        }
+        // The writes still in `writes` came after the range deletes: a batch applies its
+        // range deletes first.
+        let batch = WriteBatch::from_parts(
+            std::mem::take(&mut self.writes).into_writes(),
+            std::mem::take(&mut self.range_deletes),
+        );
         let snapshot = self.snapshot_seq();
         // The transaction ends in the commit's critical section, whatever the verdict: one
         // trip through the write lock, and its own commit is recorded only for the others.

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use stitch_filter::hash_key;
 use stitch_zone::Stream;
 
-use super::oracle::TableKey;
+use super::write_set::WriteSet;
 
 /// Nothing until the first spill: most transactions never spill, and they should not pay for
 /// the maps.
@@ -53,12 +53,12 @@ impl Spilled {
         storage: &Arc<Storage>,
         next_run_id: impl Fn() -> u64,
         filter_fp_rate: Option<f64>,
-        writes: &BTreeMap<TableKey, Value>,
+        writes: &WriteSet,
         ranges: &[RangeOp],
     ) -> Result<()> {
         let runs = self.0.get_or_insert_with(Box::default);
         let spill = runs.spills + 1;
-        let mut tables: Vec<TableId> = writes.keys().map(|(t, _)| *t).collect();
+        let mut tables = writes.tables();
         tables.extend(ranges.iter().map(|(t, _, _)| *t));
         tables.sort_unstable();
         tables.dedup();
@@ -76,11 +76,7 @@ impl Spilled {
                     .collect(),
             );
             let mut hashes = Vec::new();
-            let from = (table, Vec::new());
-            for ((t, key), value) in writes.range(from..) {
-                if *t != table {
-                    break;
-                }
+            for (key, value) in writes.range(table, Bound::Unbounded, Bound::Unbounded) {
                 hashes.push(hash_key(key));
                 builder.add(EntryRef {
                     key,
