@@ -56,6 +56,32 @@ pub enum Error {
         snapshot: u64,
         commit: u64,
     },
+    #[error(
+        "deadlock: transaction {victim} (the youngest in the wait cycle {cycle:?}) was aborted \
+         waiting for key {} of table {table:?}; retry the transaction",
+        key.escape_ascii()
+    )]
+    Deadlock {
+        table: String,
+        /// The key the victim asked for; for a range, its start key (empty when unbounded).
+        key: Vec<u8>,
+        /// The transaction aborted to break the cycle: the youngest in it.
+        victim: u64,
+        /// The transactions waiting for one another, each for the next and the last for the
+        /// first.
+        cycle: Vec<u64>,
+    },
+    #[error(
+        "lock wait timeout: gave up on key {} of table {table:?} after {waited_ms} ms; retry \
+         the transaction",
+        key.escape_ascii()
+    )]
+    LockTimeout {
+        table: String,
+        /// The key waited for; for a range, its start key (empty when unbounded).
+        key: Vec<u8>,
+        waited_ms: u64,
+    },
 }
 
 impl Error {

@@ -14,6 +14,7 @@
 //! Nested transactions ([`Transaction::begin_nested`]) are savepoints over the private writes.
 
 mod iter;
+mod locks;
 mod oracle;
 mod spill;
 mod write_set;
