@@ -43,6 +43,9 @@ pub struct Options {
     /// Bytes of private writes a transaction keeps in memory; beyond that they are written out
     /// as private runs, which its commit links into the tables without writing them again.
     pub txn_memory: usize,
+    /// How long a [`Locking`](crate::Isolation::Locking) transaction (or a write that must
+    /// wait for one) waits for a lock before it fails with `Error::LockTimeout`.
+    pub lock_timeout: std::time::Duration,
     /// Run memtable flushes, merges and `Ordered` flushes on a background thread. Off, they run
     /// inline in the writer's thread (deterministic: what crash tests use).
     pub background: bool,
@@ -62,6 +65,7 @@ impl Default for Options {
             ordered_flush_interval_ms: 5,
             cache_blocks: 1024,
             txn_memory: 64 << 20,
+            lock_timeout: std::time::Duration::from_secs(1),
             background: true,
         }
     }

@@ -1,5 +1,6 @@
 //! Transactions beyond the anomaly schedules: nested transactions, many tables, reopen,
-//! conflicts reported clearly, and a concurrent bank whose totals must hold.
+//! conflicts reported clearly, a concurrent bank whose totals must hold, and how locking
+//! transactions and everything else wait for each other.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,21 +203,16 @@ fn run_bank(iso: Isolation, threads: u64, transfers: u64) -> u64 {
                     let from = (next() % ACCOUNTS as u64) as u32;
                     let to = (from + 1 + (next() % (ACCOUNTS as u64 - 1)) as u32) % ACCOUNTS;
                     let amount = next() % 50;
-                    loop {
-                        let mut txn = db.begin(iso).unwrap();
-                        let a = balance(txn.get(t, from.to_be_bytes()).unwrap());
-                        let b = balance(txn.get(t, to.to_be_bytes()).unwrap());
+                    let transfer = || -> stitchdb::Result<()> {
+                        let mut txn = db.begin(iso)?;
+                        let a = balance(txn.get(t, from.to_be_bytes())?);
+                        let b = balance(txn.get(t, to.to_be_bytes())?);
                         let amount = amount.min(a);
-                        txn.put(t, from.to_be_bytes(), (a - amount).to_be_bytes())
-                            .unwrap();
-                        txn.put(t, to.to_be_bytes(), (b + amount).to_be_bytes())
-                            .unwrap();
-                        match txn.commit_with(Durability::Async) {
-                            Ok(()) => break,
-                            Err(Error::Conflict { .. }) => continue,
-                            Err(e) => panic!("{e}"),
-                        }
-                    }
+                        txn.put(t, from.to_be_bytes(), (a - amount).to_be_bytes())?;
+                        txn.put(t, to.to_be_bytes(), (b + amount).to_be_bytes())?;
+                        txn.commit_with(Durability::Async)
+                    };
+                    while retry(transfer()) {}
                     committed.fetch_add(1, Ordering::Relaxed);
                 }
             });
@@ -225,13 +221,16 @@ fn run_bank(iso: Isolation, threads: u64, transfers: u64) -> u64 {
         let db = &db;
         s.spawn(move || {
             for _ in 0..200 {
-                let mut txn = db.begin(iso).unwrap();
-                let total: u64 = all(&mut txn, t)
-                    .into_iter()
-                    .map(|(_, v)| balance(Some(v)))
-                    .sum();
-                assert_eq!(total, START * ACCOUNTS as u64);
-                txn.commit().unwrap();
+                let audit = || -> stitchdb::Result<()> {
+                    let mut txn = db.begin(iso)?;
+                    let mut total = 0;
+                    for pair in txn.range(t, Bound::Unbounded, Bound::Unbounded)? {
+                        total += balance(Some(pair?.1));
+                    }
+                    assert_eq!(total, START * ACCOUNTS as u64);
+                    txn.commit()
+                };
+                while retry(audit()) {}
             }
         });
     });
@@ -244,9 +243,23 @@ fn run_bank(iso: Isolation, threads: u64, transfers: u64) -> u64 {
     committed.into_inner()
 }
 
+/// Whether a transaction's outcome asks for a retry (a conflict, a deadlock, a lock wait
+/// that timed out); any other error fails the test.
+fn retry(outcome: stitchdb::Result<()>) -> bool {
+    match outcome {
+        Ok(()) => false,
+        Err(Error::Conflict { .. } | Error::Deadlock { .. } | Error::LockTimeout { .. }) => true,
+        Err(e) => panic!("{e}"),
+    }
+}
+
 #[test]
-fn a_concurrent_bank_keeps_its_total_in_both_modes() {
-    for iso in [Isolation::Snapshot, Isolation::Serializable] {
+fn a_concurrent_bank_keeps_its_total_in_every_mode() {
+    for iso in [
+        Isolation::Snapshot,
+        Isolation::Serializable,
+        Isolation::Locking,
+    ] {
         assert_eq!(run_bank(iso, 4, 300), 1200);
     }
 }
@@ -316,26 +329,29 @@ fn concurrent_write_skew(iso: Isolation, pairs: u32) -> u32 {
                     loop {
                         let mut txn = db.begin(iso).unwrap();
                         let read = |txn: &mut stitchdb::Transaction, s: u32| {
-                            let v = txn.get(t, key(p, s)).unwrap().unwrap();
-                            i64::from_be_bytes(v.try_into().unwrap())
+                            let v = txn.get(t, key(p, s))?.unwrap();
+                            Ok(i64::from_be_bytes(v.try_into().unwrap()))
                         };
-                        let (mine, other) = (read(&mut txn, side), read(&mut txn, 1 - side));
+                        let reads = read(&mut txn, side)
+                            .and_then(|mine| Ok((mine, read(&mut txn, 1 - side)?)));
                         if first_try {
                             barrier.wait();
                         }
-                        if mine + other >= 80 {
-                            txn.put(t, key(p, side), (mine - 80).to_be_bytes()).unwrap();
-                        }
-                        let committed = txn.commit();
+                        // Under locking the second writer waits for the first's read lock,
+                        // and one of the two fails as a deadlock.
+                        let committed = reads
+                            .and_then(|(mine, other)| match mine + other >= 80 {
+                                true => txn.put(t, key(p, side), (mine - 80).to_be_bytes()),
+                                false => Ok(()),
+                            })
+                            .and_then(|()| txn.commit());
                         if first_try {
                             // Both have tried to commit before either retries.
                             barrier.wait();
                             first_try = false;
                         }
-                        match committed {
-                            Ok(()) => break,
-                            Err(Error::Conflict { .. }) => continue,
-                            Err(e) => panic!("{e}"),
+                        if !retry(committed) {
+                            break;
                         }
                     }
                 }
@@ -359,4 +375,133 @@ fn concurrent_write_skew(iso: Isolation, pairs: u32) -> u32 {
 fn concurrent_write_skew_breaks_the_constraint_only_under_snapshot_isolation() {
     assert_eq!(concurrent_write_skew(Isolation::Snapshot, 50), 50);
     assert_eq!(concurrent_write_skew(Isolation::Serializable, 50), 0);
+    assert_eq!(concurrent_write_skew(Isolation::Locking, 50), 0);
+}
+
+/// Runs `step` on another thread and checks that it waits (for a lock); then runs
+/// `unblock` here, and returns what `step` did once it could go on.
+fn waits<T: Send>(step: impl FnOnce() -> T + Send, unblock: impl FnOnce()) -> T {
+    std::thread::scope(|s| {
+        let waiting = s.spawn(step);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!waiting.is_finished(), "the step should wait for a lock");
+        unblock();
+        waiting.join().unwrap()
+    })
+}
+
+#[test]
+fn plain_writes_and_optimistic_commits_wait_for_a_locking_transactions_locks() {
+    let db = Db::create_on(Arc::new(MemDisk::new(0)), options()).unwrap();
+    let t = db.default_table();
+    db.put(t, "b", "1").unwrap();
+    db.put(t, "k", "1").unwrap();
+    let mut locking = db.begin(Isolation::Locking).unwrap();
+    assert_eq!(locking.get(t, "b").unwrap().unwrap(), b"1");
+    assert_eq!(locking.get(t, "k").unwrap().unwrap(), b"1");
+    let scanned = Bound::Included(&b"m"[..]);
+    assert_eq!(
+        locking.range(t, scanned, Bound::Unbounded).unwrap().count(),
+        0
+    );
+    let (plain, optimistic, ranged) = waits(
+        || {
+            std::thread::scope(|s| {
+                let plain = s.spawn(|| db.put(t, "k", "2"));
+                let optimistic = s.spawn(|| {
+                    let mut txn = db.begin(Isolation::Snapshot)?;
+                    txn.put(t, "m", "new")?;
+                    txn.commit()
+                });
+                let ranged = s.spawn(|| db.delete_range(t, "a", "c"));
+                let join = |h: std::thread::ScopedJoinHandle<'_, _>| h.join().unwrap();
+                (join(plain), join(optimistic), join(ranged))
+            })
+        },
+        || {
+            // Repeatable reads and no phantoms while the others wait.
+            assert_eq!(locking.get(t, "b").unwrap().unwrap(), b"1");
+            assert_eq!(locking.get(t, "k").unwrap().unwrap(), b"1");
+            assert_eq!(
+                locking.range(t, scanned, Bound::Unbounded).unwrap().count(),
+                0
+            );
+            locking.commit().unwrap();
+        },
+    );
+    plain.unwrap();
+    optimistic.unwrap();
+    ranged.unwrap();
+    assert_eq!(db.get(t, "b").unwrap(), None);
+    assert_eq!(db.get(t, "k").unwrap().unwrap(), b"2");
+    assert_eq!(db.get(t, "m").unwrap().unwrap(), b"new");
+}
+
+#[test]
+fn a_lock_timeout_ends_the_transaction_and_frees_its_locks() {
+    let opts = Options {
+        lock_timeout: std::time::Duration::from_millis(50),
+        ..options()
+    };
+    let db = Db::create_on(Arc::new(MemDisk::new(0)), opts).unwrap();
+    let t = db.default_table();
+    let mut t1 = db.begin(Isolation::Locking).unwrap();
+    let mut t2 = db.begin(Isolation::Locking).unwrap();
+    t1.delete_range(t, "a", "m").unwrap();
+    assert_eq!(t2.get(t, "z").unwrap(), None);
+    let timed_out = t2.get(t, "c");
+    match &timed_out {
+        Err(Error::LockTimeout { key, waited_ms, .. }) => {
+            assert_eq!(key, b"c");
+            assert!(*waited_ms >= 50);
+        }
+        other => panic!("expected a lock timeout, got {other:?}"),
+    }
+    // Every later call gives the same answer, and nothing of t2 is applied.
+    assert_eq!(
+        t2.put(t, "y", "1").map_err(|e| e.to_string()),
+        timed_out.as_ref().map(|_| ()).map_err(|e| e.to_string())
+    );
+    assert!(matches!(t2.commit(), Err(Error::LockTimeout { .. })));
+    // t2's read lock on "z" went with the error: a write of it does not wait.
+    let mut t3 = db.begin(Isolation::Locking).unwrap();
+    t3.put(t, "z", "3").unwrap();
+    t3.commit().unwrap();
+    t1.commit().unwrap();
+    assert_eq!(db.get(t, "y").unwrap(), None);
+    assert_eq!(db.get(t, "z").unwrap().unwrap(), b"3");
+}
+
+#[test]
+fn larger_than_memory_locking_and_optimistic_commits_respect_each_others_locks() {
+    let opts = Options {
+        txn_memory: 4096,
+        ..options()
+    };
+    let db = Db::create_on(Arc::new(MemDisk::new(0)), opts).unwrap();
+    let t = db.default_table();
+    let key = |i: u32| format!("key{i:05}");
+    // A locking transaction spills, reads its spilled writes back, and commits by linking.
+    let mut big = db.begin(Isolation::Locking).unwrap();
+    for i in 0..500 {
+        big.put(t, key(i), [7u8; 40]).unwrap();
+    }
+    assert_eq!(big.get(t, key(3)).unwrap().unwrap(), [7u8; 40]);
+    big.commit().unwrap();
+    assert_eq!(db.get(t, key(499)).unwrap().unwrap(), [7u8; 40]);
+    // An optimistic spilled commit waits for a locking reader inside its runs' key span.
+    let mut reader = db.begin(Isolation::Locking).unwrap();
+    assert_eq!(reader.get(t, key(250)).unwrap().unwrap(), [7u8; 40]);
+    let mut writer = db.begin(Isolation::Snapshot).unwrap();
+    for i in (0..500).step_by(2) {
+        writer.put(t, key(i), [8u8; 40]).unwrap();
+    }
+    waits(
+        || writer.commit().unwrap(),
+        || {
+            assert_eq!(reader.get(t, key(250)).unwrap().unwrap(), [7u8; 40]);
+            reader.commit().unwrap();
+        },
+    );
+    assert_eq!(db.get(t, key(250)).unwrap().unwrap(), [8u8; 40]);
 }

@@ -17,7 +17,7 @@ mod write;
 pub(crate) use checkpoint::build_filter;
 pub(crate) use link::{link_transaction, PrivateRuns};
 pub(crate) use read::{get_at, scan_at, ReaderGuard};
-pub(crate) use write::commit_batch;
+pub(crate) use write::{commit_batch, Committer};
 
 pub use check::CheckReport;
 pub use defrag::DefragReport;
@@ -178,6 +178,8 @@ pub(crate) struct Inner {
     pub checkpoint: Mutex<CheckpointState>,
     /// Sequence numbers of open iterators (with counts): merges keep what they can see.
     pub readers: Mutex<crate::seq_counts::SeqCounts>,
+    /// Key and range locks of locking transactions.
+    pub locks: crate::txn::LockManager,
     /// Set after a failed write: why the store is now read-only.
     pub failure: Mutex<Option<String>>,
     /// Whether `failure` is set (checked on every write without taking its lock).
@@ -314,6 +316,7 @@ impl Db {
             compaction: Mutex::new(compact::CompactionStats::default()),
             compacting: Mutex::new(()),
             readers: Mutex::default(),
+            locks: crate::txn::LockManager::new(),
             failure: Mutex::new(None),
             failed: false.into(),
             closed: false.into(),
@@ -531,6 +534,14 @@ impl Drop for Db {
 
 impl Inner {
     /// Fails with why the store cannot be written, if it cannot.
+    /// A table's name for a message (its number if it has none any more).
+    pub fn table_label(&self, table: TableId) -> String {
+        self.version
+            .read()
+            .table(table)
+            .map_or_else(|_| format!("#{}", table.0), |t| t.name.clone())
+    }
+
     pub fn check_writable(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);

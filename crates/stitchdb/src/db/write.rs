@@ -6,8 +6,9 @@ use crate::batch::{encode_ops, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::memtable::Value;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
-use crate::txn::Oracle;
+use crate::txn::{HeldLocks, LockError, LockMode, Oracle};
 use crate::{Error, Result};
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitch_wal::Flags;
@@ -135,36 +136,64 @@ pub(crate) fn write_batch(
     batch: &WriteBatch,
     durability: Durability,
 ) -> Result<()> {
-    commit_batch(inner, batch, durability, true, |_: &mut Oracle| Ok(()))
+    commit_batch(
+        inner,
+        batch,
+        durability,
+        Committer::Plain,
+        |_: &mut Oracle| Ok(()),
+    )
 }
 
-/// Applies `batch` as one commit (its operations checked first if `check_ops`) if
-/// `validate_commit` (called under the write lock, so no
+/// Who commits a batch: what is still to be checked, and whether it holds its locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Committer {
+    /// A plain write: its operations are checked here.
+    Plain,
+    /// A transaction, which checked each write as it was made; a locking one holds exclusive
+    /// locks on everything it writes.
+    Transaction { holds_locks: bool },
+}
+
+/// Applies `batch` as one commit if `validate_commit` (called under the write lock, so no
 /// other commit can come between its verdict and this one) accepts it; else returns its error
 /// and writes nothing. The oracle's record of this commit is made after `validate_commit`
 /// returns, so a transaction that ends itself there is not counted among those it concerns.
+/// While a locking transaction is open, a committer without locks first takes exclusive locks
+/// on what it writes (waiting as locking transactions do), and releases them once visible.
 pub(crate) fn commit_batch(
     inner: &Arc<Inner>,
     batch: &WriteBatch,
     durability: Durability,
-    check_ops: bool,
+    committer: Committer,
     validate_commit: impl FnOnce(&mut Oracle) -> Result<()>,
 ) -> Result<()> {
     inner.check_writable()?;
     if batch.is_empty() {
         return Ok(());
     }
-    // A transaction checked each write as it was made.
-    if check_ops {
+    if committer == Committer::Plain {
         validate(inner, batch)?;
     }
     let wal = inner.wal()?;
     let payloads = chunks(batch, wal.max_payload() / 2);
     let deps = inner.groups.engaged_deps();
-    let (lsn, full) = {
+    let holds_locks = committer == Committer::Transaction { holds_locks: true };
+    let mut locked: Option<HeldLocks> = None;
+    let mut validate_commit = Some(validate_commit);
+    let (lsn, full) = loop {
         let mut w = inner.write.lock();
         inner.check_writable()?;
-        validate_commit(&mut w.oracle)?;
+        // Whether a locking transaction is open is asked under the write lock, where they
+        // begin: one that begins after this commit reads what it wrote.
+        if w.oracle.locking_open() && !holds_locks && locked.is_none() {
+            drop(w);
+            locked = Some(lock_batch(inner, batch)?);
+            continue;
+        }
+        if let Some(validate) = validate_commit.take() {
+            validate(&mut w.oracle)?;
+        }
         let txn = w.next_txn;
         w.next_txn += 1;
         let mut lsn = 0;
@@ -205,8 +234,9 @@ pub(crate) fn commit_batch(
             .tables
             .values()
             .any(|t| t.mem.bytes() >= inner.opts.memtable_size);
-        (lsn, full)
+        break (lsn, full);
     };
+    drop(locked);
     match durability {
         Durability::Sync => inner.sync_log(lsn)?,
         Durability::Ordered if !inner.opts.background => flush_ordered_inline(inner)?,
@@ -224,6 +254,36 @@ pub(crate) fn commit_batch(
         }
     }
     Ok(())
+}
+
+/// Exclusive locks on every key and range `batch` writes, for a committer that is not a
+/// locking transaction; released when dropped.
+fn lock_batch<'a>(inner: &'a Inner, batch: &WriteBatch) -> Result<HeldLocks<'a>> {
+    let held = HeldLocks::new(&inner.locks);
+    let timeout = inner.opts.lock_timeout;
+    let refused = |e: LockError| e.into_error(|t| inner.table_label(t));
+    for (table, start, end) in &batch.ranges {
+        let (lo, hi) = (Bound::Included(&start[..]), Bound::Excluded(&end[..]));
+        inner
+            .locks
+            .lock_range(held.owner(), *table, lo, hi, LockMode::Exclusive, timeout)
+            .map_err(refused)?;
+    }
+    // In key order; deadlocks with others are found and broken as between transactions.
+    let mut keys: Vec<(TableId, &[u8])> = batch
+        .ops
+        .iter()
+        .map(|(t, k, _)| (*t, k.as_slice()))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    for (table, key) in keys {
+        inner
+            .locks
+            .lock_key(held.owner(), table, key, LockMode::Exclusive, timeout)
+            .map_err(refused)?;
+    }
+    Ok(held)
 }
 
 fn flush_ordered_inline(inner: &Arc<Inner>) -> Result<()> {

@@ -1,12 +1,10 @@
-// Wired into transactions in the next commit.
-#![allow(dead_code)]
-
 //! The lock manager: strict two-phase locking, for transactions made serializable by locking
 //! rather than by validation at commit.
 //!
-//! A transaction takes a lock before each read (shared) or write (exclusive) and a shared
-//! range lock before each scan, and keeps every lock until it ends ([`LockManager::release_all`]
-//! at commit or abort). Holding everything to the end is what makes the schedule equivalent to
+//! A transaction takes a lock before each read (shared) or write (exclusive), a shared range
+//! lock before each scan and an exclusive one before each range delete, and keeps every lock
+//! until it ends ([`LockManager::release_all`] at commit or abort). Commits that are not
+//! locking transactions' take exclusive locks on what they write while any is open. Holding everything to the end is what makes the schedule equivalent to
 //! running the transactions one at a time in commit order, and makes aborts cascade-free: no
 //! one has read what an aborted transaction wrote. A range lock covers every key between its
 //! bounds, including keys nobody has written yet, so a scan repeated later cannot see new rows
@@ -29,7 +27,7 @@ use smallvec::SmallVec;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How a key is locked.
@@ -106,10 +104,12 @@ impl KeyLock {
     }
 }
 
-/// A shared lock on every key between two bounds of one table.
+/// A lock on every key between two bounds of one table: shared for a scan, exclusive for a
+/// range delete.
 #[derive(Debug)]
 struct RangeLock {
     owner: u64,
+    mode: LockMode,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
 }
@@ -118,6 +118,27 @@ impl RangeLock {
     fn contains(&self, key: &[u8]) -> bool {
         !before_start(key, self.start.as_ref().map(Vec::as_slice))
             && !past_end(key, self.end.as_ref().map(Vec::as_slice))
+    }
+
+    /// Whether some key lies in both this range and `(start, end)` (neither empty).
+    fn overlaps(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+        let (my_start, my_end) = (
+            self.start.as_ref().map(Vec::as_slice),
+            self.end.as_ref().map(Vec::as_slice),
+        );
+        // Two intervals meet unless one ends before the other starts.
+        !ends_before(my_end, start) && !ends_before(end, my_start)
+    }
+}
+
+/// Whether every key below `end` is below `start` too: an interval ending at `end` lies
+/// wholly before one starting at `start`.
+fn ends_before(end: Bound<&[u8]>, start: Bound<&[u8]>) -> bool {
+    match (end, start) {
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
+        (Bound::Included(e), Bound::Included(s)) => e < s,
+        (Bound::Included(e) | Bound::Excluded(e), Bound::Excluded(s))
+        | (Bound::Excluded(e), Bound::Included(s)) => e <= s,
     }
 }
 
@@ -141,6 +162,7 @@ enum Request<'a> {
         table: TableId,
         start: Bound<&'a [u8]>,
         end: Bound<&'a [u8]>,
+        mode: LockMode,
     },
 }
 
@@ -169,10 +191,16 @@ impl Request<'_> {
                 key: key.to_vec(),
                 mode,
             },
-            Request::Range { table, start, end } => Waiting::Range {
+            Request::Range {
+                table,
+                start,
+                end,
+                mode,
+            } => Waiting::Range {
                 table,
                 start: start.map(<[u8]>::to_vec),
                 end: end.map(<[u8]>::to_vec),
+                mode,
             },
         }
     }
@@ -193,6 +221,7 @@ enum Waiting {
         table: TableId,
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
+        mode: LockMode,
     },
 }
 
@@ -204,10 +233,16 @@ impl Waiting {
                 key,
                 mode: *mode,
             },
-            Waiting::Range { table, start, end } => Request::Range {
+            Waiting::Range {
+                table,
+                start,
+                end,
+                mode,
+            } => Request::Range {
                 table: *table,
                 start: start.as_ref().map(Vec::as_slice),
                 end: end.as_ref().map(Vec::as_slice),
+                mode: *mode,
             },
         }
     }
@@ -240,27 +275,45 @@ impl State {
                         out.extend(lock.shared.iter().copied().filter(|&s| s != owner));
                     }
                 }
-                if mode == LockMode::Exclusive {
-                    if let Some(ranges) = self.ranges.get(&table) {
-                        out.extend(
-                            ranges
-                                .iter()
-                                .filter(|r| r.owner != owner && r.contains(key))
-                                .map(|r| r.owner),
-                        );
-                    }
+                if let Some(ranges) = self.ranges.get(&table) {
+                    out.extend(
+                        ranges
+                            .iter()
+                            .filter(|r| r.owner != owner && r.contains(key))
+                            .filter(|r| {
+                                mode == LockMode::Exclusive || r.mode == LockMode::Exclusive
+                            })
+                            .map(|r| r.owner),
+                    );
                 }
             }
-            Request::Range { table, start, end } => {
+            Request::Range {
+                table,
+                start,
+                end,
+                mode,
+            } => {
                 // `BTreeMap::range` panics on a range with start after end.
                 if is_empty_range(start, end) {
                     return out;
                 }
                 if let Some(keys) = self.keys.get(&table) {
+                    for (_, lock) in keys.range::<[u8], _>((start, end)) {
+                        out.extend(lock.exclusive.filter(|&x| x != owner));
+                        if mode == LockMode::Exclusive {
+                            out.extend(lock.shared.iter().copied().filter(|&s| s != owner));
+                        }
+                    }
+                }
+                if let Some(ranges) = self.ranges.get(&table) {
                     out.extend(
-                        keys.range::<[u8], _>((start, end))
-                            .filter_map(|(_, lock)| lock.exclusive)
-                            .filter(|&x| x != owner),
+                        ranges
+                            .iter()
+                            .filter(|r| r.owner != owner && r.overlaps(start, end))
+                            .filter(|r| {
+                                mode == LockMode::Exclusive || r.mode == LockMode::Exclusive
+                            })
+                            .map(|r| r.owner),
                     );
                 }
             }
@@ -301,19 +354,27 @@ impl State {
                         .push((table, key.to_vec()));
                 }
             }
-            Request::Range { table, start, end } => {
+            Request::Range {
+                table,
+                start,
+                end,
+                mode,
+            } => {
                 if is_empty_range(start, end) {
                     return;
                 }
                 let ranges = self.ranges.entry(table).or_default();
+                // The same range held exclusive, or in the mode asked, satisfies the request.
                 let same = |r: &RangeLock| {
                     r.owner == owner
+                        && (r.mode == mode || r.mode == LockMode::Exclusive)
                         && r.start.as_ref().map(Vec::as_slice) == start
                         && r.end.as_ref().map(Vec::as_slice) == end
                 };
                 if !ranges.iter().any(same) {
                     ranges.push(RangeLock {
                         owner,
+                        mode,
                         start: start.map(<[u8]>::to_vec),
                         end: end.map(<[u8]>::to_vec),
                     });
@@ -400,8 +461,35 @@ impl State {
 
     /// Owners holding or waiting for a lock (an owner doing both counts twice: only zero
     /// matters).
+    #[cfg(test)]
     fn active(&self) -> usize {
         self.held.len() + self.waiting.len()
+    }
+}
+
+/// The locks of a one-off owner (a commit that is not a locking transaction's), released
+/// when dropped: on every path, errors included.
+pub(crate) struct HeldLocks<'a> {
+    locks: &'a LockManager,
+    owner: u64,
+}
+
+impl<'a> HeldLocks<'a> {
+    pub fn new(locks: &'a LockManager) -> Self {
+        HeldLocks {
+            owner: locks.register(),
+            locks,
+        }
+    }
+
+    pub fn owner(&self) -> u64 {
+        self.owner
+    }
+}
+
+impl Drop for HeldLocks<'_> {
+    fn drop(&mut self) {
+        self.locks.release_all(self.owner);
     }
 }
 
@@ -418,8 +506,6 @@ pub(crate) struct LockManager {
     wake: Condvar,
     /// The last owner id handed out.
     last_owner: AtomicU64,
-    /// `State::active`, readable without the mutex.
-    active: AtomicUsize,
 }
 
 impl LockManager {
@@ -447,19 +533,27 @@ impl LockManager {
         self.acquire(owner, Request::Key { table, key, mode }, timeout)
     }
 
-    /// Locks every key from `start` to `end` of `table` in shared mode, including keys not yet
-    /// written (no phantoms): until `owner` releases it, no other owner gets an exclusive lock
-    /// on a key inside, and it waits for owners already holding one. An empty range locks
-    /// nothing.
+    /// Locks every key from `start` to `end` of `table` in `mode`, including keys not yet
+    /// written (no phantoms): shared (a scan), no other owner gets an exclusive lock on a key
+    /// inside or an exclusive range over one; exclusive (a range delete), no other owner gets
+    /// any lock on a key inside or a range over one. It waits for owners already holding
+    /// such locks. An empty range locks nothing.
     pub fn lock_range(
         &self,
         owner: u64,
         table: TableId,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
+        mode: LockMode,
         timeout: Duration,
     ) -> Result<(), LockError> {
-        self.acquire(owner, Request::Range { table, start, end }, timeout)
+        let request = Request::Range {
+            table,
+            start,
+            end,
+            mode,
+        };
+        self.acquire(owner, request, timeout)
     }
 
     /// Releases every lock `owner` holds and forgets it (a deadlock victim can lock again
@@ -467,17 +561,10 @@ impl LockManager {
     pub fn release_all(&self, owner: u64) {
         let mut state = self.state.lock();
         let released = state.release(owner);
-        self.active.store(state.active(), Ordering::Release);
         drop(state);
         if released {
             self.wake.notify_all();
         }
-    }
-
-    /// Whether no owner holds or waits for any lock, read without the mutex: callers skip
-    /// locking work when idle. The answer may be stale as soon as it is returned.
-    pub fn is_idle(&self) -> bool {
-        self.active.load(Ordering::Acquire) == 0
     }
 
     fn acquire(
@@ -503,7 +590,6 @@ impl LockManager {
             }
             if let Entry::Vacant(slot) = state.waiting.entry(owner) {
                 slot.insert(request.to_waiting());
-                self.active.store(state.active(), Ordering::Release);
             }
             // Searched on every wake, not only when the wait begins: the holders may have
             // changed since.
@@ -533,13 +619,18 @@ impl LockManager {
             }
         };
         state.waiting.remove(&owner);
-        self.active.store(state.active(), Ordering::Release);
         drop(state);
         outcome.map_err(|kind| LockError {
             kind,
             table: request.table(),
             key: request.error_key(),
         })
+    }
+
+    /// Whether no owner holds or waits for a lock: nothing is left behind.
+    #[cfg(test)]
+    fn is_idle(&self) -> bool {
+        self.state.lock().active() == 0
     }
 
     /// Whether `owner` is waiting inside a lock call (tests wait for this before closing a
@@ -600,7 +691,7 @@ mod tests {
         thread::spawn(move || {
             let start = start.as_ref().map(Vec::as_slice);
             let end = end.as_ref().map(Vec::as_slice);
-            let _ = tx.send(m.lock_range(owner, T, start, end, LONG));
+            let _ = tx.send(m.lock_range(owner, T, start, end, S, LONG));
         });
         rx
     }
@@ -807,7 +898,7 @@ mod tests {
     fn range_blocks_exclusive_inside_but_not_outside() {
         let m = Arc::new(LockManager::new());
         let (a, b) = (m.register(), m.register());
-        m.lock_range(a, T, Bound::Included(b"b"), Bound::Excluded(b"d"), LONG)
+        m.lock_range(a, T, Bound::Included(b"b"), Bound::Excluded(b"d"), S, LONG)
             .expect("nothing locked");
         // Keys never locked before, inside the range: no phantoms.
         assert!(!x_free(&m, b, b"b"));
@@ -831,7 +922,7 @@ mod tests {
     fn range_respects_included_and_excluded_ends() {
         let m = LockManager::new();
         let (a, b) = (m.register(), m.register());
-        m.lock_range(a, T, Bound::Excluded(b"b"), Bound::Included(b"d"), LONG)
+        m.lock_range(a, T, Bound::Excluded(b"b"), Bound::Included(b"d"), S, LONG)
             .expect("nothing locked");
         assert!(x_free(&m, b, b"b"));
         assert!(!x_free(&m, b, b"b\0"));
@@ -843,7 +934,7 @@ mod tests {
     fn range_respects_unbounded_ends() {
         let m = LockManager::new();
         let (a, b) = (m.register(), m.register());
-        m.lock_range(a, T, Bound::Unbounded, Bound::Excluded(b"m"), LONG)
+        m.lock_range(a, T, Bound::Unbounded, Bound::Excluded(b"m"), S, LONG)
             .expect("nothing locked");
         assert!(!x_free(&m, b, b""));
         assert!(!x_free(&m, b, b"\0"));
@@ -852,7 +943,7 @@ mod tests {
         m.release_all(a);
         m.release_all(b);
 
-        m.lock_range(a, T, Bound::Included(b"m"), Bound::Unbounded, LONG)
+        m.lock_range(a, T, Bound::Included(b"m"), Bound::Unbounded, S, LONG)
             .expect("nothing locked");
         assert!(x_free(&m, b, b"l"));
         assert!(!x_free(&m, b, b"m"));
@@ -860,7 +951,7 @@ mod tests {
         m.release_all(a);
         m.release_all(b);
 
-        m.lock_range(a, T, Bound::Unbounded, Bound::Unbounded, LONG)
+        m.lock_range(a, T, Bound::Unbounded, Bound::Unbounded, S, LONG)
             .expect("nothing locked");
         assert!(!x_free(&m, b, b""));
         assert!(!x_free(&m, b, b"anything"));
@@ -872,8 +963,9 @@ mod tests {
         let (a, b) = (m.register(), m.register());
         m.lock_key(a, T, b"c", X, LONG).expect("free key");
         // Ranges not covering it are granted.
-        let free =
-            |start: Bound<&[u8]>, end: Bound<&[u8]>| m.lock_range(b, T, start, end, Duration::ZERO);
+        let free = |start: Bound<&[u8]>, end: Bound<&[u8]>| {
+            m.lock_range(b, T, start, end, S, Duration::ZERO)
+        };
         assert_eq!(free(Bound::Included(b"a"), Bound::Excluded(b"c")), Ok(()));
         assert_eq!(free(Bound::Excluded(b"c"), Bound::Unbounded), Ok(()));
         // Ranges covering it wait.
@@ -896,14 +988,70 @@ mod tests {
                 T,
                 Bound::Excluded(b"b"),
                 Bound::Unbounded,
+                S,
                 Duration::ZERO,
             )
             .expect_err("covers c");
         assert_eq!(err.key, b"b".to_vec());
         let err = m
-            .lock_range(b, T, Bound::Unbounded, Bound::Unbounded, Duration::ZERO)
+            .lock_range(b, T, Bound::Unbounded, Bound::Unbounded, S, Duration::ZERO)
             .expect_err("covers c");
         assert_eq!(err.key, Vec::<u8>::new());
+    }
+
+    type Span<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>);
+
+    #[test]
+    fn exclusive_range_excludes_every_lock_inside_and_every_overlapping_range() {
+        let m = LockManager::new();
+        let (a, b) = (m.register(), m.register());
+        let z = Duration::ZERO;
+        let (c, f) = (Bound::Included(&b"c"[..]), Bound::Excluded(&b"f"[..]));
+        m.lock_range(a, T, c, f, X, LONG).expect("nothing locked");
+        // Inside: neither shared nor exclusive key locks, written before or not.
+        assert!(m.lock_key(b, T, b"c", S, z).is_err());
+        assert!(m.lock_key(b, T, b"e", X, z).is_err());
+        assert!(m.lock_key(b, T, b"ezz", S, z).is_err());
+        // Outside, the excluded end included.
+        assert_eq!(m.lock_key(b, T, b"f", S, z), Ok(()));
+        assert_eq!(m.lock_key(b, T, b"b", X, z), Ok(()));
+        // Overlapping ranges of either mode wait; ranges that only touch it do not.
+        let overlapping: [Span; 3] = [
+            (Bound::Included(b"a"), Bound::Included(b"c")),
+            (Bound::Excluded(b"e"), Bound::Unbounded),
+            (Bound::Unbounded, Bound::Unbounded),
+        ];
+        for (lo, hi) in overlapping {
+            assert!(m.lock_range(b, T, lo, hi, S, z).is_err(), "{lo:?}..{hi:?}");
+            assert!(m.lock_range(b, T, lo, hi, X, z).is_err(), "{lo:?}..{hi:?}");
+        }
+        assert_eq!(
+            m.lock_range(b, T, Bound::Unbounded, Bound::Excluded(b"c"), X, z),
+            Ok(())
+        );
+        assert_eq!(
+            m.lock_range(b, T, Bound::Included(b"f"), Bound::Unbounded, S, z),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn shared_ranges_coexist_but_keep_out_an_exclusive_range_until_released() {
+        let m = LockManager::new();
+        let (a, b) = (m.register(), m.register());
+        let z = Duration::ZERO;
+        let (x, y) = (Bound::Included(&b"x"[..]), Bound::Excluded(&b"y"[..]));
+        m.lock_range(a, T, Bound::Unbounded, Bound::Unbounded, S, LONG)
+            .expect("nothing locked");
+        assert!(m.lock_range(b, T, x, y, X, z).is_err());
+        assert_eq!(m.lock_range(b, T, x, y, S, z), Ok(()));
+        // An owner's shared key lock inside does not keep out its own exclusive range.
+        assert_eq!(m.lock_key(b, T, b"xa", S, z), Ok(()));
+        m.release_all(a);
+        assert_eq!(m.lock_range(b, T, x, y, X, z), Ok(()));
+        // Held exclusive, the range satisfies a shared request of the same owner.
+        assert_eq!(m.lock_range(b, T, x, y, S, z), Ok(()));
+        assert!(m.lock_key(a, T, b"xb", S, z).is_err());
     }
 
     #[test]
@@ -912,8 +1060,8 @@ mod tests {
         let (a, b, c) = (m.register(), m.register(), m.register());
         m.lock_key(a, T, b"c", S, LONG).expect("free key");
         let all = (Bound::Unbounded, Bound::Unbounded);
-        assert_eq!(m.lock_range(b, T, all.0, all.1, Duration::ZERO), Ok(()));
-        assert_eq!(m.lock_range(c, T, all.0, all.1, Duration::ZERO), Ok(()));
+        assert_eq!(m.lock_range(b, T, all.0, all.1, S, Duration::ZERO), Ok(()));
+        assert_eq!(m.lock_range(c, T, all.0, all.1, S, Duration::ZERO), Ok(()));
         assert_eq!(m.lock_key(c, T, b"c", S, Duration::ZERO), Ok(()));
         assert_eq!(m.lock_key(a, T, b"d", S, Duration::ZERO), Ok(()));
     }
@@ -923,21 +1071,22 @@ mod tests {
         let m = LockManager::new();
         let (a, b) = (m.register(), m.register());
         let all = (Bound::Unbounded, Bound::Unbounded);
-        assert_eq!(m.lock_range(a, T, all.0, all.1, Duration::ZERO), Ok(()));
+        assert_eq!(m.lock_range(a, T, all.0, all.1, S, Duration::ZERO), Ok(()));
         assert_eq!(m.lock_key(a, T, b"k", X, Duration::ZERO), Ok(()));
-        assert_eq!(m.lock_range(a, T, all.0, all.1, Duration::ZERO), Ok(()));
+        assert_eq!(m.lock_range(a, T, all.0, all.1, S, Duration::ZERO), Ok(()));
         assert_eq!(
             m.lock_range(
                 a,
                 T,
                 Bound::Included(b"k"),
                 Bound::Included(b"k"),
+                S,
                 Duration::ZERO
             ),
             Ok(())
         );
         assert!(m.lock_key(b, T, b"k", S, Duration::ZERO).is_err());
-        assert!(m.lock_range(b, T, all.0, all.1, Duration::ZERO).is_err());
+        assert!(m.lock_range(b, T, all.0, all.1, S, Duration::ZERO).is_err());
     }
 
     #[test]
@@ -953,7 +1102,7 @@ mod tests {
             (Bound::Included(&b"c"[..]), Bound::Excluded(&b"c"[..])),
             (Bound::Excluded(&b"c"[..]), Bound::Excluded(&b"c"[..])),
         ] {
-            assert_eq!(m.lock_range(a, T, start, end, Duration::ZERO), Ok(()));
+            assert_eq!(m.lock_range(a, T, start, end, S, Duration::ZERO), Ok(()));
         }
         m.release_all(b);
         assert!(m.is_idle());
@@ -965,11 +1114,11 @@ mod tests {
         let (a, b) = (m.register(), m.register());
         let (t1, t2) = (TableId(1), TableId(2));
         m.lock_key(a, t1, b"k", X, LONG).expect("free key");
-        m.lock_range(a, t1, Bound::Unbounded, Bound::Unbounded, LONG)
+        m.lock_range(a, t1, Bound::Unbounded, Bound::Unbounded, S, LONG)
             .expect("own locks");
         assert_eq!(m.lock_key(b, t2, b"k", X, Duration::ZERO), Ok(()));
         assert_eq!(
-            m.lock_range(b, t2, Bound::Unbounded, Bound::Unbounded, Duration::ZERO),
+            m.lock_range(b, t2, Bound::Unbounded, Bound::Unbounded, S, Duration::ZERO),
             Ok(())
         );
         assert_eq!(m.lock_key(b, t2, b"j", X, Duration::ZERO), Ok(()));
@@ -1066,7 +1215,7 @@ mod tests {
     fn range_locks_take_part_in_deadlocks() {
         let m = Arc::new(LockManager::new());
         let (a, b) = (m.register(), m.register());
-        m.lock_range(a, T, Bound::Included(b"a"), Bound::Included(b"f"), LONG)
+        m.lock_range(a, T, Bound::Included(b"a"), Bound::Included(b"f"), S, LONG)
             .expect("nothing locked");
         m.lock_key(b, T, b"x", X, LONG).expect("free key");
         let rx_a = spawn_range(&m, a, Bound::Included(b"w"), Bound::Unbounded); // a waits for b
@@ -1092,7 +1241,7 @@ mod tests {
             assert_eq!(deadlock(Err(err)), (b, cycle.clone()));
         }
         let err = m
-            .lock_range(b, T, Bound::Unbounded, Bound::Unbounded, LONG)
+            .lock_range(b, T, Bound::Unbounded, Bound::Unbounded, S, LONG)
             .expect_err("doomed");
         assert_eq!(deadlock(Err(err)).0, b);
         m.release_all(b);
@@ -1128,7 +1277,7 @@ mod tests {
         assert!(!m.is_idle());
         m.release_all(b);
         assert!(m.is_idle());
-        m.lock_range(a, T, Bound::Unbounded, Bound::Unbounded, LONG)
+        m.lock_range(a, T, Bound::Unbounded, Bound::Unbounded, S, LONG)
             .expect("nothing locked");
         assert!(!m.is_idle());
         m.release_all(a);
@@ -1141,7 +1290,7 @@ mod tests {
         let (a, b) = (m.register(), m.register());
         m.release_all(a); // never locked anything
         m.lock_key(a, T, b"k", X, LONG).expect("free key");
-        m.lock_range(a, T, Bound::Unbounded, Bound::Unbounded, LONG)
+        m.lock_range(a, T, Bound::Unbounded, Bound::Unbounded, S, LONG)
             .expect("own locks");
         m.release_all(a);
         m.release_all(a);
@@ -1160,7 +1309,7 @@ mod tests {
         m.lock_key(a, T, b"k", S, LONG).expect("free key");
         m.lock_key(b, T, b"k", S, LONG).expect("shared");
         m.lock_key(a, TableId(2), b"k", X, LONG).expect("free key");
-        m.lock_range(b, T, Bound::Unbounded, Bound::Unbounded, LONG)
+        m.lock_range(b, T, Bound::Unbounded, Bound::Unbounded, S, LONG)
             .expect("no writers");
         m.release_all(a);
         m.release_all(b);
@@ -1283,16 +1432,18 @@ mod tests {
                         let result = if rng.gen_bool(0.15) {
                             let lo = rng.gen_range(0..KEYS);
                             let hi = rng.gen_range(lo..KEYS);
+                            let mode = if rng.gen_bool(0.3) { X } else { S };
                             let result = m.lock_range(
                                 owner,
                                 T,
                                 Bound::Included(&[lo][..]),
                                 Bound::Included(&[hi][..]),
+                                mode,
                                 timeout,
                             );
                             if result.is_ok() {
                                 for k in lo..=hi {
-                                    record(&shadow, k, owner, S);
+                                    record(&shadow, k, owner, mode);
                                     touched.push(k);
                                 }
                             }

@@ -20,10 +20,11 @@ mod spill;
 mod write_set;
 
 pub use iter::TxnIter;
+pub(crate) use locks::{HeldLocks, LockError, LockManager, LockMode};
 pub(crate) use oracle::Oracle;
 
 use crate::batch::{RangeOp, TableId, WriteBatch};
-use crate::db::{get_at, scan_at, Db, ReaderGuard};
+use crate::db::{get_at, scan_at, Committer, Db, ReaderGuard};
 use crate::memtable::Value;
 use crate::options::Durability;
 use crate::range_del::{within, within_any};
@@ -39,8 +40,17 @@ use write_set::WriteSet;
 pub enum Isolation {
     /// Reads see the snapshot taken at begin; concurrent writes of the same key conflict.
     Snapshot,
-    /// As if transactions ran one at a time, in commit order.
+    /// As if transactions ran one at a time, in commit order: optimistic. Nothing waits;
+    /// a transaction whose reads changed under it fails at commit with `Error::Conflict`.
     Serializable,
+    /// Serializable by strict two-phase locking: pessimistic. Reads take shared locks (a
+    /// scan locks its whole range, keys not yet written included), writes exclusive ones,
+    /// all held to commit or abort, and reads see the newest commit. A conflicting
+    /// transaction waits, up to `Options::lock_timeout` (then `Error::LockTimeout`); of a
+    /// deadlock's transactions the youngest fails with `Error::Deadlock`. Commits never
+    /// fail validation. After a lock error the transaction holds nothing more and every
+    /// further call returns that error.
+    Locking,
 }
 
 /// Bytes a private write is charged beyond its key and value (its map entry).
@@ -81,6 +91,10 @@ pub struct Transaction<'db> {
     /// Serializable only: keys read from the snapshot, and ranges scanned.
     reads: BTreeSet<TableKey>,
     ranges: Vec<ScannedRange>,
+    /// Locking only: the transaction's owner id in the lock manager.
+    owner: Option<u64>,
+    /// Locking only: the lock error that ended the transaction early.
+    failed: Option<Error>,
     ended: bool,
 }
 
@@ -95,7 +109,13 @@ impl Db {
         // begin at the same commit.
         let mut w = inner.write.lock();
         let snapshot = inner.visible_seq.load(std::sync::atomic::Ordering::Acquire);
-        w.oracle.begin(snapshot);
+        let owner = if isolation == Isolation::Locking {
+            w.oracle.begin_locking();
+            Some(inner.locks.register())
+        } else {
+            w.oracle.begin(snapshot);
+            None
+        };
         drop(w);
         Ok(Transaction {
             db: self,
@@ -109,6 +129,8 @@ impl Db {
             nesting: 0,
             reads: BTreeSet::new(),
             ranges: Vec::new(),
+            owner,
+            failed: None,
             ended: false,
         })
     }
@@ -119,13 +141,79 @@ impl<'db> Transaction<'db> {
         self.isolation
     }
 
-    /// The sequence number of the newest commit this transaction sees.
+    /// The sequence number of the newest commit this transaction sees (for a locking
+    /// transaction, the newest commit when it began: its reads see later ones too).
     pub fn snapshot_seq(&self) -> u64 {
         self.snapshot
     }
 
+    /// The commit reads see: the snapshot, or for a locking transaction (whose locks keep
+    /// what it reads from changing) the newest.
+    fn read_seq(&self) -> u64 {
+        match self.owner {
+            Some(_) => self
+                .db
+                .shared()
+                .visible_seq
+                .load(std::sync::atomic::Ordering::Acquire),
+            None => self.snapshot,
+        }
+    }
+
+    /// The lock error that ended this transaction, if one did.
+    fn usable(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Locking only: locks `key` in `mode`, or ends the transaction with the lock error
+    /// (releasing every lock, so those it blocked go on).
+    fn lock_key(&mut self, table: TableId, key: &[u8], mode: LockMode) -> Result<()> {
+        let Some(owner) = self.owner else {
+            return Ok(());
+        };
+        let inner = self.db.shared();
+        let locked = inner
+            .locks
+            .lock_key(owner, table, key, mode, inner.opts.lock_timeout);
+        self.locked(owner, locked)
+    }
+
+    /// Locking only: locks every key from `start` to `end`, as [`lock_key`](Self::lock_key).
+    fn lock_range(
+        &mut self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        mode: LockMode,
+    ) -> Result<()> {
+        let Some(owner) = self.owner else {
+            return Ok(());
+        };
+        let inner = self.db.shared();
+        let locked =
+            inner
+                .locks
+                .lock_range(owner, table, start, end, mode, inner.opts.lock_timeout);
+        self.locked(owner, locked)
+    }
+
+    fn locked(&mut self, owner: u64, locked: std::result::Result<(), LockError>) -> Result<()> {
+        let Err(refused) = locked else {
+            return Ok(());
+        };
+        let inner = self.db.shared();
+        let e = refused.into_error(|t| inner.table_label(t));
+        inner.locks.release_all(owner);
+        self.failed = Some(e.clone());
+        Err(e)
+    }
+
     /// The value of `key`: this transaction's own write if it made one, else the snapshot's.
     pub fn get(&mut self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.usable()?;
         let key = key.as_ref();
         if let Some(v) = self.writes.get(table, key) {
             return Ok(v.clone());
@@ -136,7 +224,8 @@ impl<'db> Transaction<'db> {
         if let Some(value) = self.spilled.get(table, key)? {
             return Ok(value);
         }
-        let value = get_at(self.db.shared(), table, key, self.snapshot_seq())?;
+        self.lock_key(table, key, LockMode::Shared)?;
+        let value = get_at(self.db.shared(), table, key, self.read_seq())?;
         if self.isolation == Isolation::Serializable {
             self.reads.insert((table, key.to_vec()));
         }
@@ -151,8 +240,13 @@ impl<'db> Transaction<'db> {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> Result<TxnIter> {
+        self.usable()?;
+        self.lock_range(table, start, end, LockMode::Shared)?;
         // The scan may outlive the transaction: it keeps the snapshot registered itself.
-        let guard = ReaderGuard::at(self.db.shared(), self.snapshot);
+        let guard = match self.owner {
+            Some(_) => ReaderGuard::at_newest(self.db.shared()),
+            None => ReaderGuard::at(self.db.shared(), self.snapshot),
+        };
         let store = scan_at(&guard, table, start, end, false)?;
         let own = self
             .writes
@@ -195,12 +289,15 @@ impl<'db> Transaction<'db> {
         start: impl AsRef<[u8]>,
         end: impl AsRef<[u8]>,
     ) -> Result<()> {
+        self.usable()?;
         let (start, end) = (start.as_ref(), end.as_ref());
         self.db.check_write(table, start, None)?;
         self.db.check_write(table, end, None)?;
         if start >= end {
             return Ok(());
         }
+        let (lo, hi) = (Bound::Included(start), Bound::Excluded(end));
+        self.lock_range(table, lo, hi, LockMode::Exclusive)?;
         for (t, key, before) in self.writes.remove_range(table, start, end) {
             if self.nesting > 0 {
                 self.undo.push(Undo::Write((t, key), Some(before)));
@@ -228,7 +325,9 @@ impl<'db> Transaction<'db> {
     }
 
     fn write(&mut self, table: TableId, key: &[u8], value: Value) -> Result<()> {
+        self.usable()?;
         self.db.check_write(table, key, value.as_deref())?;
+        self.lock_key(table, key, LockMode::Exclusive)?;
         self.write_bytes += key.len() + value.as_ref().map_or(0, Vec::len) + WRITE_OVERHEAD;
         let before = self.writes.insert(table, key.to_vec(), value);
         if self.nesting > 0 {
@@ -302,6 +401,7 @@ impl<'db> Transaction<'db> {
     /// Applies the writes as one commit, if validation passes; else nothing is applied and
     /// the error ([`Error::Conflict`]) names a key that changed under the transaction.
     pub fn commit_with(mut self, durability: Durability) -> Result<()> {
+        self.usable()?;
         if !self.spilled.is_empty() {
             return self.commit_spilled();
         }
@@ -320,11 +420,15 @@ impl<'db> Transaction<'db> {
         let ended = std::cell::Cell::new(false);
         let check = |oracle: &mut Oracle| {
             let verdict = self.validate(oracle, &batch, snapshot);
-            oracle.end(snapshot);
+            self.end_in(oracle);
             ended.set(true);
             verdict
         };
-        let committed = crate::db::commit_batch(self.db.shared(), &batch, durability, false, check);
+        let committer = Committer::Transaction {
+            holds_locks: self.owner.is_some(),
+        };
+        let committed =
+            crate::db::commit_batch(self.db.shared(), &batch, durability, committer, check);
         self.ended = ended.get();
         committed
     }
@@ -338,10 +442,11 @@ impl<'db> Transaction<'db> {
         }
         let snapshot = self.snapshot_seq();
         let runs = self.spilled.to_link();
+        let _held = self.lock_spans(&runs)?;
         let ended = std::cell::Cell::new(false);
         let check = |oracle: &mut Oracle| {
             let verdict = self.validate_spilled(oracle, snapshot);
-            oracle.end(snapshot);
+            self.end_in(oracle);
             ended.set(true);
             verdict
         };
@@ -355,9 +460,50 @@ impl<'db> Transaction<'db> {
         linked
     }
 
+    /// An optimistic transaction's linked commit may change any key of its runs' spans, and
+    /// a locking transaction that began meanwhile must not see that happen under its locks:
+    /// it takes exclusive locks on the spans and its range deletes (a locking transaction
+    /// holds locks on every key it wrote already).
+    fn lock_spans(&self, runs: &crate::db::PrivateRuns) -> Result<Option<HeldLocks<'db>>> {
+        if self.owner.is_some() {
+            return Ok(None);
+        }
+        let inner = self.db.shared();
+        let held = HeldLocks::new(&inner.locks);
+        for (table, list) in runs {
+            for (_, run) in list {
+                let spans = run
+                    .blocks()
+                    .first()
+                    .zip(run.blocks().last())
+                    .map(|(a, b)| (a.first_key.as_slice(), Bound::Included(&b.last_key[..])));
+                let ranges = run
+                    .meta
+                    .ranges
+                    .iter()
+                    .map(|r| (r.start.as_slice(), Bound::Excluded(&r.end[..])));
+                for (start, end) in spans.into_iter().chain(ranges) {
+                    let locked = inner.locks.lock_range(
+                        held.owner(),
+                        *table,
+                        Bound::Included(start),
+                        end,
+                        LockMode::Exclusive,
+                        inner.opts.lock_timeout,
+                    );
+                    locked.map_err(|e| e.into_error(|t| inner.table_label(t)))?;
+                }
+            }
+        }
+        Ok(Some(held))
+    }
+
     /// [`validate`](Self::validate) for a spilled transaction: its writes are in its runs, so
     /// the commits after its snapshot are looked up there (rather than the other way round).
     fn validate_spilled(&self, oracle: &Oracle, snapshot: u64) -> Result<()> {
+        if self.owner.is_some() {
+            return Ok(());
+        }
         for ((table, key), seq) in oracle.writes_after(snapshot) {
             if self.spilled.get(*table, key)?.is_some() {
                 return Err(self.conflict(*table, key, seq, "written", snapshot));
@@ -397,10 +543,7 @@ impl<'db> Transaction<'db> {
         snapshot: u64,
     ) -> Error {
         Error::Conflict {
-            table: self
-                .db
-                .table_name(table)
-                .unwrap_or_else(|_| format!("#{}", table.0)),
+            table: self.db.shared().table_label(table),
             key: key.to_vec(),
             what,
             snapshot,
@@ -409,8 +552,9 @@ impl<'db> Transaction<'db> {
     }
 
     /// Checks that nothing this transaction depends on was committed after its snapshot.
+    /// (A locking transaction's locks exclude every conflict: nothing to check.)
     fn validate(&self, oracle: &Oracle, batch: &WriteBatch, snapshot: u64) -> Result<()> {
-        if oracle.is_quiet() {
+        if self.owner.is_some() || oracle.is_quiet() {
             return Ok(());
         }
         for (table, key, _) in &batch.ops {
@@ -445,6 +589,14 @@ impl<'db> Transaction<'db> {
 
     /// Drops the private writes. Nothing was applied, so nothing is undone.
     pub fn abort(self) {}
+
+    /// Tells the oracle this transaction is over (under the write lock).
+    fn end_in(&self, oracle: &mut Oracle) {
+        match self.owner {
+            Some(_) => oracle.end_locking(),
+            None => oracle.end(self.snapshot),
+        }
+    }
 }
 
 impl Drop for Transaction<'_> {
@@ -452,12 +604,11 @@ impl Drop for Transaction<'_> {
         self.spilled.discard();
         if !self.ended {
             self.ended = true;
-            self.db
-                .shared()
-                .write
-                .lock()
-                .oracle
-                .end(self.snapshot_seq());
+            self.end_in(&mut self.db.shared().write.lock().oracle);
+        }
+        // After the commit is visible (strict two-phase locking), or on abort.
+        if let Some(owner) = self.owner {
+            self.db.shared().locks.release_all(owner);
         }
     }
 }

@@ -25,12 +25,32 @@ pub(crate) struct Oracle {
     ranges: Vec<(RangeOp, u64)>,
     /// The same writes in commit order, for pruning.
     commits: VecDeque<(u64, Vec<TableKey>)>,
+    /// Open [`Locking`](super::Isolation::Locking) transactions: while there are any, other
+    /// commits lock what they write (the oracle does not track these transactions).
+    locking: usize,
 }
 
 impl Oracle {
     /// A transaction begins at `snapshot` (the newest commit it sees).
     pub fn begin(&mut self, snapshot: u64) {
         self.open.add(snapshot);
+    }
+
+    /// A locking transaction begins.
+    pub fn begin_locking(&mut self) {
+        self.locking += 1;
+    }
+
+    /// A locking transaction has committed or aborted.
+    pub fn end_locking(&mut self) {
+        self.locking = self.locking.saturating_sub(1);
+    }
+
+    /// Whether a locking transaction is open: then every commit must hold locks on what it
+    /// writes. Asked under the write lock, where `begin_locking` is called, so a commit that
+    /// finds none open is ordered before any that begins later.
+    pub fn locking_open(&self) -> bool {
+        self.locking > 0
     }
 
     /// A transaction that began at `snapshot` has committed or aborted.
