@@ -5,6 +5,12 @@
 //! answers, every commit verdict and the final contents must agree with the model, while
 //! plain writes, flushes and merges run in between.
 //!
+//! Locking transactions read the newest commits and hold locks, which the model keeps too:
+//! with a lock timeout of zero, a request that would wait fails at once, so the model
+//! predicts every `LockTimeout` (of a locking transaction's step, a plain write, or an
+//! optimistic commit that must lock what it writes), and checks that no commit ever changes
+//! what an open locking transaction holds a lock on.
+//!
 //! `STITCHDB_TXN_MODEL_CASES` sets the number of schedules (default 1000).
 
 use rand::{Rng, SeedableRng};
@@ -18,8 +24,53 @@ type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 /// A key and what the transaction's own writes held for it before (`None`: nothing).
 type Undo = (Vec<u8>, Option<Option<Vec<u8>>>);
 
+/// A lock as the model keeps it: the keys in `[lo, hi)` (a key `k` alone is `[k, k\0)`).
+#[derive(Debug, Clone)]
+struct Lock {
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    exclusive: bool,
+}
+
+impl Lock {
+    fn key(k: &[u8], exclusive: bool) -> Lock {
+        let mut hi = k.to_vec();
+        hi.push(0);
+        Lock {
+            lo: k.to_vec(),
+            hi,
+            exclusive,
+        }
+    }
+
+    fn range(lo: &[u8], hi: &[u8], exclusive: bool) -> Lock {
+        Lock {
+            lo: lo.to_vec(),
+            hi: hi.to_vec(),
+            exclusive,
+        }
+    }
+
+    fn conflicts(&self, other: &Lock) -> bool {
+        (self.exclusive || other.exclusive) && self.lo < other.hi && other.lo < self.hi
+    }
+}
+
+/// Whether an open locking transaction other than `me` holds a lock `want` conflicts with.
+fn blocked(open: &[(Transaction, ModelTxn)], me: Option<usize>, want: &Lock) -> bool {
+    open.iter()
+        .enumerate()
+        .filter(|(j, _)| Some(*j) != me)
+        .any(|(_, (_, m))| m.locks.iter().any(|l| l.conflicts(want)))
+}
+
 struct ModelTxn {
     iso: Isolation,
+    /// Locking only: the locks held.
+    locks: Vec<Lock>,
+    /// Every key written and range deleted, as one span: what an optimistic commit that
+    /// spilled may lock (its runs' key spans).
+    span: Option<(Vec<u8>, Vec<u8>)>,
     start: u64,
     snapshot: Map,
     /// Own writes, with a stack of savepoints (the length of `log` at each).
@@ -32,11 +83,20 @@ struct ModelTxn {
 }
 
 impl ModelTxn {
-    fn get(&self, k: &[u8]) -> Option<Vec<u8>> {
+    /// What reads see beneath the transaction's own writes: its snapshot, or for a locking
+    /// transaction the newest commits.
+    fn base<'a>(&'a self, committed: &'a Map) -> &'a Map {
+        match self.iso {
+            Isolation::Locking => committed,
+            _ => &self.snapshot,
+        }
+    }
+
+    fn get(&self, k: &[u8], committed: &Map) -> Option<Vec<u8>> {
         match self.writes.get(k) {
             Some(v) => v.clone(),
             None if self.range_deleted(k) => None,
-            None => self.snapshot.get(k).cloned(),
+            None => self.base(committed).get(k).cloned(),
         }
     }
 
@@ -46,8 +106,8 @@ impl ModelTxn {
             .any(|(lo, hi)| lo.as_slice() <= k && k < hi.as_slice())
     }
 
-    fn range(&self, lo: &[u8], hi: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut m = self.snapshot.clone();
+    fn range(&self, lo: &[u8], hi: &[u8], committed: &Map) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut m = self.base(committed).clone();
         m.retain(|k, _| !self.range_deleted(k));
         for (k, v) in &self.writes {
             match v {
@@ -60,12 +120,35 @@ impl ModelTxn {
             .collect()
     }
 
+    fn widen(&mut self, lo: &[u8], hi: &[u8]) {
+        let (a, b) = self.span.get_or_insert_with(|| (lo.to_vec(), hi.to_vec()));
+        if lo < a.as_slice() {
+            *a = lo.to_vec();
+        }
+        if hi > b.as_slice() {
+            *b = hi.to_vec();
+        }
+    }
+
+    /// The locks this transaction's commit needs: exclusive on every key and range it writes.
+    fn commit_locks(&self) -> Vec<Lock> {
+        let keys = self.writes.keys().map(|k| Lock::key(k, true));
+        let ranges = self
+            .range_deletes
+            .iter()
+            .map(|(lo, hi)| Lock::range(lo, hi, true));
+        keys.chain(ranges).collect()
+    }
+
     fn write(&mut self, k: Vec<u8>, v: Option<Vec<u8>>) {
+        let end = Lock::key(&k, true).hi;
+        self.widen(&k, &end);
         let before = self.writes.insert(k.clone(), v);
         self.log.push((k, before));
     }
 
     fn delete_range(&mut self, lo: Vec<u8>, hi: Vec<u8>) {
+        self.widen(&lo, &hi);
         let doomed: Vec<_> = self
             .writes
             .range(lo.clone()..hi.clone())
@@ -169,8 +252,40 @@ fn key(rng: &mut ChaCha8Rng, space: u32) -> Vec<u8> {
     format!("k{:03}", rng.gen_range(0..space)).into_bytes()
 }
 
-/// Runs one schedule; returns the transactions committed with writes and those refused.
-fn run(seed: u64) -> (u64, u64) {
+/// Makes `writes` in `txn` and its model; whether a lock refused one (then the rest are not
+/// made). `others`: the locks other transactions hold.
+fn write_all(
+    txn: &mut Transaction,
+    m: &mut ModelTxn,
+    t: TableId,
+    writes: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    others: &[Lock],
+    ctx: &str,
+) -> bool {
+    let locking = m.iso == Isolation::Locking;
+    for (k, v) in writes {
+        let want = Lock::key(&k, true);
+        let waits = locking && others.iter().any(|l| l.conflicts(&want));
+        let wrote = match &v {
+            Some(v) => txn.put(t, &k, v),
+            None => txn.delete(t, &k),
+        };
+        match wrote {
+            Ok(()) => assert!(!waits, "{ctx}: a write under another's lock"),
+            Err(Error::LockTimeout { .. }) if waits => return true,
+            Err(e) => panic!("{ctx}: {e}"),
+        }
+        if locking {
+            m.locks.push(want);
+        }
+        m.write(k, v);
+    }
+    false
+}
+
+/// Runs one schedule; returns the transactions committed with writes, those refused by a
+/// conflict, and the lock requests refused.
+fn run(seed: u64) -> (u64, u64, u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let opts = Options {
         zone_size: 64 * 1024,
@@ -182,6 +297,8 @@ fn run(seed: u64) -> (u64, u64) {
             64 << 20
         },
         background: false,
+        // A request that would wait fails at once: the model predicts each.
+        lock_timeout: std::time::Duration::ZERO,
         ..Options::default()
     };
     let space = if rng.gen_bool(0.75) { 24 } else { 120 };
@@ -196,19 +313,21 @@ fn run(seed: u64) -> (u64, u64) {
     // Open transactions: the store's and the model's, with savepoint marks (nested
     // transactions are exercised through `begin_nested` in one step, below).
     let mut open: Vec<(Transaction, ModelTxn)> = Vec::new();
-    let (mut commits, mut conflicts) = (0, 0);
+    let (mut commits, mut conflicts, mut refusals) = (0, 0, 0);
     for step in 0..250 {
         let ctx = || format!("seed {seed} step {step}");
         match rng.gen_range(0..100) {
             0..=9 if open.len() < 4 => {
-                let iso = if rng.gen_bool(0.5) {
-                    Isolation::Snapshot
-                } else {
-                    Isolation::Serializable
+                let iso = match rng.gen_range(0..3) {
+                    0 => Isolation::Snapshot,
+                    1 => Isolation::Serializable,
+                    _ => Isolation::Locking,
                 };
                 let txn = db.begin(iso).unwrap();
                 let m = ModelTxn {
                     iso,
+                    locks: Vec::new(),
+                    span: None,
                     start: model.commits,
                     snapshot: model.committed.clone(),
                     writes: BTreeMap::new(),
@@ -220,86 +339,169 @@ fn run(seed: u64) -> (u64, u64) {
                 open.push((txn, m));
             }
             10..=14 => {
-                // A plain write: a commit of its own.
+                // A plain write: a commit of its own (locking what it writes while a locking
+                // transaction is open).
                 let (k, v) = (key(&mut rng, space), format!("p{step}").into_bytes());
-                db.put(t, &k, &v).unwrap();
-                model.apply(&[], &BTreeMap::from([(k, Some(v))]));
+                let waits = blocked(&open, None, &Lock::key(&k, true));
+                match db.put(t, &k, &v) {
+                    Ok(()) => {
+                        assert!(!waits, "{}: a write under another's lock", ctx());
+                        model.apply(&[], &BTreeMap::from([(k, Some(v))]));
+                    }
+                    Err(Error::LockTimeout { .. }) if waits => refusals += 1,
+                    Err(e) => panic!("{}: {e}", ctx()),
+                }
             }
             15..=16 => db.flush().unwrap(),
             17 => db.compact().unwrap(),
             _ if open.is_empty() => {}
             18..=39 => {
                 let i = rng.gen_range(0..open.len());
-                let (txn, m) = &mut open[i];
                 let k = key(&mut rng, space);
-                assert_eq!(txn.get(t, &k).unwrap(), m.get(&k), "{}", ctx());
+                let m = &open[i].1;
+                // Own writes and range deletes answer without a lock.
+                let want = (m.iso == Isolation::Locking
+                    && !m.writes.contains_key(&k)
+                    && !m.range_deleted(&k))
+                .then(|| Lock::key(&k, false));
+                let waits = want.as_ref().is_some_and(|l| blocked(&open, Some(i), l));
+                let (txn, m) = &mut open[i];
+                match txn.get(t, &k) {
+                    Ok(got) => {
+                        assert!(!waits, "{}: a read under another's lock", ctx());
+                        assert_eq!(got, m.get(&k, &model.committed), "{}", ctx());
+                    }
+                    Err(Error::LockTimeout { .. }) if waits => {
+                        refusals += 1;
+                        open.swap_remove(i);
+                        continue;
+                    }
+                    Err(e) => panic!("{}: {e}", ctx()),
+                }
+                m.locks.extend(want);
                 if m.iso == Isolation::Serializable && !m.writes.contains_key(&k) {
                     m.reads.push(k);
                 }
             }
             40..=49 => {
                 let i = rng.gen_range(0..open.len());
-                let (txn, m) = &mut open[i];
                 let (a, b) = (key(&mut rng, space), key(&mut rng, space));
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-                let got: Vec<_> = txn
-                    .range(t, Bound::Included(&lo), Bound::Excluded(&hi))
-                    .unwrap()
-                    .map(Result::unwrap)
-                    .collect();
-                assert_eq!(got, m.range(&lo, &hi), "{}", ctx());
+                let want = (open[i].1.iso == Isolation::Locking && lo < hi)
+                    .then(|| Lock::range(&lo, &hi, false));
+                let waits = want.as_ref().is_some_and(|l| blocked(&open, Some(i), l));
+                let (txn, m) = &mut open[i];
+                match txn.range(t, Bound::Included(&lo), Bound::Excluded(&hi)) {
+                    Ok(scan) => {
+                        assert!(!waits, "{}: a scan under another's lock", ctx());
+                        let got: Vec<_> = scan.map(Result::unwrap).collect();
+                        assert_eq!(got, m.range(&lo, &hi, &model.committed), "{}", ctx());
+                    }
+                    Err(Error::LockTimeout { .. }) if waits => {
+                        refusals += 1;
+                        open.swap_remove(i);
+                        continue;
+                    }
+                    Err(e) => panic!("{}: {e}", ctx()),
+                }
+                m.locks.extend(want);
                 if m.iso == Isolation::Serializable {
                     m.ranges.push((lo, hi));
                 }
             }
             92..=94 => {
                 let i = rng.gen_range(0..open.len());
-                let (txn, m) = &mut open[i];
                 let (a, b) = (key(&mut rng, space), key(&mut rng, space));
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-                txn.delete_range(t, &lo, &hi).unwrap();
+                let want = (open[i].1.iso == Isolation::Locking && lo < hi)
+                    .then(|| Lock::range(&lo, &hi, true));
+                let waits = want.as_ref().is_some_and(|l| blocked(&open, Some(i), l));
+                let (txn, m) = &mut open[i];
+                match txn.delete_range(t, &lo, &hi) {
+                    Ok(()) => assert!(!waits, "{}: a range delete under another's lock", ctx()),
+                    Err(Error::LockTimeout { .. }) if waits => {
+                        refusals += 1;
+                        open.swap_remove(i);
+                        continue;
+                    }
+                    Err(e) => panic!("{}: {e}", ctx()),
+                }
+                m.locks.extend(want);
                 if lo < hi {
                     m.delete_range(lo, hi);
                 }
             }
-            50..=69 => {
+            n @ 50..=77 => {
+                // Writes: alone, or a nested transaction of a few, committed or aborted.
                 let i = rng.gen_range(0..open.len());
+                let nested = n >= 70;
+                let writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..rng.gen_range(1..4))
+                    .take(if nested { 3 } else { 1 })
+                    .map(|_| {
+                        let k = key(&mut rng, space);
+                        let v = rng.gen_bool(0.8).then(|| format!("t{step}").into_bytes());
+                        (k, v)
+                    })
+                    .collect();
+                let commit_child = rng.gen_bool(0.5);
+                let others: Vec<Lock> = open
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .flat_map(|(_, (_, m))| m.locks.iter().cloned())
+                    .collect();
                 let (txn, m) = &mut open[i];
-                let k = key(&mut rng, space);
-                if rng.gen_bool(0.8) {
-                    let v = format!("t{step}").into_bytes();
-                    txn.put(t, &k, &v).unwrap();
-                    m.write(k, Some(v));
+                let ctx = ctx();
+                let failed = if nested {
+                    let mark = m.log.len();
+                    let mut child = txn.begin_nested();
+                    let failed = write_all(&mut child, m, t, writes, &others, &ctx);
+                    if commit_child && !failed {
+                        child.commit();
+                    } else {
+                        child.abort();
+                        m.rollback(mark);
+                    }
+                    failed
                 } else {
-                    txn.delete(t, &k).unwrap();
-                    m.write(k, None);
-                }
-            }
-            70..=77 => {
-                // A nested transaction of a few writes, committed or aborted.
-                let i = rng.gen_range(0..open.len());
-                let (txn, m) = &mut open[i];
-                let mark = m.log.len();
-                let mut child = txn.begin_nested();
-                for _ in 0..rng.gen_range(1..4) {
-                    let (k, v) = (key(&mut rng, space), format!("n{step}").into_bytes());
-                    child.put(t, &k, &v).unwrap();
-                    m.write(k, Some(v));
-                }
-                if rng.gen_bool(0.5) {
-                    child.commit();
-                } else {
-                    child.abort();
-                    m.rollback(mark);
+                    write_all(txn, m, t, writes, &others, &ctx)
+                };
+                if failed {
+                    refusals += 1;
+                    open.swap_remove(i);
                 }
             }
             78..=91 => {
                 let i = rng.gen_range(0..open.len());
                 let (txn, m) = open.swap_remove(i);
                 let writes_nothing = m.writes.is_empty() && m.range_deletes.is_empty();
+                let committed = txn.commit();
+                if m.iso == Isolation::Locking {
+                    committed.unwrap_or_else(|e| panic!("{}: {e}", ctx()));
+                    let needs = m.commit_locks();
+                    assert!(
+                        !needs.iter().any(|l| blocked(&open, None, l)),
+                        "{}: a locking commit under another's lock",
+                        ctx()
+                    );
+                    if !writes_nothing {
+                        model.apply(&m.range_deletes, &m.writes);
+                        commits += 1;
+                    }
+                    continue;
+                }
+                // An optimistic commit locks what it writes while a locking transaction is
+                // open; one that spilled locks its runs' key spans, which lie within `span`.
+                let waits =
+                    !writes_nothing && m.commit_locks().iter().any(|l| blocked(&open, None, l));
+                let may_wait = !writes_nothing
+                    && m.span
+                        .as_ref()
+                        .is_some_and(|(lo, hi)| blocked(&open, None, &Lock::range(lo, hi, true)));
                 let accepted = writes_nothing || model.accepts(&m);
-                match txn.commit() {
+                match committed {
                     Ok(()) => {
+                        assert!(!waits, "{}: a commit under another's lock", ctx());
                         assert!(accepted, "{}: the model refuses this commit", ctx());
                         if !writes_nothing {
                             model.apply(&m.range_deletes, &m.writes);
@@ -307,9 +509,11 @@ fn run(seed: u64) -> (u64, u64) {
                         }
                     }
                     Err(Error::Conflict { .. }) => {
+                        assert!(!waits, "{}: a conflict instead of a lock wait", ctx());
                         assert!(!accepted, "{}: a conflict the model does not see", ctx());
                         conflicts += 1;
                     }
+                    Err(Error::LockTimeout { .. }) if may_wait => refusals += 1,
                     Err(e) => panic!("{}: {e}", ctx()),
                 }
             }
@@ -326,7 +530,7 @@ fn run(seed: u64) -> (u64, u64) {
         .map(Result::unwrap)
         .collect();
     assert_eq!(got, model.committed, "seed {seed}: final contents");
-    (commits, conflicts)
+    (commits, conflicts, refusals)
 }
 
 #[test]
@@ -335,16 +539,20 @@ fn interleaved_transactions_match_the_model() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
-    let (mut commits, mut conflicts) = (0, 0);
+    let (mut commits, mut conflicts, mut refusals) = (0, 0, 0);
     for seed in 0..cases {
-        let (c, f) = run(seed);
+        let (c, f, r) = run(seed);
         commits += c;
         conflicts += f;
+        refusals += r;
     }
-    eprintln!("{cases} schedules: {commits} commits with writes, {conflicts} conflicts");
-    // The schedules must have exercised both verdicts many times over.
+    eprintln!(
+        "{cases} schedules: {commits} commits with writes, {conflicts} conflicts, \
+         {refusals} lock requests refused"
+    );
+    // The schedules must have exercised every verdict many times over.
     assert!(
-        commits > cases * 5 && conflicts > cases,
-        "{commits} {conflicts}"
+        commits > cases * 5 && conflicts > cases / 2 && refusals > cases / 2,
+        "{commits} {conflicts} {refusals}"
     );
 }
