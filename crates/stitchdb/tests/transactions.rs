@@ -505,3 +505,44 @@ fn larger_than_memory_locking_and_optimistic_commits_respect_each_others_locks()
     );
     assert_eq!(db.get(t, key(250)).unwrap().unwrap(), [8u8; 40]);
 }
+
+#[test]
+fn get_for_update_keeps_a_check_from_being_skewed_and_locks_exclusive() {
+    let db = Db::create_on(Arc::new(MemDisk::new(0)), options()).unwrap();
+    let t = db.default_table();
+    db.put(t, "x", "50").unwrap();
+    db.put(t, "y", "50").unwrap();
+    // Write skew under snapshot isolation, unless the check reads for update.
+    let mut t1 = db.begin(Isolation::Snapshot).unwrap();
+    let mut t2 = db.begin(Isolation::Snapshot).unwrap();
+    for txn in [&mut t1, &mut t2] {
+        assert_eq!(txn.get_for_update(t, "x").unwrap().unwrap(), b"50");
+        assert_eq!(txn.get_for_update(t, "y").unwrap().unwrap(), b"50");
+    }
+    t1.put(t, "x", "-30").unwrap();
+    t2.put(t, "y", "-30").unwrap();
+    t1.commit().unwrap();
+    match t2.commit() {
+        Err(Error::Conflict { key, what, .. }) => {
+            assert_eq!(key, b"x");
+            assert_eq!(what, "read");
+        }
+        other => panic!("expected a conflict on x, got {other:?}"),
+    }
+    // Under locking the second reader for update waits for the first, then sees its write:
+    // no upgrade deadlock.
+    let mut t1 = db.begin(Isolation::Locking).unwrap();
+    let mut t2 = db.begin(Isolation::Locking).unwrap();
+    assert_eq!(t1.get_for_update(t, "y").unwrap().unwrap(), b"50");
+    let seen = waits(
+        || t2.get_for_update(t, "y").unwrap(),
+        || {
+            t1.put(t, "y", "20").unwrap();
+            t1.commit().unwrap();
+        },
+    );
+    assert_eq!(seen.unwrap(), b"20");
+    t2.put(t, "y", "10").unwrap();
+    t2.commit().unwrap();
+    assert_eq!(db.get(t, "y").unwrap().unwrap(), b"10");
+}

@@ -1,5 +1,6 @@
 //! Interleaved transactions against a model: each model transaction holds a copy of the
-//! committed `BTreeMap` taken at begin, its own writes and (serializable) what it read; a
+//! committed `BTreeMap` taken at begin, its own writes and (serializable, or read for
+//! update) what it read; a
 //! commit is accepted by the model's own reading of the rules (first committer wins on
 //! writes; for serializable also on keys read and ranges scanned). Every read the store
 //! answers, every commit verdict and the final contents must agree with the model, while
@@ -235,15 +236,11 @@ impl Model {
         {
             return false;
         }
-        if txn.iso == Isolation::Serializable {
-            if txn.reads.iter().any(changed) {
-                return false;
-            }
-            if txn.ranges.iter().any(|(lo, hi)| range_changed(lo, hi)) {
-                return false;
-            }
+        // Keys read under serializable, or for update; ranges scanned under serializable.
+        if txn.reads.iter().any(changed) {
+            return false;
         }
-        true
+        !txn.ranges.iter().any(|(lo, hi)| range_changed(lo, hi))
     }
 }
 
@@ -358,15 +355,20 @@ fn run(seed: u64) -> (u64, u64, u64) {
             18..=39 => {
                 let i = rng.gen_range(0..open.len());
                 let k = key(&mut rng, space);
+                let for_update = rng.gen_bool(0.3);
                 let m = &open[i].1;
                 // Own writes and range deletes answer without a lock.
                 let want = (m.iso == Isolation::Locking
                     && !m.writes.contains_key(&k)
                     && !m.range_deleted(&k))
-                .then(|| Lock::key(&k, false));
+                .then(|| Lock::key(&k, for_update));
                 let waits = want.as_ref().is_some_and(|l| blocked(&open, Some(i), l));
                 let (txn, m) = &mut open[i];
-                match txn.get(t, &k) {
+                let read = match for_update {
+                    true => txn.get_for_update(t, &k),
+                    false => txn.get(t, &k),
+                };
+                match read {
                     Ok(got) => {
                         assert!(!waits, "{}: a read under another's lock", ctx());
                         assert_eq!(got, m.get(&k, &model.committed), "{}", ctx());
@@ -379,7 +381,9 @@ fn run(seed: u64) -> (u64, u64, u64) {
                     Err(e) => panic!("{}: {e}", ctx()),
                 }
                 m.locks.extend(want);
-                if m.iso == Isolation::Serializable && !m.writes.contains_key(&k) {
+                let validated = m.iso == Isolation::Serializable
+                    || (for_update && m.iso == Isolation::Snapshot);
+                if validated && !m.writes.contains_key(&k) {
                     m.reads.push(k);
                 }
             }

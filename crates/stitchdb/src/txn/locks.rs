@@ -25,7 +25,11 @@ use crate::Error;
 use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
+
+/// A map keyed by small integers (owners, tables), probed on every lock request: a fast
+/// hash rather than std's DoS-resistant one (nothing here is keyed by user input).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -88,7 +88,8 @@ pub struct Transaction<'db> {
     undo: Vec<Undo>,
     /// Nested transactions open.
     nesting: usize,
-    /// Serializable only: keys read from the snapshot, and ranges scanned.
+    /// Keys read whose change after the snapshot fails the commit (serializable: every key
+    /// read; snapshot isolation: those read for update), and (serializable) ranges scanned.
     reads: BTreeSet<TableKey>,
     ranges: Vec<ScannedRange>,
     /// Locking only: the transaction's owner id in the lock manager.
@@ -213,8 +214,25 @@ impl<'db> Transaction<'db> {
 
     /// The value of `key`: this transaction's own write if it made one, else the snapshot's.
     pub fn get(&mut self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.read(table, key.as_ref(), false)
+    }
+
+    /// [`get`](Self::get) for a key the transaction means to write (RocksDB's
+    /// `GetForUpdate`): the read conflicts as a write would. A locking transaction takes the
+    /// exclusive lock at once (two that read a key shared and then write it would deadlock
+    /// upgrading); under snapshot isolation and serializable, the commit fails if another
+    /// committed the key after the snapshot, so a check made on it cannot be skewed.
+    pub fn get_for_update(
+        &mut self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.read(table, key.as_ref(), true)
+    }
+
+    fn read(&mut self, table: TableId, key: &[u8], for_update: bool) -> Result<Option<Vec<u8>>> {
         self.usable()?;
-        let key = key.as_ref();
+        // Own writes answer first; the key is locked exclusive already if they do.
         if let Some(v) = self.writes.get(table, key) {
             return Ok(v.clone());
         }
@@ -224,9 +242,14 @@ impl<'db> Transaction<'db> {
         if let Some(value) = self.spilled.get(table, key)? {
             return Ok(value);
         }
-        self.lock_key(table, key, LockMode::Shared)?;
+        let mode = match for_update {
+            true => LockMode::Exclusive,
+            false => LockMode::Shared,
+        };
+        self.lock_key(table, key, mode)?;
         let value = get_at(self.db.shared(), table, key, self.read_seq())?;
-        if self.isolation == Isolation::Serializable {
+        let validated = self.isolation == Isolation::Serializable || for_update;
+        if validated && self.owner.is_none() {
             self.reads.insert((table, key.to_vec()));
         }
         Ok(value)
@@ -571,8 +594,8 @@ impl<'db> Transaction<'db> {
         self.validate_reads(oracle, snapshot)
     }
 
-    /// Serializable only (the sets are empty otherwise): what it read and scanned must not
-    /// have changed after its snapshot.
+    /// What it read (serializable; any isolation for reads for update) and scanned
+    /// (serializable) must not have changed after its snapshot.
     fn validate_reads(&self, oracle: &Oracle, snapshot: u64) -> Result<()> {
         for tk in &self.reads {
             if let Some(seq) = oracle.written_after(tk, snapshot) {
