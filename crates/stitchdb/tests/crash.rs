@@ -109,7 +109,11 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
         };
         if rng.gen_bool(0.1) {
             // A transaction that aborts: none of it may ever be seen.
-            let mut txn = db.begin(Isolation::Snapshot).unwrap();
+            let iso = match rng.gen_bool(0.5) {
+                true => Isolation::Snapshot,
+                false => Isolation::Locking,
+            };
+            let mut txn = db.begin(iso).unwrap();
             for i in 0..rng.gen_range(1..200) {
                 txn.put(t, format!("k{:02}", i % 40), b"aborted").unwrap();
             }
@@ -129,7 +133,11 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
             }
             db.write(&batch, durability).unwrap();
         } else {
-            let mut txn = db.begin(Isolation::Serializable).unwrap();
+            let iso = match rng.gen_bool(0.5) {
+                true => Isolation::Serializable,
+                false => Isolation::Locking,
+            };
+            let mut txn = db.begin(iso).unwrap();
             if let Some((lo, hi)) = range {
                 txn.delete_range(t, lo, hi).unwrap();
             }
