@@ -7,6 +7,9 @@
 //! still waiting, lets the other transaction finish, and checks what the step then sees. A
 //! wait that closes a cycle fails at once with `Deadlock` for the younger transaction.
 
+mod lock_wait;
+
+use lock_wait::waits;
 use std::ops::Bound;
 use std::sync::Arc;
 use stitchdb::{Db, Error, Isolation, MemDisk, Options, TableId};
@@ -313,18 +316,6 @@ fn g2_anti_dependency_cycles_only_under_snapshot_isolation() {
             SER => assert_conflict(t2.commit(), "3"),
         }
     }
-}
-
-/// Runs `step` on another thread and checks that it waits (for a lock); then runs
-/// `unblock` here, and returns what `step` did once it could go on.
-fn waits<T: Send>(step: impl FnOnce() -> T + Send, unblock: impl FnOnce()) -> T {
-    std::thread::scope(|s| {
-        let waiting = s.spawn(step);
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        assert!(!waiting.is_finished(), "the step should wait for a lock");
-        unblock();
-        waiting.join().unwrap()
-    })
 }
 
 fn assert_deadlock<T: std::fmt::Debug>(r: stitchdb::Result<T>) {

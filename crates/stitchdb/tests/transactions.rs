@@ -2,6 +2,9 @@
 //! conflicts reported clearly, a concurrent bank whose totals must hold, and how locking
 //! transactions and everything else wait for each other.
 
+mod lock_wait;
+
+use lock_wait::waits;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -376,18 +379,6 @@ fn concurrent_write_skew_breaks_the_constraint_only_under_snapshot_isolation() {
     assert_eq!(concurrent_write_skew(Isolation::Snapshot, 50), 50);
     assert_eq!(concurrent_write_skew(Isolation::Serializable, 50), 0);
     assert_eq!(concurrent_write_skew(Isolation::Locking, 50), 0);
-}
-
-/// Runs `step` on another thread and checks that it waits (for a lock); then runs
-/// `unblock` here, and returns what `step` did once it could go on.
-fn waits<T: Send>(step: impl FnOnce() -> T + Send, unblock: impl FnOnce()) -> T {
-    std::thread::scope(|s| {
-        let waiting = s.spawn(step);
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        assert!(!waiting.is_finished(), "the step should wait for a lock");
-        unblock();
-        waiting.join().unwrap()
-    })
 }
 
 #[test]

@@ -249,6 +249,20 @@ fn key(rng: &mut ChaCha8Rng, space: u32) -> Vec<u8> {
     format!("k{:03}", rng.gen_range(0..space)).into_bytes()
 }
 
+/// What the store answered to a request the model says `waits` (for another's lock, so with
+/// a lock timeout of zero it must be refused at once): the result if granted, `None` if
+/// refused; anything else fails the test.
+fn granted<T>(answer: stitchdb::Result<T>, waits: bool, what: &str, ctx: &str) -> Option<T> {
+    match answer {
+        Ok(v) => {
+            assert!(!waits, "{ctx}: {what} under another's lock");
+            Some(v)
+        }
+        Err(Error::LockTimeout { .. }) if waits => None,
+        Err(e) => panic!("{ctx}: {what}: {e}"),
+    }
+}
+
 /// Makes `writes` in `txn` and its model; whether a lock refused one (then the rest are not
 /// made). `others`: the locks other transactions hold.
 fn write_all(
@@ -267,10 +281,8 @@ fn write_all(
             Some(v) => txn.put(t, &k, v),
             None => txn.delete(t, &k),
         };
-        match wrote {
-            Ok(()) => assert!(!waits, "{ctx}: a write under another's lock"),
-            Err(Error::LockTimeout { .. }) if waits => return true,
-            Err(e) => panic!("{ctx}: {e}"),
+        if granted(wrote, waits, "a write", ctx).is_none() {
+            return true;
         }
         if locking {
             m.locks.push(want);
@@ -340,13 +352,9 @@ fn run(seed: u64) -> (u64, u64, u64) {
                 // transaction is open).
                 let (k, v) = (key(&mut rng, space), format!("p{step}").into_bytes());
                 let waits = blocked(&open, None, &Lock::key(&k, true));
-                match db.put(t, &k, &v) {
-                    Ok(()) => {
-                        assert!(!waits, "{}: a write under another's lock", ctx());
-                        model.apply(&[], &BTreeMap::from([(k, Some(v))]));
-                    }
-                    Err(Error::LockTimeout { .. }) if waits => refusals += 1,
-                    Err(e) => panic!("{}: {e}", ctx()),
+                match granted(db.put(t, &k, &v), waits, "a plain write", &ctx()) {
+                    Some(()) => model.apply(&[], &BTreeMap::from([(k, Some(v))])),
+                    None => refusals += 1,
                 }
             }
             15..=16 => db.flush().unwrap(),
@@ -368,18 +376,12 @@ fn run(seed: u64) -> (u64, u64, u64) {
                     true => txn.get_for_update(t, &k),
                     false => txn.get(t, &k),
                 };
-                match read {
-                    Ok(got) => {
-                        assert!(!waits, "{}: a read under another's lock", ctx());
-                        assert_eq!(got, m.get(&k, &model.committed), "{}", ctx());
-                    }
-                    Err(Error::LockTimeout { .. }) if waits => {
-                        refusals += 1;
-                        open.swap_remove(i);
-                        continue;
-                    }
-                    Err(e) => panic!("{}: {e}", ctx()),
-                }
+                let Some(got) = granted(read, waits, "a read", &ctx()) else {
+                    refusals += 1;
+                    open.swap_remove(i);
+                    continue;
+                };
+                assert_eq!(got, m.get(&k, &model.committed), "{}", ctx());
                 m.locks.extend(want);
                 let validated = m.iso == Isolation::Serializable
                     || (for_update && m.iso == Isolation::Snapshot);
@@ -395,19 +397,14 @@ fn run(seed: u64) -> (u64, u64, u64) {
                     .then(|| Lock::range(&lo, &hi, false));
                 let waits = want.as_ref().is_some_and(|l| blocked(&open, Some(i), l));
                 let (txn, m) = &mut open[i];
-                match txn.range(t, Bound::Included(&lo), Bound::Excluded(&hi)) {
-                    Ok(scan) => {
-                        assert!(!waits, "{}: a scan under another's lock", ctx());
-                        let got: Vec<_> = scan.map(Result::unwrap).collect();
-                        assert_eq!(got, m.range(&lo, &hi, &model.committed), "{}", ctx());
-                    }
-                    Err(Error::LockTimeout { .. }) if waits => {
-                        refusals += 1;
-                        open.swap_remove(i);
-                        continue;
-                    }
-                    Err(e) => panic!("{}: {e}", ctx()),
-                }
+                let scan = txn.range(t, Bound::Included(&lo), Bound::Excluded(&hi));
+                let Some(scan) = granted(scan, waits, "a scan", &ctx()) else {
+                    refusals += 1;
+                    open.swap_remove(i);
+                    continue;
+                };
+                let got: Vec<_> = scan.map(Result::unwrap).collect();
+                assert_eq!(got, m.range(&lo, &hi, &model.committed), "{}", ctx());
                 m.locks.extend(want);
                 if m.iso == Isolation::Serializable {
                     m.ranges.push((lo, hi));
@@ -421,14 +418,11 @@ fn run(seed: u64) -> (u64, u64, u64) {
                     .then(|| Lock::range(&lo, &hi, true));
                 let waits = want.as_ref().is_some_and(|l| blocked(&open, Some(i), l));
                 let (txn, m) = &mut open[i];
-                match txn.delete_range(t, &lo, &hi) {
-                    Ok(()) => assert!(!waits, "{}: a range delete under another's lock", ctx()),
-                    Err(Error::LockTimeout { .. }) if waits => {
-                        refusals += 1;
-                        open.swap_remove(i);
-                        continue;
-                    }
-                    Err(e) => panic!("{}: {e}", ctx()),
+                let deleted = txn.delete_range(t, &lo, &hi);
+                if granted(deleted, waits, "a range delete", &ctx()).is_none() {
+                    refusals += 1;
+                    open.swap_remove(i);
+                    continue;
                 }
                 m.locks.extend(want);
                 if lo < hi {
