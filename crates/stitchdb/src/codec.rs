@@ -33,6 +33,7 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    #[inline]
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
         let end = end.ok_or_else(|| format!("truncated: {n} bytes wanted at byte {}", self.pos))?;
@@ -41,11 +42,20 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    #[inline]
     pub fn u8(&mut self) -> Result<u8, String> {
         Ok(self.take(1)?[0])
     }
 
+    #[inline]
     pub fn varint(&mut self) -> Result<u64, String> {
+        // Most varints in blocks (tags, lengths, shared prefixes) are one byte.
+        if let Some(&b) = self.bytes.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.u8()?;
@@ -59,6 +69,7 @@ impl<'a> Reader<'a> {
 
     /// A varint used as a length or count: bounded by what is left, so a damaged length cannot
     /// make the caller allocate gigabytes.
+    #[inline]
     pub fn len(&mut self) -> Result<usize, String> {
         let n = self.varint()?;
         if n > (self.bytes.len() - self.pos) as u64 {
@@ -67,6 +78,7 @@ impl<'a> Reader<'a> {
         Ok(n as usize)
     }
 
+    #[inline]
     pub fn bytes(&mut self) -> Result<&'a [u8], String> {
         let n = self.len()?;
         self.take(n)

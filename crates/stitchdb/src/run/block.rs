@@ -134,7 +134,14 @@ impl Block {
             let span = self
                 .parse_shared_entry(&mut r)
                 .map_err(|e| format!("entry {i}: {e}"))?;
-            self.push(i, span)?;
+            if i == 0 {
+                // A run's keys are mostly of one length: size the buffer once, rather than
+                // growing it (and over-charging the read cache) as keys are rebuilt.
+                let len = (span.key.1 - span.key.0) as usize;
+                self.keys
+                    .reserve_exact(len.saturating_mul(count).min(1 << 20));
+            }
+            self.spans.push(span);
         }
         if !r.is_empty() {
             return Err("trailing bytes after the last entry".into());
@@ -153,8 +160,18 @@ impl Block {
         }
         let shared = shared as usize;
         let rest = r.bytes()?;
+        let (prev_start, prev_len) = (prev_start as usize, (prev_end - prev_start) as usize);
+        // Both keys start with the shared prefix: the rests order them, without comparing the
+        // keys whole.
+        let order = match self.spans.last() {
+            None => Ordering::Greater,
+            Some(_) => rest.cmp(&self.keys[prev_start + shared..prev_start + prev_len]),
+        };
+        let newer = self.spans.last().is_some_and(|p| p.seq <= seq);
+        if order == Ordering::Less || (order == Ordering::Equal && newer) {
+            return Err("out of order (key ascending, newest first)".into());
+        }
         let start = self.keys.len();
-        let prev_start = prev_start as usize;
         self.keys
             .extend_from_within(prev_start..prev_start + shared);
         self.keys.extend_from_slice(rest);
