@@ -47,7 +47,7 @@ impl WriteBatch {
         }
         self.ops
             .retain(|(t, k, _)| !(*t == table && start <= *k && *k < end));
-        self.bytes += start.len() + end.len() + 16;
+        self.bytes += range_bytes(&start, &end);
         self.ranges.push((table, start, end));
     }
 
@@ -56,14 +56,14 @@ impl WriteBatch {
     pub(crate) fn from_parts(ops: Vec<(TableId, Vec<u8>, Value)>, ranges: Vec<RangeOp>) -> Self {
         let bytes = ops
             .iter()
-            .map(|(_, k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 16)
-            .chain(ranges.iter().map(|(_, s, e)| s.len() + e.len() + 16))
+            .map(|(_, k, v)| op_bytes(k, v))
+            .chain(ranges.iter().map(|(_, s, e)| range_bytes(s, e)))
             .sum();
         WriteBatch { ops, ranges, bytes }
     }
 
     fn push(&mut self, table: TableId, key: Vec<u8>, value: Value) {
-        self.bytes += key.len() + value.as_ref().map_or(0, Vec::len) + 16;
+        self.bytes += op_bytes(&key, &value);
         self.ops.push((table, key, value));
     }
 
@@ -86,6 +86,16 @@ impl WriteBatch {
         self.ranges.clear();
         self.bytes = 0;
     }
+}
+
+/// What a put or delete adds to a batch's approximate size.
+fn op_bytes(key: &[u8], value: &Value) -> usize {
+    key.len() + value.as_ref().map_or(0, Vec::len) + 16
+}
+
+/// What a range delete adds to a batch's approximate size.
+fn range_bytes(start: &[u8], end: &[u8]) -> usize {
+    start.len() + end.len() + 16
 }
 
 /// Encodes operations as a log payload (`OP_BATCH_RANGES`): count, then (table, tag, key,

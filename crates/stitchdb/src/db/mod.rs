@@ -17,7 +17,7 @@ mod write;
 pub(crate) use checkpoint::build_filter;
 pub(crate) use link::{link_transaction, PrivateRuns};
 pub(crate) use read::{get_at, scan_at, ReaderGuard};
-pub(crate) use write::{commit_batch, Committer};
+pub(crate) use write::{commit_batch, lock_exclusive, Committer, Span};
 
 pub use check::CheckReport;
 pub use defrag::DefragReport;
@@ -534,6 +534,11 @@ impl Drop for Db {
 
 impl Inner {
     /// Fails with why the store cannot be written, if it cannot.
+    /// A lock the lock manager refused, as the public error (naming the table).
+    pub fn lock_refused(&self, refused: crate::txn::LockError) -> Error {
+        refused.into_error(|t| self.table_label(t))
+    }
+
     /// A table's name for a message (its number if it has none any more).
     pub fn table_label(&self, table: TableId) -> String {
         self.version

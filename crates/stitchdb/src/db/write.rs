@@ -6,7 +6,7 @@ use crate::batch::{encode_ops, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::memtable::Value;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
-use crate::txn::{HeldLocks, LockError, LockMode, Oracle};
+use crate::txn::{HeldLocks, LockMode, Oracle};
 use crate::{Error, Result};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -259,29 +259,46 @@ pub(crate) fn commit_batch(
 /// Exclusive locks on every key and range `batch` writes, for a committer that is not a
 /// locking transaction; released when dropped.
 fn lock_batch<'a>(inner: &'a Inner, batch: &WriteBatch) -> Result<HeldLocks<'a>> {
-    let held = HeldLocks::new(&inner.locks);
-    let timeout = inner.opts.lock_timeout;
-    let refused = |e: LockError| e.into_error(|t| inner.table_label(t));
-    for (table, start, end) in &batch.ranges {
-        let (lo, hi) = (Bound::Included(&start[..]), Bound::Excluded(&end[..]));
-        inner
-            .locks
-            .lock_range(held.owner(), *table, lo, hi, LockMode::Exclusive, timeout)
-            .map_err(refused)?;
-    }
-    // In key order; deadlocks with others are found and broken as between transactions.
-    let mut keys: Vec<(TableId, &[u8])> = batch
+    let ranges: Vec<Span> = batch
+        .ranges
+        .iter()
+        .map(|(t, s, e)| (*t, Bound::Included(&s[..]), Bound::Excluded(&e[..])))
+        .collect();
+    let keys = batch
         .ops
         .iter()
         .map(|(t, k, _)| (*t, k.as_slice()))
         .collect();
+    lock_exclusive(inner, &ranges, keys)
+}
+
+/// Keys of a table from one bound to another.
+pub(crate) type Span<'a> = (TableId, Bound<&'a [u8]>, Bound<&'a [u8]>);
+
+/// Exclusive locks on `ranges` and `keys` for a committer that is not a locking transaction
+/// (a one-off owner, released when the result is dropped), waiting as locking transactions
+/// do. Keys are taken in order; deadlocks with others are found and broken as between
+/// transactions.
+pub(crate) fn lock_exclusive<'a>(
+    inner: &'a Inner,
+    ranges: &[Span],
+    mut keys: Vec<(TableId, &[u8])>,
+) -> Result<HeldLocks<'a>> {
+    let held = HeldLocks::new(&inner.locks);
+    let timeout = inner.opts.lock_timeout;
+    for &(table, lo, hi) in ranges {
+        inner
+            .locks
+            .lock_range(held.owner(), table, lo, hi, LockMode::Exclusive, timeout)
+            .map_err(|e| inner.lock_refused(e))?;
+    }
     keys.sort_unstable();
     keys.dedup();
     for (table, key) in keys {
         inner
             .locks
             .lock_key(held.owner(), table, key, LockMode::Exclusive, timeout)
-            .map_err(refused)?;
+            .map_err(|e| inner.lock_refused(e))?;
     }
     Ok(held)
 }

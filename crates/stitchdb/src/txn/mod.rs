@@ -24,7 +24,7 @@ pub(crate) use locks::{HeldLocks, LockError, LockManager, LockMode};
 pub(crate) use oracle::Oracle;
 
 use crate::batch::{RangeOp, TableId, WriteBatch};
-use crate::db::{get_at, scan_at, Committer, Db, ReaderGuard};
+use crate::db::{get_at, lock_exclusive, scan_at, Committer, Db, ReaderGuard, Span};
 use crate::memtable::Value;
 use crate::options::Durability;
 use crate::range_del::{within, within_any};
@@ -33,6 +33,7 @@ use oracle::TableKey;
 use spill::Spilled;
 use std::collections::BTreeSet;
 use std::ops::{Bound, Deref, DerefMut};
+use std::time::Duration;
 use write_set::WriteSet;
 
 /// How a transaction is isolated from concurrent ones.
@@ -169,44 +170,21 @@ impl<'db> Transaction<'db> {
         }
     }
 
-    /// Locking only: locks `key` in `mode`, or ends the transaction with the lock error
-    /// (releasing every lock, so those it blocked go on).
-    fn lock_key(&mut self, table: TableId, key: &[u8], mode: LockMode) -> Result<()> {
-        let Some(owner) = self.owner else {
-            return Ok(());
-        };
-        let inner = self.db.shared();
-        let locked = inner
-            .locks
-            .lock_key(owner, table, key, mode, inner.opts.lock_timeout);
-        self.locked(owner, locked)
-    }
-
-    /// Locking only: locks every key from `start` to `end`, as [`lock_key`](Self::lock_key).
-    fn lock_range(
+    /// Locking only: takes a lock (`request` asks the lock manager for this transaction's
+    /// owner, with the store's lock timeout), or ends the transaction with the lock error,
+    /// releasing every lock so those it blocked go on.
+    fn lock(
         &mut self,
-        table: TableId,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        mode: LockMode,
+        request: impl FnOnce(&LockManager, u64, Duration) -> std::result::Result<(), LockError>,
     ) -> Result<()> {
         let Some(owner) = self.owner else {
             return Ok(());
         };
         let inner = self.db.shared();
-        let locked =
-            inner
-                .locks
-                .lock_range(owner, table, start, end, mode, inner.opts.lock_timeout);
-        self.locked(owner, locked)
-    }
-
-    fn locked(&mut self, owner: u64, locked: std::result::Result<(), LockError>) -> Result<()> {
-        let Err(refused) = locked else {
+        let Err(refused) = request(&inner.locks, owner, inner.opts.lock_timeout) else {
             return Ok(());
         };
-        let inner = self.db.shared();
-        let e = refused.into_error(|t| inner.table_label(t));
+        let e = inner.lock_refused(refused);
         inner.locks.release_all(owner);
         self.failed = Some(e.clone());
         Err(e)
@@ -246,7 +224,7 @@ impl<'db> Transaction<'db> {
             true => LockMode::Exclusive,
             false => LockMode::Shared,
         };
-        self.lock_key(table, key, mode)?;
+        self.lock(|m, owner, timeout| m.lock_key(owner, table, key, mode, timeout))?;
         let value = get_at(self.db.shared(), table, key, self.read_seq())?;
         let validated = self.isolation == Isolation::Serializable || for_update;
         if validated && self.owner.is_none() {
@@ -264,7 +242,9 @@ impl<'db> Transaction<'db> {
         end: Bound<&[u8]>,
     ) -> Result<TxnIter> {
         self.usable()?;
-        self.lock_range(table, start, end, LockMode::Shared)?;
+        self.lock(|m, owner, timeout| {
+            m.lock_range(owner, table, start, end, LockMode::Shared, timeout)
+        })?;
         // The scan may outlive the transaction: it keeps the snapshot registered itself.
         let guard = match self.owner {
             Some(_) => ReaderGuard::at_newest(self.db.shared()),
@@ -320,7 +300,9 @@ impl<'db> Transaction<'db> {
             return Ok(());
         }
         let (lo, hi) = (Bound::Included(start), Bound::Excluded(end));
-        self.lock_range(table, lo, hi, LockMode::Exclusive)?;
+        self.lock(|m, owner, timeout| {
+            m.lock_range(owner, table, lo, hi, LockMode::Exclusive, timeout)
+        })?;
         for (t, key, before) in self.writes.remove_range(table, start, end) {
             if self.nesting > 0 {
                 self.undo.push(Undo::Write((t, key), Some(before)));
@@ -350,7 +332,7 @@ impl<'db> Transaction<'db> {
     fn write(&mut self, table: TableId, key: &[u8], value: Value) -> Result<()> {
         self.usable()?;
         self.db.check_write(table, key, value.as_deref())?;
-        self.lock_key(table, key, LockMode::Exclusive)?;
+        self.lock(|m, owner, timeout| m.lock_key(owner, table, key, LockMode::Exclusive, timeout))?;
         self.write_bytes += key.len() + value.as_ref().map_or(0, Vec::len) + WRITE_OVERHEAD;
         let before = self.writes.insert(table, key.to_vec(), value);
         if self.nesting > 0 {
@@ -491,34 +473,24 @@ impl<'db> Transaction<'db> {
         if self.owner.is_some() {
             return Ok(None);
         }
-        let inner = self.db.shared();
-        let held = HeldLocks::new(&inner.locks);
+        let mut spans: Vec<Span> = Vec::new();
         for (table, list) in runs {
             for (_, run) in list {
-                let spans = run
-                    .blocks()
-                    .first()
-                    .zip(run.blocks().last())
-                    .map(|(a, b)| (a.first_key.as_slice(), Bound::Included(&b.last_key[..])));
-                let ranges = run
-                    .meta
-                    .ranges
-                    .iter()
-                    .map(|r| (r.start.as_slice(), Bound::Excluded(&r.end[..])));
-                for (start, end) in spans.into_iter().chain(ranges) {
-                    let locked = inner.locks.lock_range(
-                        held.owner(),
-                        *table,
-                        Bound::Included(start),
-                        end,
-                        LockMode::Exclusive,
-                        inner.opts.lock_timeout,
-                    );
-                    locked.map_err(|e| e.into_error(|t| inner.table_label(t)))?;
+                let blocks = run.blocks();
+                if let (Some(first), Some(last)) = (blocks.first(), blocks.last()) {
+                    let (lo, hi) = (&first.first_key[..], &last.last_key[..]);
+                    spans.push((*table, Bound::Included(lo), Bound::Included(hi)));
                 }
+                spans.extend(run.meta.ranges.iter().map(|r| {
+                    (
+                        *table,
+                        Bound::Included(&r.start[..]),
+                        Bound::Excluded(&r.end[..]),
+                    )
+                }));
             }
         }
-        Ok(Some(held))
+        lock_exclusive(self.db.shared(), &spans, Vec::new()).map(Some)
     }
 
     /// [`validate`](Self::validate) for a spilled transaction: its writes are in its runs, so
