@@ -173,13 +173,20 @@ impl PatchGroups {
         Ok(())
     }
 
-    /// The dependencies a write made now must carry: one per engaged group.
-    pub fn engaged_deps(&self) -> Vec<PatchId> {
+    /// The dependencies a write made now must carry: one per engaged group. `None` when no
+    /// group is engaged: the write then need not be [adopted](Self::adopt), so a writer may
+    /// skip making a patch of it for now.
+    pub fn engaged_deps(&self) -> Option<Vec<PatchId>> {
         let st = self.state.lock();
-        st.engaged
-            .iter()
-            .filter_map(|g| st.groups.get(g).and_then(|g| g.tail))
-            .collect()
+        if st.engaged.is_empty() {
+            return None;
+        }
+        Some(
+            st.engaged
+                .iter()
+                .filter_map(|g| st.groups.get(g).and_then(|g| g.tail))
+                .collect(),
+        )
     }
 
     /// Records that `patch` was written while the engaged groups were engaged.

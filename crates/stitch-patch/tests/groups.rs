@@ -10,7 +10,9 @@ use support::{read_disk, setup, DiskOp, BLOCK};
 
 /// A write as an application makes it: carrying the engaged groups along.
 fn write(cache: &BlockCache, groups: &PatchGroups, offset: u64, data: &[u8]) -> PatchId {
-    let patch = cache.write(offset, data, &groups.engaged_deps()).unwrap();
+    let patch = cache
+        .write(offset, data, &groups.engaged_deps().unwrap_or_default())
+        .unwrap();
     groups.adopt(patch);
     patch
 }

@@ -78,7 +78,7 @@ impl Wal {
     /// One flush, by the caller that set `flushing`.
     fn lead_round(&self) -> Result<()> {
         let _round = Round(self);
-        let (patches, upto) = self.take_pending();
+        let (patches, upto) = self.take_pending()?;
         let patches = self.live(&patches);
         let cache = self.zones.cache();
         let flushed = match patches.as_slice() {

@@ -113,26 +113,31 @@ fn checksum(epoch: u64, header_tail: &[u8], payload: &[u8]) -> u32 {
 /// The bytes of `record` in a segment of epoch `epoch`. The payload must fit in a `u32`
 /// (the writer guarantees it: a record never exceeds one zone).
 pub fn encode_record(epoch: u64, record: &LogRecord) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RECORD_HEADER_LEN + record.payload.len());
     encode_parts(
+        &mut out,
         epoch,
         record.lsn,
         record.txn,
         record.op,
         record.flags,
         &record.payload,
-    )
+    );
+    out
 }
 
-/// [`encode_record`] without building a [`LogRecord`] first.
+/// [`encode_record`] without building a [`LogRecord`] first, appended to `out`.
 pub(crate) fn encode_parts(
+    out: &mut Vec<u8>,
     epoch: u64,
     lsn: Lsn,
     txn: TxnId,
     op: OpId,
     flags: Flags,
     payload: &[u8],
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(RECORD_HEADER_LEN + payload.len());
+) {
+    let start = out.len();
+    out.reserve(RECORD_HEADER_LEN + payload.len());
     out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&lsn.to_le_bytes());
@@ -140,10 +145,9 @@ pub(crate) fn encode_parts(
     out.extend_from_slice(&op.to_le_bytes());
     out.push(flags.0);
     out.push(0);
-    let crc = checksum(epoch, &out[4..RECORD_HEADER_LEN], payload);
-    out[..4].copy_from_slice(&crc.to_le_bytes());
+    let crc = checksum(epoch, &out[start + 4..start + RECORD_HEADER_LEN], payload);
+    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(payload);
-    out
 }
 
 /// Decodes the record at the start of `bytes` (the rest of a segment), which must be the

@@ -32,6 +32,11 @@ struct Writer {
     next_lsn: Lsn,
     /// Record patches not yet handed to a flush.
     pending: Vec<PatchId>,
+    /// Records appended with [`Wal::append_buffered`] and not yet written into the cache:
+    /// the bytes just before `offset` in the current segment. They go into the cache when a
+    /// flush, a caller needing a patch or the next segment asks; a checkpoint that overtakes
+    /// them first drops them, so they never cost the cache or the device anything.
+    buffer: Vec<u8>,
 }
 
 impl Writer {
@@ -39,6 +44,11 @@ impl Writer {
         // The writer always holds at least its current segment: `release_before` keeps the
         // segment it is given and everything after it.
         self.segments[self.segments.len() - 1]
+    }
+
+    /// Where the buffered records start in the current segment.
+    fn buffer_start(&self) -> u64 {
+        self.offset - self.buffer.len() as u64
     }
 }
 
@@ -135,6 +145,7 @@ impl Wal {
             offset: SEGMENT_HEADER_LEN as u64,
             next_lsn: first_lsn,
             pending: Vec::new(),
+            buffer: Vec::new(),
         };
         Ok(Wal {
             zones,
@@ -230,6 +241,38 @@ impl Wal {
         payload: &[u8],
         extra_deps: &[PatchId],
     ) -> Result<(Lsn, LogPosition, PatchId)> {
+        let (lsn, position, patch) =
+            self.append_record(txn, op, flags, payload, Some(extra_deps))?;
+        Ok((lsn, position, patch.unwrap_or(PatchId::NONE)))
+    }
+
+    /// [`append`](Self::append) for a caller that needs no patch back: the record waits in
+    /// the log's memory until a flush ([`sync_to`](Self::sync_to),
+    /// [`flush_async`](Self::flush_async)), a later [`append_with_deps`](Self::append_with_deps)
+    /// or the next segment writes it into the cache, in order with every other record. If a
+    /// checkpoint overtakes it first ([`release_before`](Self::release_before)), it is never
+    /// written at all.
+    pub fn append_buffered(
+        &self,
+        txn: TxnId,
+        op: OpId,
+        flags: Flags,
+        payload: &[u8],
+    ) -> Result<(Lsn, LogPosition)> {
+        let (lsn, position, _) = self.append_record(txn, op, flags, payload, None)?;
+        Ok((lsn, position))
+    }
+
+    /// Appends a record to the buffer; with `deps`, then writes the buffer into the cache
+    /// (after `deps`) and returns the patch that writes it.
+    fn append_record(
+        &self,
+        txn: TxnId,
+        op: OpId,
+        flags: Flags,
+        payload: &[u8],
+        deps: Option<&[PatchId]>,
+    ) -> Result<(Lsn, LogPosition, Option<PatchId>)> {
         self.check_failed()?;
         if !flags.is_valid() {
             return Err(WalError::Invalid(format!(
@@ -250,40 +293,58 @@ impl Wal {
             self.next_segment(&mut w)?;
         }
         let lsn = w.next_lsn;
+        let position = LogPosition {
+            zone: w.current().zone,
+            offset: w.offset as u32,
+            lsn,
+        };
+        encode_parts(&mut w.buffer, self.epoch, lsn, txn, op, flags, payload);
+        w.offset += len;
+        w.next_lsn += 1;
+        self.last.store(lsn, Ordering::Release);
+        let patch = match deps {
+            Some(deps) => self.write_buffer(&mut w, deps)?,
+            None => None,
+        };
+        Ok((lsn, position, patch))
+    }
+
+    /// Writes the buffered records into the cache, after `extra_deps`, and returns the patch
+    /// that writes them (`None` if nothing was buffered). A failure fails the log for good:
+    /// the records are appended already.
+    fn write_buffer(&self, w: &mut Writer, extra_deps: &[PatchId]) -> Result<Option<PatchId>> {
+        if w.buffer.is_empty() {
+            return Ok(None);
+        }
         let seg = w.current();
-        let bytes = encode_parts(self.epoch, lsn, txn, op, flags, payload);
+        let start = w.buffer_start();
         // The first record of a segment must not become durable before the header that
         // makes the segment part of the log: a sync covering it then covers the header too.
-        let mut deps = if w.offset == SEGMENT_HEADER_LEN as u64 {
+        let mut deps = if start == SEGMENT_HEADER_LEN as u64 {
             self.live(&[seg.header_patch])
         } else {
             Vec::new()
         };
         deps.extend(self.live(extra_deps));
-        let offset = self.zones.zone_offset(seg.zone) + w.offset;
+        let offset = self.zones.zone_offset(seg.zone) + start;
         let patch = self
             .zones
             .cache()
-            .write_append(offset, &bytes, &deps)
+            .write_append(offset, &w.buffer, &deps)
             .map_err(|e| self.fail(e.into()))?;
         self.zones.note_write(seg.zone, patch);
-        let position = LogPosition {
-            zone: seg.zone,
-            offset: w.offset as u32,
-            lsn,
-        };
-        w.offset += len;
-        w.next_lsn += 1;
+        w.buffer.clear();
         if w.pending.last() != Some(&patch) {
             w.pending.push(patch);
         }
-        self.last.store(lsn, Ordering::Release);
-        Ok((lsn, position, patch))
+        Ok(Some(patch))
     }
 
     /// Continues the log in the preallocated zone: writes its header (depending on the current
     /// header, so headers become durable in order) and preallocates the zone after it.
     fn next_segment(&self, w: &mut Writer) -> Result<()> {
+        // The buffered records belong to the segment being left.
+        self.write_buffer(w, &[])?;
         // Allocate first: running out of space leaves the log as it was.
         let after_next = self.zones.alloc_zone()?;
         let cur = w.current();
@@ -328,10 +389,12 @@ impl Wal {
     /// of the checkpoint that no longer needs them) and every write into them are durable.
     ///
     /// If `after` is already durable, the records before `pos` that are still only in the
-    /// cache are dropped instead of written (blocks wholly before the block holding `pos`):
+    /// cache or in the log's buffer are dropped instead of written (blocks wholly before the block holding `pos`):
     /// nothing will read them again, so an `Async` record a checkpoint overtakes never costs
     /// the device a byte.
     pub fn release_before(&self, pos: LogPosition, after: PatchId) -> Result<()> {
+        let cache = self.zones.cache();
+        let obsolete = cache.state(after) == PatchState::Committed;
         let released: Vec<Segment> = {
             let mut w = self.writer.lock();
             let Some(index) = w.segments.iter().position(|s| s.zone == pos.zone) else {
@@ -340,10 +403,22 @@ impl Wal {
                     pos.zone
                 )));
             };
+            if obsolete && w.current().zone == pos.zone {
+                // Buffered records in blocks wholly before the one holding `pos` are dropped
+                // unwritten (what stays starts on a block boundary, so writing it later needs
+                // no read of the block's old bytes).
+                let zone_start = self.zones.zone_offset(pos.zone);
+                let block = cache.block_size() as u64;
+                let cut = ((zone_start + u64::from(pos.offset)) / block * block)
+                    .saturating_sub(zone_start)
+                    .min(w.offset);
+                let start = w.buffer_start();
+                if cut > start {
+                    w.buffer.drain(..(cut - start) as usize);
+                }
+            }
             w.segments.drain(..index).collect()
         };
-        let cache = self.zones.cache();
-        let obsolete = cache.state(after) == PatchState::Committed;
         if obsolete {
             let start = self.zones.zone_offset(pos.zone);
             cache.discard(start, u64::from(pos.offset));
@@ -383,10 +458,12 @@ impl Wal {
         error
     }
 
-    /// Takes the record patches not yet handed to a flush, and the LSN they reach.
-    pub(crate) fn take_pending(&self) -> (Vec<PatchId>, Lsn) {
+    /// Writes the buffered records into the cache and takes the record patches not yet
+    /// handed to a flush, and the LSN they reach.
+    pub(crate) fn take_pending(&self) -> Result<(Vec<PatchId>, Lsn)> {
         let mut w = self.writer.lock();
-        (std::mem::take(&mut w.pending), w.next_lsn - 1)
+        self.write_buffer(&mut w, &[])?;
+        Ok((std::mem::take(&mut w.pending), w.next_lsn - 1))
     }
 
     /// The patches of `deps` not yet committed (a committed dependency is no dependency).

@@ -151,7 +151,14 @@ struct Run<'a> {
 impl Run<'_> {
     fn append(&mut self, txn: TxnId, op: OpId, flags: Flags, len: usize) -> LogPosition {
         let payload: Vec<u8> = (0..len).map(|i| (txn as usize + i) as u8).collect();
-        let (lsn, pos) = self.wal.append(txn, op, flags, &payload).unwrap();
+        // Every third record waits in the log's buffer until a later append, flush or
+        // segment change writes it.
+        let (lsn, pos) = if self.gen.appended.len() % 3 == 0 {
+            self.wal.append_buffered(txn, op, flags, &payload)
+        } else {
+            self.wal.append(txn, op, flags, &payload)
+        }
+        .unwrap();
         self.gen.appended.push(LogRecord {
             lsn,
             txn,

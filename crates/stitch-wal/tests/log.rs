@@ -46,9 +46,14 @@ fn many_segments_round_trip() {
             flags,
             payload: payload(i, len),
         };
-        let (lsn, pos) = wal
-            .append(record.txn, record.op, record.flags, &record.payload)
-            .unwrap();
+        // Half the records wait in the log's buffer, half go into the cache at once (and
+        // take the buffered ones before them along): the order on disk is the same.
+        let (lsn, pos) = if rng.gen_bool(0.5) {
+            wal.append_buffered(record.txn, record.op, record.flags, &record.payload)
+        } else {
+            wal.append(record.txn, record.op, record.flags, &record.payload)
+        }
+        .unwrap();
         assert_eq!(lsn, i + 1);
         assert_eq!(pos.lsn, lsn);
         appended.push((pos, record));
@@ -411,6 +416,78 @@ fn records_a_durable_checkpoint_overtook_are_never_written() {
     let mut reader = LogReader::open(&zones, pos, 1).unwrap();
     let (_, record) = reader.next_record().unwrap().unwrap();
     assert_eq!(record.lsn, 1001);
+}
+
+#[test]
+fn buffered_records_stay_out_of_the_cache_until_a_flush_needs_them() {
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
+    zones.cache().flush_all().unwrap();
+    for i in 0..20 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 100))
+            .unwrap();
+    }
+    assert_eq!(zones.cache().stats().dirty_blocks, 0);
+    // A record that needs its patch writes the buffer ahead of itself.
+    let (lsn, _, patch) = wal
+        .append_with_deps(1, 1, Flags::AUTOCOMMIT, &payload(20, 100), &[])
+        .unwrap();
+    assert_eq!(lsn, 21);
+    assert!(zones.cache().stats().dirty_blocks > 0);
+    zones.cache().flush_patch(patch).unwrap();
+    for i in 21..40 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 100))
+            .unwrap();
+    }
+    assert_eq!(zones.cache().stats().dirty_blocks, 0);
+    // A sync writes the rest.
+    wal.sync_to(40).unwrap();
+    let (records, end, _) = read_all(&reopen(disk), wal.start_position(), 1);
+    let payloads: Vec<Vec<u8>> = records.into_iter().map(|(_, r)| r.payload).collect();
+    assert_eq!(
+        payloads,
+        (0..40).map(|i| payload(i, 100)).collect::<Vec<_>>()
+    );
+    assert!(end.is_clean(), "{end}");
+}
+
+#[test]
+fn buffered_records_a_durable_checkpoint_overtook_are_never_written() {
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
+    zones.cache().flush_all().unwrap();
+    // Half a segment of records, all still in the log's buffer.
+    for i in 0..150 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 200))
+            .unwrap();
+    }
+    let log_zone = wal.zones()[0];
+    let (pos, header) = wal.position();
+    let superblock = zones.write_superblock(None, &[header]).unwrap();
+    zones.cache().flush_patch(superblock).unwrap();
+    wal.release_before(pos, superblock).unwrap();
+    // Two more records, after the checkpoint's position, in the block holding it.
+    for i in 150..152 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 200))
+            .unwrap();
+    }
+    wal.sync_to(152).unwrap();
+    // The blocks wholly before the one holding `pos` were never written: zeros past the
+    // segment's header block.
+    let first = zones.zone_offset(log_zone);
+    let kept_from = u64::from(pos.offset) / 4096 * 4096;
+    let mut bytes = vec![0u8; (kept_from - 4096) as usize];
+    disk.read_at(first + 4096, &mut bytes).unwrap();
+    assert!(bytes.iter().all(|&b| b == 0));
+    // From `pos` the log reads on.
+    let reopened = reopen(disk);
+    let mut reader = LogReader::open(&reopened, pos, 1).unwrap();
+    for lsn in 151..=152 {
+        let (_, record) = reader.next_record().unwrap().unwrap();
+        assert_eq!(record.lsn, lsn);
+        assert_eq!(record.payload, payload(lsn - 1, 200));
+    }
+    assert!(reader.next_record().unwrap().is_none());
 }
 
 #[test]

@@ -3,8 +3,9 @@
 use crate::extent::{self, ExtentAddr, ExtentKind, EXTENT_HEADER_LEN};
 use crate::superblock::{Superblock, SLOT_OFFSETS, SUPERBLOCK_LEN};
 use crate::{Result, ZoneError};
+use foldhash::HashMap;
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use stitch_patch::{BlockCache, PatchId};
 
@@ -129,6 +130,8 @@ pub struct ZoneStore {
     cache: Arc<BlockCache>,
     config: ZoneConfig,
     state: Arc<Mutex<State>>,
+    /// Serializes the appenders of each stream (see `append_to`).
+    appenders: [Mutex<()>; STREAMS],
 }
 
 impl ZoneStore {
@@ -221,8 +224,8 @@ impl ZoneStore {
             zones,
             free: BTreeSet::new(),
             open: [None; STREAMS],
-            refs: HashMap::new(),
-            handlers: HashMap::new(),
+            refs: HashMap::default(),
+            handlers: HashMap::default(),
             superblock,
             superblock_patch: PatchId::NONE,
             to_free: Vec::new(),
@@ -231,6 +234,7 @@ impl ZoneStore {
             cache,
             config,
             state: Arc::new(Mutex::new(state)),
+            appenders: Default::default(),
         }
     }
 
@@ -359,35 +363,74 @@ impl ZoneStore {
             };
             return Err(ZoneError::TooLarge(addr, self.config.zone_size));
         }
-        let mut st = self.state.lock();
-        let zone = self.zone_with_room(&mut st, stream, total)?;
-        let offset = st.zones[zone as usize].write_ptr;
-        let addr = ExtentAddr {
-            zone,
-            offset: offset as u32,
-            len: total as u32,
+        // One appender per stream at a time, so appends land in their zone in the order their
+        // space was reserved (an append assumes the bytes after it in its last block are
+        // unwritten). The state lock is held only to reserve and to record: the checksum and
+        // the cache writes run outside it, where log appends, reference counting and reads
+        // need not wait for them.
+        let _serial = self.appenders[stream as usize].lock();
+        let addr = {
+            let mut st = self.state.lock();
+            let zone = self.zone_with_room(&mut st, stream, total)?;
+            let z = &mut st.zones[zone as usize];
+            let offset = z.write_ptr;
+            z.write_ptr = (offset + total).next_multiple_of(EXTENT_ALIGN);
+            // Counted live from the reservation on, so the zone cannot be freed under the write.
+            z.live += total;
+            ExtentAddr {
+                zone,
+                offset: offset as u32,
+                len: total as u32,
+            }
         };
-        let at = self.zone_offset(zone) + offset;
+        let written = self.write_extent(addr, kind, payload, deps);
+        let mut st = self.state.lock();
+        let z = &mut st.zones[addr.zone as usize];
+        match written {
+            Ok(patch) => {
+                z.last_write = z.last_write.max(patch);
+                st.refs.insert(
+                    (addr.zone, addr.offset),
+                    (addr.len, RefEntry { kind, refs: 1 }),
+                );
+                drop(st);
+                // Closing the stream's previous zone may have left one to free.
+                self.schedule_frees();
+                Ok((addr, patch))
+            }
+            Err(e) => {
+                // The reserved space stays skipped; it just no longer counts as live.
+                z.live -= total;
+                if z.live == 0 && z.usage == ZoneUse::Closed {
+                    Self::retire(&mut st, addr.zone, ZoneUse::Freeing);
+                }
+                drop(st);
+                self.schedule_frees();
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the header and payload of the extent at `addr` into the cache.
+    fn write_extent(
+        &self,
+        addr: ExtentAddr,
+        kind: ExtentKind,
+        payload: &[u8],
+        deps: &[PatchId],
+    ) -> Result<PatchId> {
+        let at = self.zone_offset(addr.zone) + addr.offset as u64;
         let header = extent::encode_header(addr, kind, payload);
         let head = self.cache.write_append(at, &header, deps)?;
         let body = self
             .cache
             .write_append(at + EXTENT_HEADER_LEN as u64, payload, deps)?;
         // Usually one patch: both halves land on the same block and merge.
-        let patch = if head == body || payload.is_empty() {
+        Ok(if head == body || payload.is_empty() {
             head
         } else {
             self.cache.empty(&[head, body])?
-        };
-        let z = &mut st.zones[zone as usize];
-        z.write_ptr = (offset + total).next_multiple_of(EXTENT_ALIGN);
-        z.live += total;
-        z.last_write = z.last_write.max(patch);
-        st.refs
-            .insert((zone, addr.offset), (addr.len, RefEntry { kind, refs: 1 }));
-        drop(st);
-        self.schedule_frees();
-        Ok((addr, patch))
+        })
     }
 
     fn zone_with_room(&self, st: &mut State, stream: Stream, total: u64) -> Result<ZoneId> {
@@ -475,29 +518,42 @@ impl ZoneStore {
     /// counting as live; a zone left with nothing live is freed once its writes are durable.
     /// Call it only once no durable root can reach the extent any more.
     pub fn decref(&self, addr: ExtentAddr) -> Result<()> {
+        self.decref_all([addr])
+    }
+
+    /// [`decref`](Self::decref) for many extents under one lock (a dropped run releases
+    /// every block it holds). Every address is processed; the first failure is returned.
+    pub fn decref_all(&self, addrs: impl IntoIterator<Item = ExtentAddr>) -> Result<()> {
+        let mut released = Vec::new();
+        let mut first_error = None;
         let mut st = self.state.lock();
-        let key = (addr.zone, addr.offset);
-        let Some((len, entry)) = st.refs.get_mut(&key) else {
-            return Err(ZoneError::Dead(addr));
-        };
-        entry.refs -= 1;
-        if entry.refs > 0 {
-            return Ok(());
+        for addr in addrs {
+            let key = (addr.zone, addr.offset);
+            let Some((len, entry)) = st.refs.get_mut(&key) else {
+                first_error.get_or_insert(ZoneError::Dead(addr));
+                continue;
+            };
+            entry.refs -= 1;
+            if entry.refs > 0 {
+                continue;
+            }
+            let (len, kind) = (*len as u64, entry.kind);
+            st.refs.remove(&key);
+            let z = &mut st.zones[addr.zone as usize];
+            z.live -= len;
+            if z.live == 0 && z.usage == ZoneUse::Closed {
+                Self::retire(&mut st, addr.zone, ZoneUse::Freeing);
+            }
+            released.push((addr, st.handlers.get(&kind).cloned()));
         }
-        let (len, kind) = (*len as u64, entry.kind);
-        st.refs.remove(&key);
-        let z = &mut st.zones[addr.zone as usize];
-        z.live -= len;
-        if z.live == 0 && z.usage == ZoneUse::Closed {
-            Self::retire(&mut st, addr.zone, ZoneUse::Freeing);
-        }
-        let handler = st.handlers.get(&kind).cloned();
         drop(st);
         self.schedule_frees();
-        if let Some(handler) = handler {
-            handler(addr);
+        for (addr, handler) in released {
+            if let Some(handler) = handler {
+                handler(addr);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Zones worth evacuating: holding extents, not open, with live bytes below `max_live_ratio`
@@ -507,7 +563,7 @@ impl ZoneStore {
     pub fn evacuation_candidates(&self, max_live_ratio: f64) -> Vec<ZoneId> {
         let st = self.state.lock();
         let limit = (self.config.zone_size as f64 * max_live_ratio) as u64;
-        let mut extents: HashMap<ZoneId, Vec<(u32, u32)>> = HashMap::new();
+        let mut extents: HashMap<ZoneId, Vec<(u32, u32)>> = HashMap::default();
         for (&(zone, offset), (len, _)) in &st.refs {
             extents.entry(zone).or_default().push((offset, *len));
         }

@@ -357,6 +357,70 @@ fn background_thread_model() {
 }
 
 #[test]
+fn background_merges_install_while_checkpoints_write() {
+    // Random overwrites and deletes with the background threads on: merges finish and
+    // install while checkpoints write memtables out (they share only the manifest lock), and
+    // tables are created along the way. The store must equal the model, before and after a
+    // reopen, and the ids handed out must stay distinct.
+    use rand::{Rng, SeedableRng};
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let opts = Options {
+        background: true,
+        ..options(Stitching::default())
+    };
+    let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let mut tables = vec![(db.default_table(), BTreeMap::new())];
+    for i in 0..30_000u32 {
+        if i % 5_000 == 4_999 {
+            let id = db.create_table(&format!("t{i}")).unwrap();
+            assert!(
+                tables.iter().all(|(t, _)| *t != id),
+                "table id {id:?} reused"
+            );
+            tables.push((id, BTreeMap::new()));
+        }
+        let (t, model) = {
+            let n = tables.len();
+            &mut tables[rng.gen_range(0..n)]
+        };
+        let k = format!("k{:05}", rng.gen_range(0..3_000u32)).into_bytes();
+        let mut b = WriteBatch::new();
+        if rng.gen_bool(0.2) {
+            b.delete(*t, k.clone());
+            model.remove(&k);
+        } else {
+            let v = i.to_le_bytes().repeat(1 + (i % 24) as usize);
+            b.put(*t, k.clone(), v.clone());
+            model.insert(k, v);
+        }
+        db.write(&b, Durability::Async).unwrap();
+    }
+    let check = |db: &Db, tables: &[(TableId, BTreeMap<Vec<u8>, Vec<u8>>)]| {
+        for (t, model) in tables {
+            let got: BTreeMap<_, _> = db
+                .scan_prefix(*t, b"")
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            assert_eq!(&got, model, "table {t:?}");
+        }
+        db.check().unwrap();
+    };
+    check(&db, &tables);
+    let stats = db.stats();
+    assert!(stats.checkpoints > 10 && stats.merges > 10, "{stats:?}");
+    db.close().unwrap();
+    let db = Db::open_on(disk, opts).unwrap();
+    check(&db, &tables);
+    let id = db.create_table("after reopen").unwrap();
+    assert!(
+        tables.iter().all(|(t, _)| *t != id),
+        "table id {id:?} reused"
+    );
+}
+
+#[test]
 fn long_sequences_checkpoint_merge_and_reopen() {
     // Long runs through the same harness at each end of the stitching continuum, to show the
     // model test reaches the machinery: many checkpoints, merges (stitching or copying),

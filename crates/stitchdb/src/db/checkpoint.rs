@@ -66,8 +66,14 @@ fn run_checkpoint(
     trigger: Trigger,
     link: Option<&mut dyn Link>,
 ) -> Result<PatchId> {
-    let mut ck = inner.checkpoint.lock();
+    // One checkpoint at a time; the checkpoint lock (manifests) is taken only at the end, so
+    // merges finish and install while the memtables are written out.
+    let _flushing = inner.flushing.lock();
     let wal = inner.wal()?;
+    let (epoch, last_log_start) = {
+        let ck = inner.checkpoint.lock();
+        (ck.epoch, ck.log_start.lsn)
+    };
     // A linking checkpoint keeps the write lock to the end: no commit can come after the
     // linked one (and be made durable or visible) before the manifest holding it is durable.
     let mut held = None;
@@ -105,15 +111,16 @@ fn run_checkpoint(
     if trigger != Trigger::Open
         && !anything_frozen
         && linked.is_empty()
-        && log_pos.lsn == ck.log_start.lsn
+        && log_pos.lsn == last_log_start
     {
         return Ok(inner.zones.superblock_patch());
     }
     let mut patches = vec![log_dep];
-    let mut listed = frozen.clone();
+    let mut flushed = Vec::new();
+    let mut flushed_bytes = 0;
     for t in frozen.tables.values() {
         let Some(imm) = &t.imm else { continue };
-        let mut builder = RunBuilder::new(&inner.storage, ck.next_run_id, 0, Stream::Flush);
+        let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Flush);
         let mut hashes = Vec::new();
         let ranges = imm.range_tombstones();
         builder.set_range_tombstones(ranges.clone());
@@ -129,18 +136,34 @@ fn run_checkpoint(
         })?;
         let run = builder.finish(build_filter(&hashes, inner.opts.filter_fp_rate))?;
         if let Some((run, patch)) = &run {
-            ck.next_run_id += 1;
-            ck.run_bytes_written += run.meta.data_bytes;
+            flushed_bytes += run.meta.data_bytes;
             patches.push(*patch);
         }
-        listed.update(t.id, |t| {
-            t.imm = None;
-            if let Some((run, _)) = run {
-                add_run(t, run);
-            }
-        });
+        flushed.push((t.id, run.map(|(run, _)| run)));
     }
-    // Linked runs are newer than everything frozen: in front of it in level 0.
+    // The frozen memtables become their runs, in front of level 0; linked runs are newer
+    // than everything frozen, so in front of those. Applied under the checkpoint lock to the
+    // tables as they are then (merges may have reshaped them meanwhile), for the manifest
+    // and then for readers, as a merge's change is.
+    let change = |v: &mut Version| {
+        for (table, run) in &flushed {
+            v.update(*table, |t| {
+                t.imm = None;
+                if let Some(run) = run {
+                    add_run(t, run.clone());
+                }
+            });
+        }
+        for (table, runs) in &linked {
+            v.update(*table, |t| {
+                for run in runs.iter().rev() {
+                    add_run(t, run.clone());
+                }
+            });
+        }
+    };
+    let mut ck = inner.checkpoint.lock();
+    ck.run_bytes_written += flushed_bytes;
     if !linked.is_empty() {
         ck.linked_commits += 1;
         ck.linked_bytes += linked
@@ -148,35 +171,19 @@ fn run_checkpoint(
             .flat_map(|(_, runs)| runs.iter().map(|r| r.meta.data_bytes))
             .sum::<u64>();
     }
-    for (table, runs) in &linked {
-        listed.update(*table, |t| {
-            for run in runs.iter().rev() {
-                add_run(t, run.clone());
-            }
-        });
-    }
     ck.checkpoint_lsn = checkpoint_lsn;
-    ck.log_start = log::to_start(log_pos, ck.epoch);
+    ck.log_start = log::to_start(log_pos, epoch);
     ck.next_table_id = next_table_id;
+    let mut listed = (**inner.version.read()).clone();
+    change(&mut listed);
     let superblock = write_manifest(inner, &mut ck, &listed, &patches, Vec::new())?;
-    // Only this checkpoint and compactions (which take the same lock) change a table's runs,
-    // so a flushed table's runs are now exactly what the manifest lists.
     {
         let mut version = inner.version.write();
-        let mut v = (**version).clone();
-        let changed = frozen
-            .tables
-            .values()
-            .filter(|t| t.imm.is_some() || linked.iter().any(|(id, _)| *id == t.id));
-        for t in changed {
-            let levels = listed.tables[&t.id].levels.clone();
-            v.update(t.id, |cur| {
-                cur.imm = None;
-                cur.levels = levels;
-            });
-        }
-        *version = Arc::new(v);
+        let mut live = (**version).clone();
+        change(&mut live);
+        *version = Arc::new(live);
     }
+    drop(ck);
     if let Some(mut w) = held {
         // The linked commit becomes visible, and the next commit may follow it.
         w.last_seq = checkpoint_lsn;
@@ -248,7 +255,13 @@ pub(crate) fn write_manifest(
     let manifest = Manifest {
         checkpoint_lsn: ck.checkpoint_lsn,
         log: ck.log_start,
-        next_table_id: ck.next_table_id,
+        // A table created after the checkpoint's position is listed (its runs are), so the
+        // next id must stay beyond it even if the record creating it is lost.
+        next_table_id: listed
+            .tables
+            .keys()
+            .map(|t| t.0 + 1)
+            .fold(ck.next_table_id, u32::max),
         next_run_id: ck.next_run_id,
         tables: listed
             .tables

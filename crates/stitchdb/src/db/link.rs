@@ -33,7 +33,7 @@ impl<F: FnOnce(&mut Oracle) -> Result<()>> Link for Linking<'_, F> {
         if let Some(validate) = self.validate.take() {
             validate(&mut w.oracle)?;
         }
-        let deps = self.inner.groups.engaged_deps();
+        let deps = self.inner.groups.engaged_deps().unwrap_or_default();
         let txn = w.next_txn;
         w.next_txn += 1;
         let mut lsns = Vec::with_capacity(self.spills as usize);

@@ -175,7 +175,11 @@ pub(crate) struct Inner {
     pub version: RwLock<Arc<Version>>,
     /// Readers see commits up to this sequence number.
     pub visible_seq: AtomicU64,
+    /// Held while a manifest is written (by a checkpoint, a merge, a snapshot): one at a time.
     pub checkpoint: Mutex<CheckpointState>,
+    /// Held for a whole checkpoint: one at a time. Writing the frozen memtables out happens
+    /// under this lock only, so merges can finish and install meanwhile.
+    pub flushing: Mutex<()>,
     /// Sequence numbers of open iterators (with counts): merges keep what they can see.
     pub readers: Mutex<crate::seq_counts::SeqCounts>,
     /// Key and range locks of locking transactions.
@@ -315,6 +319,7 @@ impl Db {
             }),
             compaction: Mutex::new(compact::CompactionStats::default()),
             compacting: Mutex::new(()),
+            flushing: Mutex::new(()),
             readers: Mutex::default(),
             locks: crate::txn::LockManager::new(),
             failure: Mutex::new(None),

@@ -203,11 +203,21 @@ pub(crate) fn commit_batch(
                 (_, true) => Flags::COMMIT,
                 _ => Flags::NONE,
             };
-            let appended = wal
-                .append_with_deps(txn, log::OP_BATCH_RANGES, flag, payload, &deps)
-                .map_err(log::log_err);
-            let (record_lsn, _, patch) = inner.guard(appended)?;
-            inner.groups.adopt(patch);
+            // With no patchgroup engaged nothing needs the record's patch, so the log may
+            // keep the record in memory until a flush (or drop it if a checkpoint comes first).
+            let op = log::OP_BATCH_RANGES;
+            let appended = match &deps {
+                Some(deps) => wal
+                    .append_with_deps(txn, op, flag, payload, deps)
+                    .map(|(lsn, _, patch)| (lsn, Some(patch))),
+                None => wal
+                    .append_buffered(txn, op, flag, payload)
+                    .map(|(lsn, _)| (lsn, None)),
+            };
+            let (record_lsn, patch) = inner.guard(appended.map_err(log::log_err))?;
+            if let Some(patch) = patch {
+                inner.groups.adopt(patch);
+            }
             lsn = record_lsn;
         }
         // Every op of the batch gets the commit's sequence number: readers see all or none.

@@ -426,10 +426,9 @@ impl Drop for Run {
         if !self.obsolete.load(Ordering::Acquire) {
             return;
         }
-        for (addr, _) in self.extents().collect::<Vec<_>>() {
-            if let Err(e) = self.storage.zones.decref(addr) {
-                tracing::error!("releasing {addr} of run {}: {e}", self.meta.id);
-            }
+        let extents = self.extents().map(|(addr, _)| addr).collect::<Vec<_>>();
+        if let Err(e) = self.storage.zones.decref_all(extents) {
+            tracing::error!("releasing the extents of run {}: {e}", self.meta.id);
         }
     }
 }
