@@ -396,7 +396,8 @@ fn background_merges_install_while_checkpoints_write() {
         }
         db.write(&b, Durability::Async).unwrap();
     }
-    let check = |db: &Db, tables: &[(TableId, BTreeMap<Vec<u8>, Vec<u8>>)]| {
+    type Tables = [(TableId, BTreeMap<Vec<u8>, Vec<u8>>)];
+    let check = |db: &Db, tables: &Tables| {
         for (t, model) in tables {
             let got: BTreeMap<_, _> = db
                 .scan_prefix(*t, b"")
