@@ -17,6 +17,9 @@ pub enum LockMode {
     Shared,
 }
 
+/// The most buffers one `pwritev` takes (Linux's `IOV_MAX`).
+const MAX_IOVECS: usize = 1024;
+
 /// A store kept in a regular file or on a raw block device.
 #[derive(Debug)]
 pub struct FileDisk {
@@ -113,6 +116,65 @@ impl Disk for FileDisk {
         self.file.write_all_at(data, offset).map_err(|e| {
             IoError::from_os(IoOp::Write, self.describe(), offset, data.len() as u64, e)
         })
+    }
+
+    fn write_parts_at(&self, offset: u64, parts: &[&[u8]]) -> Result<()> {
+        let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        check_range(self, IoOp::Write, offset, total, self.len())?;
+        let fail = |e| IoError::from_os(IoOp::Write, self.describe(), offset, total, e);
+        // What is left to write: parts[part][skip..], then the parts after it.
+        let (mut part, mut skip, mut at) = (0, 0, offset);
+        while part < parts.len() {
+            if parts[part].len() == skip {
+                (part, skip) = (part + 1, 0);
+                continue;
+            }
+            let iov: Vec<libc::iovec> = parts[part..]
+                .iter()
+                .take(MAX_IOVECS)
+                .enumerate()
+                .map(|(i, p)| {
+                    let p = if i == 0 { &p[skip..] } else { p };
+                    libc::iovec {
+                        iov_base: p.as_ptr() as *mut libc::c_void,
+                        iov_len: p.len(),
+                    }
+                })
+                .collect();
+            // SAFETY: every iovec points into a slice of `parts`, alive and unmodified for
+            // the whole call; the count matches the vector's length.
+            let n = unsafe {
+                libc::pwritev(
+                    self.file.as_raw_fd(),
+                    iov.as_ptr(),
+                    iov.len() as libc::c_int,
+                    at as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(fail(e));
+            }
+            if n == 0 {
+                return Err(fail(std::io::ErrorKind::WriteZero.into()));
+            }
+            // Step past what was written (a short write ends anywhere).
+            let mut written = n as usize;
+            at += written as u64;
+            while written > 0 {
+                let left = parts[part].len() - skip;
+                if written < left {
+                    skip += written;
+                    break;
+                }
+                written -= left;
+                (part, skip) = (part + 1, 0);
+            }
+        }
+        Ok(())
     }
 
     fn sync(&self) -> Result<()> {

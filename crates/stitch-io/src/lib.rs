@@ -27,6 +27,12 @@ pub trait Disk: Send + Sync + std::fmt::Debug {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     /// Writes all of `data` at `offset`. Writing past [`Disk::len`] is an error: grow first.
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// Writes `parts` back to back from `offset`: one write of their concatenation (a crash
+    /// may keep any subset of its sectors). Disks that can gather (files, with `pwritev`)
+    /// write them without first copying them into one buffer.
+    fn write_parts_at(&self, offset: u64, parts: &[&[u8]]) -> Result<()> {
+        self.write_at(offset, &parts.concat())
+    }
     /// A barrier: every write issued before it is durable when it returns.
     fn sync(&self) -> Result<()>;
     /// The current size in bytes.

@@ -30,6 +30,31 @@ fn round_trip_survives_reopen() {
 }
 
 #[test]
+fn gathered_writes_land_back_to_back() {
+    let (_dir, path) = store();
+    let d = FileDisk::create(&path).unwrap();
+    d.grow(1 << 20).unwrap();
+    // More parts than one `pwritev` takes, of uneven sizes, some empty.
+    let parts: Vec<Vec<u8>> = (0..2500u32)
+        .map(|i| vec![(i % 251) as u8 + 1; (i % 7 * 50) as usize])
+        .collect();
+    let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    d.write_parts_at(777, &slices).unwrap();
+    let whole = parts.concat();
+    let mut buf = vec![0; whole.len()];
+    d.read_at(777, &mut buf).unwrap();
+    assert_eq!(buf, whole);
+    // Past the end it is an error, and nothing is written.
+    let err = d
+        .write_parts_at((1 << 20) - 10, &[&[9; 8], &[9; 8]])
+        .unwrap_err();
+    assert_eq!(err.op, IoOp::Write);
+    let mut tail = [0u8; 10];
+    d.read_at((1 << 20) - 10, &mut tail).unwrap();
+    assert_eq!(tail, [0; 10]);
+}
+
+#[test]
 fn punched_hole_reads_zeros() {
     let (_dir, path) = store();
     let d = FileDisk::create(&path).unwrap();

@@ -65,21 +65,21 @@ pub(crate) fn write_blocks(
     writes: &[BlockWrite],
 ) -> stitch_io::Result<()> {
     let disk_len = disk.len();
-    let mut buf = Vec::new();
     for run in runs(writes, |w| w.block, blocks_per_request(block_size)) {
         let start = run[0].block * block_size as u64;
-        let len = disk_len
+        let mut left = disk_len
             .saturating_sub(start)
             .min((run.len() * block_size) as u64) as usize;
-        if run.len() == 1 {
-            disk.write_at(start, &run[0].image[..len])?;
-            continue;
-        }
-        buf.clear();
-        for w in run {
-            buf.extend_from_slice(&w.image);
-        }
-        disk.write_at(start, &buf[..len])?;
+        // The blocks' images as they are, gathered by the disk (no copy into one buffer).
+        let parts: Vec<&[u8]> = run
+            .iter()
+            .map(|w| {
+                let part = &w.image[..left.min(w.image.len())];
+                left -= part.len();
+                part
+            })
+            .collect();
+        disk.write_parts_at(start, &parts)?;
     }
     Ok(())
 }
