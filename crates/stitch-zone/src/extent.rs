@@ -102,11 +102,12 @@ pub(crate) fn decode(
     addr: ExtentAddr,
     kind: ExtentKind,
     mut bytes: Vec<u8>,
-    place: String,
+    disk_offset: u64,
 ) -> Result<Vec<u8>> {
+    // The place is only spelled out for an error: reads of good extents are the hot path.
     let corrupt = |detail: String| ZoneError::Corrupt {
         what: "extent",
-        place: place.clone(),
+        place: format!("{addr} (disk byte {disk_offset})"),
         detail,
     };
     if bytes.len() < EXTENT_HEADER_LEN {

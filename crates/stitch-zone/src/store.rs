@@ -458,12 +458,7 @@ impl ZoneStore {
         let mut bytes = vec![0u8; addr.len as usize];
         let disk_offset = self.zone_offset(addr.zone) + addr.offset as u64;
         self.cache.read(disk_offset, &mut bytes)?;
-        extent::decode(
-            addr,
-            kind,
-            bytes,
-            format!("{addr} (disk byte {disk_offset})"),
-        )
+        extent::decode(addr, kind, bytes, disk_offset)
     }
 
     /// [`read`](Self::read) straight from the disk, bypassing the block cache: for extents
@@ -474,12 +469,7 @@ impl ZoneStore {
         let mut bytes = vec![0u8; addr.len as usize];
         let disk_offset = self.zone_offset(addr.zone) + addr.offset as u64;
         self.cache.disk().read_at(disk_offset, &mut bytes)?;
-        extent::decode(
-            addr,
-            kind,
-            bytes,
-            format!("{addr} (disk byte {disk_offset})"),
-        )
+        extent::decode(addr, kind, bytes, disk_offset)
     }
 
     fn check_addr(&self, addr: ExtentAddr) -> Result<()> {
