@@ -121,14 +121,48 @@ fn merge_debt(inner: &Inner) -> usize {
         .unwrap_or(0)
 }
 
-/// Slows a writer down in proportion to how far merges are behind, so the write rate eases
-/// off smoothly instead of stopping dead when memory runs out.
-pub(crate) fn pace(inner: &Inner) {
-    const FREE_DEBT: usize = 2;
-    let excess = merge_debt(inner).saturating_sub(FREE_DEBT);
-    if excess > 0 {
-        std::thread::sleep(Duration::from_micros(100 * excess.min(50) as u64));
+/// Merge debt writers may run up before they are slowed at all: a few memtables' worth of
+/// runs waiting, as one long merge deep in the tree leaves behind it.
+const FREE_DEBT: usize = 4;
+
+/// The write rate (bytes per second) a writer is held to at one run of debt beyond
+/// [`FREE_DEBT`]; at `n` runs, a `n`th of it.
+const PACED_RATE: u64 = 64 << 20;
+
+/// Sleeps shorter than this are saved up: the system cannot sleep for a few microseconds.
+const MIN_SLEEP: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// Pacing delay this thread owes but has not slept yet.
+    static OWED: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// Slows a writer that just wrote `bytes` in proportion to how far merges are behind: past
+/// [`FREE_DEBT`], each write costs time for its bytes at a rate that falls as the debt
+/// grows, so the write rate eases off smoothly (by bytes, not writes: small and large values
+/// are slowed alike) instead of stopping dead when memory runs out.
+pub(crate) fn pace(inner: &Inner, bytes: usize) {
+    let delay = pacing_delay(merge_debt(inner), bytes);
+    if delay.is_zero() {
+        OWED.set(Duration::ZERO);
+        return;
     }
+    let owed = OWED.get() + delay;
+    if owed < MIN_SLEEP {
+        OWED.set(owed);
+        return;
+    }
+    OWED.set(Duration::ZERO);
+    std::thread::sleep(owed);
+}
+
+/// What writing `bytes` costs a writer at `debt` runs waiting to be merged.
+fn pacing_delay(debt: usize, bytes: usize) -> Duration {
+    let excess = debt.saturating_sub(FREE_DEBT).min(64) as u64;
+    if excess == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos(bytes as u64 * excess * 1_000_000_000 / PACED_RATE)
 }
 
 /// Holds a writer back while some table has a full memtable *and* another one still being
@@ -148,5 +182,23 @@ pub(crate) fn wait_while_backlogged(inner: &Inner) {
         s.checkpoint = true;
         inner.wake.notify_all();
         inner.flushed.wait_for(&mut s, Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacing_starts_past_the_free_debt_and_grows_with_debt_and_bytes() {
+        assert_eq!(pacing_delay(0, 1 << 20), Duration::ZERO);
+        assert_eq!(pacing_delay(FREE_DEBT, 1 << 20), Duration::ZERO);
+        let one = pacing_delay(FREE_DEBT + 1, 1 << 20);
+        // One run over: a mebibyte at PACED_RATE.
+        assert_eq!(one, Duration::from_nanos(1_000_000_000 / 64));
+        assert_eq!(pacing_delay(FREE_DEBT + 4, 1 << 20), one * 4);
+        assert_eq!(pacing_delay(FREE_DEBT + 1, 2 << 20), one * 2);
+        // The slope stops at 64 runs over.
+        assert_eq!(pacing_delay(1000, 1 << 20), one * 64);
     }
 }

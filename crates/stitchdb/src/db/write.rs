@@ -254,7 +254,7 @@ pub(crate) fn commit_batch(
         Durability::Async => {}
     }
     if inner.opts.background {
-        background::pace(inner);
+        background::pace(inner, batch.size());
     }
     if full {
         // The commit itself succeeded; if writing the memtable out fails, the store turns
