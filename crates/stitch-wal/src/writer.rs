@@ -32,11 +32,19 @@ struct Writer {
     next_lsn: Lsn,
     /// Record patches not yet handed to a flush.
     pending: Vec<PatchId>,
-    /// Records appended with [`Wal::append_buffered`] and not yet written into the cache:
-    /// the bytes just before `offset` in the current segment. They go into the cache when a
-    /// flush, a caller needing a patch or the next segment asks; a checkpoint that overtakes
-    /// them first drops them, so they never cost the cache or the device anything.
-    buffer: Vec<u8>,
+    /// Records appended with [`Wal::append_buffered`] and not yet written into the cache, one
+    /// piece per segment, oldest first; the last piece, if it is in the current segment, ends
+    /// at `offset`. They go into the cache when a flush or a caller needing a patch asks; a
+    /// checkpoint that overtakes them first drops them, so they never cost the cache or the
+    /// device anything.
+    buffered: VecDeque<Buffered>,
+}
+
+/// Buffered records of one segment: `bytes` belong at `start` in it.
+struct Buffered {
+    segment: Segment,
+    start: u64,
+    bytes: Vec<u8>,
 }
 
 impl Writer {
@@ -46,9 +54,22 @@ impl Writer {
         self.segments[self.segments.len() - 1]
     }
 
-    /// Where the buffered records start in the current segment.
-    fn buffer_start(&self) -> u64 {
-        self.offset - self.buffer.len() as u64
+    /// The buffer the next record goes into: the current segment's.
+    fn buffer(&mut self) -> &mut Vec<u8> {
+        let segment = self.current();
+        if self
+            .buffered
+            .back()
+            .is_none_or(|b| b.segment.zone != segment.zone)
+        {
+            self.buffered.push_back(Buffered {
+                segment,
+                start: self.offset,
+                bytes: Vec::new(),
+            });
+        }
+        let last = self.buffered.len() - 1;
+        &mut self.buffered[last].bytes
     }
 }
 
@@ -145,7 +166,7 @@ impl Wal {
             offset: SEGMENT_HEADER_LEN as u64,
             next_lsn: first_lsn,
             pending: Vec::new(),
-            buffer: Vec::new(),
+            buffered: VecDeque::new(),
         };
         Ok(Wal {
             zones,
@@ -298,53 +319,50 @@ impl Wal {
             offset: w.offset as u32,
             lsn,
         };
-        encode_parts(&mut w.buffer, self.epoch, lsn, txn, op, flags, payload);
+        encode_parts(w.buffer(), self.epoch, lsn, txn, op, flags, payload);
         w.offset += len;
         w.next_lsn += 1;
         self.last.store(lsn, Ordering::Release);
         let patch = match deps {
-            Some(deps) => self.write_buffer(&mut w, deps)?,
+            Some(deps) => self.write_buffered(&mut w, deps)?,
             None => None,
         };
         Ok((lsn, position, patch))
     }
 
-    /// Writes the buffered records into the cache, after `extra_deps`, and returns the patch
-    /// that writes them (`None` if nothing was buffered). A failure fails the log for good:
-    /// the records are appended already.
-    fn write_buffer(&self, w: &mut Writer, extra_deps: &[PatchId]) -> Result<Option<PatchId>> {
-        if w.buffer.is_empty() {
-            return Ok(None);
+    /// Writes the buffered records into the cache, oldest first, each after `extra_deps`, and
+    /// returns the patch that writes the newest (`None` if nothing was buffered). A failure
+    /// fails the log for good: the records are appended already.
+    fn write_buffered(&self, w: &mut Writer, extra_deps: &[PatchId]) -> Result<Option<PatchId>> {
+        let extra = self.live(extra_deps);
+        let mut last = None;
+        while let Some(b) = w.buffered.pop_front() {
+            // The first record of a segment must not become durable before the header that
+            // makes the segment part of the log: a sync covering it then covers the header too.
+            let mut deps = if b.start == SEGMENT_HEADER_LEN as u64 {
+                self.live(&[b.segment.header_patch])
+            } else {
+                Vec::new()
+            };
+            deps.extend_from_slice(&extra);
+            let offset = self.zones.zone_offset(b.segment.zone) + b.start;
+            let patch = self
+                .zones
+                .cache()
+                .write_append(offset, &b.bytes, &deps)
+                .map_err(|e| self.fail(e.into()))?;
+            self.zones.note_write(b.segment.zone, patch);
+            if w.pending.last() != Some(&patch) {
+                w.pending.push(patch);
+            }
+            last = Some(patch);
         }
-        let seg = w.current();
-        let start = w.buffer_start();
-        // The first record of a segment must not become durable before the header that
-        // makes the segment part of the log: a sync covering it then covers the header too.
-        let mut deps = if start == SEGMENT_HEADER_LEN as u64 {
-            self.live(&[seg.header_patch])
-        } else {
-            Vec::new()
-        };
-        deps.extend(self.live(extra_deps));
-        let offset = self.zones.zone_offset(seg.zone) + start;
-        let patch = self
-            .zones
-            .cache()
-            .write_append(offset, &w.buffer, &deps)
-            .map_err(|e| self.fail(e.into()))?;
-        self.zones.note_write(seg.zone, patch);
-        w.buffer.clear();
-        if w.pending.last() != Some(&patch) {
-            w.pending.push(patch);
-        }
-        Ok(Some(patch))
+        Ok(last)
     }
 
     /// Continues the log in the preallocated zone: writes its header (depending on the current
     /// header, so headers become durable in order) and preallocates the zone after it.
     fn next_segment(&self, w: &mut Writer) -> Result<()> {
-        // The buffered records belong to the segment being left.
-        self.write_buffer(w, &[])?;
         // Allocate first: running out of space leaves the log as it was.
         let after_next = self.zones.alloc_zone()?;
         let cur = w.current();
@@ -395,7 +413,7 @@ impl Wal {
     pub fn release_before(&self, pos: LogPosition, after: PatchId) -> Result<()> {
         let cache = self.zones.cache();
         let obsolete = cache.state(after) == PatchState::Committed;
-        let released: Vec<Segment> = {
+        let (released, after) = {
             let mut w = self.writer.lock();
             let Some(index) = w.segments.iter().position(|s| s.zone == pos.zone) else {
                 return Err(WalError::Invalid(format!(
@@ -403,21 +421,35 @@ impl Wal {
                     pos.zone
                 )));
             };
-            if obsolete && w.current().zone == pos.zone {
-                // Buffered records in blocks wholly before the one holding `pos` are dropped
-                // unwritten (what stays starts on a block boundary, so writing it later needs
-                // no read of the block's old bytes).
+            if obsolete {
+                // Buffered records in segments before `pos.zone`, and in blocks of it wholly
+                // before the one holding `pos`, are dropped unwritten (what stays starts on a
+                // block boundary, so writing it later needs no read of the block's old bytes).
+                let seq = w.segments[index].seq;
+                w.buffered.retain(|b| b.segment.seq >= seq);
                 let zone_start = self.zones.zone_offset(pos.zone);
                 let block = cache.block_size() as u64;
                 let cut = ((zone_start + u64::from(pos.offset)) / block * block)
-                    .saturating_sub(zone_start)
-                    .min(w.offset);
-                let start = w.buffer_start();
-                if cut > start {
-                    w.buffer.drain(..(cut - start) as usize);
+                    .saturating_sub(zone_start);
+                if let Some(b) = w.buffered.front_mut().filter(|b| b.segment.seq == seq) {
+                    let drop = cut.saturating_sub(b.start).min(b.bytes.len() as u64);
+                    b.bytes.drain(..drop as usize);
+                    b.start += drop;
                 }
+                w.buffered.retain(|b| !b.bytes.is_empty());
             }
-            w.segments.drain(..index).collect()
+            let after = if obsolete {
+                after
+            } else {
+                // A crash before `after` is durable recovers from the log as it was: the
+                // records in the segments given back must reach the disk before their zones
+                // can be reused. Freeing waits for `after` and for every record not yet
+                // handed to a flush (patch ids do not say which commits first).
+                self.write_buffered(&mut w, &[])?;
+                let waits = self.live(&[&w.pending[..], &[after]].concat());
+                cache.empty(&waits).map_err(|e| self.fail(e.into()))?
+            };
+            (w.segments.drain(..index).collect::<Vec<_>>(), after)
         };
         if obsolete {
             let start = self.zones.zone_offset(pos.zone);
@@ -462,7 +494,7 @@ impl Wal {
     /// handed to a flush, and the LSN they reach.
     pub(crate) fn take_pending(&self) -> Result<(Vec<PatchId>, Lsn)> {
         let mut w = self.writer.lock();
-        self.write_buffer(&mut w, &[])?;
+        self.write_buffered(&mut w, &[])?;
         Ok((std::mem::take(&mut w.pending), w.next_lsn - 1))
     }
 

@@ -491,6 +491,64 @@ fn buffered_records_a_durable_checkpoint_overtook_are_never_written() {
 }
 
 #[test]
+fn buffered_segments_a_durable_checkpoint_released_never_reach_the_cache() {
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
+    // Several segments' worth of records, all buffered.
+    for i in 0..1000 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 200))
+            .unwrap();
+    }
+    assert!(wal.zones().len() > 4, "{:?}", wal.zones());
+    let before = zones.cache().stats();
+    let (pos, header) = wal.position();
+    let superblock = zones.write_superblock(None, &[header]).unwrap();
+    zones.cache().flush_patch(superblock).unwrap();
+    wal.release_before(pos, superblock).unwrap();
+    // Only segment headers ever went into the cache.
+    let after = zones.cache().stats();
+    assert_eq!(after.dirty_blocks, 0);
+    assert_eq!(after.patches_discarded, before.patches_discarded);
+    for i in 1000..1003 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 200))
+            .unwrap();
+    }
+    wal.sync_to(1003).unwrap();
+    let reopened = reopen(disk);
+    let mut reader = LogReader::open(&reopened, pos, 1).unwrap();
+    for lsn in 1001..=1003 {
+        let (_, record) = reader.next_record().unwrap().unwrap();
+        assert_eq!(record.payload, payload(lsn - 1, 200));
+    }
+    assert!(reader.next_record().unwrap().is_none());
+}
+
+#[test]
+fn segments_released_before_the_checkpoint_is_durable_keep_their_records() {
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
+    for i in 0..1000 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 200))
+            .unwrap();
+    }
+    let (pos, header) = wal.position();
+    // The checkpoint's superblock is not durable yet when its segments are given back.
+    let superblock = zones.write_superblock(None, &[header]).unwrap();
+    wal.release_before(pos, superblock).unwrap();
+    assert_eq!(zones.cache().state(superblock), PatchState::Pending);
+    // The records reach the disk with a sync; the superblock never does (a crash now): the
+    // log read from its old start still holds every record.
+    wal.sync_to(1000).unwrap();
+    assert_eq!(zones.cache().state(superblock), PatchState::Pending);
+    let (records, end, _) = read_all(&reopen(disk), wal.start_position(), 1);
+    assert_eq!(records.len(), 1000);
+    for (i, (_, r)) in records.iter().enumerate() {
+        assert_eq!(r.payload, payload(i as u64, 200));
+    }
+    assert!(end.is_clean(), "{end}");
+}
+
+#[test]
 fn running_out_of_space_for_a_segment_is_not_fatal() {
     let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
     let cache = Arc::new(stitch_patch::BlockCache::new(disk, Default::default()));
