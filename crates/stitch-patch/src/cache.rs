@@ -385,6 +385,41 @@ impl BlockCache {
         }
     }
 
+    /// Runs `action` once `patch` and every patch now live on the bytes `offset..offset + len`
+    /// are committed: for a region about to be reused, which no older write may land in
+    /// afterwards (patch ids do not say which of two independent patches commits first).
+    pub fn when_range_committed(
+        &self,
+        offset: u64,
+        len: u64,
+        patch: PatchId,
+        action: Box<dyn FnOnce() + Send>,
+    ) {
+        let gate = {
+            let mut st = self.state.lock();
+            let bs = self.block_size as u64;
+            let mut waits: Vec<PatchId> = if len == 0 {
+                Vec::new()
+            } else {
+                st.graph
+                    .blocks
+                    .range(offset / bs..=(offset + len - 1) / bs)
+                    .flat_map(|(_, b)| b.patches.iter().map(|&id| PatchId(id)))
+                    .collect()
+            };
+            if st.graph.check_known(&[patch]).is_err() {
+                tracing::warn!(
+                    ?patch,
+                    "when_range_committed on a patch the cache never made"
+                );
+                return;
+            }
+            waits.push(patch);
+            st.graph.create_empty(&waits)
+        };
+        self.when_committed(gate, action);
+    }
+
     /// Counts and sizes, computed by walking the live patches.
     pub fn stats(&self) -> CacheStats {
         let st = self.state.lock();

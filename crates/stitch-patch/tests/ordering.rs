@@ -333,6 +333,35 @@ fn actions_run_once_their_patch_commits() {
 }
 
 #[test]
+fn range_actions_wait_for_older_writes_in_the_range_too() {
+    let (_sim, _counting, cache) = setup(4);
+    let ran = Arc::new(Mutex::new(false));
+    // An older write into the region, then a newer one elsewhere that commits first.
+    let older = cache.write(2 * BLOCK + 10, &[1; 10], &[]).unwrap();
+    let newer = cache.write(0, &[2], &[]).unwrap();
+    let flag = ran.clone();
+    cache.when_range_committed(
+        2 * BLOCK,
+        2 * BLOCK,
+        newer,
+        Box::new(move || *flag.lock() = true),
+    );
+    cache.flush_patch(newer).unwrap();
+    assert_eq!(cache.state(older), PatchState::Pending);
+    assert!(
+        !*ran.lock(),
+        "the older write into the range is not durable yet"
+    );
+    cache.flush_patch(older).unwrap();
+    assert!(*ran.lock());
+    // Nothing live in the range and the patch committed: at once.
+    let at_once = Arc::new(Mutex::new(false));
+    let flag = at_once.clone();
+    cache.when_range_committed(0, BLOCK, newer, Box::new(move || *flag.lock() = true));
+    assert!(*at_once.lock());
+}
+
+#[test]
 fn reads_see_every_patch_and_survive_eviction() {
     let counting = CountingDisk::new(Arc::new(MemDisk::new(16 * BLOCK)));
     let cache = small_cache_on(counting.clone(), 2);

@@ -653,7 +653,10 @@ impl ZoneStore {
             let state = Arc::downgrade(&self.state);
             let cache = self.cache.clone();
             let (offset, len) = (self.zone_offset(zone), self.config.zone_size);
-            self.cache.when_committed(
+            // Freed once its last write and anything else still live in it are durable.
+            self.cache.when_range_committed(
+                offset,
+                len,
                 last_write,
                 Box::new(move || {
                     // Punching only returns space: if it fails the zone holds garbage, never harm.
