@@ -150,7 +150,6 @@ impl Wal {
                     return Err(e.into());
                 }
             };
-        zones.note_write(zone, header_patch);
         let start = LogPosition {
             zone,
             offset: SEGMENT_HEADER_LEN as u32,
@@ -351,7 +350,6 @@ impl Wal {
                 .cache()
                 .write_append(offset, &b.bytes, &deps)
                 .map_err(|e| self.fail(e.into()))?;
-            self.zones.note_write(b.segment.zone, patch);
             if w.pending.last() != Some(&patch) {
                 w.pending.push(patch);
             }
@@ -385,7 +383,6 @@ impl Wal {
                 return Err(self.fail(e.into()));
             }
         };
-        self.zones.note_write(zone, header_patch);
         w.segments.push_back(Segment {
             zone,
             seq: header.seq,
@@ -413,7 +410,7 @@ impl Wal {
     pub fn release_before(&self, pos: LogPosition, after: PatchId) -> Result<()> {
         let cache = self.zones.cache();
         let obsolete = cache.state(after) == PatchState::Committed;
-        let (released, after) = {
+        let released = {
             let mut w = self.writer.lock();
             let Some(index) = w.segments.iter().position(|s| s.zone == pos.zone) else {
                 return Err(WalError::Invalid(format!(
@@ -438,18 +435,13 @@ impl Wal {
                 }
                 w.buffered.retain(|b| !b.bytes.is_empty());
             }
-            let after = if obsolete {
-                after
-            } else {
+            if !obsolete {
                 // A crash before `after` is durable recovers from the log as it was: the
-                // records in the segments given back must reach the disk before their zones
-                // can be reused. Freeing waits for `after` and for every record not yet
-                // handed to a flush (patch ids do not say which commits first).
+                // records in the segments given back must go into the cache, where freeing
+                // their zones waits for them as well as for `after`.
                 self.write_buffered(&mut w, &[])?;
-                let waits = self.live(&[&w.pending[..], &[after]].concat());
-                cache.empty(&waits).map_err(|e| self.fail(e.into()))?
-            };
-            (w.segments.drain(..index).collect::<Vec<_>>(), after)
+            }
+            w.segments.drain(..index).collect::<Vec<_>>()
         };
         if obsolete {
             let start = self.zones.zone_offset(pos.zone);

@@ -74,8 +74,8 @@ enum ZoneUse {
     Closed,
     /// Belongs whole to one owner (a log segment).
     Owned,
-    /// Emptied; freed once its last write is committed (so no pending patch lands in a
-    /// reused zone).
+    /// Emptied; freed once no write into it is still pending (so no pending patch lands in
+    /// a reused zone).
     Freeing,
     /// Open before `finish_open`: not yet known to hold anything.
     Unknown,
@@ -88,8 +88,9 @@ struct Zone {
     live: u64,
     /// Where the next extent goes (for an open zone).
     write_ptr: u64,
-    /// The newest patch written into the zone.
-    last_write: PatchId,
+    /// What freeing the zone waits for besides the writes still live in it: the patch
+    /// that stopped referencing it (a released owned zone), else none.
+    free_after: PatchId,
 }
 
 struct RefEntry {
@@ -216,7 +217,7 @@ impl ZoneStore {
             usage: ZoneUse::Unknown,
             live: 0,
             write_ptr: 0,
-            last_write: PatchId::NONE,
+            free_after: PatchId::NONE,
         };
         let mut zones = vec![unknown; count];
         zones[0].usage = ZoneUse::Super;
@@ -388,7 +389,6 @@ impl ZoneStore {
         let z = &mut st.zones[addr.zone as usize];
         match written {
             Ok(patch) => {
-                z.last_write = z.last_write.max(patch);
                 st.refs.insert(
                     (addr.zone, addr.offset),
                     (addr.len, RefEntry { kind, refs: 1 }),
@@ -446,7 +446,7 @@ impl ZoneStore {
             usage: ZoneUse::Open,
             live: 0,
             write_ptr: 0,
-            last_write: PatchId::NONE,
+            free_after: PatchId::NONE,
         };
         st.open[stream as usize] = Some(zone);
         Ok(zone)
@@ -599,7 +599,7 @@ impl ZoneStore {
             usage: ZoneUse::Owned,
             live: 0,
             write_ptr: 0,
-            last_write: PatchId::NONE,
+            free_after: PatchId::NONE,
         };
         Ok(zone)
     }
@@ -616,19 +616,11 @@ impl ZoneStore {
                 detail: format!("released but not owned ({:?})", z.usage),
             });
         }
-        z.last_write = z.last_write.max(after);
+        z.free_after = after;
         Self::retire(&mut st, zone, ZoneUse::Freeing);
         drop(st);
         self.schedule_frees();
         Ok(())
-    }
-
-    /// Notes that the owner of `zone` wrote `patch` into it (so freeing waits for it).
-    pub fn note_write(&self, zone: ZoneId, patch: PatchId) {
-        let mut st = self.state.lock();
-        if let Some(z) = st.zones.get_mut(zone as usize) {
-            z.last_write = z.last_write.max(patch);
-        }
     }
 
     /// Moves a zone to `usage`. A zone left empty goes to `Freeing` and is queued for
@@ -640,24 +632,24 @@ impl ZoneStore {
             z.usage = ZoneUse::Freeing;
         }
         if z.usage == ZoneUse::Freeing {
-            st.to_free.push((zone, z.last_write));
+            st.to_free.push((zone, z.free_after));
         }
     }
 
-    /// Returns queued zones to the free list once their last write is committed, so a pending
-    /// patch can never land in a zone that was reused meanwhile. Called without the lock held:
-    /// the cache may run the action at once.
+    /// Returns queued zones to the free list once every write still live in them (and what
+    /// a release said to wait for) is committed, so a pending patch can never land in a zone
+    /// that was reused meanwhile. Called without the lock held: the cache may run the action
+    /// at once.
     fn schedule_frees(&self) {
         let queued = std::mem::take(&mut self.state.lock().to_free);
-        for (zone, last_write) in queued {
+        for (zone, free_after) in queued {
             let state = Arc::downgrade(&self.state);
             let cache = self.cache.clone();
             let (offset, len) = (self.zone_offset(zone), self.config.zone_size);
-            // Freed once its last write and anything else still live in it are durable.
             self.cache.when_range_committed(
                 offset,
                 len,
-                last_write,
+                free_after,
                 Box::new(move || {
                     // Punching only returns space: if it fails the zone holds garbage, never harm.
                     let _ = cache.punch_hole(offset, len);
@@ -694,7 +686,7 @@ impl ZoneStore {
             usage: ZoneUse::Free,
             live: 0,
             write_ptr: 0,
-            last_write: PatchId::NONE,
+            free_after: PatchId::NONE,
         });
         Ok(zone)
     }
