@@ -267,11 +267,11 @@ impl Wal {
     }
 
     /// [`append`](Self::append) for a caller that needs no patch back: the record waits in
-    /// the log's memory until a flush ([`sync_to`](Self::sync_to),
-    /// [`flush_async`](Self::flush_async)), a later [`append_with_deps`](Self::append_with_deps)
-    /// or the next segment writes it into the cache, in order with every other record. If a
-    /// checkpoint overtakes it first ([`release_before`](Self::release_before)), it is never
-    /// written at all.
+    /// the log's memory (across segment changes) until a flush ([`sync_to`](Self::sync_to),
+    /// [`flush_async`](Self::flush_async)) or a later
+    /// [`append_with_deps`](Self::append_with_deps) writes it into the cache, in order with
+    /// every other record. If a checkpoint overtakes it first
+    /// ([`release_before`](Self::release_before)), it is never written at all.
     pub fn append_buffered(
         &self,
         txn: TxnId,
@@ -404,9 +404,10 @@ impl Wal {
     /// of the checkpoint that no longer needs them) and every write into them are durable.
     ///
     /// If `after` is already durable, the records before `pos` that are still only in the
-    /// cache or in the log's buffer are dropped instead of written (blocks wholly before the block holding `pos`):
-    /// nothing will read them again, so an `Async` record a checkpoint overtakes never costs
-    /// the device a byte.
+    /// cache or in the log's buffer are dropped instead of written (blocks wholly before the
+    /// block holding `pos`): nothing will read them again, so an `Async` record a checkpoint
+    /// overtakes never costs the device a byte. If it is not, buffered records go into the
+    /// cache first, and the zones are freed once `after` and they are durable.
     pub fn release_before(&self, pos: LogPosition, after: PatchId) -> Result<()> {
         let cache = self.zones.cache();
         let obsolete = cache.state(after) == PatchState::Committed;
@@ -434,8 +435,7 @@ impl Wal {
                     b.start += drop;
                 }
                 w.buffered.retain(|b| !b.bytes.is_empty());
-            }
-            if !obsolete {
+            } else {
                 // A crash before `after` is durable recovers from the log as it was: the
                 // records in the segments given back must go into the cache, where freeing
                 // their zones waits for them as well as for `after`.

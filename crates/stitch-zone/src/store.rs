@@ -386,7 +386,6 @@ impl ZoneStore {
         };
         let written = self.write_extent(addr, kind, payload, deps);
         let mut st = self.state.lock();
-        let z = &mut st.zones[addr.zone as usize];
         match written {
             Ok(patch) => {
                 st.refs.insert(
@@ -400,10 +399,7 @@ impl ZoneStore {
             }
             Err(e) => {
                 // The reserved space stays skipped; it just no longer counts as live.
-                z.live -= total;
-                if z.live == 0 && z.usage == ZoneUse::Closed {
-                    Self::retire(&mut st, addr.zone, ZoneUse::Freeing);
-                }
+                Self::drop_live(&mut st, addr.zone, total);
                 drop(st);
                 self.schedule_frees();
                 Err(e)
@@ -529,11 +525,7 @@ impl ZoneStore {
             }
             let (len, kind) = (*len as u64, entry.kind);
             st.refs.remove(&key);
-            let z = &mut st.zones[addr.zone as usize];
-            z.live -= len;
-            if z.live == 0 && z.usage == ZoneUse::Closed {
-                Self::retire(&mut st, addr.zone, ZoneUse::Freeing);
-            }
+            Self::drop_live(&mut st, addr.zone, len);
             released.push((addr, st.handlers.get(&kind).cloned()));
         }
         drop(st);
@@ -621,6 +613,16 @@ impl ZoneStore {
         drop(st);
         self.schedule_frees();
         Ok(())
+    }
+
+    /// Stops counting `len` bytes of `zone` as live; a closed zone left with nothing live
+    /// goes to `Freeing`.
+    fn drop_live(st: &mut State, zone: ZoneId, len: u64) {
+        let z = &mut st.zones[zone as usize];
+        z.live -= len;
+        if z.live == 0 && z.usage == ZoneUse::Closed {
+            Self::retire(st, zone, ZoneUse::Freeing);
+        }
     }
 
     /// Moves a zone to `usage`. A zone left empty goes to `Freeing` and is queued for

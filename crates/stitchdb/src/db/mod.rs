@@ -538,7 +538,6 @@ impl Drop for Db {
 }
 
 impl Inner {
-    /// Fails with why the store cannot be written, if it cannot.
     /// A lock the lock manager refused, as the public error (naming the table).
     pub fn lock_refused(&self, refused: crate::txn::LockError) -> Error {
         refused.into_error(|t| self.table_label(t))
@@ -552,6 +551,7 @@ impl Inner {
             .map_or_else(|_| format!("#{}", table.0), |t| t.name.clone())
     }
 
+    /// Fails with why the store cannot be written, if it cannot.
     pub fn check_writable(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
