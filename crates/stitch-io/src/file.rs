@@ -111,6 +111,40 @@ impl Disk for FileDisk {
             .map_err(|e| IoError::from_os(IoOp::Read, self.describe(), offset, buf.len() as u64, e))
     }
 
+    fn read_vec_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        check_range(self, IoOp::Read, offset, len as u64, self.len())?;
+        let fail = |e| IoError::from_os(IoOp::Read, self.describe(), offset, len as u64, e);
+        let mut buf = Vec::<u8>::with_capacity(len);
+        while buf.len() < len {
+            let done = buf.len();
+            let spare = buf.spare_capacity_mut();
+            // SAFETY: pread writes at most `spare.len()` bytes into the vector's unused
+            // capacity through a raw pointer (no reference to uninitialized bytes is formed).
+            let n = unsafe {
+                libc::pread(
+                    self.file.as_raw_fd(),
+                    spare.as_mut_ptr() as *mut libc::c_void,
+                    spare.len(),
+                    (offset + done as u64) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(fail(e));
+            }
+            if n == 0 {
+                return Err(fail(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            // SAFETY: the `n` bytes after the first `done` were just written by pread, and
+            // `done + n <= len <= capacity`.
+            unsafe { buf.set_len(done + n as usize) };
+        }
+        Ok(buf)
+    }
+
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         check_range(self, IoOp::Write, offset, data.len() as u64, self.len())?;
         self.file.write_all_at(data, offset).map_err(|e| {

@@ -27,6 +27,11 @@ fn round_trip_survives_reopen() {
     let mut buf = vec![0; data.len()];
     d.read_at(12_345, &mut buf).unwrap();
     assert_eq!(buf, data);
+    // Into a new vector: the same bytes, also ending at the disk's last byte.
+    assert_eq!(d.read_vec_at(12_345, data.len()).unwrap(), data);
+    assert_eq!(d.read_vec_at(12_345, 0).unwrap(), Vec::<u8>::new());
+    let end = d.read_vec_at((1 << 20) - 5, 5).unwrap();
+    assert_eq!(end, [0; 5]);
 }
 
 #[test]
@@ -88,6 +93,8 @@ fn out_of_range_is_an_error() {
         (IoOp::Write, d.write_at(4000, &[1; 100])),
         (IoOp::PunchHole, d.punch_hole(4000, 100)),
         (IoOp::Read, d.read_at(u64::MAX, &mut buf)),
+        (IoOp::Read, d.read_vec_at(4000, 100).map(drop)),
+        (IoOp::Read, d.read_vec_at(u64::MAX, 1).map(drop)),
         (IoOp::PunchHole, d.punch_hole(1, u64::MAX)),
     ] {
         let e = result.unwrap_err();

@@ -104,6 +104,18 @@ pub(crate) fn decode(
     mut bytes: Vec<u8>,
     disk_offset: u64,
 ) -> Result<Vec<u8>> {
+    verify(addr, kind, &bytes, disk_offset)?;
+    bytes.drain(..EXTENT_HEADER_LEN);
+    Ok(bytes)
+}
+
+/// Checks the bytes read at `addr`: header, kind, length and checksum.
+pub(crate) fn verify(
+    addr: ExtentAddr,
+    kind: ExtentKind,
+    bytes: &[u8],
+    disk_offset: u64,
+) -> Result<()> {
     // The place is only spelled out for an error: reads of good extents are the hot path.
     let corrupt = |detail: String| ZoneError::Corrupt {
         what: "extent",
@@ -147,6 +159,5 @@ pub(crate) fn decode(
             "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
         )));
     }
-    bytes.drain(..EXTENT_HEADER_LEN);
-    Ok(bytes)
+    Ok(())
 }

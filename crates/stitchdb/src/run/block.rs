@@ -104,12 +104,20 @@ pub struct Block {
 
 impl Block {
     /// Parses and validates a payload: version, every entry, and their order.
+    #[cfg(test)]
     pub fn parse(data: Vec<u8>) -> Result<Block, String> {
-        if data.len() < 5 {
-            return Err(format!("block of {} bytes is too short", data.len()));
+        Self::parse_at(data, 0)
+    }
+
+    /// [`parse`](Self::parse) for a payload that starts `start` bytes into `data` (a block
+    /// read with its extent header in front, which is kept rather than copied away).
+    pub fn parse_at(mut data: Vec<u8>, start: usize) -> Result<Block, String> {
+        let payload_len = data.len().saturating_sub(start);
+        if payload_len < 5 {
+            return Err(format!("block of {payload_len} bytes is too short"));
         }
         let count = u32::from_le_bytes(data[data.len() - 4..].try_into().unwrap()) as usize;
-        if count > data.len() / MIN_ENTRY {
+        if count > payload_len / MIN_ENTRY {
             return Err(format!("entry count {count} too large"));
         }
         let mut block = Block {
@@ -117,9 +125,13 @@ impl Block {
             spans: Vec::with_capacity(count),
             data: Vec::new(),
         };
-        match data[0] {
-            BLOCK_VERSION => block.parse_shared(&data, count)?,
-            BLOCK_VERSION_WHOLE_KEYS => block.parse_whole_keys(&data, count)?,
+        match data[start] {
+            BLOCK_VERSION => block.parse_shared(&data, start, count)?,
+            BLOCK_VERSION_WHOLE_KEYS => {
+                // Old blocks' offset tables count from the payload's start.
+                data.drain(..start);
+                block.parse_whole_keys(&data, count)?
+            }
             v => return Err(format!("unsupported block version {v}")),
         }
         block.data = data;
@@ -127,9 +139,10 @@ impl Block {
     }
 
     /// Version 2: entries one after another, each key sharing a prefix with the one before.
-    fn parse_shared(&mut self, data: &[u8], count: usize) -> Result<(), String> {
+    /// Values are located by their position in `data` (the payload starts at `start`).
+    fn parse_shared(&mut self, data: &[u8], start: usize, count: usize) -> Result<(), String> {
         let mut r = Reader::new(&data[..data.len() - 4]);
-        r.take(1)?;
+        r.take(start + 1)?;
         for i in 0..count {
             let span = self
                 .parse_shared_entry(&mut r)
@@ -437,12 +450,19 @@ mod tests {
         /// Any sorted entries (empty keys, keys that are prefixes of others) come back as they
         /// went in, from either version; every seek lands where a search of the list does.
         #[test]
-        fn any_entries_round_trip(entries in entries(), probe in prop::collection::vec(any::<u8>(), 0..4)) {
+        fn any_entries_round_trip(
+            entries in entries(),
+            probe in prop::collection::vec(any::<u8>(), 0..4),
+            header in prop::collection::vec(any::<u8>(), 0..16),
+        ) {
             for payload in [written(&entries), whole_keys_payload(&entries)] {
-                let b = Block::parse(payload).unwrap();
-                let back: Vec<Entry> = (0..b.len()).map(|i| b.entry(i).to_entry()).collect();
-                prop_assert_eq!(&back, &entries);
-                prop_assert_eq!(b.seek(&probe), entries.partition_point(|x| x.key < probe));
+                // Alone, and behind a header (as read with its extent's).
+                let framed = [header.as_slice(), &payload].concat();
+                for b in [Block::parse(payload).unwrap(), Block::parse_at(framed, header.len()).unwrap()] {
+                    let back: Vec<Entry> = (0..b.len()).map(|i| b.entry(i).to_entry()).collect();
+                    prop_assert_eq!(&back, &entries);
+                    prop_assert_eq!(b.seek(&probe), entries.partition_point(|x| x.key < probe));
+                }
             }
         }
     }
@@ -456,6 +476,7 @@ mod tests {
         let (payload, ..) = w.finish();
         for cut in 0..payload.len() {
             let _ = Block::parse(payload[..cut].to_vec());
+            let _ = Block::parse_at(payload[..cut].to_vec(), 3);
         }
         for i in 0..payload.len() {
             let mut bad = payload.clone();

@@ -165,6 +165,7 @@ impl RunBuilder {
         let done = self.storage.zones.cache().empty(&self.patches)?;
         let run = Run {
             meta: self.meta,
+            search: super::search::BlockSearch::new(&self.blocks),
             blocks: self.blocks,
             filter: filter.map(Arc::new),
             storage: self.storage,

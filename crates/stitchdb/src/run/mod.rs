@@ -6,6 +6,7 @@ mod build;
 mod cache;
 mod index;
 mod merge;
+mod search;
 
 pub use build::RunBuilder;
 pub use cache::ReadCache;
@@ -18,6 +19,7 @@ use crate::memtable::{Entry, EntryRef, Value};
 use crate::range_del::RangeTombstone;
 use crate::{Error, Result};
 use block::Block;
+use search::BlockSearch;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -147,6 +149,7 @@ impl RunMeta {
 pub struct Run {
     pub meta: RunMeta,
     blocks: Vec<BlockHandle>,
+    search: BlockSearch,
     filter: Option<Arc<QuotientFilter>>,
     storage: Arc<Storage>,
     obsolete: AtomicBool,
@@ -203,6 +206,7 @@ impl Run {
         let storage = storage.clone();
         Ok(Arc::new(Run {
             meta,
+            search: BlockSearch::new(&blocks),
             blocks,
             filter,
             storage,
@@ -259,6 +263,7 @@ impl Run {
         Arc::new(Run {
             meta,
             blocks: self.blocks.clone(),
+            search: self.search.clone(),
             filter: self.filter.clone(),
             storage: self.storage.clone(),
             obsolete: AtomicBool::new(false),
@@ -285,11 +290,12 @@ impl Run {
         let payload = self
             .storage
             .zones
-            .read_durable(h.addr, ExtentKind::RUN_BLOCK)
+            .read_durable_framed(h.addr, ExtentKind::RUN_BLOCK)
             .map_err(|e| {
                 Error::from(e).within("run block", format!("run {} block {i}", self.meta.id))
             })?;
-        let block = Block::parse(payload).map_err(|d| Error::corrupt("run block", place(), d))?;
+        let block = Block::parse_at(payload, stitch_zone::EXTENT_HEADER_LEN)
+            .map_err(|d| Error::corrupt("run block", place(), d))?;
         let agrees = block.len() as u64 == h.entries
             && block.len() > 0
             && block.entry(0).key == h.first_key.as_slice()
@@ -330,7 +336,7 @@ impl Run {
             Some(_) => u64::MAX,
             None => snapshot,
         };
-        let mut i = self.blocks.partition_point(|b| b.last_key.as_slice() < key);
+        let mut i = self.search.first_ending_at_or_after(&self.blocks, key);
         while i < self.blocks.len() && self.blocks[i].first_key.as_slice() <= key {
             match self.block(i)?.get(key, snapshot) {
                 Ok(e) => {
@@ -347,9 +353,7 @@ impl Run {
 
     /// All entries from the first whose key is at least `from`, in order.
     pub fn iter_from(self: &Arc<Self>, from: &[u8]) -> RunIter {
-        let block = self
-            .blocks
-            .partition_point(|b| b.last_key.as_slice() < from);
+        let block = self.search.first_ending_at_or_after(&self.blocks, from);
         RunIter {
             run: self.clone(),
             block,
@@ -365,7 +369,7 @@ impl Run {
     pub fn iter_rev(self: &Arc<Self>, end: Bound<&[u8]>) -> RunRevIter {
         let block = match end {
             Bound::Included(k) | Bound::Excluded(k) => {
-                self.blocks.partition_point(|b| b.first_key.as_slice() <= k)
+                self.search.starting_at_or_before(&self.blocks, k)
             }
             Bound::Unbounded => self.blocks.len(),
         };
