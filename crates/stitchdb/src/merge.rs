@@ -9,8 +9,44 @@ use std::collections::BinaryHeap;
 
 pub type Source = Box<dyn Iterator<Item = Result<Entry>> + Send>;
 
+/// A source that can name a lower bound on its next key without reading it: a run between
+/// blocks knows the next block's first key from its index. A merge orders such a source by
+/// the bound (as if it were that key's newest version) and reads the entry only once the bound
+/// is the smallest head, so a seek across many runs reads the block of the run it lands in,
+/// not one block of every run.
+pub trait LazySource: Iterator<Item = Result<Entry>> + Send {
+    /// A key no greater than the next entry's, if known without reading; `None` when only
+    /// reading tells (or nothing is left).
+    fn bound(&self) -> Option<&[u8]>;
+}
+
+/// A plain source as a [`LazySource`] that never knows a bound.
+struct Eager(Source);
+
+impl Iterator for Eager {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        self.0.next()
+    }
+}
+
+impl LazySource for Eager {
+    fn bound(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// A plain source for a merge (it never names a bound).
+pub fn eager(source: Source) -> Box<dyn LazySource> {
+    Box::new(Eager(source))
+}
+
 struct Head {
+    /// For a bound (`lazy`), the bound as key and `u64::MAX` as sequence number: it sorts
+    /// before every version the source can produce.
     entry: Entry,
+    lazy: bool,
     source: usize,
     /// Keys descending (a reverse scan); within a key the newest version comes first either way.
     reverse: bool,
@@ -47,7 +83,7 @@ impl Ord for Head {
 
 /// Every version from all sources, in order. Sequence numbers are unique across sources.
 pub struct MergeIter {
-    sources: Vec<Source>,
+    sources: Vec<Box<dyn LazySource>>,
     heap: BinaryHeap<Head>,
     failed: bool,
     started: bool,
@@ -55,16 +91,22 @@ pub struct MergeIter {
 }
 
 impl MergeIter {
+    #[cfg(test)]
     pub fn new(sources: Vec<Source>) -> MergeIter {
+        Self::lazy(sources.into_iter().map(eager).collect())
+    }
+
+    /// Sources whose bounds let the merge put off reading them (forward only).
+    pub fn lazy(sources: Vec<Box<dyn LazySource>>) -> MergeIter {
         Self::with_direction(sources, false)
     }
 
     /// Sources in descending key order (newest version first within a key), merged the same.
     pub fn new_reverse(sources: Vec<Source>) -> MergeIter {
-        Self::with_direction(sources, true)
+        Self::with_direction(sources.into_iter().map(eager).collect(), true)
     }
 
-    fn with_direction(sources: Vec<Source>, reverse: bool) -> MergeIter {
+    fn with_direction(sources: Vec<Box<dyn LazySource>>, reverse: bool) -> MergeIter {
         MergeIter {
             reverse,
             heap: BinaryHeap::with_capacity(sources.len()),
@@ -74,15 +116,59 @@ impl MergeIter {
         }
     }
 
+    /// Puts `source`'s next head on the heap: its bound if it has one (going forward), else
+    /// its next entry.
     fn pull(&mut self, source: usize) -> Result<()> {
+        if !self.reverse {
+            if let Some(bound) = self.sources[source].bound() {
+                self.heap.push(Head {
+                    entry: Entry {
+                        key: bound.to_vec(),
+                        seq: u64::MAX,
+                        value: None,
+                    },
+                    lazy: true,
+                    source,
+                    reverse: false,
+                });
+                return Ok(());
+            }
+        }
+        self.read(source)
+    }
+
+    /// Puts `source`'s next entry on the heap.
+    fn read(&mut self, source: usize) -> Result<()> {
         if let Some(next) = self.sources[source].next() {
             self.heap.push(Head {
                 entry: next?,
+                lazy: false,
                 source,
                 reverse: self.reverse,
             });
         }
         Ok(())
+    }
+
+    fn step(&mut self) -> Result<Option<Entry>> {
+        if !self.started {
+            self.started = true;
+            for s in 0..self.sources.len() {
+                self.pull(s)?;
+            }
+        }
+        loop {
+            let Some(head) = self.heap.pop() else {
+                return Ok(None);
+            };
+            if head.lazy {
+                // The smallest bound: only now is the entry behind it worth reading.
+                self.read(head.source)?;
+                continue;
+            }
+            self.pull(head.source)?;
+            return Ok(Some(head.entry));
+        }
     }
 }
 
@@ -93,21 +179,13 @@ impl Iterator for MergeIter {
         if self.failed {
             return None;
         }
-        if !self.started {
-            self.started = true;
-            for s in 0..self.sources.len() {
-                if let Err(e) = self.pull(s) {
-                    self.failed = true;
-                    return Some(Err(e));
-                }
+        match self.step() {
+            Ok(entry) => entry.map(Ok),
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
             }
         }
-        let head = self.heap.pop()?;
-        if let Err(e) = self.pull(head.source) {
-            self.failed = true;
-            return Some(Err(e));
-        }
-        Some(Ok(head.entry))
     }
 }
 
@@ -288,6 +366,112 @@ mod tests {
 
     fn source(entries: Vec<Entry>) -> Source {
         Box::new(entries.into_iter().map(Ok))
+    }
+
+    /// Entries in "blocks"; between blocks it names the next block's first key as its bound,
+    /// and it counts the blocks it was made to read.
+    struct Blocks {
+        blocks: std::collections::VecDeque<Vec<Entry>>,
+        current: std::collections::VecDeque<Entry>,
+        reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Iterator for Blocks {
+        type Item = Result<Entry>;
+
+        fn next(&mut self) -> Option<Result<Entry>> {
+            if self.current.is_empty() {
+                self.current = self.blocks.pop_front()?.into();
+                self.reads
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            self.current.pop_front().map(Ok)
+        }
+    }
+
+    impl LazySource for Blocks {
+        fn bound(&self) -> Option<&[u8]> {
+            if !self.current.is_empty() {
+                return None;
+            }
+            self.blocks.front().map(|b| b[0].key.as_slice())
+        }
+    }
+
+    #[test]
+    fn a_lazy_merge_reads_only_the_blocks_it_hands_out() {
+        let reads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        // Ten sources, each two one-entry blocks: source i holds keys 1i and 2i.
+        let sources: Vec<Box<dyn LazySource>> = (0..10)
+            .map(|i| {
+                let blocks = [1, 2]
+                    .map(|b| vec![e(&format!("{b}{i}"), 100 + i, Some("v"))])
+                    .into_iter()
+                    .collect();
+                Box::new(Blocks {
+                    blocks,
+                    current: Default::default(),
+                    reads: reads.clone(),
+                }) as Box<dyn LazySource>
+            })
+            .collect();
+        let mut merged = MergeIter::lazy(sources);
+        assert_eq!(merged.next().unwrap().unwrap().key, b"10");
+        assert_eq!(reads.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let rest: Vec<Vec<u8>> = merged.map(|e| e.unwrap().key).collect();
+        let mut want: Vec<Vec<u8>> = (0..10)
+            .flat_map(|i| [format!("1{i}"), format!("2{i}")])
+            .map(String::into_bytes)
+            .filter(|k| k != b"10")
+            .collect();
+        want.sort();
+        assert_eq!(rest, want);
+        assert_eq!(reads.load(std::sync::atomic::Ordering::Relaxed), 20);
+    }
+
+    proptest::proptest! {
+        /// Bounds change when entries are read, never what comes out: a lazy merge of blocked
+        /// sources yields what an eager merge of the same entries does.
+        #[test]
+        fn lazy_and_eager_merges_agree(
+            layout in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::collection::vec((0u8..20, 0u8..3), 1..4), 0..5), 1..5),
+        ) {
+            // Sequence numbers unique across sources; within a source, key ascending and
+            // newest first; blocks cut the source's entries where the layout says.
+            let mut seq = 1000u64;
+            let mut lazy: Vec<Box<dyn LazySource>> = Vec::new();
+            let mut plain: Vec<Source> = Vec::new();
+            for blocks in layout {
+                let mut entries: Vec<(u8, u64)> = blocks
+                    .iter()
+                    .flatten()
+                    .map(|&(k, _)| { seq -= 1; (k, seq) })
+                    .collect();
+                entries.sort_by_key(|a| (a.0, Reverse(a.1)));
+                let entries: Vec<Entry> = entries
+                    .into_iter()
+                    .map(|(k, s)| Entry { key: vec![b'k', k], seq: s, value: Some(vec![k]) })
+                    .collect();
+                let mut cut = Vec::new();
+                let mut rest = entries.as_slice();
+                for b in &blocks {
+                    let (head, tail) = rest.split_at(b.len());
+                    cut.push(head.to_vec());
+                    rest = tail;
+                }
+                plain.push(source(entries.clone()));
+                lazy.push(Box::new(Blocks {
+                    blocks: cut.into_iter().filter(|b| !b.is_empty()).collect(),
+                    current: Default::default(),
+                    reads: Default::default(),
+                }));
+            }
+            let a: Vec<Entry> = MergeIter::lazy(lazy).map(|e| e.unwrap()).collect();
+            let b: Vec<Entry> = MergeIter::new(plain).map(|e| e.unwrap()).collect();
+            proptest::prop_assert_eq!(a, b);
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::DTable;
 use crate::memtable::Value;
-use crate::merge::Source;
+use crate::merge::{LazySource, Source};
 use crate::range_del::RangeTombstone;
 use crate::Result;
 use std::ops::Bound;
@@ -35,6 +35,10 @@ impl<T: DTable> DTable for Filtered<T> {
 
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
         self.inner.cursor(start, end)
+    }
+
+    fn lazy_cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Box<dyn LazySource> {
+        self.inner.lazy_cursor(start, end)
     }
 
     fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {

@@ -16,7 +16,7 @@ pub use filtered::Filtered;
 pub use overlay::Overlay;
 
 use crate::memtable::{MemIter, MemRevIter, Memtable, Value};
-use crate::merge::{NewestFirst, Source};
+use crate::merge::{eager, LazySource, NewestFirst, Source};
 use crate::range_del::RangeTombstone;
 use crate::run::Run;
 use crate::Result;
@@ -37,6 +37,12 @@ pub trait DTable: Send + Sync {
 
     /// Every version with a key in `start..end`, in (key, newest first) order.
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source;
+
+    /// [`cursor`](Self::cursor) for a merge above: one that names bounds on its next key
+    /// where it can, so the merge reads it only when it must.
+    fn lazy_cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Box<dyn LazySource> {
+        eager(self.cursor(start, end))
+    }
 
     /// The same versions backwards: keys descending, newest version first within a key (a
     /// dTable's cursor goes both ways).
@@ -90,11 +96,11 @@ impl DTable for Arc<Run> {
 
     /// Runs cannot stop at `end` themselves: the overlay above cuts the merged stream.
     fn cursor(&self, start: Bound<&[u8]>, _end: Bound<&[u8]>) -> Source {
-        let from: &[u8] = match start {
-            Bound::Included(k) | Bound::Excluded(k) => k,
-            Bound::Unbounded => &[],
-        };
-        Box::new(self.iter_from(from))
+        Box::new(self.iter_from(start_key(start)))
+    }
+
+    fn lazy_cursor(&self, start: Bound<&[u8]>, _end: Bound<&[u8]>) -> Box<dyn LazySource> {
+        Box::new(self.iter_from(start_key(start)))
     }
 
     /// Runs cannot stop at `start` themselves: the overlay above cuts the merged stream.
@@ -108,6 +114,14 @@ impl DTable for Arc<Run> {
 
     fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
         covering(&self.meta.ranges, key, snapshot)
+    }
+}
+
+/// Where a run's cursor starts for a scan from `start` (an excluded bound is skipped above).
+fn start_key(start: Bound<&[u8]>) -> &[u8] {
+    match start {
+        Bound::Included(k) | Bound::Excluded(k) => k,
+        Bound::Unbounded => &[],
     }
 }
 

@@ -47,8 +47,11 @@ impl DTable for Overlay {
     }
 
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
-        Box::new(MergeIter::new(
-            self.layers.iter().map(|l| l.cursor(start, end)).collect(),
+        Box::new(MergeIter::lazy(
+            self.layers
+                .iter()
+                .map(|l| l.lazy_cursor(start, end))
+                .collect(),
         ))
     }
 

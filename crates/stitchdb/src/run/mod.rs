@@ -16,6 +16,7 @@ pub use merge::{merge_runs, MergeSpec, MergeStats, Stitching};
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
 use crate::memtable::{Entry, EntryRef, Value};
+use crate::merge::LazySource;
 use crate::range_del::RangeTombstone;
 use crate::{Error, Result};
 use block::Block;
@@ -433,6 +434,21 @@ impl Drop for Run {
         let extents = self.extents().map(|(addr, _)| addr).collect::<Vec<_>>();
         if let Err(e) = self.storage.zones.decref_all(extents) {
             tracing::error!("releasing the extents of run {}: {e}", self.meta.id);
+        }
+    }
+}
+
+impl LazySource for RunIter {
+    /// Between blocks, the next block's first key (or the seek key, if larger: the first
+    /// block is entered at the first key not below it).
+    fn bound(&self) -> Option<&[u8]> {
+        if matches!(&self.current, Some((b, pos)) if *pos < b.len()) {
+            return None;
+        }
+        let first = self.run.blocks.get(self.block)?.first_key.as_slice();
+        match &self.seek {
+            Some(k) if k.as_slice() > first => Some(k),
+            _ => Some(first),
         }
     }
 }
