@@ -26,9 +26,12 @@ pub enum Stream {
     Flush = 0,
     /// Merges and defragmentation.
     Merge = 1,
+    /// A second merge running beside the first (a merge's blocks stay contiguous only if no
+    /// other merge appends between them).
+    SecondMerge = 2,
 }
 
-const STREAMS: usize = 2;
+const STREAMS: usize = 3;
 const MIN_ZONE_SIZE: u64 = 64 * 1024;
 
 #[derive(Debug, Clone)]

@@ -28,6 +28,9 @@ pub struct Options {
     /// Runs a level holds before they are merged into one run of the next level (the paper's
     /// two runs per level: level `i` then holds about `memtable_size * 2^i` bytes per run).
     pub level_runs: usize,
+    /// Threads merging levels in the background, each merging a different level at a time
+    /// (1 or 2).
+    pub compaction_threads: usize,
     /// How merges of new tables stitch blocks (change a table's with `Db::set_stitching`).
     pub stitching: Stitching,
     /// Bytes of parsed run blocks kept in memory for reads.
@@ -58,6 +61,7 @@ impl Default for Options {
             max_size: None,
             memtable_size: 4 << 20,
             level_runs: 2,
+            compaction_threads: 2,
             stitching: Stitching::default(),
             read_cache_bytes: 64 << 20,
             filter_fp_rate: Some(0.01),
@@ -70,6 +74,11 @@ impl Default for Options {
         }
     }
 }
+
+/// The zone streams merges append to: one per compaction thread, so each merge's blocks stay
+/// contiguous on disk.
+pub(crate) const MERGE_STREAMS: [stitch_zone::Stream; 2] =
+    [stitch_zone::Stream::Merge, stitch_zone::Stream::SecondMerge];
 
 /// The largest key, in bytes.
 pub const MAX_KEY_LEN: usize = 16 * 1024;
@@ -92,6 +101,12 @@ impl Options {
             return Err(Error::Config(format!(
                 "filter_fp_rate {:?} must be in (0, 0.5]",
                 self.filter_fp_rate
+            )));
+        }
+        if !(1..=MERGE_STREAMS.len()).contains(&self.compaction_threads) {
+            return Err(Error::Config(format!(
+                "compaction_threads {} must be 1 or 2",
+                self.compaction_threads
             )));
         }
         if self.level_runs < 2 {

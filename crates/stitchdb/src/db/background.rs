@@ -5,8 +5,10 @@
 
 use super::checkpoint::{self, Trigger};
 use super::{compact, log, Inner};
+use crate::options::MERGE_STREAMS;
 use std::sync::Arc;
 use std::time::Duration;
+use stitch_zone::Stream;
 
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
@@ -16,18 +18,30 @@ pub(crate) struct Signal {
     stop: bool,
 }
 
+/// What a background thread runs.
+type Body = Box<dyn FnOnce(&Arc<Inner>) + Send>;
+
 pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<std::thread::JoinHandle<()>> {
-    let start = |name: &str, body: fn(&Arc<Inner>)| {
+    let start = |name: String, body: Body| {
         let inner = inner.clone();
         std::thread::Builder::new()
-            .name(name.into())
+            .name(name)
             .spawn(move || body(&inner))
             .expect("spawning a background thread")
     };
-    vec![
-        start("stitchdb-flush", run_flusher),
-        start("stitchdb-compact", run_compactor),
-    ]
+    let compactors = MERGE_STREAMS
+        .into_iter()
+        .take(inner.opts.compaction_threads)
+        .enumerate()
+        .map(|(i, stream)| {
+            start(
+                format!("stitchdb-compact-{i}"),
+                Box::new(move |inner| run_compactor(inner, stream)),
+            )
+        });
+    std::iter::once(start("stitchdb-flush".into(), Box::new(run_flusher)))
+        .chain(compactors)
+        .collect()
 }
 
 fn run_flusher(inner: &Arc<Inner>) {
@@ -61,7 +75,7 @@ fn run_flusher(inner: &Arc<Inner>) {
     }
 }
 
-fn run_compactor(inner: &Arc<Inner>) {
+fn run_compactor(inner: &Arc<Inner>, stream: Stream) {
     loop {
         {
             let mut s = inner.signal.lock();
@@ -74,7 +88,7 @@ fn run_compactor(inner: &Arc<Inner>) {
             s.compact = false;
         }
         loop {
-            match compact::compact_once(inner) {
+            match compact::compact_once(inner, stream) {
                 Ok(true) if !inner.signal.lock().stop => continue,
                 Ok(_) => break,
                 Err(e) => {

@@ -2,13 +2,20 @@
 //! run at the front of the next level. The merge reads only immutable runs and holds no lock;
 //! installing it takes the checkpoint lock and writes a manifest (a compaction changes no
 //! data, so the manifest keeps the last checkpoint's log position).
+//!
+//! Merges of different levels run at once (one per compaction thread, each appending to a
+//! stream of its own): a long merge deep in the tree no longer holds up the small ones that
+//! keep level 0 from piling up. Their installs commute: each removes its own inputs and puts
+//! its output at the front of the level below them, whatever the other did meanwhile.
 
 use super::checkpoint::{add_run, commit_change};
 use super::{Inner, TableState, Version};
 use crate::batch::TableId;
 use crate::run::{merge_runs, MergeSpec, Run, Stitching};
 use crate::Result;
+use std::collections::HashSet;
 use std::sync::Arc;
+use stitch_zone::Stream;
 
 /// What merges did so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,11 +36,18 @@ struct Plan {
     bottom: bool,
 }
 
-/// The first level, of any table, holding too many runs.
-fn plan_level_merge(version: &Version, level_runs: usize) -> Option<Plan> {
+/// A level of a table: the key under which a merge claims the level it merges.
+pub(crate) type LevelKey = (TableId, usize);
+
+/// The first level, of any table, holding too many runs and not already being merged.
+fn plan_level_merge(
+    version: &Version,
+    level_runs: usize,
+    busy: &HashSet<LevelKey>,
+) -> Option<Plan> {
     for t in version.tables.values() {
         for (i, level) in t.levels.iter().enumerate() {
-            if level.len() >= level_runs {
+            if level.len() >= level_runs && !busy.contains(&(t.id, i)) {
                 return Some(Plan {
                     table: t.id,
                     inputs: level.clone(),
@@ -47,20 +61,37 @@ fn plan_level_merge(version: &Version, level_runs: usize) -> Option<Plan> {
     None
 }
 
-/// Does one level merge if some level is full; returns whether it did.
-pub(crate) fn compact_once(inner: &Arc<Inner>) -> Result<bool> {
-    let _one_at_a_time = inner.compacting.lock();
-    let version = inner.version.read().clone();
-    let Some(plan) = plan_level_merge(&version, inner.opts.level_runs) else {
-        return Ok(false);
+/// Does one level merge if some level not already being merged is full, appending to
+/// `stream`; returns whether it did.
+pub(crate) fn compact_once(inner: &Arc<Inner>, stream: Stream) -> Result<bool> {
+    let _merges_may_run = inner.compacting.read();
+    let plan = {
+        // Planned and claimed under one lock, so two threads never pick the same level.
+        let mut busy = inner.merging.lock();
+        let version = inner.version.read().clone();
+        let Some(plan) = plan_level_merge(&version, inner.opts.level_runs, &busy) else {
+            return Ok(false);
+        };
+        busy.insert(plan.claim());
+        plan
     };
-    run_plan(inner, plan)?;
+    let _claimed = Claimed(inner, plan.claim());
+    run_plan(inner, &plan, stream)?;
     Ok(true)
+}
+
+/// A level claimed for a merge; dropped, it is free again (also if the merge failed).
+struct Claimed<'a>(&'a Inner, LevelKey);
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        self.0.merging.lock().remove(&self.1);
+    }
 }
 
 /// Merges every run of every table into one (`stitchdb compact`).
 pub(crate) fn compact_all(inner: &Arc<Inner>) -> Result<()> {
-    let _one_at_a_time = inner.compacting.lock();
+    let _no_other_merges = inner.compacting.write();
     let version = inner.version.read().clone();
     for t in version.tables.values() {
         let inputs: Vec<_> = t.runs().cloned().collect();
@@ -68,26 +99,31 @@ pub(crate) fn compact_all(inner: &Arc<Inner>) -> Result<()> {
             continue;
         }
         let level = (t.levels.len() as u32).saturating_sub(1).max(1);
-        run_plan(
-            inner,
-            Plan {
-                table: t.id,
-                inputs,
-                level,
-                stitching: t.stitching,
-                bottom: true,
-            },
-        )?;
+        let plan = Plan {
+            table: t.id,
+            inputs,
+            level,
+            stitching: t.stitching,
+            bottom: true,
+        };
+        run_plan(inner, &plan, Stream::Merge)?;
     }
     Ok(())
 }
 
-fn run_plan(inner: &Arc<Inner>, plan: Plan) -> Result<()> {
-    let r = merge_and_install(inner, &plan);
+impl Plan {
+    /// The level whose runs the plan merges.
+    fn claim(&self) -> LevelKey {
+        (self.table, self.level as usize - 1)
+    }
+}
+
+fn run_plan(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<()> {
+    let r = merge_and_install(inner, plan, stream);
     inner.guard(r)
 }
 
-fn merge_and_install(inner: &Arc<Inner>, plan: &Plan) -> Result<()> {
+fn merge_and_install(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<()> {
     let id = inner.next_run_id();
     let oldest_reader = inner.oldest_reader();
     let spec = MergeSpec {
@@ -97,6 +133,7 @@ fn merge_and_install(inner: &Arc<Inner>, plan: &Plan) -> Result<()> {
         oldest_snapshot: oldest_reader,
         bottom: plan.bottom,
         filter_fp_rate: inner.opts.filter_fp_rate,
+        stream,
     };
     let merged = merge_runs(&inner.storage, &plan.inputs, spec)?;
     let (output, patch, stats) = match merged {

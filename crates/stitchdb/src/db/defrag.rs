@@ -41,7 +41,7 @@ fn evacuate(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<DefragReport> {
     // Merges replace runs too: none may run while runs are being rewritten.
-    let _no_merges = inner.compacting.lock();
+    let _no_merges = inner.compacting.write();
     let zones: HashSet<ZoneId> = inner
         .zones
         .evacuation_candidates(max_live_ratio)

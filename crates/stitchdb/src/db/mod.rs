@@ -40,7 +40,7 @@ use std::sync::Arc;
 use stitch_io::{Disk, FileDisk, LockMode};
 use stitch_patch::{BlockCache, CacheConfig, PatchGroups};
 use stitch_wal::Wal;
-use stitch_zone::{ExtentAddr, ZoneStore};
+use stitch_zone::{ExtentAddr, Stream, ZoneStore};
 
 /// The name of the table every store has from the start.
 pub const DEFAULT_TABLE: &str = "default";
@@ -163,8 +163,11 @@ pub(crate) struct Inner {
     pub opts: Options,
     /// What merges did so far.
     pub compaction: Mutex<compact::CompactionStats>,
-    /// Held while a merge runs: one at a time.
-    pub compacting: Mutex<()>,
+    /// Held shared while a level merge runs, exclusively by what must run alone (merging a
+    /// table whole, defragmentation: both replace runs that level merges could be reading).
+    pub compacting: RwLock<()>,
+    /// The levels level merges are merging now.
+    pub merging: Mutex<std::collections::HashSet<compact::LevelKey>>,
     pub cache: Arc<BlockCache>,
     pub zones: Arc<ZoneStore>,
     pub storage: Arc<Storage>,
@@ -318,7 +321,8 @@ impl Db {
                 snapshots: recovered.snapshots.clone(),
             }),
             compaction: Mutex::new(compact::CompactionStats::default()),
-            compacting: Mutex::new(()),
+            compacting: RwLock::new(()),
+            merging: Default::default(),
             flushing: Mutex::new(()),
             readers: Mutex::default(),
             locks: crate::txn::LockManager::new(),
@@ -426,7 +430,7 @@ impl Db {
         if self.inner.opts.background {
             background::request_compaction(&self.inner);
         } else {
-            while compact::compact_once(&self.inner)? {}
+            while compact::compact_once(&self.inner, Stream::Merge)? {}
         }
         Ok(())
     }

@@ -12,6 +12,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitch_wal::Flags;
+use stitch_zone::Stream;
 
 /// In inline mode (no background thread) `Ordered` writes are flushed every this many.
 const INLINE_ORDERED_FLUSH_EVERY: u64 = 8;
@@ -334,7 +335,7 @@ fn flush_ordered_inline(inner: &Arc<Inner>) -> Result<()> {
 fn memtable_full(inner: &Arc<Inner>) -> Result<()> {
     if !inner.opts.background {
         checkpoint::checkpoint(inner, checkpoint::Trigger::MemtableFull)?;
-        while compact::compact_once(inner)? {}
+        while compact::compact_once(inner, Stream::Merge)? {}
         return Ok(());
     }
     background::request_checkpoint(inner);

@@ -79,6 +79,8 @@ pub struct MergeSpec {
     pub bottom: bool,
     /// The output's filter rate; its filter is merged from the inputs' (no key is reread).
     pub filter_fp_rate: Option<f64>,
+    /// Where the new blocks are appended: a stream no other merge appends to meanwhile.
+    pub stream: Stream,
 }
 
 /// Merges `inputs` (newest first) into a new run.
@@ -94,8 +96,9 @@ pub fn merge_runs(
         oldest_snapshot,
         bottom,
         filter_fp_rate,
+        stream,
     } = spec;
-    let mut out = RunBuilder::new(storage, id, level, Stream::Merge);
+    let mut out = RunBuilder::new(storage, id, level, stream);
     // Range tombstones hide versions in other inputs: those versions must be seen (copied) to
     // be dropped, so a merge carrying tombstones stitches nothing.
     let ranges: Vec<RangeTombstone> = inputs.iter().flat_map(|r| r.meta.ranges.clone()).collect();
