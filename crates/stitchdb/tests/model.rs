@@ -422,6 +422,63 @@ fn background_merges_install_while_checkpoints_write() {
 }
 
 #[test]
+fn two_compaction_threads_merge_levels_side_by_side() {
+    // Random writes with both compaction threads on and small memtables: level 0 fills again
+    // while a deep merge runs, so the second thread merges beside the first. The store must
+    // equal the model, before and after a reopen, and its blocks must pass `check`.
+    use rand::{Rng, SeedableRng};
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let opts = Options {
+        background: true,
+        compaction_threads: 2,
+        ..options(Stitching::default())
+    };
+    let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+    let t = db.default_table();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let mut model = BTreeMap::new();
+    let mut i = 0u32;
+    // Until merges have overlapped a few times (bounded: they do within a few rounds).
+    while db.stats().merges_alongside < 20 {
+        assert!(
+            i < 2_000_000,
+            "merges never ran side by side: {:?}",
+            db.stats()
+        );
+        for _ in 0..20_000 {
+            let k = format!("k{:06}", rng.gen_range(0..50_000u32)).into_bytes();
+            let mut b = WriteBatch::new();
+            if rng.gen_bool(0.1) {
+                b.delete(t, k.clone());
+                model.remove(&k);
+            } else {
+                let v = i.to_le_bytes().repeat(1 + (i % 24) as usize);
+                b.put(t, k.clone(), v.clone());
+                model.insert(k, v);
+            }
+            db.write(&b, Durability::Async).unwrap();
+            i += 1;
+        }
+    }
+    let check = |db: &Db| {
+        let got: BTreeMap<_, _> = db
+            .scan_prefix(t, b"")
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(got, model);
+        for (k, v) in model.iter().step_by(97) {
+            assert_eq!(db.get(t, k).unwrap().as_ref(), Some(v));
+        }
+        db.check().unwrap();
+    };
+    check(&db);
+    db.close().unwrap();
+    let db = Db::open_on(disk, opts).unwrap();
+    check(&db);
+}
+
+#[test]
 fn long_sequences_checkpoint_merge_and_reopen() {
     // Long runs through the same harness at each end of the stitching continuum, to show the
     // model test reaches the machinery: many checkpoints, merges (stitching or copying),

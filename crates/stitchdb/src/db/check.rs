@@ -2,12 +2,15 @@
 //!
 //! Opening already verified the superblock, the manifest, every run index and the log (a torn
 //! log tail is normal; anything else is an error). This reads every data block too: checksum,
-//! order, agreement with the index; then checks that no two live extents overlap.
+//! order, agreement with the index; then that each table's runs are layered newest first (a
+//! key's versions in a run are all newer than its versions in the runs after it, and no
+//! version is in two runs); then that no two live extents overlap.
 
 use super::Db;
-use crate::run::Run;
+use crate::run::{Run, RunIter};
 use crate::{Error, Result};
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use stitch_zone::ExtentAddr;
 
@@ -70,6 +73,9 @@ impl Db {
                 extents.extend(run.extents().map(|(addr, _)| addr));
             }
         }
+        for t in version.tables.values() {
+            check_layer_order(&t.name, t.runs())?;
+        }
         extents.sort();
         extents.dedup();
         for pair in extents.windows(2) {
@@ -81,4 +87,40 @@ impl Db {
         report.extents = extents.len();
         Ok(report)
     }
+}
+
+/// Merges `runs` (a table's layers, newest first) and checks that, for every key, its versions
+/// come from the layers in order: newest in the first layer holding the key, no version in
+/// two layers. Memory is one entry per run, whatever the store's size.
+fn check_layer_order<'a>(table: &str, runs: impl Iterator<Item = &'a Arc<Run>>) -> Result<()> {
+    type Head = Reverse<(Vec<u8>, Reverse<u64>, usize)>;
+    let mut sources: Vec<RunIter> = runs.map(|r| r.iter_from(&[])).collect();
+    let next = |sources: &mut [RunIter], layer: usize| -> Result<Option<Head>> {
+        let entry = sources[layer].next().transpose()?;
+        Ok(entry.map(|e| Reverse((e.key, Reverse(e.seq), layer))))
+    };
+    // Smallest key first; within a key, newest first.
+    let mut heap = BinaryHeap::new();
+    for layer in 0..sources.len() {
+        heap.extend(next(&mut sources, layer)?);
+    }
+    let mut prev: Option<(Vec<u8>, u64, usize)> = None;
+    while let Some(Reverse((key, Reverse(seq), layer))) = heap.pop() {
+        heap.extend(next(&mut sources, layer)?);
+        if let Some((prev_key, prev_seq, prev_layer)) = &prev {
+            if *prev_key == key && (*prev_seq == seq || *prev_layer > layer) {
+                return Err(Error::corrupt(
+                    "table layers",
+                    format!("table {table}"),
+                    format!(
+                        "key {:?}: version {seq} (run layer {layer}) sits above version \
+                         {prev_seq} (layer {prev_layer}), or is the same version",
+                        String::from_utf8_lossy(&key),
+                    ),
+                ));
+            }
+        }
+        prev = Some((key, seq, layer));
+    }
+    Ok(())
 }

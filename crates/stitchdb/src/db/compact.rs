@@ -21,6 +21,8 @@ use stitch_zone::Stream;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CompactionStats {
     pub merges: u64,
+    /// Merges that started while another was running (on the other compaction thread).
+    pub alongside: u64,
     /// Bytes of blocks merges wrote anew, and of blocks they stitched in without rewriting.
     pub copied_bytes: u64,
     pub stitched_bytes: u64,
@@ -72,6 +74,9 @@ pub(crate) fn compact_once(inner: &Arc<Inner>, stream: Stream) -> Result<bool> {
         let Some(plan) = plan_level_merge(&version, inner.opts.level_runs, &busy) else {
             return Ok(false);
         };
+        if !busy.is_empty() {
+            inner.compaction.lock().alongside += 1;
+        }
         busy.insert(plan.claim());
         plan
     };

@@ -36,6 +36,8 @@ pub struct Stats {
     /// Manifests written (memtable flushes and merges).
     pub checkpoints: u64,
     pub merges: u64,
+    /// Merges that started while another merge was running.
+    pub merges_alongside: u64,
     /// Bytes memtable flushes wrote to runs.
     pub flushed_bytes: u64,
     /// Transactions that outgrew their memory and committed by linking their private runs,
@@ -76,6 +78,7 @@ impl Db {
         };
         let CompactionStats {
             merges,
+            alongside,
             copied_bytes,
             stitched_bytes,
         } = *inner.compaction.lock();
@@ -86,6 +89,7 @@ impl Db {
             last_seq: inner.visible_seq.load(Ordering::Acquire),
             checkpoints,
             merges,
+            merges_alongside: alongside,
             flushed_bytes,
             linked_commits,
             linked_bytes,
@@ -134,8 +138,12 @@ impl fmt::Display for Stats {
         let stitched_pct = percent(self.merge_stitched_bytes, merged);
         writeln!(
             f,
-            "merges: {}; {} bytes copied, {} bytes stitched ({stitched_pct:.1}% stitched); flushes wrote {} bytes",
-            self.merges, self.merge_copied_bytes, self.merge_stitched_bytes, self.flushed_bytes
+            "merges: {} ({} beside another); {} bytes copied, {} bytes stitched ({stitched_pct:.1}% stitched); flushes wrote {} bytes",
+            self.merges,
+            self.merges_alongside,
+            self.merge_copied_bytes,
+            self.merge_stitched_bytes,
+            self.flushed_bytes
         )?;
         let z = &self.zones;
         writeln!(
