@@ -67,6 +67,9 @@ def parse_args(argv):
                    help="memtable bytes, both tools (default 8 MiB, the VT-tree paper's)")
     p.add_argument("--sync", type=int, choices=(0, 1), default=0, help="sync every write (default 0)")
     p.add_argument("--seed", type=int, default=42, help="random seed, both tools (default 42)")
+    p.add_argument("--stitch_threshold",
+                   help="StitchDB only (RocksDB has no counterpart): the VT-tree stitching threshold,\n"
+                        "bytes or 'never' (default StitchDB's, 64 KiB)")
     p.add_argument("--out", help="also write the table (with the command and date) to this file")
     p.add_argument("--workdir", default="target/bench",
                    help="where the stores, logs and plots go; must be on the disk being measured,\n"
@@ -125,6 +128,8 @@ def commands(args, group):
     base = os.path.join(args.workdir, group.name)
     stitch = [args.stitchdb, "bench"] + common_flags(args, group.benchmarks, base + ".stitchdb")
     stitch.append(f"--plot={base}-figure5.svg")
+    if args.stitch_threshold is not None:
+        stitch.append(f"--stitch_threshold={args.stitch_threshold}")
     if group.uses_driver:
         rocks = [args.driver] + common_flags(args, group.benchmarks, base + ".rocksdb")
     else:

@@ -43,6 +43,10 @@ pub trait Disk: Send + Sync + std::fmt::Debug {
     }
     /// A barrier: every write issued before it is durable when it returns.
     fn sync(&self) -> Result<()>;
+    /// A hint, not a barrier: start sending the bytes written at `offset..offset + len` to
+    /// the device now, without waiting, so that the next [`Disk::sync`] has less left to
+    /// write and returns sooner. Disks with nothing to gain ignore it.
+    fn start_writeback(&self, _offset: u64, _len: u64) {}
     /// The current size in bytes.
     fn len(&self) -> u64;
     /// True when the disk has no bytes at all.

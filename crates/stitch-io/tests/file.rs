@@ -32,6 +32,11 @@ fn round_trip_survives_reopen() {
     assert_eq!(d.read_vec_at(12_345, 0).unwrap(), Vec::<u8>::new());
     let end = d.read_vec_at((1 << 20) - 5, 5).unwrap();
     assert_eq!(end, [0; 5]);
+    // Writeback hints change nothing readable, in range or not.
+    d.start_writeback(12_345, data.len() as u64);
+    d.start_writeback(1 << 30, 1 << 20);
+    d.start_writeback(0, 0);
+    assert_eq!(d.read_vec_at(12_345, data.len()).unwrap(), data);
 }
 
 #[test]

@@ -80,6 +80,8 @@ pub(crate) fn write_blocks(
             })
             .collect();
         disk.write_parts_at(start, &parts)?;
+        let written = parts.iter().map(|p| p.len() as u64).sum();
+        disk.start_writeback(start, written);
     }
     Ok(())
 }
