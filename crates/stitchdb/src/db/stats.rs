@@ -47,6 +47,9 @@ pub struct Stats {
     /// Bytes merges wrote anew, and bytes they stitched in without rewriting.
     pub merge_copied_bytes: u64,
     pub merge_stitched_bytes: u64,
+    /// Parsed run blocks in the read cache, and the bytes they take.
+    pub read_cache_blocks: usize,
+    pub read_cache_bytes: usize,
     /// Why the store is read-only, if a write failed.
     pub failure: Option<String>,
 }
@@ -82,6 +85,7 @@ impl Db {
             copied_bytes,
             stitched_bytes,
         } = *inner.compaction.lock();
+        let (read_cache_blocks, read_cache_bytes) = inner.storage.cache.usage();
         Stats {
             tables,
             zones: inner.zones.stats(),
@@ -95,6 +99,8 @@ impl Db {
             linked_bytes,
             merge_copied_bytes: copied_bytes,
             merge_stitched_bytes: stitched_bytes,
+            read_cache_blocks,
+            read_cache_bytes,
             failure: inner.failure.lock().clone(),
         }
     }
@@ -162,6 +168,11 @@ impl fmt::Display for Stats {
             f,
             "cache: {} live patches ({} bytes bookkeeping, {} undo) over {} dirty bytes; {} block writes, {} syncs",
             c.live_patches, c.patch_bytes, c.undo_bytes, c.dirty_bytes, c.block_writes, c.syncs
+        )?;
+        writeln!(
+            f,
+            "read cache: {} run blocks, {} bytes",
+            self.read_cache_blocks, self.read_cache_bytes
         )?;
         writeln!(
             f,

@@ -64,6 +64,14 @@ impl ReadCache {
         }
     }
 
+    /// Blocks held, and the bytes they take.
+    pub fn usage(&self) -> (usize, usize) {
+        self.shards.iter().fold((0, 0), |(blocks, bytes), s| {
+            let s = s.lock();
+            (blocks + s.map.len(), bytes + s.bytes)
+        })
+    }
+
     pub fn remove(&self, addr: &ExtentAddr) {
         let mut shard = self.shard(addr).lock();
         if let Some(old) = shard.map.pop(addr) {

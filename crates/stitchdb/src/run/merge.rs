@@ -6,7 +6,7 @@
 //! end of the continuum); `Never` copies everything (a classic LSM-tree merge).
 
 use super::block::Block;
-use super::{Run, RunBuilder, Storage};
+use super::{Fill, Run, RunBuilder, Storage};
 use crate::memtable::EntryRef;
 use crate::merge::VersionFilter;
 use crate::range_del::{RangeDeletes, RangeTombstone};
@@ -133,7 +133,7 @@ pub fn merge_runs(
                 continue;
             }
             let c = &mut cursors[i];
-            c.current = Some((c.run.block(c.next_block)?, 0));
+            c.current = Some((c.run.block_from(c.next_block, Fill::Stream)?, 0));
             c.next_block += 1;
             // Its first entry's sequence number is known only now: choose again.
             continue;

@@ -279,8 +279,9 @@ impl Run {
         e
     }
 
-    /// Block `i`, from the read cache or the disk (checked against the index).
-    fn block(&self, i: usize) -> Result<Arc<Block>> {
+    /// Block `i`, from the read cache or the disk (checked against the index); `fill` says
+    /// whether a block read from the disk is kept in the cache.
+    fn block_from(&self, i: usize, fill: Fill) -> Result<Arc<Block>> {
         let h = &self.blocks[i];
         if let Some(b) = self.storage.cache.get(&h.addr) {
             return Ok(b);
@@ -309,13 +310,15 @@ impl Run {
             ));
         }
         let block = Arc::new(block);
-        self.storage.cache.insert(h.addr, block.clone());
+        if fill == Fill::Cache {
+            self.storage.cache.insert(h.addr, block.clone());
+        }
         Ok(block)
     }
 
-    /// Every entry of block `i` (for `check`).
+    /// Every entry of block `i` (for `check`, which reads every block once).
     pub fn read_block(&self, i: usize) -> Result<Vec<Entry>> {
-        let b = self.block(i)?;
+        let b = self.block_from(i, Fill::Stream)?;
         Ok((0..b.len()).map(|j| b.entry(j).to_entry()).collect())
     }
 
@@ -339,7 +342,7 @@ impl Run {
         };
         let mut i = self.search.first_ending_at_or_after(&self.blocks, key);
         while i < self.blocks.len() && self.blocks[i].first_key.as_slice() <= key {
-            match self.block(i)?.get(key, snapshot) {
+            match self.block_from(i, Fill::Cache)?.get(key, snapshot) {
                 Ok(e) => {
                     let e = self.seen(e);
                     return Ok(Some((e.seq, e.value.map(<[u8]>::to_vec))));
@@ -379,6 +382,7 @@ impl Run {
             block,
             current: None,
             end: end.map(<[u8]>::to_vec),
+            started: false,
         }
     }
 }
@@ -391,6 +395,8 @@ pub struct RunRevIter {
     /// The loaded block and how many of its entries are left (taken from the back).
     current: Option<(Arc<Block>, usize)>,
     end: Bound<Vec<u8>>,
+    /// A block has been read.
+    started: bool,
 }
 
 impl Iterator for RunRevIter {
@@ -412,7 +418,14 @@ impl Iterator for RunRevIter {
                 return None;
             }
             self.block -= 1;
-            match self.run.block(self.block) {
+            // Cached: the block the scan starts in, not those it streams through.
+            let fill = if self.started {
+                Fill::Stream
+            } else {
+                Fill::Cache
+            };
+            self.started = true;
+            match self.run.block_from(self.block, fill) {
                 Ok(b) => {
                     let len = b.len();
                     self.current = Some((b, len));
@@ -453,6 +466,15 @@ impl LazySource for RunIter {
     }
 }
 
+/// Whether a block read from the disk is kept in the read cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fill {
+    Cache,
+    /// Streamed through once (a scan past its first block, a merge's input): caching it
+    /// would only push out blocks that point reads will want again.
+    Stream,
+}
+
 /// Iterates a run's entries block by block.
 pub struct RunIter {
     run: Arc<Run>,
@@ -479,7 +501,14 @@ impl Iterator for RunIter {
             if self.block >= self.run.blocks.len() {
                 return None;
             }
-            match self.run.block(self.block) {
+            // The block a scan starts in is cached (a seek is much like a point read); the
+            // blocks it streams through after that are not.
+            let fill = if self.seek.is_some() {
+                Fill::Cache
+            } else {
+                Fill::Stream
+            };
+            match self.run.block_from(self.block, fill) {
                 Ok(b) => {
                     let start = self.seek.take().map_or(0, |k| b.seek(&k));
                     self.current = Some((b, start));
