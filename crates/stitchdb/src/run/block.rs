@@ -38,6 +38,10 @@ pub struct BlockWriter {
 impl BlockWriter {
     pub fn add(&mut self, e: EntryRef) {
         let shared = if self.count == 0 {
+            // Room for a block's worth and the entry that takes it past its target, so the
+            // payload is not reallocated as it fills (a tenth of a flush with 4 KiB values).
+            let entry = e.key.len() + e.value.map_or(0, <[u8]>::len) + 32;
+            self.body.reserve(4096 + entry);
             self.body.push(BLOCK_VERSION);
             self.first_key.clear();
             self.first_key.extend_from_slice(e.key);
