@@ -73,6 +73,10 @@ pub struct BenchArgs {
     #[arg(long = "stitch_threshold", value_name = "BYTES|never",
           value_parser = workload::parse_stitching)]
     stitch_threshold: Option<Stitching>,
+    /// Threads merging levels in the background, 1 or 2 (db_bench's name for it)
+    #[arg(long = "max_background_compactions", value_name = "N",
+          default_value_t = Options::default().compaction_threads)]
+    max_background_compactions: usize,
     /// Seed of the splitmix64 streams keys are drawn from (see docs/benchmarks.md)
     #[arg(long, value_name = "N", default_value_t = 42)]
     seed: u64,
@@ -88,6 +92,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     let sync = args.sync && !args.disable_wal;
     let options = Options {
         memtable_size: args.memtable_size,
+        compaction_threads: args.max_background_compactions,
         stitching,
         durability: if sync {
             Durability::Sync
