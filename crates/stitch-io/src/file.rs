@@ -103,6 +103,23 @@ impl FileDisk {
     }
 }
 
+/// What one `pread` or `pwritev` returned: the bytes it moved, `None` if a signal
+/// interrupted it (call again), or its error; `at_zero` when it moved nothing (the file ended,
+/// or the device is full).
+fn moved(n: isize, at_zero: std::io::ErrorKind) -> std::io::Result<Option<usize>> {
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.kind() {
+            std::io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(e),
+        };
+    }
+    if n == 0 {
+        return Err(at_zero.into());
+    }
+    Ok(Some(n as usize))
+}
+
 impl Disk for FileDisk {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         check_range(self, IoOp::Read, offset, buf.len() as u64, self.len())?;
@@ -128,19 +145,12 @@ impl Disk for FileDisk {
                     (offset + done as u64) as libc::off_t,
                 )
             };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(fail(e));
-            }
-            if n == 0 {
-                return Err(fail(std::io::ErrorKind::UnexpectedEof.into()));
-            }
+            let Some(n) = moved(n, std::io::ErrorKind::UnexpectedEof).map_err(fail)? else {
+                continue;
+            };
             // SAFETY: the `n` bytes after the first `done` were just written by pread, and
             // `done + n <= len <= capacity`.
-            unsafe { buf.set_len(done + n as usize) };
+            unsafe { buf.set_len(done + n) };
         }
         Ok(buf)
     }
@@ -185,18 +195,10 @@ impl Disk for FileDisk {
                     at as libc::off_t,
                 )
             };
-            if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(fail(e));
-            }
-            if n == 0 {
-                return Err(fail(std::io::ErrorKind::WriteZero.into()));
-            }
+            let Some(mut written) = moved(n, std::io::ErrorKind::WriteZero).map_err(fail)? else {
+                continue;
+            };
             // Step past what was written (a short write ends anywhere).
-            let mut written = n as usize;
             at += written as u64;
             while written > 0 {
                 let left = parts[part].len() - skip;

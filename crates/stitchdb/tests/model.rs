@@ -296,6 +296,14 @@ proptest! {
     }
 }
 
+/// Every pair of table `t`, by a scan.
+fn scan_all(db: &Db, t: TableId) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    db.scan_prefix(t, b"")
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
 #[test]
 fn background_thread_model() {
     // The same model with the background thread doing checkpoints and Ordered flushes, and
@@ -347,12 +355,7 @@ fn background_thread_model() {
     );
     db.close().unwrap();
     let db = Db::open_on(disk, opts).unwrap();
-    let got: BTreeMap<_, _> = db
-        .scan_prefix(t, b"")
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
-    assert_eq!(got, model);
+    assert_eq!(scan_all(&db, t), model);
     db.check().unwrap();
 }
 
@@ -399,12 +402,7 @@ fn background_merges_install_while_checkpoints_write() {
     type Tables = [(TableId, BTreeMap<Vec<u8>, Vec<u8>>)];
     let check = |db: &Db, tables: &Tables| {
         for (t, model) in tables {
-            let got: BTreeMap<_, _> = db
-                .scan_prefix(*t, b"")
-                .unwrap()
-                .map(|r| r.unwrap())
-                .collect();
-            assert_eq!(&got, model, "table {t:?}");
+            assert_eq!(&scan_all(db, *t), model, "table {t:?}");
         }
         db.check().unwrap();
     };
@@ -461,12 +459,7 @@ fn two_compaction_threads_merge_levels_side_by_side() {
         }
     }
     let check = |db: &Db| {
-        let got: BTreeMap<_, _> = db
-            .scan_prefix(t, b"")
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
-        assert_eq!(got, model);
+        assert_eq!(scan_all(db, t), model);
         for (k, v) in model.iter().step_by(97) {
             assert_eq!(db.get(t, k).unwrap().as_ref(), Some(v));
         }
