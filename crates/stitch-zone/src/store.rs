@@ -734,6 +734,15 @@ impl ZoneStore {
         Ok(patch)
     }
 
+    /// The references the extent at `addr` holds (0 when it is not live); for `check`.
+    pub fn ref_count(&self, addr: ExtentAddr) -> u32 {
+        let st = self.state.lock();
+        st.refs
+            .get(&(addr.zone, addr.offset))
+            .filter(|(len, _)| *len == addr.len)
+            .map_or(0, |(_, entry)| entry.refs)
+    }
+
     pub fn stats(&self) -> ZoneStats {
         let st = self.state.lock();
         let mut s = ZoneStats {

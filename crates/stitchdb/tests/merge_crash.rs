@@ -78,3 +78,49 @@ fn every_write_and_sync_of_a_merge_is_a_safe_place_to_crash() {
     assert!(images >= 40, "{images} crash images");
     eprintln!("{images} crash images taken during merges, all consistent");
 }
+
+#[test]
+fn a_merge_sharing_its_inputs_index_is_a_safe_place_to_crash() {
+    // Disjoint runs of sequential keys: the merge stitches them whole, one after another, and
+    // its run lists their index extents instead of writing its own. Every image must reopen
+    // to the same contents (the shared extents readable from whichever runs the image lists)
+    // and pass check; after the inputs are dropped, the merged run must still read.
+    let stitching = Stitching::Threshold(0);
+    let disk = new_crashing(7);
+    let db = Db::create_on(disk.clone(), options(stitching)).unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    for run in 0..4u32 {
+        let mut batch = WriteBatch::new();
+        for i in 0..1500u32 {
+            let k = format!("key{:06}", run * 10_000 + i).into_bytes();
+            let v = vec![run as u8 + 1; 40];
+            batch.put(t, k.clone(), v.clone());
+            model.insert(k, v);
+        }
+        db.write(&batch, Durability::Async).unwrap();
+        db.flush().unwrap();
+    }
+    assert!(db.stats().tables[0].runs() >= 2, "runs to merge");
+    *disk.probability.lock() = 1.0;
+    db.compact().unwrap();
+    *disk.probability.lock() = 0.0;
+    let s = db.stats();
+    assert_eq!(s.tables[0].runs(), 1);
+    assert_eq!(s.merge_copied_bytes, 0, "{s:?}");
+    assert!(s.merge_shared_indexes >= 1, "{s:?}");
+    db.check().unwrap();
+    drop(db);
+    let images = every_image_holds(&disk, &options(stitching), &model, "shared index");
+    assert!(images >= 5, "{images} crash images");
+    // The merged run alone, after a reopen and a defragmentation that moves what it shares.
+    let db = Db::open_on(disk.clone(), options(stitching)).unwrap();
+    db.defrag(1.0, &mut |_, _| {}).unwrap();
+    db.check().unwrap();
+    let got: BTreeMap<_, _> = db
+        .scan_prefix(t, b"")
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(got, model);
+}

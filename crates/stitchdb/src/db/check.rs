@@ -4,7 +4,9 @@
 //! log tail is normal; anything else is an error). This reads every data block too: checksum,
 //! order, agreement with the index; then that each table's runs are layered newest first (a
 //! key's versions in a run are all newer than its versions in the runs after it, and no
-//! version is in two runs); then that no two live extents overlap.
+//! version is in two runs); then that every extent the runs list holds a reference for each
+//! run listing it (else it could be freed under one of them); then that no two live extents
+//! overlap.
 
 use super::Db;
 use crate::run::{Run, RunIter};
@@ -75,6 +77,22 @@ impl Db {
         }
         for t in version.tables.values() {
             check_layer_order(&t.name, t.runs())?;
+        }
+        let mut listed: std::collections::HashMap<ExtentAddr, u32> = Default::default();
+        for (_, run) in &runs {
+            for (addr, _) in run.extents() {
+                *listed.entry(addr).or_default() += 1;
+            }
+        }
+        for (addr, count) in listed {
+            let refs = self.inner.zones.ref_count(addr);
+            if refs < count {
+                return Err(Error::corrupt(
+                    "zone map",
+                    addr,
+                    format!("{count} runs list the extent but it holds {refs} references"),
+                ));
+            }
         }
         extents.sort();
         extents.dedup();

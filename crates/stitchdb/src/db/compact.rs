@@ -26,6 +26,8 @@ pub struct CompactionStats {
     /// Bytes of blocks merges wrote anew, and of blocks they stitched in without rewriting.
     pub copied_bytes: u64,
     pub stitched_bytes: u64,
+    /// Merges whose new run lists its inputs' index extents instead of writing its own.
+    pub shared_indexes: u64,
 }
 
 /// One merge to do: these runs of a table (newest first) into one run at `level`.
@@ -162,5 +164,6 @@ fn merge_and_install(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<
     c.merges += 1;
     c.copied_bytes += stats.copied_bytes;
     c.stitched_bytes += stats.stitched_bytes;
+    c.shared_indexes += u64::from(stats.index_shared);
     Ok(())
 }

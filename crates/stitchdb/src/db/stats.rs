@@ -47,6 +47,8 @@ pub struct Stats {
     /// Bytes merges wrote anew, and bytes they stitched in without rewriting.
     pub merge_copied_bytes: u64,
     pub merge_stitched_bytes: u64,
+    /// Merges whose new run lists its inputs' index extents rather than writing its own.
+    pub merge_shared_indexes: u64,
     /// Parsed run blocks in the read cache, and the bytes they take.
     pub read_cache_blocks: usize,
     pub read_cache_bytes: usize,
@@ -84,6 +86,7 @@ impl Db {
             alongside,
             copied_bytes,
             stitched_bytes,
+            shared_indexes,
         } = *inner.compaction.lock();
         let (read_cache_blocks, read_cache_bytes) = inner.storage.cache.usage();
         Stats {
@@ -99,6 +102,7 @@ impl Db {
             linked_bytes,
             merge_copied_bytes: copied_bytes,
             merge_stitched_bytes: stitched_bytes,
+            merge_shared_indexes: shared_indexes,
             read_cache_blocks,
             read_cache_bytes,
             failure: inner.failure.lock().clone(),
@@ -144,9 +148,10 @@ impl fmt::Display for Stats {
         let stitched_pct = percent(self.merge_stitched_bytes, merged);
         writeln!(
             f,
-            "merges: {} ({} beside another); {} bytes copied, {} bytes stitched ({stitched_pct:.1}% stitched); flushes wrote {} bytes",
+            "merges: {} ({} beside another, {} sharing their inputs' index); {} bytes copied, {} bytes stitched ({stitched_pct:.1}% stitched); flushes wrote {} bytes",
             self.merges,
             self.merges_alongside,
+            self.merge_shared_indexes,
             self.merge_copied_bytes,
             self.merge_stitched_bytes,
             self.flushed_bytes

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
-use stitch_zone::{ExtentKind, Stream};
+use stitch_zone::{ExtentAddr, ExtentKind, Stream};
 
 /// Target payload size of a data block: one extent, header included, fills a 4 KiB block.
 const BLOCK_TARGET: usize = 4096 - stitch_zone::EXTENT_HEADER_LEN;
@@ -31,6 +31,9 @@ pub struct RunBuilder {
     pub stitched_bytes: u64,
     /// Bytes written since the blocks were last made durable.
     unflushed: u64,
+    /// Index extents of other runs to list as this run's index instead of writing one (see
+    /// [`reuse_index`](Self::reuse_index)).
+    reused_index: Option<Vec<ExtentAddr>>,
 }
 
 impl RunBuilder {
@@ -59,6 +62,7 @@ impl RunBuilder {
             copied_bytes: 0,
             stitched_bytes: 0,
             unflushed: 0,
+            reused_index: None,
         }
     }
 
@@ -121,6 +125,18 @@ impl RunBuilder {
         Ok(())
     }
 
+    /// The blocks added so far, in order.
+    pub fn blocks(&self) -> &[BlockHandle] {
+        &self.blocks
+    }
+
+    /// Lists `chunks` (index extents of installed runs, which hold exactly this run's block
+    /// handles in order) as this run's index, with a reference of its own to each, instead
+    /// of writing the same handles again.
+    pub fn reuse_index(&mut self, chunks: Vec<ExtentAddr>) {
+        self.reused_index = Some(chunks);
+    }
+
     /// The range tombstones the run carries.
     pub fn set_range_tombstones(&mut self, ranges: Vec<RangeTombstone>) {
         self.meta.min_seq = ranges
@@ -154,13 +170,28 @@ impl RunBuilder {
             self.patches.push(patch);
             self.meta.filter = Some(addr);
         }
-        for chunk in index::encode_chunks(&self.blocks, self.storage.zones.max_payload() / 4) {
-            let (addr, patch) =
-                self.storage
-                    .zones
-                    .append_to(self.stream, ExtentKind::RUN_INDEX, &chunk, &[])?;
-            self.patches.push(patch);
-            self.meta.index.push(addr);
+        match self.reused_index.take() {
+            // Durable already: nothing to wait for.
+            Some(chunks) => {
+                for &chunk in &chunks {
+                    self.storage.zones.incref(chunk)?;
+                }
+                self.meta.index = chunks;
+            }
+            None => {
+                let chunks =
+                    index::encode_chunks(&self.blocks, self.storage.zones.max_payload() / 4);
+                for chunk in chunks {
+                    let (addr, patch) = self.storage.zones.append_to(
+                        self.stream,
+                        ExtentKind::RUN_INDEX,
+                        &chunk,
+                        &[],
+                    )?;
+                    self.patches.push(patch);
+                    self.meta.index.push(addr);
+                }
+            }
         }
         let done = self.storage.zones.cache().empty(&self.patches)?;
         let run = Run {

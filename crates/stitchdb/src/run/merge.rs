@@ -6,7 +6,7 @@
 //! end of the continuum); `Never` copies everything (a classic LSM-tree merge).
 
 use super::block::Block;
-use super::{Fill, Run, RunBuilder, Storage};
+use super::{BlockHandle, Fill, Run, RunBuilder, Storage};
 use crate::memtable::EntryRef;
 use crate::merge::VersionFilter;
 use crate::range_del::{RangeDeletes, RangeTombstone};
@@ -15,7 +15,7 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
-use stitch_zone::Stream;
+use stitch_zone::{ExtentAddr, Stream};
 
 /// When a merge may stitch blocks instead of copying them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,8 @@ impl Default for Stitching {
 pub struct MergeStats {
     pub copied_bytes: u64,
     pub stitched_bytes: u64,
+    /// The new run lists its inputs' index extents instead of writing its own.
+    pub index_shared: bool,
 }
 
 /// One input's position: the next block not yet consumed, and a decoded block being copied.
@@ -157,10 +159,15 @@ pub fn merge_runs(
             .filter(|t| !(bottom && t.seq <= oldest_snapshot))
             .collect(),
     );
+    let shared = whole_inputs_index(inputs, out.blocks());
     let stats = MergeStats {
         copied_bytes: out.copied_bytes,
         stitched_bytes: out.stitched_bytes,
+        index_shared: shared.is_some(),
     };
+    if let Some(chunks) = shared {
+        out.reuse_index(chunks);
+    }
     // The union of the inputs' filters covers every key kept (and some dropped: only more
     // false positives). Without a filter on every input there is nothing to merge from.
     let merged_filter = filter_fp_rate.and_then(|rate| {
@@ -174,6 +181,25 @@ pub fn merge_runs(
     Ok(out
         .finish(merged_filter)?
         .map(|(run, patch)| (run, patch, stats)))
+}
+
+/// When the merge stitched its inputs whole, one after another (as sequential inserts leave
+/// them: each input's keys all before the next one's), the output's index is theirs, chunk for
+/// chunk: their index extents, in key order, to list instead of writing the handles again
+/// (RocksDB moves such files down a level; here only the index is shared, each run keeping a
+/// reference). `None` when any block was copied, dropped or stitched from elsewhere.
+fn whole_inputs_index(inputs: &[Arc<Run>], blocks: &[BlockHandle]) -> Option<Vec<ExtentAddr>> {
+    let mut whole: Vec<&Arc<Run>> = inputs.iter().filter(|r| !r.blocks.is_empty()).collect();
+    whole.sort_by(|a, b| a.blocks[0].first_key.cmp(&b.blocks[0].first_key));
+    let concatenated = whole.iter().flat_map(|r| r.blocks.iter().map(|b| b.addr));
+    let same = blocks.len() == whole.iter().map(|r| r.blocks.len()).sum::<usize>()
+        && concatenated.eq(blocks.iter().map(|b| b.addr));
+    same.then(|| {
+        whole
+            .iter()
+            .flat_map(|r| r.meta.index.iter().copied())
+            .collect()
+    })
 }
 
 /// If input `i`'s next block starts a span that may be stitched, the block index where the
