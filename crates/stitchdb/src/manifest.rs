@@ -7,9 +7,9 @@ use crate::codec::{put_bytes, put_varint, Reader};
 use crate::run::{RunMeta, Stitching};
 
 const MAGIC: &[u8; 4] = b"STMF";
-/// Version 2 added named snapshots, version 3 range tombstones in runs; older manifests
-/// (with neither) are still read.
-const MANIFEST_VERSION: u8 = 3;
+/// Version 2 added named snapshots, version 3 range tombstones in runs, version 4 a run's
+/// filter in parts; older manifests are still read.
+const MANIFEST_VERSION: u8 = 4;
 
 /// Where replay starts: the first record of the log not covered by the runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,11 +186,14 @@ mod tests {
                     data_bytes: 100,
                     min_seq: 1,
                     max_seq: 40,
-                    filter: Some(ExtentAddr {
-                        zone: 2,
-                        offset: 4096,
-                        len: 99,
-                    }),
+                    filters: vec![crate::run::FilterPart {
+                        blocks: 1,
+                        addr: ExtentAddr {
+                            zone: 2,
+                            offset: 4096,
+                            len: 99,
+                        },
+                    }],
                     index: vec![ExtentAddr {
                         zone: 2,
                         offset: 0,
@@ -217,5 +220,30 @@ mod tests {
         for cut in 0..enc.len() {
             assert!(Manifest::decode(&enc[..cut]).is_err());
         }
+    }
+
+    #[test]
+    fn a_version_3_run_has_one_filter_part_over_all_its_blocks() {
+        let addr = ExtentAddr {
+            zone: 2,
+            offset: 4096,
+            len: 99,
+        };
+        // id, level, entries, data bytes, min and max seq, no index extents, one filter.
+        let mut v3 = vec![8, 2, 10, 100, 1, 40, 0, 1];
+        addr.encode(&mut v3);
+        v3.extend([0, 0]); // no range tombstones, no sequence override
+        let run = RunMeta::decode(&mut Reader::new(&v3), 3).unwrap();
+        assert_eq!(run.filters.len(), 1);
+        assert_eq!(run.filters[0].addr, addr);
+        assert_eq!(
+            run.filters[0].blocks,
+            u64::MAX,
+            "resolved against the index at open"
+        );
+        // Without a filter: no parts.
+        let none = [8, 2, 10, 100, 1, 40, 0, 0, 0, 0];
+        let run = RunMeta::decode(&mut Reader::new(&none), 3).unwrap();
+        assert!(run.filters.is_empty());
     }
 }

@@ -12,6 +12,7 @@ use crate::run::{BlockHandle, Run, RunBuilder};
 use crate::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use stitch_filter::QuotientFilter;
 use stitch_zone::{ExtentAddr, ExtentKind, Stream, ZoneId};
 
 /// What a defragmentation did.
@@ -94,7 +95,7 @@ fn evacuate(
             }
         }
         let (new, patch) = out
-            .finish(old.filter().map(|f| (**f).clone()))?
+            .finish(one_filter(old, inner.opts.filter_fp_rate))?
             .ok_or_else(|| Error::corrupt("run", old.meta.id, "has no blocks"))?;
         patches.push(patch);
         rewritten.push((old.clone(), new));
@@ -119,4 +120,15 @@ fn evacuate(
     let retired = rewritten.iter().map(|(old, _)| old.clone()).collect();
     commit_change(inner, change, &patches, retired)?;
     Ok(report)
+}
+
+/// `run`'s filter as one part (a rewritten run's index and filter are written anew, so the
+/// zones its old parts lie in can be freed): the run's one part as it is, or its parts merged.
+fn one_filter(run: &Run, rate: Option<f64>) -> Option<QuotientFilter> {
+    let parts: Vec<&QuotientFilter> = run.filters().collect();
+    match parts.as_slice() {
+        [] => None,
+        [one] => Some((*one).clone()),
+        _ => QuotientFilter::merge(&parts, rate?).ok(),
+    }
 }

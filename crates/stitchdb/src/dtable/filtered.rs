@@ -1,5 +1,5 @@
-//! A quotient filter in front of another dTable (the VT-tree keeps one per run): a point
-//! lookup for a key the filter rules out never reaches the dTable behind it.
+//! A filter in front of another dTable (the VT-tree keeps a quotient filter per run, in parts):
+//! a point lookup for a key the filter rules out never reaches the dTable behind it.
 
 use super::DTable;
 use crate::memtable::Value;
@@ -10,13 +10,25 @@ use std::ops::Bound;
 use std::sync::Arc;
 use stitch_filter::{hash_key, QuotientFilter};
 
+/// Rules keys out of a dTable.
+pub trait KeyFilter: Send + Sync {
+    /// False only when the filtered dTable certainly holds no version of `key`.
+    fn may_contain(&self, key: &[u8]) -> bool;
+}
+
+impl KeyFilter for QuotientFilter {
+    fn may_contain(&self, key: &[u8]) -> bool {
+        self.contains(hash_key(key))
+    }
+}
+
 pub struct Filtered<T> {
-    filter: Arc<QuotientFilter>,
+    filter: Arc<dyn KeyFilter>,
     inner: T,
 }
 
 impl<T: DTable> Filtered<T> {
-    pub fn new(filter: Arc<QuotientFilter>, inner: T) -> Filtered<T> {
+    pub fn new(filter: Arc<dyn KeyFilter>, inner: T) -> Filtered<T> {
         Filtered { filter, inner }
     }
 }
@@ -30,7 +42,7 @@ impl<T: DTable> DTable for Filtered<T> {
     }
 
     fn may_contain(&self, key: &[u8]) -> bool {
-        self.filter.contains(hash_key(key)) && self.inner.may_contain(key)
+        self.filter.may_contain(key) && self.inner.may_contain(key)
     }
 
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {

@@ -12,7 +12,7 @@
 mod filtered;
 mod overlay;
 
-pub use filtered::Filtered;
+pub use filtered::{Filtered, KeyFilter};
 pub use overlay::Overlay;
 
 use crate::memtable::{MemIter, MemRevIter, Memtable, Value};
@@ -127,9 +127,17 @@ fn start_key(start: Bound<&[u8]>) -> &[u8] {
 
 /// `run` as a layer of an overlay: behind its quotient filter, if it has one.
 pub fn filtered_run(run: &Arc<Run>) -> Arc<dyn DTable> {
-    match run.filter() {
-        Some(f) => Arc::new(Filtered::new(f.clone(), run.clone())),
-        None => Arc::new(run.clone()),
+    if run.has_filter() {
+        Arc::new(Filtered::new(run.clone(), run.clone()))
+    } else {
+        Arc::new(run.clone())
+    }
+}
+
+/// A run's filter asks the part over the block a key would be in.
+impl KeyFilter for Run {
+    fn may_contain(&self, key: &[u8]) -> bool {
+        self.filter_may_contain(key)
     }
 }
 

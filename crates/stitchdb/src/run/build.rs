@@ -2,7 +2,7 @@
 //! in (their index entry is taken over and the block gains a reference; nothing is rewritten).
 
 use super::block::BlockWriter;
-use super::{index, BlockHandle, Run, RunMeta, Storage};
+use super::{index, BlockHandle, FilterPart, Run, RunMeta, Storage};
 use crate::memtable::EntryRef;
 use crate::range_del::RangeTombstone;
 use crate::Result;
@@ -31,9 +31,16 @@ pub struct RunBuilder {
     pub stitched_bytes: u64,
     /// Bytes written since the blocks were last made durable.
     unflushed: u64,
-    /// Index extents of other runs to list as this run's index instead of writing one (see
-    /// [`reuse_index`](Self::reuse_index)).
-    reused_index: Option<Vec<ExtentAddr>>,
+    /// Index extents and filter parts of other runs to list as this run's instead of writing
+    /// its own (see [`reuse`](Self::reuse)).
+    reused: Option<Reused>,
+}
+
+/// What a run lists of other runs' instead of writing its own: index extents, filter parts
+/// (each with its filter, already read).
+pub struct Reused {
+    pub index: Vec<ExtentAddr>,
+    pub filters: Vec<(FilterPart, Arc<QuotientFilter>)>,
 }
 
 impl RunBuilder {
@@ -55,14 +62,14 @@ impl RunBuilder {
                 min_seq: u64::MAX,
                 max_seq: 0,
                 index: Vec::new(),
-                filter: None,
+                filters: Vec::new(),
                 ranges: Vec::new(),
                 seq_override: None,
             },
             copied_bytes: 0,
             stitched_bytes: 0,
             unflushed: 0,
-            reused_index: None,
+            reused: None,
         }
     }
 
@@ -130,11 +137,12 @@ impl RunBuilder {
         &self.blocks
     }
 
-    /// Lists `chunks` (index extents of installed runs, which hold exactly this run's block
-    /// handles in order) as this run's index, with a reference of its own to each, instead
-    /// of writing the same handles again.
-    pub fn reuse_index(&mut self, chunks: Vec<ExtentAddr>) {
-        self.reused_index = Some(chunks);
+    /// Lists `reused.index` (index extents of installed runs, which hold exactly this run's
+    /// block handles in order) as this run's index and `reused.filters` (covering its blocks
+    /// in order, or none) as its filter, with a reference of its own to each extent, instead
+    /// of writing them again. [`finish`](Self::finish)'s filter is then ignored.
+    pub fn reuse(&mut self, reused: Reused) {
+        self.reused = Some(reused);
     }
 
     /// The range tombstones the run carries.
@@ -158,27 +166,42 @@ impl RunBuilder {
         if self.blocks.is_empty() && self.meta.ranges.is_empty() {
             return Ok(None);
         }
-        let filter = filter.filter(|_| !self.blocks.is_empty());
-        let filter = filter.filter(|f| f.memory_bytes() < self.storage.zones.max_payload() / 2);
-        if let Some(f) = &filter {
-            let (addr, patch) = self.storage.zones.append_to(
-                self.stream,
-                ExtentKind::RUN_FILTER,
-                &f.encode(),
-                &[],
-            )?;
-            self.patches.push(patch);
-            self.meta.filter = Some(addr);
-        }
-        match self.reused_index.take() {
+        let mut filters = Vec::new();
+        match self.reused.take() {
             // Durable already: nothing to wait for.
-            Some(chunks) => {
-                for &chunk in &chunks {
-                    self.storage.zones.incref(chunk)?;
+            Some(Reused {
+                index,
+                filters: parts,
+            }) => {
+                for &addr in index.iter().chain(parts.iter().map(|(p, _)| &p.addr)) {
+                    self.storage.zones.incref(addr)?;
                 }
-                self.meta.index = chunks;
+                self.meta.index = index;
+                let mut end = 0;
+                for (part, filter) in parts {
+                    end += part.blocks as usize;
+                    filters.push((end, filter));
+                    self.meta.filters.push(part);
+                }
             }
             None => {
+                let filter = filter.filter(|_| !self.blocks.is_empty());
+                let max = self.storage.zones.max_payload() / 2;
+                if let Some(f) = filter.filter(|f| f.memory_bytes() < max) {
+                    let (addr, patch) = self.storage.zones.append_to(
+                        self.stream,
+                        ExtentKind::RUN_FILTER,
+                        &f.encode(),
+                        &[],
+                    )?;
+                    self.patches.push(patch);
+                    let blocks = self.blocks.len();
+                    self.meta.filters.push(FilterPart {
+                        blocks: blocks as u64,
+                        addr,
+                    });
+                    filters.push((blocks, Arc::new(f)));
+                }
                 let chunks =
                     index::encode_chunks(&self.blocks, self.storage.zones.max_payload() / 4);
                 for chunk in chunks {
@@ -198,7 +221,7 @@ impl RunBuilder {
             meta: self.meta,
             search: super::search::BlockSearch::new(&self.blocks),
             blocks: self.blocks,
-            filter: filter.map(Arc::new),
+            filters,
             storage: self.storage,
             obsolete: AtomicBool::new(false),
         };

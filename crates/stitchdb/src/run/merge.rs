@@ -6,7 +6,7 @@
 //! end of the continuum); `Never` copies everything (a classic LSM-tree merge).
 
 use super::block::Block;
-use super::{BlockHandle, Fill, Run, RunBuilder, Storage};
+use super::{BlockHandle, Fill, Reused, Run, RunBuilder, Storage};
 use crate::memtable::EntryRef;
 use crate::merge::VersionFilter;
 use crate::range_del::{RangeDeletes, RangeTombstone};
@@ -15,7 +15,7 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
-use stitch_zone::{ExtentAddr, Stream};
+use stitch_zone::Stream;
 
 /// When a merge may stitch blocks instead of copying them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,46 +159,54 @@ pub fn merge_runs(
             .filter(|t| !(bottom && t.seq <= oldest_snapshot))
             .collect(),
     );
-    let shared = whole_inputs_index(inputs, out.blocks());
+    let shared = whole_inputs(inputs, out.blocks(), filter_fp_rate.is_some());
     let stats = MergeStats {
         copied_bytes: out.copied_bytes,
         stitched_bytes: out.stitched_bytes,
         index_shared: shared.is_some(),
     };
-    if let Some(chunks) = shared {
-        out.reuse_index(chunks);
-    }
     // The union of the inputs' filters covers every key kept (and some dropped: only more
     // false positives). Without a filter on every input there is nothing to merge from.
-    let merged_filter = filter_fp_rate.and_then(|rate| {
-        let filters: Option<Vec<&QuotientFilter>> = inputs
-            .iter()
-            .filter(|r| r.meta.entries > 0)
-            .map(|r| r.filter().map(|f| &**f))
-            .collect();
-        QuotientFilter::merge(&filters?, rate).ok()
-    });
+    let merged_filter = match shared {
+        Some(reused) => {
+            out.reuse(reused);
+            None
+        }
+        None => filter_fp_rate.and_then(|rate| {
+            let inputs: Vec<&Arc<Run>> = inputs.iter().filter(|r| r.meta.entries > 0).collect();
+            let parts: Vec<&QuotientFilter> = inputs.iter().flat_map(|r| r.filters()).collect();
+            let all = inputs.iter().all(|r| r.has_filter());
+            all.then(|| QuotientFilter::merge(&parts, rate).ok())?
+        }),
+    };
     Ok(out
         .finish(merged_filter)?
         .map(|(run, patch)| (run, patch, stats)))
 }
 
 /// When the merge stitched its inputs whole, one after another (as sequential inserts leave
-/// them: each input's keys all before the next one's), the output's index is theirs, chunk for
-/// chunk: their index extents, in key order, to list instead of writing the handles again
-/// (RocksDB moves such files down a level; here only the index is shared, each run keeping a
-/// reference). `None` when any block was copied, dropped or stitched from elsewhere.
-fn whole_inputs_index(inputs: &[Arc<Run>], blocks: &[BlockHandle]) -> Option<Vec<ExtentAddr>> {
+/// them: each input's keys all before the next one's), the output's index and filter are
+/// theirs, part for part: their index extents and filter parts, in key order, to list instead
+/// of writing the same handles and a merged filter again (RocksDB moves such files down a level;
+/// here each run keeps a reference to what it lists). Filter parts only with `filters` and if
+/// every input has them (else the run has no filter, as a merge of an unfiltered input has
+/// none). `None` when any block was copied, dropped or stitched from elsewhere.
+fn whole_inputs(inputs: &[Arc<Run>], blocks: &[BlockHandle], filters: bool) -> Option<Reused> {
     let mut whole: Vec<&Arc<Run>> = inputs.iter().filter(|r| !r.blocks.is_empty()).collect();
     whole.sort_by(|a, b| a.blocks[0].first_key.cmp(&b.blocks[0].first_key));
     let concatenated = whole.iter().flat_map(|r| r.blocks.iter().map(|b| b.addr));
     let same = blocks.len() == whole.iter().map(|r| r.blocks.len()).sum::<usize>()
         && concatenated.eq(blocks.iter().map(|b| b.addr));
-    same.then(|| {
-        whole
+    let with_filters = filters && whole.iter().all(|r| r.has_filter());
+    same.then(|| Reused {
+        index: whole
             .iter()
             .flat_map(|r| r.meta.index.iter().copied())
-            .collect()
+            .collect(),
+        filters: match with_filters {
+            true => whole.iter().flat_map(|r| r.filter_parts()).collect(),
+            false => Vec::new(),
+        },
     })
 }
 

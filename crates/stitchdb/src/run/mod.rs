@@ -8,7 +8,7 @@ mod index;
 mod merge;
 mod search;
 
-pub use build::RunBuilder;
+pub use build::{Reused, RunBuilder};
 pub use cache::ReadCache;
 pub use index::BlockHandle;
 pub use merge::{merge_runs, MergeSpec, MergeStats, Stitching};
@@ -24,7 +24,7 @@ use search::BlockSearch;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use stitch_filter::QuotientFilter;
+use stitch_filter::{hash_key, QuotientFilter};
 use stitch_zone::{ExtentAddr, ExtentKind, ZoneStore};
 
 /// What runs are stored in and read through.
@@ -67,8 +67,8 @@ pub struct RunMeta {
     pub min_seq: u64,
     pub max_seq: u64,
     pub index: Vec<ExtentAddr>,
-    /// The run's quotient filter, if it has one.
-    pub filter: Option<ExtentAddr>,
+    /// The run's quotient filter in parts, in block order (none: the run has no filter).
+    pub filters: Vec<FilterPart>,
     /// Range tombstones the run carries (manifest version 3 on).
     pub ranges: Vec<RangeTombstone>,
     /// Every entry (and range tombstone) of the run has this sequence number, whatever its
@@ -92,9 +92,10 @@ impl RunMeta {
         for a in &self.index {
             a.encode(out);
         }
-        put_varint(out, self.filter.is_some() as u64);
-        if let Some(a) = &self.filter {
-            a.encode(out);
+        put_varint(out, self.filters.len() as u64);
+        for part in &self.filters {
+            put_varint(out, part.blocks);
+            part.addr.encode(out);
         }
         put_varint(out, self.ranges.len() as u64);
         for t in &self.ranges {
@@ -116,10 +117,28 @@ impl RunMeta {
             index
                 .push(ExtentAddr::decode(r.take(ExtentAddr::ENCODED_LEN)?).ok_or("short address")?);
         }
-        let filter = match r.varint()? {
-            0 => None,
-            1 => Some(ExtentAddr::decode(r.take(ExtentAddr::ENCODED_LEN)?).ok_or("short address")?),
-            n => return Err(format!("filter count {n}")),
+        let address = |r: &mut Reader| -> std::result::Result<ExtentAddr, String> {
+            Ok(ExtentAddr::decode(r.take(ExtentAddr::ENCODED_LEN)?).ok_or("short address")?)
+        };
+        let filters = if version >= 4 {
+            (0..r.len()?)
+                .map(|_| {
+                    let blocks = r.varint()?;
+                    Ok(FilterPart {
+                        blocks,
+                        addr: address(r)?,
+                    })
+                })
+                .collect::<std::result::Result<_, String>>()?
+        } else {
+            match r.varint()? {
+                0 => Vec::new(),
+                1 => vec![FilterPart {
+                    blocks: ALL_BLOCKS,
+                    addr: address(r)?,
+                }],
+                n => return Err(format!("filter count {n}")),
+            }
         };
         let (ranges, seq_override) = if version >= 3 {
             let ranges = (0..r.len()?)
@@ -137,12 +156,26 @@ impl RunMeta {
             min_seq,
             max_seq,
             index,
-            filter,
+            filters,
             ranges,
             seq_override,
         })
     }
 }
+
+/// A quotient filter over the keys of some of a run's blocks: the next `blocks` of them after
+/// the blocks of the parts before it. A run written from entries has one part; a merge that
+/// stitched its inputs whole, one after another, lists their parts (no key is reread, no
+/// filter rewritten). A lookup asks only the part of the block the key would be in, so the
+/// false-positive rate does not grow with the number of parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilterPart {
+    pub blocks: u64,
+    pub addr: ExtentAddr,
+}
+
+/// Manifests before version 4 held at most one filter per run, over all its blocks.
+const ALL_BLOCKS: u64 = u64::MAX;
 
 /// An open run. When a merge replaces it and the checkpoint saying so is durable, it is marked
 /// obsolete; its extents are released when the last reader lets go of it. Blocks it shares
@@ -151,7 +184,8 @@ pub struct Run {
     pub meta: RunMeta,
     blocks: Vec<BlockHandle>,
     search: BlockSearch,
-    filter: Option<Arc<QuotientFilter>>,
+    /// The filter's parts: each with the index of the block after the last it covers.
+    filters: Vec<(usize, Arc<QuotientFilter>)>,
     storage: Arc<Storage>,
     obsolete: AtomicBool,
 }
@@ -167,7 +201,7 @@ impl std::fmt::Debug for Run {
 
 impl Run {
     /// Opens a run the manifest names: reads its index and marks its extents live.
-    pub fn open(storage: &Arc<Storage>, meta: RunMeta) -> Result<Arc<Run>> {
+    pub fn open(storage: &Arc<Storage>, mut meta: RunMeta) -> Result<Arc<Run>> {
         let mut blocks = Vec::new();
         for &addr in &meta.index {
             let payload = storage
@@ -177,19 +211,36 @@ impl Run {
             index::decode_chunk(&payload, &mut blocks)
                 .map_err(|d| Error::corrupt("run index", format!("run {} {addr}", meta.id), d))?;
         }
-        let filter = match meta.filter {
-            None => None,
-            Some(addr) => {
-                let payload = storage
-                    .zones
-                    .read(addr, ExtentKind::RUN_FILTER)
-                    .map_err(|e| Error::from(e).within("run filter", format!("run {}", meta.id)))?;
-                let filter = QuotientFilter::decode(&payload).map_err(|e| {
-                    Error::corrupt("run filter", format!("run {} {addr}", meta.id), e)
-                })?;
-                Some(Arc::new(filter))
+        if let [only] = meta.filters.as_mut_slice() {
+            if only.blocks == ALL_BLOCKS {
+                only.blocks = blocks.len() as u64;
             }
-        };
+        }
+        let covered: u64 = meta
+            .filters
+            .iter()
+            .map(|p| p.blocks)
+            .fold(0, u64::saturating_add);
+        if !meta.filters.is_empty() && covered != blocks.len() as u64 {
+            return Err(Error::corrupt(
+                "run filter",
+                format!("run {}", meta.id),
+                format!("filter parts cover {covered} blocks of {}", blocks.len()),
+            ));
+        }
+        let mut filters = Vec::with_capacity(meta.filters.len());
+        let mut end = 0;
+        for part in &meta.filters {
+            let addr = part.addr;
+            let payload = storage
+                .zones
+                .read(addr, ExtentKind::RUN_FILTER)
+                .map_err(|e| Error::from(e).within("run filter", format!("run {}", meta.id)))?;
+            let filter = QuotientFilter::decode(&payload)
+                .map_err(|e| Error::corrupt("run filter", format!("run {} {addr}", meta.id), e))?;
+            end += part.blocks as usize;
+            filters.push((end, Arc::new(filter)));
+        }
         let entries: u64 = blocks.iter().map(|b| b.entries).sum();
         if entries != meta.entries {
             return Err(Error::corrupt(
@@ -209,7 +260,7 @@ impl Run {
             meta,
             search: BlockSearch::new(&blocks),
             blocks,
-            filter,
+            filters,
             storage,
             obsolete: AtomicBool::new(false),
         }))
@@ -220,7 +271,10 @@ impl Run {
         blocks: &'a [BlockHandle],
     ) -> impl Iterator<Item = (ExtentAddr, ExtentKind)> + 'a {
         let index = meta.index.iter().map(|&a| (a, ExtentKind::RUN_INDEX));
-        let filter = meta.filter.iter().map(|&a| (a, ExtentKind::RUN_FILTER));
+        let filter = meta
+            .filters
+            .iter()
+            .map(|p| (p.addr, ExtentKind::RUN_FILTER));
         index
             .chain(filter)
             .chain(blocks.iter().map(|b| (b.addr, ExtentKind::RUN_BLOCK)))
@@ -231,9 +285,31 @@ impl Run {
         Self::extents_of(&self.meta, &self.blocks)
     }
 
-    /// The run's quotient filter, if it has one.
-    pub fn filter(&self) -> Option<&Arc<QuotientFilter>> {
-        self.filter.as_ref()
+    /// The parts of the run's quotient filter, in block order (none if it has no filter).
+    pub fn filters(&self) -> impl Iterator<Item = &QuotientFilter> {
+        self.filters.iter().map(|(_, f)| &**f)
+    }
+
+    /// The parts of the run's filter with their places, in block order.
+    pub fn filter_parts(&self) -> impl Iterator<Item = (FilterPart, Arc<QuotientFilter>)> + '_ {
+        let filters = self.filters.iter().map(|(_, f)| f.clone());
+        self.meta.filters.iter().copied().zip(filters)
+    }
+
+    /// Whether the run has a filter.
+    pub fn has_filter(&self) -> bool {
+        !self.filters.is_empty()
+    }
+
+    /// False only when the run's filter rules `key` out: asked is the part over the block the
+    /// key would be in (the first whose last key is not below it; no later block can hold the
+    /// key unless that one does).
+    pub fn filter_may_contain(&self, key: &[u8]) -> bool {
+        let block = self.search.first_ending_at_or_after(&self.blocks, key);
+        let part = self.filters.partition_point(|(end, _)| *end <= block);
+        self.filters
+            .get(part)
+            .is_none_or(|(_, f)| f.contains(hash_key(key)))
     }
 
     pub fn blocks(&self) -> &[BlockHandle] {
@@ -265,7 +341,7 @@ impl Run {
             meta,
             blocks: self.blocks.clone(),
             search: self.search.clone(),
-            filter: self.filter.clone(),
+            filters: self.filters.clone(),
             storage: self.storage.clone(),
             obsolete: AtomicBool::new(false),
         })
