@@ -23,6 +23,17 @@ fn options(stitching: Stitching) -> Options {
     }
 }
 
+/// Merges the table's runs into one with a crash image taken at every write and sync.
+fn compact_taking_images(db: &Db, disk: &support::CrashingDisk) -> stitchdb::Stats {
+    assert!(db.stats().tables[0].runs() >= 2, "runs to merge");
+    *disk.probability.lock() = 1.0;
+    db.compact().unwrap();
+    *disk.probability.lock() = 0.0;
+    let s = db.stats();
+    assert_eq!(s.tables[0].runs(), 1);
+    s
+}
+
 #[test]
 fn every_write_and_sync_of_a_merge_is_a_safe_place_to_crash() {
     let mut images = 0;
@@ -59,13 +70,8 @@ fn every_write_and_sync_of_a_merge_is_a_safe_place_to_crash() {
             db.write(&batch, Durability::Async).unwrap();
             db.flush().unwrap();
         }
-        assert!(db.stats().tables[0].runs() >= 2, "runs to merge");
-        *disk.probability.lock() = 1.0;
-        db.compact().unwrap();
-        *disk.probability.lock() = 0.0;
-        let s = db.stats();
+        let s = compact_taking_images(&db, &disk);
         stitched += s.merge_stitched_bytes;
-        assert_eq!(s.tables[0].runs(), 1);
         drop(db);
         images += every_image_holds(
             &disk,
@@ -101,12 +107,7 @@ fn a_merge_sharing_its_inputs_index_is_a_safe_place_to_crash() {
         db.write(&batch, Durability::Async).unwrap();
         db.flush().unwrap();
     }
-    assert!(db.stats().tables[0].runs() >= 2, "runs to merge");
-    *disk.probability.lock() = 1.0;
-    db.compact().unwrap();
-    *disk.probability.lock() = 0.0;
-    let s = db.stats();
-    assert_eq!(s.tables[0].runs(), 1);
+    let s = compact_taking_images(&db, &disk);
     assert_eq!(s.merge_copied_bytes, 0, "{s:?}");
     assert!(s.merge_shared_indexes >= 1, "{s:?}");
     db.check().unwrap();
