@@ -305,6 +305,11 @@ impl Run {
     /// key would be in (the first whose last key is not below it; no later block can hold the
     /// key unless that one does).
     pub fn filter_may_contain(&self, key: &[u8]) -> bool {
+        // One part (every run not made by sharing) covers every block: no block to find,
+        // which the lookup after this filter would do again.
+        if let [(_, only)] = self.filters.as_slice() {
+            return only.contains(hash_key(key));
+        }
         let block = self.search.first_ending_at_or_after(&self.blocks, key);
         let part = self.filters.partition_point(|(end, _)| *end <= block);
         self.filters
