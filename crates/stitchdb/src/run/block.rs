@@ -85,7 +85,7 @@ impl BlockWriter {
 }
 
 /// How many leading bytes `a` and `b` share.
-fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
+pub(super) fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 

@@ -12,6 +12,7 @@
 //! Taking them zero-padded and reading them big-endian keeps their order: if two keys' padded
 //! bytes differ, the keys differ in the same direction.
 
+use super::block::shared_prefix;
 use super::BlockHandle;
 use std::cmp::Ordering;
 
@@ -46,9 +47,8 @@ impl BlockSearch {
     pub fn new(blocks: &[BlockHandle]) -> BlockSearch {
         let common = match (blocks.first(), blocks.last()) {
             (Some(first), Some(last)) => {
-                let (a, b) = (&first.first_key, &last.last_key);
-                let n = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count();
-                a[..n].to_vec()
+                let n = shared_prefix(&first.first_key, &last.last_key);
+                first.first_key[..n].to_vec()
             }
             _ => Vec::new(),
         };
