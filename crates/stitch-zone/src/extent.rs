@@ -8,6 +8,8 @@ use crate::{Result, ZoneError};
 use std::fmt;
 
 pub const EXTENT_HEADER_LEN: usize = 16;
+/// Extents start at multiples of this many bytes within their zone.
+pub const EXTENT_ALIGN: u64 = 16;
 const EXTENT_MAGIC: u16 = 0x5845; // "EX" little-endian
 const EXTENT_VERSION: u8 = 1;
 
@@ -24,8 +26,23 @@ impl ExtentAddr {
 
     /// True when this extent starts where `prev` ends on disk (the next aligned offset).
     pub fn follows(&self, prev: &ExtentAddr) -> bool {
-        self.zone == prev.zone
-            && self.offset as u64 == (prev.offset as u64 + prev.len as u64).next_multiple_of(16)
+        self.zone == prev.zone && self.offset as u64 == prev.aligned_end()
+    }
+
+    /// True when this extent continues the stream `prev` was appended to: it follows `prev`,
+    /// or it opens another zone because it did not fit after `prev` in its `zone_size`-byte
+    /// zone. Reading on across such a zone change costs one seek, as every span longer than a
+    /// zone pays anyway, so for contiguity the two count as one span.
+    pub fn continues(&self, prev: &ExtentAddr, zone_size: u64) -> bool {
+        self.follows(prev)
+            || (self.zone != prev.zone
+                && self.offset == 0
+                && prev.aligned_end() + self.len as u64 > zone_size)
+    }
+
+    /// The offset in its zone where the next extent may start.
+    pub fn aligned_end(&self) -> u64 {
+        (self.offset as u64 + self.len as u64).next_multiple_of(EXTENT_ALIGN)
     }
 
     pub fn payload_len(&self) -> usize {
@@ -160,4 +177,30 @@ pub(crate) fn verify(
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(zone: u32, offset: u32, len: u32) -> ExtentAddr {
+        ExtentAddr { zone, offset, len }
+    }
+
+    #[test]
+    fn an_extent_continues_its_stream_in_its_zone_or_at_the_start_of_the_next() {
+        const ZONE: u64 = 64 * 1024;
+        let prev = at(3, 4096, 100);
+        // Right after it, at the next multiple of 16.
+        assert!(at(3, 4208, 50).continues(&prev, ZONE));
+        assert!(!at(3, 4224, 50).continues(&prev, ZONE));
+        // The last extent that fit in zone 3, then one that did not fit after it.
+        let last = at(3, 60_000, 4000);
+        assert!(at(9, 0, 4000).continues(&last, ZONE));
+        // Not at the start of its zone, or small enough to have fit after `last`.
+        assert!(!at(9, 16, 4000).continues(&last, ZONE));
+        assert!(!at(9, 0, 1000).continues(&last, ZONE));
+        // A zone that did not fill.
+        assert!(!at(9, 0, 4000).continues(&prev, ZONE));
+    }
 }
