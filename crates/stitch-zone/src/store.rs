@@ -1,11 +1,11 @@
 //! The zone store: space allocation, extents with reference counts, and the superblocks.
 
-use crate::extent::{self, ExtentAddr, ExtentKind, EXTENT_HEADER_LEN};
+use crate::extent::{self, ExtentAddr, ExtentKind, EXTENT_ALIGN, EXTENT_HEADER_LEN};
 use crate::superblock::{Superblock, SLOT_OFFSETS, SUPERBLOCK_LEN};
 use crate::{Result, ZoneError};
 use foldhash::HashMap;
 use parking_lot::Mutex;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use stitch_patch::{BlockCache, PatchId};
 
@@ -15,23 +15,23 @@ pub type ZoneId = u32;
 /// a run index, say, releases the blocks it points to.
 pub type ReleaseHandler = Arc<dyn Fn(ExtentAddr) + Send + Sync>;
 
-/// Extents start at multiples of this within a zone (`ExtentAddr::follows` relies on it).
-const EXTENT_ALIGN: u64 = 16;
-
 /// Appends of different streams go to different open zones, so what one writer appends in a
 /// row stays contiguous on disk even while another writer appends too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
-    /// Memtable flushes, manifests.
+    /// Memtable flushes.
     Flush = 0,
     /// Merges and defragmentation.
     Merge = 1,
     /// A second merge running beside the first (a merge's blocks stay contiguous only if no
     /// other merge appends between them).
     SecondMerge = 2,
+    /// Manifests, which merges install while a flush is writing its blocks: in the flush's
+    /// stream one would split the flush's run into spans too short to stitch.
+    Manifest = 3,
 }
 
-const STREAMS: usize = 3;
+const STREAMS: usize = 4;
 const MIN_ZONE_SIZE: u64 = 64 * 1024;
 
 #[derive(Debug, Clone)]
@@ -111,6 +111,8 @@ struct State {
     superblock_patch: PatchId,
     /// Zones emptied under the lock, to be handed to the cache's `when_committed` after it.
     to_free: Vec<(ZoneId, PatchId)>,
+    /// Bytes appended since open (headers included), by kind.
+    appended: BTreeMap<ExtentKind, u64>,
 }
 
 /// Counts for `stitchdb stats` and defragmentation.
@@ -127,6 +129,9 @@ pub struct ZoneStats {
     pub dead_bytes: u64,
     /// Live bytes of each extent zone, by zone id.
     pub zone_live: Vec<(ZoneId, u64)>,
+    /// Bytes of extents appended since the store was opened (headers included), by kind, in
+    /// kind order: what each kind of structure has cost in writes.
+    pub appended: Vec<(ExtentKind, u64)>,
 }
 
 /// One store's zones. See the crate docs.
@@ -233,6 +238,7 @@ impl ZoneStore {
             superblock,
             superblock_patch: PatchId::NONE,
             to_free: Vec::new(),
+            appended: BTreeMap::new(),
         };
         ZoneStore {
             cache,
@@ -339,8 +345,9 @@ impl ZoneStore {
 
     // ---- extents ---------------------------------------------------------------------------
 
-    /// Appends an extent holding `payload`, to reach the disk after `deps`. Its reference
-    /// count starts at one. Returns its address and the patch that writes it.
+    /// Appends an extent holding `payload` to the [`Stream::Flush`] zone, to reach the disk
+    /// after `deps`. Its reference count starts at one. Returns its address and the patch
+    /// that writes it.
     pub fn append(
         &self,
         kind: ExtentKind,
@@ -381,6 +388,7 @@ impl ZoneStore {
             z.write_ptr = (offset + total).next_multiple_of(EXTENT_ALIGN);
             // Counted live from the reservation on, so the zone cannot be freed under the write.
             z.live += total;
+            *st.appended.entry(kind).or_default() += total;
             ExtentAddr {
                 zone,
                 offset: offset as u32,
@@ -769,6 +777,7 @@ impl ZoneStore {
             }
         }
         s.live_extents = st.refs.len() as u64;
+        s.appended = st.appended.iter().map(|(&k, &b)| (k, b)).collect();
         s
     }
 }

@@ -35,7 +35,8 @@ mod txn;
 
 pub use batch::{TableId, WriteBatch};
 pub use db::{
-    CheckReport, Db, DbIter, DefragReport, Snapshot, SnapshotInfo, Stats, TableStats, DEFAULT_TABLE,
+    AppendedBytes, CheckReport, Db, DbIter, DefragReport, Snapshot, SnapshotInfo, Stats,
+    TableStats, DEFAULT_TABLE,
 };
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, MAX_KEY_LEN};

@@ -275,9 +275,12 @@ pub(crate) fn write_manifest(
             .collect(),
         snapshots: ck.snapshots.iter().map(|(n, s)| s.meta(n)).collect(),
     };
-    let (addr, patch) = inner
-        .zones
-        .append(ExtentKind::MANIFEST, &manifest.encode(), deps)?;
+    let (addr, patch) = inner.zones.append_to(
+        Stream::Manifest,
+        ExtentKind::MANIFEST,
+        &manifest.encode(),
+        deps,
+    )?;
     let superblock = inner.zones.write_superblock(Some(addr), &[patch])?;
     inner.cache.flush_patch(superblock)?;
     // A run a snapshot still holds is not obsolete: dropping the snapshot retires it.
@@ -307,4 +310,41 @@ pub(crate) fn write_manifest(
         }),
     );
     Ok(superblock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memtable::EntryRef;
+    use crate::{Db, Options};
+    use stitch_io::MemDisk;
+
+    #[test]
+    fn a_manifest_written_while_a_run_is_built_does_not_split_its_blocks() {
+        // A merge installs (writes a manifest) while a flush is appending its run's blocks;
+        // if both used one zone stream, the manifest would land between two of the run's
+        // blocks and cut it into spans too short to stitch.
+        let db = Db::create_on(Arc::new(MemDisk::new(0)), Options::default()).unwrap();
+        let inner = &db.inner;
+        let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Flush);
+        let value = vec![7u8; 1000];
+        for i in 0..40u32 {
+            let key = format!("key{i:04}").into_bytes();
+            builder
+                .add(EntryRef {
+                    key: &key,
+                    seq: 1,
+                    value: Some(&value),
+                })
+                .unwrap();
+            if i % 10 == 5 {
+                commit_change(inner, |_| {}, &[], Vec::new()).unwrap();
+            }
+        }
+        let (run, _) = builder.finish(None).unwrap().unwrap();
+        assert!(run.blocks().len() >= 8, "{} blocks", run.blocks().len());
+        for pair in run.blocks().windows(2) {
+            assert!(pair[1].addr.follows(&pair[0].addr), "{pair:?}");
+        }
+    }
 }

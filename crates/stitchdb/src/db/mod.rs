@@ -23,7 +23,7 @@ pub use check::CheckReport;
 pub use defrag::DefragReport;
 pub use read::DbIter;
 pub use snapshot::{Snapshot, SnapshotInfo};
-pub use stats::{Stats, TableStats};
+pub use stats::{AppendedBytes, Stats, TableStats};
 
 use crate::batch::TableId;
 use crate::dtable::{filtered_run, DTable, Overlay};

@@ -6,7 +6,7 @@ use crate::run::Stitching;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use stitch_patch::CacheStats;
-use stitch_zone::ZoneStats;
+use stitch_zone::{ExtentKind, ZoneStats};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableStats {
@@ -18,6 +18,47 @@ pub struct TableStats {
     /// Payload bytes of the runs' blocks.
     pub run_bytes: u64,
     pub memtable_bytes: usize,
+}
+
+/// Bytes of extents written since the store was opened (headers included), by what they hold:
+/// where a workload's writes go, beside the log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendedBytes {
+    pub run_blocks: u64,
+    pub run_indexes: u64,
+    pub run_filters: u64,
+    pub manifests: u64,
+}
+
+impl AppendedBytes {
+    fn from_zones(zones: &ZoneStats) -> AppendedBytes {
+        let mut a = AppendedBytes::default();
+        for &(kind, bytes) in &zones.appended {
+            let slot = match kind {
+                ExtentKind::RUN_BLOCK => &mut a.run_blocks,
+                ExtentKind::RUN_INDEX => &mut a.run_indexes,
+                ExtentKind::RUN_FILTER => &mut a.run_filters,
+                ExtentKind::MANIFEST => &mut a.manifests,
+                _ => continue,
+            };
+            *slot += bytes;
+        }
+        a
+    }
+
+    pub fn total(&self) -> u64 {
+        self.run_blocks + self.run_indexes + self.run_filters + self.manifests
+    }
+
+    /// What was appended after `before` was taken.
+    pub fn since(&self, before: &AppendedBytes) -> AppendedBytes {
+        AppendedBytes {
+            run_blocks: self.run_blocks.saturating_sub(before.run_blocks),
+            run_indexes: self.run_indexes.saturating_sub(before.run_indexes),
+            run_filters: self.run_filters.saturating_sub(before.run_filters),
+            manifests: self.manifests.saturating_sub(before.manifests),
+        }
+    }
 }
 
 impl TableStats {
@@ -52,6 +93,8 @@ pub struct Stats {
     /// Parsed run blocks in the read cache, and the bytes they take.
     pub read_cache_blocks: usize,
     pub read_cache_bytes: usize,
+    /// Extent bytes written since open, by kind.
+    pub appended: AppendedBytes,
     /// Why the store is read-only, if a write failed.
     pub failure: Option<String>,
 }
@@ -89,9 +132,11 @@ impl Db {
             shared_indexes,
         } = *inner.compaction.lock();
         let (read_cache_blocks, read_cache_bytes) = inner.storage.cache.usage();
+        let zones = inner.zones.stats();
         Stats {
             tables,
-            zones: inner.zones.stats(),
+            appended: AppendedBytes::from_zones(&zones),
+            zones,
             cache: inner.cache.stats(),
             last_seq: inner.visible_seq.load(Ordering::Acquire),
             checkpoints,
@@ -167,6 +212,12 @@ impl fmt::Display for Stats {
             f,
             "extents: {} live, {} live bytes, {} dead bytes in extent zones ({frag:.1}% fragmentation)",
             z.live_extents, z.live_bytes, z.dead_bytes
+        )?;
+        let a = &self.appended;
+        writeln!(
+            f,
+            "appended since open: {} bytes of run blocks, {} of run indexes, {} of filters, {} of manifests",
+            a.run_blocks, a.run_indexes, a.run_filters, a.manifests
         )?;
         let c = &self.cache;
         writeln!(

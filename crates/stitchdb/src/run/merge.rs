@@ -101,6 +101,7 @@ pub fn merge_runs(
         stream,
     } = spec;
     let mut out = RunBuilder::new(storage, id, level, stream);
+    let zone_size = storage.zones.zone_size();
     // Range tombstones hide versions in other inputs: those versions must be seen (copied) to
     // be dropped, so a merge carrying tombstones stitches nothing.
     let ranges: Vec<RangeTombstone> = inputs.iter().flat_map(|r| r.meta.ranges.clone()).collect();
@@ -125,7 +126,7 @@ pub fn merge_runs(
         .min_by(|&a, &b| cursors[a].peek().cmp(&cursors[b].peek()))
     {
         if cursors[i].current.is_none() {
-            if let Some(end) = stitchable_span(&cursors, i, stitching) {
+            if let Some(end) = stitchable_span(&cursors, i, stitching, zone_size) {
                 let c = &cursors[i];
                 for h in &c.run.blocks[c.next_block..end] {
                     out.stitch(&c.run, h)?;
@@ -213,8 +214,15 @@ fn whole_inputs(inputs: &[Arc<Run>], blocks: &[BlockHandle], filters: bool) -> O
 /// If input `i`'s next block starts a span that may be stitched, the block index where the
 /// span ends. A block qualifies when every other input's next key sorts after its last key
 /// (nothing else can fall inside its range); consecutive qualifying blocks form a span while
-/// each lies right after the previous one on disk.
-fn stitchable_span(cursors: &[Cursor], i: usize, stitching: Stitching) -> Option<usize> {
+/// each continues the previous one on disk: right after it, or at the start of the next zone
+/// its stream moved on to (else the few blocks a run leaves at the end of a zone would be
+/// copied at every merge, alone, and never join a span long enough to stay).
+fn stitchable_span(
+    cursors: &[Cursor],
+    i: usize,
+    stitching: Stitching,
+    zone_size: u64,
+) -> Option<usize> {
     let Stitching::Threshold(threshold) = stitching else {
         return None;
     };
@@ -233,7 +241,7 @@ fn stitchable_span(cursors: &[Cursor], i: usize, stitching: Stitching) -> Option
     let mut bytes = 0u64;
     while end < blocks.len()
         && clear(&blocks[end].last_key)
-        && (end == start || blocks[end].addr.follows(&blocks[end - 1].addr))
+        && (end == start || blocks[end].addr.continues(&blocks[end - 1].addr, zone_size))
     {
         bytes += blocks[end].addr.len as u64;
         end += 1;

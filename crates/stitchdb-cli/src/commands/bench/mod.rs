@@ -174,7 +174,7 @@ fn run_one(
     let db = store.db()?;
     let table = db.default_table();
     let flushes_before = db.flush_history().len();
-    let merges_before = db.stats().merges;
+    let before = db.stats();
     let started = opened.elapsed();
     let outcome = runner::run(bench, index, setup, db, table)?;
     let history = db.flush_history();
@@ -185,9 +185,11 @@ fn run_one(
         .map(|t| t.saturating_sub(started).as_secs_f64())
         .collect();
     output::print(report::result_line(bench, &outcome))?;
+    let after = db.stats();
     output::print(report::counters_line(&report::Counters {
         flushes: flushes.len(),
-        merges: db.stats().merges.saturating_sub(merges_before),
+        merges: after.merges.saturating_sub(before.merges),
+        appended: after.appended.since(&before.appended),
     }))?;
     Ok((!flushes.is_empty()).then(|| plot::Series {
         name: bench.name(),

@@ -6,7 +6,7 @@ use super::runner::{Outcome, Setup};
 use super::workload::Benchmark;
 use std::fmt::Write as _;
 use std::path::Path;
-use stitchdb::Stitching;
+use stitchdb::{AppendedBytes, Stitching};
 
 /// db_bench's "MB" is a mebibyte.
 const MB: f64 = 1_048_576.0;
@@ -114,20 +114,27 @@ pub struct Counters {
     /// Memtable flushes and merges completed during the benchmark.
     pub flushes: usize,
     pub merges: u64,
+    /// Extent bytes the store appended during the benchmark, by kind.
+    pub appended: AppendedBytes,
 }
 
-/// `stitchdb: ...`: the benchmark's flushes and merges, then this process's device writes and
-/// peak memory so far.
+/// `stitchdb: ...`: the benchmark's flushes, merges and extent bytes appended (run blocks,
+/// indexes, filters, manifests), then this process's device writes and peak memory so far.
 pub fn counters_line(c: &Counters) -> String {
     let mib = |bytes: Option<u64>| match bytes {
         Some(b) => format!("{:.1} MB", b as f64 / MB),
         None => "n/a".into(),
     };
     format!(
-        "stitchdb: {} memtable flushes, {} merges; {} written to the device so far; \
-         peak RSS {}\n",
+        "stitchdb: {} memtable flushes, {} merges; appended {} (blocks {}, indexes {}, \
+         filters {}, manifests {}); {} written to the device so far; peak RSS {}\n",
         c.flushes,
         c.merges,
+        mib(Some(c.appended.total())),
+        mib(Some(c.appended.run_blocks)),
+        mib(Some(c.appended.run_indexes)),
+        mib(Some(c.appended.run_filters)),
+        mib(Some(c.appended.manifests)),
         mib(procfs::device_write_bytes()),
         mib(procfs::peak_rss_bytes())
     )
