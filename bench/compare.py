@@ -70,6 +70,9 @@ def parse_args(argv):
     p.add_argument("--stitch_threshold",
                    help="StitchDB only (RocksDB has no counterpart): the VT-tree stitching threshold,\n"
                         "bytes or 'never' (default StitchDB's, 64 KiB)")
+    p.add_argument("--level_runs", type=int,
+                   help="StitchDB only: runs a level holds before they merge, the fan-out\n"
+                        "(default StitchDB's, 2)")
     p.add_argument("--out", help="also write the table (with the command and date) to this file")
     p.add_argument("--workdir", default="target/bench",
                    help="where the stores, logs and plots go; must be on the disk being measured,\n"
@@ -130,6 +133,8 @@ def commands(args, group):
     stitch.append(f"--plot={base}-figure5.svg")
     if args.stitch_threshold is not None:
         stitch.append(f"--stitch_threshold={args.stitch_threshold}")
+    if args.level_runs is not None:
+        stitch.append(f"--level_runs={args.level_runs}")
     if group.uses_driver:
         rocks = [args.driver] + common_flags(args, group.benchmarks, base + ".rocksdb")
     else:

@@ -73,6 +73,10 @@ pub struct BenchArgs {
     #[arg(long = "stitch_threshold", value_name = "BYTES|never",
           value_parser = workload::parse_stitching)]
     stitch_threshold: Option<Stitching>,
+    /// Runs a level holds before they are merged into one run of the next level: the fan-out
+    /// (the VT-tree paper's 2; more merge less often and leave more runs for reads to visit)
+    #[arg(long = "level_runs", value_name = "N", default_value_t = Options::default().level_runs)]
+    level_runs: usize,
     /// Threads merging levels in the background, 1 or 2 (db_bench's name for it)
     #[arg(long = "max_background_compactions", value_name = "N",
           default_value_t = Options::default().compaction_threads)]
@@ -92,6 +96,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     let sync = args.sync && !args.disable_wal;
     let options = Options {
         memtable_size: args.memtable_size,
+        level_runs: args.level_runs,
         compaction_threads: args.max_background_compactions,
         stitching,
         durability: if sync {
@@ -108,6 +113,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         disable_wal: args.disable_wal,
         memtable_size: args.memtable_size,
         stitching,
+        level_runs: args.level_runs,
         db_path: store.path(),
     }))?;
     let mut series = Vec::new();

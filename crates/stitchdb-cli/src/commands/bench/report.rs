@@ -18,6 +18,7 @@ pub struct Header<'a> {
     pub disable_wal: bool,
     pub memtable_size: usize,
     pub stitching: Stitching,
+    pub level_runs: usize,
     pub db_path: &'a Path,
 }
 
@@ -50,6 +51,10 @@ pub fn header(h: &Header) -> String {
     line("RawSize", format!("{raw:.1} MB (estimated)"));
     line("Memtable", format!("{:.1} MB", h.memtable_size as f64 / MB));
     line("Stitching", stitching(h.stitching));
+    line(
+        "Levels",
+        format!("{} runs per level merge into one of the next", h.level_runs),
+    );
     line("Durability", durability(h.sync, h.disable_wal));
     line("Seed", format!("{} (splitmix64)", s.seed));
     out.push_str("------------------------------------------------\n");
