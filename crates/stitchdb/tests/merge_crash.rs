@@ -8,6 +8,7 @@ mod support;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use stitchdb::{Db, Durability, Options, Stitching, WriteBatch};
 use support::{every_image_holds, new_crashing};
 
@@ -165,4 +166,103 @@ fn a_run_sharing_its_inputs_filter_parts_finds_every_key() {
     drop(db);
     let db = Db::open_on(disk, opts).unwrap();
     lookups(&db);
+}
+
+#[test]
+fn a_merge_is_listed_by_the_next_manifest_and_a_crash_before_it_loses_nothing() {
+    // Merges install at once and are listed by the next manifest (a checkpoint's, or the
+    // compactor's when it runs out of work): they write no manifest or superblock of their
+    // own. Until then the durable manifest lists the merged-away runs, which must stay intact.
+    let opts = Options {
+        level_runs: 2,
+        ..options(Stitching::Threshold(8192))
+    };
+    let disk = new_crashing(21);
+    let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    let mut deferred_seen = 0;
+    for round in 0..60u32 {
+        let before = db.stats();
+        let mut batch = WriteBatch::new();
+        for _ in 0..60 {
+            let k = format!("key{:05}", rng.gen_range(0..3000u32)).into_bytes();
+            let v = vec![round as u8; rng.gen_range(10..60)];
+            batch.put(t, k.clone(), v.clone());
+            model.insert(k, v);
+        }
+        // Durable when it returns: every image below must hold it.
+        db.write(&batch, Durability::Sync).unwrap();
+        let after = db.stats();
+        if after.merges == before.merges {
+            continue;
+        }
+        // The memtable filled: one checkpoint, then merges, none of them writing a manifest.
+        assert_eq!(after.checkpoints, before.checkpoints + 1, "{after}");
+        deferred_seen += 1;
+        let live_runs = after.tables[0].runs();
+        for seed in 0..3 {
+            let image = Db::open_on(Arc::new(disk.sim.crash(seed)), opts.clone()).unwrap();
+            assert!(
+                image.stats().tables[0].runs() > live_runs,
+                "the image lists the runs the merge replaced"
+            );
+            let got: BTreeMap<_, _> = image
+                .scan_prefix(t, b"")
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            assert!(got == model, "round {round}, image {seed}");
+            image.check().unwrap();
+        }
+    }
+    assert!(deferred_seen >= 5, "{deferred_seen} rounds merged");
+    // A flush writes the manifest: the merges are durable.
+    db.flush().unwrap();
+    let live_runs = db.stats().tables[0].runs();
+    let image = Db::open_on(Arc::new(disk.sim.crash(99)), opts).unwrap();
+    assert_eq!(image.stats().tables[0].runs(), live_runs);
+    image.check().unwrap();
+}
+
+#[test]
+fn the_compactor_lists_its_merges_in_a_manifest_once_it_runs_out_of_work() {
+    let opts = Options {
+        level_runs: 2,
+        background: true,
+        ..options(Stitching::Threshold(8192))
+    };
+    let disk = new_crashing(22);
+    let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+    let t = db.default_table();
+    let mut model = BTreeMap::new();
+    for i in 0..6000u32 {
+        let k = format!("key{:05}", (i * 7919) % 6000).into_bytes();
+        let v = vec![(i % 200) as u8; 40];
+        db.put(t, k.clone(), v.clone()).unwrap();
+        model.insert(k, v);
+    }
+    db.flush().unwrap();
+    // The compactor merges what the flushes left, then writes a manifest.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let settled = loop {
+        let s = db.stats();
+        let debt = s.tables[0].levels.iter().any(|&runs| runs >= 2);
+        if !debt && s.runs_awaiting_manifest == 0 {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "never settled: {s}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert!(settled.merges > 0);
+    let image = Db::open_on(Arc::new(disk.sim.crash(5)), opts).unwrap();
+    assert_eq!(image.stats().tables[0].levels, settled.tables[0].levels);
+    let got: BTreeMap<_, _> = image
+        .scan_prefix(t, b"")
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(got == model);
+    image.check().unwrap();
 }

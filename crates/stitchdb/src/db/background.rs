@@ -90,7 +90,14 @@ fn run_compactor(inner: &Arc<Inner>, stream: Stream) {
         loop {
             match compact::compact_once(inner, stream) {
                 Ok(true) if !inner.signal.lock().stop => continue,
-                Ok(_) => break,
+                // Out of work: make the merges installed meanwhile durable.
+                Ok(_) => {
+                    let r = checkpoint::write_deferred(inner);
+                    if let Err(e) = inner.guard(r) {
+                        tracing::error!("writing a manifest after merges failed: {e}");
+                    }
+                    break;
+                }
                 Err(e) => {
                     tracing::error!("background compaction failed: {e}");
                     break;

@@ -70,9 +70,9 @@ fn run_checkpoint(
     // merges finish and install while the memtables are written out.
     let _flushing = inner.flushing.lock();
     let wal = inner.wal()?;
-    let (epoch, last_log_start) = {
+    let (epoch, last_log_start, merges_deferred) = {
         let ck = inner.checkpoint.lock();
-        (ck.epoch, ck.log_start.lsn)
+        (ck.epoch, ck.log_start.lsn, !ck.deferred.is_empty())
     };
     // A linking checkpoint keeps the write lock to the end: no commit can come after the
     // linked one (and be made durable or visible) before the manifest holding it is durable.
@@ -111,6 +111,7 @@ fn run_checkpoint(
     if trigger != Trigger::Open
         && !anything_frozen
         && linked.is_empty()
+        && !merges_deferred
         && log_pos.lsn == last_log_start
     {
         return Ok(inner.zones.superblock_patch());
@@ -241,16 +242,65 @@ pub(crate) fn commit_change(
     Ok(superblock)
 }
 
+/// Retired runs of deferred merges held past this many data bytes make the next merge write a
+/// manifest at once: what merges free is not kept from reuse for long.
+const DEFERRED_LIMIT: u64 = 64 << 20;
+
+/// Installs a merge's `change` (it replaces `retired` runs by one holding the same entries)
+/// now and makes it durable with the next manifest, whoever writes it: a checkpoint, another
+/// merge, or the compactor when it runs out of work ([`write_deferred`]). A crash before then
+/// reopens the store with the retired runs, which stay intact until a durable manifest no
+/// longer lists them: the same contents. So a merge costs no manifest, superblock or sync of
+/// its own, and one that stitched its inputs whole writes nothing at all. Readers read
+/// installed runs straight from the disk, so the new run's writes (`deps`) are made durable
+/// first.
+pub(crate) fn install_deferred(
+    inner: &Inner,
+    change: impl Fn(&mut Version),
+    deps: &[PatchId],
+    retired: Vec<Arc<Run>>,
+) -> Result<()> {
+    let written = inner.cache.empty(deps)?;
+    inner.cache.flush_patch(written)?;
+    let mut ck = inner.checkpoint.lock();
+    {
+        let mut version = inner.version.write();
+        let mut live = (**version).clone();
+        change(&mut live);
+        *version = Arc::new(live);
+    }
+    ck.deferred_bytes += retired.iter().map(|r| r.meta.data_bytes).sum::<u64>();
+    ck.deferred.extend(retired);
+    if ck.deferred_bytes >= DEFERRED_LIMIT {
+        let listed = (**inner.version.read()).clone();
+        write_manifest(inner, &mut ck, &listed, &[], Vec::new())?;
+    }
+    Ok(())
+}
+
+/// Writes a manifest of the tables as they are if merges were installed since the last one.
+pub(crate) fn write_deferred(inner: &Inner) -> Result<()> {
+    let mut ck = inner.checkpoint.lock();
+    if ck.deferred.is_empty() {
+        return Ok(());
+    }
+    let listed = (**inner.version.read()).clone();
+    write_manifest(inner, &mut ck, &listed, &[], Vec::new())?;
+    Ok(())
+}
+
 /// Writes a manifest listing `listed`'s runs and what `ck` says of the log, after `deps`;
 /// points the superblock at it and waits until that is durable. Then the previous manifest is
-/// released, and `retired` runs are marked obsolete (their extents go when their last reader
-/// does). Callers hold the checkpoint lock, so manifests are written one at a time.
+/// released, and `retired` runs, and those of merges installed since the last manifest, are
+/// marked obsolete (their extents go when their last reader does). Callers hold the
+/// checkpoint lock, so manifests are written one at a time; `listed` must include every
+/// change installed so far.
 pub(crate) fn write_manifest(
     inner: &Inner,
     ck: &mut super::CheckpointState,
     listed: &Version,
     deps: &[PatchId],
-    retired: Vec<Arc<Run>>,
+    mut retired: Vec<Arc<Run>>,
 ) -> Result<PatchId> {
     let manifest = Manifest {
         checkpoint_lsn: ck.checkpoint_lsn,
@@ -283,6 +333,8 @@ pub(crate) fn write_manifest(
     )?;
     let superblock = inner.zones.write_superblock(Some(addr), &[patch])?;
     inner.cache.flush_patch(superblock)?;
+    retired.append(&mut ck.deferred);
+    ck.deferred_bytes = 0;
     // A run a snapshot still holds is not obsolete: dropping the snapshot retires it.
     let held: std::collections::HashSet<u64> = ck
         .snapshots

@@ -8,7 +8,7 @@
 //! keep level 0 from piling up. Their installs commute: each removes its own inputs and puts
 //! its output at the front of the level below them, whatever the other did meanwhile.
 
-use super::checkpoint::{add_run, commit_change};
+use super::checkpoint::{add_run, install_deferred, write_deferred};
 use super::{Inner, TableState, Version};
 use crate::batch::TableId;
 use crate::run::{merge_runs, MergeSpec, Run, Stitching};
@@ -115,7 +115,8 @@ pub(crate) fn compact_all(inner: &Arc<Inner>) -> Result<()> {
         };
         run_plan(inner, &plan, Stream::Merge)?;
     }
-    Ok(())
+    let r = write_deferred(inner);
+    inner.guard(r)
 }
 
 impl Plan {
@@ -159,7 +160,7 @@ fn merge_and_install(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<
         }
     };
     let change = |v: &mut Version| v.update(plan.table, replace);
-    commit_change(inner, change, &[patch], plan.inputs.clone())?;
+    install_deferred(inner, change, &[patch], plan.inputs.clone())?;
     let mut c = inner.compaction.lock();
     c.merges += 1;
     c.copied_bytes += stats.copied_bytes;

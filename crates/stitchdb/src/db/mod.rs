@@ -157,6 +157,10 @@ pub(crate) struct CheckpointState {
     pub linked_bytes: u64,
     /// The named snapshots, listed in every manifest.
     pub snapshots: BTreeMap<String, Arc<snapshot::NamedSnapshot>>,
+    /// Runs merged away by merges installed since the newest manifest (which still lists
+    /// them), and their data bytes: the next manifest retires them.
+    pub deferred: Vec<Arc<Run>>,
+    pub deferred_bytes: u64,
 }
 
 pub(crate) struct Inner {
@@ -319,6 +323,8 @@ impl Db {
                 linked_commits: 0,
                 linked_bytes: 0,
                 snapshots: recovered.snapshots.clone(),
+                deferred: Vec::new(),
+                deferred_bytes: 0,
             }),
             compaction: Mutex::new(compact::CompactionStats::default()),
             compacting: RwLock::new(()),
@@ -431,6 +437,8 @@ impl Db {
             background::request_compaction(&self.inner);
         } else {
             while compact::compact_once(&self.inner, Stream::Merge)? {}
+            let r = checkpoint::write_deferred(&self.inner);
+            self.inner.guard(r)?;
         }
         Ok(())
     }

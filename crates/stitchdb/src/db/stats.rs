@@ -90,6 +90,9 @@ pub struct Stats {
     pub merge_stitched_bytes: u64,
     /// Merges whose new run lists its inputs' index extents rather than writing its own.
     pub merge_shared_indexes: u64,
+    /// Runs merged away by merges installed since the newest manifest, which still lists
+    /// them (the next manifest retires them; until then a crash reopens them).
+    pub runs_awaiting_manifest: usize,
     /// Parsed run blocks in the read cache, and the bytes they take.
     pub read_cache_blocks: usize,
     pub read_cache_bytes: usize,
@@ -115,13 +118,14 @@ impl Db {
                 memtable_bytes: t.mem.bytes() + t.imm.as_ref().map_or(0, |m| m.bytes()),
             })
             .collect();
-        let (checkpoints, flushed_bytes, linked_commits, linked_bytes) = {
+        let (checkpoints, flushed_bytes, linked_commits, linked_bytes, runs_awaiting_manifest) = {
             let ck = inner.checkpoint.lock();
             (
                 ck.checkpoints,
                 ck.run_bytes_written,
                 ck.linked_commits,
                 ck.linked_bytes,
+                ck.deferred.len(),
             )
         };
         let CompactionStats {
@@ -148,6 +152,7 @@ impl Db {
             merge_copied_bytes: copied_bytes,
             merge_stitched_bytes: stitched_bytes,
             merge_shared_indexes: shared_indexes,
+            runs_awaiting_manifest,
             read_cache_blocks,
             read_cache_bytes,
             failure: inner.failure.lock().clone(),
@@ -193,10 +198,11 @@ impl fmt::Display for Stats {
         let stitched_pct = percent(self.merge_stitched_bytes, merged);
         writeln!(
             f,
-            "merges: {} ({} beside another, {} sharing their inputs' index); {} bytes copied, {} bytes stitched ({stitched_pct:.1}% stitched); flushes wrote {} bytes",
+            "merges: {} ({} beside another, {} sharing their inputs' index; {} merged runs await the next manifest); {} bytes copied, {} bytes stitched ({stitched_pct:.1}% stitched); flushes wrote {} bytes",
             self.merges,
             self.merges_alongside,
             self.merge_shared_indexes,
+            self.runs_awaiting_manifest,
             self.merge_copied_bytes,
             self.merge_stitched_bytes,
             self.flushed_bytes
