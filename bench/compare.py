@@ -231,7 +231,7 @@ def table(args, groups):
 
 
 def wamp(process, group):
-    return f"{process.device_bytes / group.inserted_bytes:.2f}"
+    return f"{process.device_bytes / group.inserted_bytes:.3f}"
 
 
 def describe(args, groups):

@@ -171,8 +171,9 @@ fn a_run_sharing_its_inputs_filter_parts_finds_every_key() {
 #[test]
 fn a_merge_is_listed_by_the_next_manifest_and_a_crash_before_it_loses_nothing() {
     // Merges install at once and are listed by the next manifest (a checkpoint's, or the
-    // compactor's when it runs out of work): they write no manifest or superblock of their
-    // own. Until then the durable manifest lists the merged-away runs, which must stay intact.
+    // compactor's once it has been out of work a while): they write no manifest or
+    // superblock of their own. Until then the durable manifest lists the merged-away runs,
+    // which must stay intact.
     let opts = Options {
         level_runs: 2,
         ..options(Stitching::Threshold(8192))

@@ -75,35 +75,43 @@ fn run_flusher(inner: &Arc<Inner>) {
     }
 }
 
+/// How long the compactor waits, out of work, before it writes a manifest listing the merges
+/// installed since the last one: while writes go on, the next checkpoint lists them anyway.
+const IDLE_MANIFEST_DELAY: Duration = Duration::from_millis(100);
+
 fn run_compactor(inner: &Arc<Inner>, stream: Stream) {
+    let mut last_work = std::time::Instant::now();
     loop {
-        {
+        let asked = {
             let mut s = inner.signal.lock();
             if !s.compact && !s.stop {
-                inner.wake.wait_for(&mut s, Duration::from_millis(100));
+                inner.wake.wait_for(&mut s, IDLE_MANIFEST_DELAY);
             }
             if s.stop {
                 return;
             }
-            s.compact = false;
+            std::mem::take(&mut s.compact)
+        };
+        if !asked {
+            if last_work.elapsed() >= IDLE_MANIFEST_DELAY {
+                let r = checkpoint::write_deferred(inner);
+                if let Err(e) = inner.guard(r) {
+                    tracing::error!("writing a manifest after merges failed: {e}");
+                }
+            }
+            continue;
         }
         loop {
             match compact::compact_once(inner, stream) {
                 Ok(true) if !inner.signal.lock().stop => continue,
-                // Out of work: make the merges installed meanwhile durable.
-                Ok(_) => {
-                    let r = checkpoint::write_deferred(inner);
-                    if let Err(e) = inner.guard(r) {
-                        tracing::error!("writing a manifest after merges failed: {e}");
-                    }
-                    break;
-                }
+                Ok(_) => break,
                 Err(e) => {
                     tracing::error!("background compaction failed: {e}");
                     break;
                 }
             }
         }
+        last_work = std::time::Instant::now();
     }
 }
 

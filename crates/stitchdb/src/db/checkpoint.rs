@@ -248,12 +248,12 @@ const DEFERRED_LIMIT: u64 = 64 << 20;
 
 /// Installs a merge's `change` (it replaces `retired` runs by one holding the same entries)
 /// now and makes it durable with the next manifest, whoever writes it: a checkpoint, another
-/// merge, or the compactor when it runs out of work ([`write_deferred`]). A crash before then
-/// reopens the store with the retired runs, which stay intact until a durable manifest no
-/// longer lists them: the same contents. So a merge costs no manifest, superblock or sync of
-/// its own, and one that stitched its inputs whole writes nothing at all. Readers read
-/// installed runs straight from the disk, so the new run's writes (`deps`) are made durable
-/// first.
+/// merge, or the compactor once it has been out of work a while ([`write_deferred`]). A crash
+/// before then reopens the store with the retired runs, which stay intact until a durable
+/// manifest no longer lists them: the same contents. So a merge costs no manifest,
+/// superblock or sync of its own, and one that stitched its inputs whole writes nothing at
+/// all. Readers read installed runs straight from the disk, so the new run's writes (`deps`)
+/// are made durable first.
 pub(crate) fn install_deferred(
     inner: &Inner,
     change: impl Fn(&mut Version),
