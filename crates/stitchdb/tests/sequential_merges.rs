@@ -55,19 +55,24 @@ fn assert_contents(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     db.check().unwrap();
 }
 
-#[test]
-fn sequential_runs_crossing_zone_boundaries_are_stitched_whole() {
-    // Pieces of one to three blocks at a zone's end are shorter than the threshold.
-    let opts = options(false, 24 * 1024, 16 * 1024);
+/// Fills a new store sequentially with `keys` keys, then checks that every merge stitched
+/// its inputs whole and that the contents hold, before and after a reopen.
+fn fill_and_check(opts: Options, keys: u32) {
     let disk = std::sync::Arc::new(MemDisk::new(0));
     let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
-    let model = fill_sequentially(&db, 40_000);
+    let model = fill_sequentially(&db, keys);
     db.flush().unwrap();
     assert_merges_stitched_everything(&db);
     assert_contents(&db, &model);
     drop(db);
     let db = Db::open_on(disk, opts).unwrap();
     assert_contents(&db, &model);
+}
+
+#[test]
+fn sequential_runs_crossing_zone_boundaries_are_stitched_whole() {
+    // Pieces of one to three blocks at a zone's end are shorter than the threshold.
+    fill_and_check(options(false, 24 * 1024, 16 * 1024), 40_000);
 }
 
 #[test]
@@ -78,14 +83,5 @@ fn background_sequential_fills_stitch_every_merge_whole() {
     // one-block threshold: every run is long enough to stitch unless something splits it.
     // (That a manifest cannot split a flush's run is checked deterministically in
     // `db::checkpoint`'s unit tests; here the whole path is.)
-    let opts = options(true, 64 * 1024, 4096);
-    let disk = std::sync::Arc::new(MemDisk::new(0));
-    let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
-    let model = fill_sequentially(&db, 60_000);
-    db.flush().unwrap();
-    assert_merges_stitched_everything(&db);
-    assert_contents(&db, &model);
-    drop(db);
-    let db = Db::open_on(disk, opts).unwrap();
-    assert_contents(&db, &model);
+    fill_and_check(options(true, 64 * 1024, 4096), 60_000);
 }
