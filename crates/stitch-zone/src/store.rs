@@ -26,8 +26,9 @@ pub enum Stream {
     /// A second merge running beside the first (a merge's blocks stay contiguous only if no
     /// other merge appends between them).
     SecondMerge = 2,
-    /// Manifests, which merges install while a flush is writing its blocks: in the flush's
-    /// stream one would split the flush's run into spans too short to stitch.
+    /// Manifests, written (by merges, snapshots, defragmentation) while a flush may be writing
+    /// its blocks: in the flush's stream one would split the flush's run into spans too short
+    /// to stitch.
     Manifest = 3,
 }
 

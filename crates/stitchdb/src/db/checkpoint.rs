@@ -178,12 +178,7 @@ fn run_checkpoint(
     let mut listed = (**inner.version.read()).clone();
     change(&mut listed);
     let superblock = write_manifest(inner, &mut ck, &listed, &patches, Vec::new())?;
-    {
-        let mut version = inner.version.write();
-        let mut live = (**version).clone();
-        change(&mut live);
-        *version = Arc::new(live);
-    }
+    apply_to_live(inner, change);
     drop(ck);
     if let Some(mut w) = held {
         // The linked commit becomes visible, and the next commit may follow it.
@@ -235,10 +230,7 @@ pub(crate) fn commit_change(
     let mut listed = (**inner.version.read()).clone();
     change(&mut listed);
     let superblock = write_manifest(inner, &mut ck, &listed, deps, retired)?;
-    let mut version = inner.version.write();
-    let mut live = (**version).clone();
-    change(&mut live);
-    *version = Arc::new(live);
+    apply_to_live(inner, change);
     Ok(superblock)
 }
 
@@ -263,17 +255,11 @@ pub(crate) fn install_deferred(
     let written = inner.cache.empty(deps)?;
     inner.cache.flush_patch(written)?;
     let mut ck = inner.checkpoint.lock();
-    {
-        let mut version = inner.version.write();
-        let mut live = (**version).clone();
-        change(&mut live);
-        *version = Arc::new(live);
-    }
+    apply_to_live(inner, change);
     ck.deferred_bytes += retired.iter().map(|r| r.meta.data_bytes).sum::<u64>();
     ck.deferred.extend(retired);
     if ck.deferred_bytes >= DEFERRED_LIMIT {
-        let listed = (**inner.version.read()).clone();
-        write_manifest(inner, &mut ck, &listed, &[], Vec::new())?;
+        write_live_manifest(inner, &mut ck)?;
     }
     Ok(())
 }
@@ -281,12 +267,25 @@ pub(crate) fn install_deferred(
 /// Writes a manifest of the tables as they are if merges were installed since the last one.
 pub(crate) fn write_deferred(inner: &Inner) -> Result<()> {
     let mut ck = inner.checkpoint.lock();
-    if ck.deferred.is_empty() {
-        return Ok(());
+    if !ck.deferred.is_empty() {
+        write_live_manifest(inner, &mut ck)?;
     }
-    let listed = (**inner.version.read()).clone();
-    write_manifest(inner, &mut ck, &listed, &[], Vec::new())?;
     Ok(())
+}
+
+/// A manifest of the tables as readers see them now (under the checkpoint lock, so every
+/// change installed so far is in it).
+fn write_live_manifest(inner: &Inner, ck: &mut super::CheckpointState) -> Result<PatchId> {
+    let listed = (**inner.version.read()).clone();
+    write_manifest(inner, ck, &listed, &[], Vec::new())
+}
+
+/// Applies `change` to the version readers see.
+fn apply_to_live(inner: &Inner, change: impl Fn(&mut Version)) {
+    let mut version = inner.version.write();
+    let mut live = (**version).clone();
+    change(&mut live);
+    *version = Arc::new(live);
 }
 
 /// Writes a manifest listing `listed`'s runs and what `ck` says of the log, after `deps`;
