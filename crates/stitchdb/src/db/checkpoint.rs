@@ -256,9 +256,8 @@ pub(crate) fn install_deferred(
     inner.cache.flush_patch(written)?;
     let mut ck = inner.checkpoint.lock();
     apply_to_live(inner, change);
-    ck.deferred_bytes += retired.iter().map(|r| r.meta.data_bytes).sum::<u64>();
     ck.deferred.extend(retired);
-    if ck.deferred_bytes >= DEFERRED_LIMIT {
+    if ck.deferred.iter().map(|r| r.meta.data_bytes).sum::<u64>() >= DEFERRED_LIMIT {
         write_live_manifest(inner, &mut ck)?;
     }
     Ok(())
@@ -333,7 +332,6 @@ pub(crate) fn write_manifest(
     let superblock = inner.zones.write_superblock(Some(addr), &[patch])?;
     inner.cache.flush_patch(superblock)?;
     retired.append(&mut ck.deferred);
-    ck.deferred_bytes = 0;
     // A run a snapshot still holds is not obsolete: dropping the snapshot retires it.
     let held: std::collections::HashSet<u64> = ck
         .snapshots

@@ -158,9 +158,8 @@ pub(crate) struct CheckpointState {
     /// The named snapshots, listed in every manifest.
     pub snapshots: BTreeMap<String, Arc<snapshot::NamedSnapshot>>,
     /// Runs merged away by merges installed since the newest manifest (which still lists
-    /// them), and their data bytes: the next manifest retires them.
+    /// them): the next manifest retires them.
     pub deferred: Vec<Arc<Run>>,
-    pub deferred_bytes: u64,
 }
 
 pub(crate) struct Inner {
@@ -324,7 +323,6 @@ impl Db {
                 linked_bytes: 0,
                 snapshots: recovered.snapshots.clone(),
                 deferred: Vec::new(),
-                deferred_bytes: 0,
             }),
             compaction: Mutex::new(compact::CompactionStats::default()),
             compacting: RwLock::new(()),
