@@ -1,12 +1,12 @@
 //! Compaction: when a level holds `level_runs` runs they are merged, with stitching, into one
-//! run at the front of the next level. The merge reads only immutable runs and holds no lock;
-//! installing it takes the checkpoint lock and writes a manifest (a compaction changes no
-//! data, so the manifest keeps the last checkpoint's log position).
+//! run, carrying through the levels below that the run would fill in turn (see
+//! [`plan_level_merge`]). The merge reads only immutable runs and holds no lock; installing it
+//! takes the checkpoint lock (a compaction changes no data: the next manifest lists it).
 //!
-//! Merges of different levels run at once (one per compaction thread, each appending to a
-//! stream of its own): a long merge deep in the tree no longer holds up the small ones that
-//! keep level 0 from piling up. Their installs commute: each removes its own inputs and puts
-//! its output at the front of the level below them, whatever the other did meanwhile.
+//! Merges of different tables, or of levels no running merge claimed, run at once (one per
+//! compaction thread, each appending to a stream of its own). Their installs commute: each
+//! removes its own inputs and puts its output at the front of the level below them, whatever
+//! the other did meanwhile.
 
 use super::checkpoint::{add_run, install_deferred, write_deferred};
 use super::{Inner, TableState, Version};
@@ -34,6 +34,8 @@ pub struct CompactionStats {
 struct Plan {
     table: TableId,
     inputs: Vec<Arc<Run>>,
+    /// The first level whose runs are merged; the inputs are the runs of `first..level`.
+    first: u32,
     level: u32,
     stitching: Stitching,
     /// No run older than the inputs exists: tombstones can go.
@@ -43,7 +45,13 @@ struct Plan {
 /// A level of a table: the key under which a merge claims the level it merges.
 pub(crate) type LevelKey = (TableId, usize);
 
-/// The first level, of any table, holding too many runs and not already being merged.
+/// The first level, of any table, holding too many runs and not already being merged, with
+/// its carry: each level below that the merged run would fill in turn (it already holds
+/// `level_runs - 1` runs) joins the merge, and the run lands in the first level it does not
+/// fill. The levels keep their shape (at most `level_runs` runs each, level i holding about
+/// R * level_runs^i), but a tuple is written once per carry instead of once per level it
+/// passes: random inserts, which stitch nothing until their spans grow, copy each tuple about
+/// half as often with two runs per level.
 fn plan_level_merge(
     version: &Version,
     level_runs: usize,
@@ -51,15 +59,26 @@ fn plan_level_merge(
 ) -> Option<Plan> {
     for t in version.tables.values() {
         for (i, level) in t.levels.iter().enumerate() {
-            if level.len() >= level_runs && !busy.contains(&(t.id, i)) {
-                return Some(Plan {
-                    table: t.id,
-                    inputs: level.clone(),
-                    level: i as u32 + 1,
-                    stitching: t.stitching,
-                    bottom: t.levels[i + 1..].iter().all(Vec::is_empty),
-                });
+            if level.len() < level_runs || busy.contains(&(t.id, i)) {
+                continue;
             }
+            let mut inputs = level.clone();
+            let mut last = i;
+            while let Some(next) = t.levels.get(last + 1) {
+                if next.len() + 1 < level_runs || busy.contains(&(t.id, last + 1)) {
+                    break;
+                }
+                inputs.extend(next.iter().cloned());
+                last += 1;
+            }
+            return Some(Plan {
+                table: t.id,
+                inputs,
+                first: i as u32,
+                level: last as u32 + 1,
+                stitching: t.stitching,
+                bottom: t.levels[last + 1..].iter().all(Vec::is_empty),
+            });
         }
     }
     None
@@ -79,20 +98,23 @@ pub(crate) fn compact_once(inner: &Arc<Inner>, stream: Stream) -> Result<bool> {
         if !busy.is_empty() {
             inner.compaction.lock().alongside += 1;
         }
-        busy.insert(plan.claim());
+        busy.extend(plan.claims());
         plan
     };
-    let _claimed = Claimed(inner, plan.claim());
+    let _claimed = Claimed(inner, plan.claims());
     run_plan(inner, &plan, stream)?;
     Ok(true)
 }
 
-/// A level claimed for a merge; dropped, it is free again (also if the merge failed).
-struct Claimed<'a>(&'a Inner, LevelKey);
+/// Levels claimed for a merge; dropped, they are free again (also if the merge failed).
+struct Claimed<'a>(&'a Inner, Vec<LevelKey>);
 
 impl Drop for Claimed<'_> {
     fn drop(&mut self) {
-        self.0.merging.lock().remove(&self.1);
+        let mut busy = self.0.merging.lock();
+        for key in &self.1 {
+            busy.remove(key);
+        }
     }
 }
 
@@ -109,6 +131,7 @@ pub(crate) fn compact_all(inner: &Arc<Inner>) -> Result<()> {
         let plan = Plan {
             table: t.id,
             inputs,
+            first: 0,
             level,
             stitching: t.stitching,
             bottom: true,
@@ -120,9 +143,11 @@ pub(crate) fn compact_all(inner: &Arc<Inner>) -> Result<()> {
 }
 
 impl Plan {
-    /// The level whose runs the plan merges.
-    fn claim(&self) -> LevelKey {
-        (self.table, self.level as usize - 1)
+    /// The levels whose runs the plan merges.
+    fn claims(&self) -> Vec<LevelKey> {
+        (self.first..self.level)
+            .map(|l| (self.table, l as usize))
+            .collect()
     }
 }
 
