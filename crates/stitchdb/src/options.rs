@@ -25,11 +25,13 @@ pub struct Options {
     pub max_size: Option<u64>,
     /// A memtable is written out as a run once it holds this many bytes.
     pub memtable_size: usize,
-    /// Runs a level holds before they are merged into one run of the next level (the paper's
+    /// Runs a level holds before they are merged into one run of a level below (the paper's
     /// two runs per level: level `i` then holds about `memtable_size * 2^i` bytes per run).
+    /// The merge carries through each level below that its run would fill in turn.
     pub level_runs: usize,
-    /// Threads merging levels in the background, each merging a different level at a time
-    /// (1 or 2).
+    /// Threads merging levels in the background (1 or 2): a merge claims the levels it merges,
+    /// so the second thread merges other tables, or levels of the same table no running merge
+    /// claimed.
     pub compaction_threads: usize,
     /// How merges of new tables stitch blocks (change a table's with `Db::set_stitching`).
     pub stitching: Stitching,

@@ -1,8 +1,9 @@
 //! The shape of the levels. With `level_runs` = k, a level holds at most k - 1 runs at rest and
 //! level i about R * k^i bytes: after n memtable flushes the run counts per level are the
 //! base-k digits of n. A full level's merge carries through every level below it that the
-//! merged run would fill in turn, so a merge happens once every k flushes (a merge per level
-//! filled would take one per digit that rolls over), and each tuple is written once per carry.
+//! merged run would fill in turn (within a bound), so a merge happens about once every k
+//! flushes (a merge per level filled would take one per digit that rolls over), and each
+//! tuple is written once per carry.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -51,11 +52,24 @@ fn fill_and_check_shape(level_runs: usize, stitching: Stitching, flushes: usize)
             digits(n, level_runs),
             "runs per level after {n} flushes"
         );
-        assert_eq!(
-            s.merges as usize,
-            n / level_runs,
-            "merges after {n} flushes"
-        );
+        // One merge per `level_runs` flushes while a carry from level 0 stays within eight
+        // times level 0's bytes (a carry through level j writes about R * level_runs^(j+1)
+        // bytes); past that, deeper levels also merge on their own, still fewer times than a
+        // merge per level filled.
+        let merges = s.merges as usize;
+        let per_level = (n - digits(n, level_runs).iter().sum::<usize>()) / (level_runs - 1);
+        let mut first_deep_merge = level_runs;
+        while first_deep_merge <= 8 * level_runs {
+            first_deep_merge *= level_runs;
+        }
+        if n < first_deep_merge {
+            assert_eq!(merges, n / level_runs, "merges after {n} flushes");
+        } else {
+            assert!(
+                (n / level_runs..per_level).contains(&merges),
+                "{merges} merges after {n} flushes (a merge per level filled: {per_level})"
+            );
+        }
     }
     let got: BTreeMap<_, _> = db
         .scan_prefix(t, b"")
@@ -68,12 +82,12 @@ fn fill_and_check_shape(level_runs: usize, stitching: Stitching, flushes: usize)
 
 #[test]
 fn two_runs_per_level_count_flushes_in_binary_with_one_merge_per_carry() {
-    fill_and_check_shape(2, Stitching::default(), 40);
+    fill_and_check_shape(2, Stitching::default(), 70);
 }
 
 #[test]
 fn three_runs_per_level_count_flushes_in_base_three() {
-    fill_and_check_shape(3, Stitching::default(), 40);
+    fill_and_check_shape(3, Stitching::default(), 90);
 }
 
 #[test]

@@ -45,43 +45,77 @@ struct Plan {
 /// A level of a table: the key under which a merge claims the level it merges.
 pub(crate) type LevelKey = (TableId, usize);
 
+/// A merge carries into levels below only while its output stays within this many times the
+/// bytes of the level it started from. A merge claims the levels it merges, so a carry from
+/// level 0 all the way down would leave level 0 to pile up (and readers to visit every run
+/// piled there) for as long as the whole store takes to rewrite; bounded, a carry from level
+/// 0 spans the few small levels below it and deeper levels carry on their own, beside it.
+const CARRY_FACTOR: u64 = 8;
+
 /// The first level, of any table, holding too many runs and not already being merged, with
-/// its carry: each level below that the merged run would fill in turn (it already holds
-/// `level_runs - 1` runs) joins the merge, and the run lands in the first level it does not
-/// fill. The levels keep their shape (at most `level_runs` runs each, level i holding about
-/// R * level_runs^i), but a tuple is written once per carry instead of once per level it
-/// passes: random inserts, which stitch nothing until their spans grow, copy each tuple about
-/// half as often with two runs per level.
+/// its carry (see [`carry`]).
 fn plan_level_merge(
     version: &Version,
     level_runs: usize,
     busy: &HashSet<LevelKey>,
 ) -> Option<Plan> {
     for t in version.tables.values() {
-        for (i, level) in t.levels.iter().enumerate() {
-            if level.len() < level_runs || busy.contains(&(t.id, i)) {
-                continue;
-            }
-            let mut inputs = level.clone();
-            let mut last = i;
-            while let Some(next) = t.levels.get(last + 1) {
-                if next.len() + 1 < level_runs || busy.contains(&(t.id, last + 1)) {
-                    break;
-                }
-                inputs.extend(next.iter().cloned());
-                last += 1;
-            }
-            return Some(Plan {
-                table: t.id,
-                inputs,
-                first: i as u32,
-                level: last as u32 + 1,
-                stitching: t.stitching,
-                bottom: t.levels[last + 1..].iter().all(Vec::is_empty),
-            });
-        }
+        let loads: Vec<LevelLoad> = t
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(i, level)| LevelLoad {
+                runs: level.len(),
+                bytes: level.iter().map(|r| r.meta.data_bytes).sum(),
+                busy: busy.contains(&(t.id, i)),
+            })
+            .collect();
+        let Some(first) = loads.iter().position(|l| l.runs >= level_runs && !l.busy) else {
+            continue;
+        };
+        let limit = loads[first].bytes.saturating_mul(CARRY_FACTOR);
+        let last = carry(&loads, first, level_runs, limit);
+        return Some(Plan {
+            table: t.id,
+            inputs: t.levels[first..=last].iter().flatten().cloned().collect(),
+            first: first as u32,
+            level: last as u32 + 1,
+            stitching: t.stitching,
+            bottom: t.levels[last + 1..].iter().all(Vec::is_empty),
+        });
     }
     None
+}
+
+/// What the planner needs of a level.
+#[derive(Debug, Clone, Copy)]
+struct LevelLoad {
+    runs: usize,
+    bytes: u64,
+    /// A running merge claimed it.
+    busy: bool,
+}
+
+/// The last level a merge of full level `first` takes runs from. The merge *carries*: each
+/// level below that the merged run would fill in turn (it holds `level_runs - 1` runs) joins
+/// it, and the run lands in the first level it does not fill. The levels keep their shape (at
+/// most `level_runs - 1` runs each at rest, level i holding about R * level_runs^i: after n
+/// flushes the runs per level are the digits of n in base `level_runs`), but a tuple is
+/// written once per carry instead of once per level it passes, and random inserts, which
+/// stitch nothing until their spans grow, are copied about half as often with two runs per
+/// level. The carry stops at a level another merge claimed and before the output would pass
+/// `limit` bytes.
+fn carry(levels: &[LevelLoad], first: usize, level_runs: usize, limit: u64) -> usize {
+    let mut bytes = levels[first].bytes;
+    let mut last = first;
+    while let Some(next) = levels.get(last + 1) {
+        if next.runs + 1 < level_runs || next.busy || bytes + next.bytes > limit {
+            break;
+        }
+        bytes += next.bytes;
+        last += 1;
+    }
+    last
 }
 
 /// Does one level merge if some level not already being merged is full, appending to
@@ -192,4 +226,47 @@ fn merge_and_install(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<
     c.stitched_bytes += stats.stitched_bytes;
     c.shared_indexes += u64::from(stats.index_shared);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn levels(runs: &[usize]) -> Vec<LevelLoad> {
+        runs.iter()
+            .enumerate()
+            .map(|(i, &runs)| LevelLoad {
+                runs,
+                bytes: runs as u64 * (1 << i),
+                busy: false,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_merge_carries_through_the_levels_its_run_would_fill() {
+        // Two runs per level: levels holding one run carry, an empty one takes the run.
+        assert_eq!(carry(&levels(&[2, 1, 1, 0, 1]), 0, 2, u64::MAX), 2);
+        assert_eq!(carry(&levels(&[2, 0, 1]), 0, 2, u64::MAX), 0);
+        assert_eq!(carry(&levels(&[2, 1, 1]), 0, 2, u64::MAX), 2);
+        // Three runs per level: only a level holding two carries.
+        assert_eq!(carry(&levels(&[3, 2, 1, 2]), 0, 3, u64::MAX), 1);
+        // A full level below carries too (its own merge would come next).
+        assert_eq!(carry(&levels(&[2, 2, 0]), 0, 2, u64::MAX), 1);
+        // From a deeper full level.
+        assert_eq!(carry(&levels(&[0, 2, 1, 1]), 1, 2, u64::MAX), 3);
+    }
+
+    #[test]
+    fn a_carry_stops_at_a_claimed_level_and_at_the_byte_limit() {
+        let mut l = levels(&[2, 1, 1, 1]);
+        l[2].busy = true;
+        assert_eq!(carry(&l, 0, 2, u64::MAX), 1);
+        // Bytes: level 0 holds 2, level 1 holds 2, level 2 holds 4, level 3 holds 8.
+        let l = levels(&[2, 1, 1, 1]);
+        assert_eq!(carry(&l, 0, 2, 8), 2);
+        assert_eq!(carry(&l, 0, 2, 7), 1);
+        assert_eq!(carry(&l, 0, 2, 3), 0);
+        assert_eq!(carry(&l, 0, 2, 16), 3);
+    }
 }
