@@ -50,7 +50,7 @@ pub(crate) type LevelKey = (TableId, usize);
 /// level 0 all the way down would leave level 0 to pile up (and readers to visit every run
 /// piled there) for as long as the whole store takes to rewrite; bounded, a carry from level
 /// 0 spans the few small levels below it and deeper levels carry on their own, beside it.
-const CARRY_FACTOR: u64 = 8;
+const CARRY_FACTOR: u64 = 32;
 
 /// The first level, of any table, holding too many runs and not already being merged, with
 /// its carry (see [`carry`]).
