@@ -36,6 +36,11 @@ fn fill_and_check_shape(level_runs: usize, stitching: Stitching, flushes: usize)
     let t = db.default_table();
     let mut rng = ChaCha8Rng::seed_from_u64(level_runs as u64);
     let mut model = BTreeMap::new();
+    // The first flush count whose carry from level 0 would pass 32 times level 0's bytes.
+    let mut first_deep_merge = level_runs;
+    while first_deep_merge <= 32 * level_runs {
+        first_deep_merge *= level_runs;
+    }
     for n in 1..=flushes {
         let mut batch = WriteBatch::new();
         for _ in 0..200 {
@@ -58,10 +63,6 @@ fn fill_and_check_shape(level_runs: usize, stitching: Stitching, flushes: usize)
         // merge per level filled.
         let merges = s.merges as usize;
         let per_level = (n - digits(n, level_runs).iter().sum::<usize>()) / (level_runs - 1);
-        let mut first_deep_merge = level_runs;
-        while first_deep_merge <= 32 * level_runs {
-            first_deep_merge *= level_runs;
-        }
         // Runs differ in size, so a carry that just reaches the bound may stop short of it.
         if n * level_runs < first_deep_merge {
             assert_eq!(merges, n / level_runs, "merges after {n} flushes");
