@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use stitchdb::{Db, Disk, Durability, MemDisk, Options, Stitching, WriteBatch};
-use support::{every_image_holds, new_crashing};
+use support::{every_image_holds, new_crashing, table_contents};
 
 fn options() -> Options {
     Options {
@@ -51,10 +51,7 @@ fn fragment(db: &Db, seed: u64) -> BTreeMap<Vec<u8>, Vec<u8>> {
 }
 
 fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    db.scan_prefix(db.default_table(), b"")
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect()
+    table_contents(db, db.default_table())
 }
 
 #[test]

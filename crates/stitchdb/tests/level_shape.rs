@@ -5,10 +5,13 @@
 //! flushes (a merge per level filled would take one per digit that rolls over), and each
 //! tuple is written once per carry.
 
+mod support;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use stitchdb::{Db, Durability, MemDisk, Options, Stitching, WriteBatch};
+use support::table_contents;
 
 fn digits(mut n: usize, base: usize) -> Vec<usize> {
     let mut d = Vec::new();
@@ -73,11 +76,7 @@ fn fill_and_check_shape(level_runs: usize, stitching: Stitching, flushes: usize)
             );
         }
     }
-    let got: BTreeMap<_, _> = db
-        .scan_prefix(t, b"")
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let got = table_contents(&db, t);
     assert!(got == model, "contents differ");
     db.check().unwrap();
 }

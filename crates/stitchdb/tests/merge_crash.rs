@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use stitchdb::{Db, Durability, Options, Stitching, WriteBatch};
-use support::{every_image_holds, new_crashing};
+use support::{every_image_holds, new_crashing, table_contents};
 
 fn options(stitching: Stitching) -> Options {
     Options {
@@ -119,11 +119,7 @@ fn a_merge_sharing_its_inputs_index_is_a_safe_place_to_crash() {
     let db = Db::open_on(disk.clone(), options(stitching)).unwrap();
     db.defrag(1.0, &mut |_, _| {}).unwrap();
     db.check().unwrap();
-    let got: BTreeMap<_, _> = db
-        .scan_prefix(t, b"")
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let got = table_contents(&db, t);
     assert_eq!(got, model);
 }
 
@@ -209,11 +205,7 @@ fn a_merge_is_listed_by_the_next_manifest_and_a_crash_before_it_loses_nothing() 
                 image.stats().tables[0].runs() > live_runs,
                 "the image lists the runs the merge replaced"
             );
-            let got: BTreeMap<_, _> = image
-                .scan_prefix(t, b"")
-                .unwrap()
-                .map(|r| r.unwrap())
-                .collect();
+            let got = table_contents(&image, t);
             assert!(got == model, "round {round}, image {seed}");
             image.check().unwrap();
         }
@@ -259,11 +251,7 @@ fn the_compactor_lists_its_merges_in_a_manifest_once_it_runs_out_of_work() {
     assert!(settled.merges > 0);
     let image = Db::open_on(Arc::new(disk.sim.crash(5)), opts).unwrap();
     assert_eq!(image.stats().tables[0].levels, settled.tables[0].levels);
-    let got: BTreeMap<_, _> = image
-        .scan_prefix(t, b"")
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let got = table_contents(&image, t);
     assert!(got == model);
     image.check().unwrap();
 }

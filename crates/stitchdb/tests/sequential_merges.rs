@@ -5,8 +5,11 @@
 //! short span and was copied again by every later merge); and a merge's manifest, appended
 //! to the flush's zone while a flush was writing its run, split that run the same way.
 
+mod support;
+
 use std::collections::BTreeMap;
 use stitchdb::{Db, Durability, MemDisk, Options, Stitching, WriteBatch};
+use support::table_contents;
 
 fn options(background: bool, memtable_size: usize, threshold: u64) -> Options {
     Options {
@@ -46,11 +49,7 @@ fn assert_merges_stitched_everything(db: &Db) {
 }
 
 fn assert_contents(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
-    let got: BTreeMap<_, _> = db
-        .scan_prefix(db.default_table(), b"")
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
+    let got = table_contents(db, db.default_table());
     assert!(got == *model, "contents differ");
     db.check().unwrap();
 }

@@ -1,4 +1,5 @@
-//! Shared by the crash tests: a disk that captures crash images as it runs.
+//! Shared by the integration tests: a disk that captures crash images as it runs, and a
+//! table's contents read into a map.
 
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
@@ -9,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use stitchdb::{Db, Disk, IoError, Options, SimConfig, SimDisk};
+use stitchdb::{Db, Disk, IoError, Options, SimConfig, SimDisk, TableId};
 
 /// A `Disk` that forwards to a `SimDisk` and, at random writes and syncs, records what a crash
 /// at that instant could leave behind.
@@ -108,14 +109,21 @@ pub fn every_image_holds(
     let count = images.len();
     for (i, (image, _, _)) in images.into_iter().enumerate() {
         let db = Db::open_on(Arc::new(image), opts.clone()).unwrap();
-        let got: BTreeMap<_, _> = db
-            .scan_prefix(db.default_table(), b"")
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect();
-        assert_eq!(&got, expected, "{what}, image {i}");
+        assert_eq!(
+            &table_contents(&db, db.default_table()),
+            expected,
+            "{what}, image {i}"
+        );
         db.check()
             .unwrap_or_else(|e| panic!("{what}, image {i}: {e}"));
     }
     count
+}
+
+/// Every pair of table `t`, by a scan.
+pub fn table_contents(db: &Db, t: TableId) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    db.scan_prefix(t, b"")
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
 }
