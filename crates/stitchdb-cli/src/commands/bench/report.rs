@@ -53,7 +53,10 @@ pub fn header(h: &Header) -> String {
     line("Stitching", stitching(h.stitching));
     line(
         "Levels",
-        format!("{} runs per level merge into one of the next", h.level_runs),
+        format!(
+            "{} runs per level merge, carrying through the levels below they would fill",
+            h.level_runs
+        ),
     );
     line("Durability", durability(h.sync, h.disable_wal));
     line("Seed", format!("{} (splitmix64)", s.seed));
