@@ -350,6 +350,7 @@ fn one_seed(seed: u64, cov: &mut Coverage) {
             ZoneConfig {
                 zone_size: ZONE,
                 max_size: None,
+                ..ZoneConfig::default()
             },
         )
         .unwrap(),

@@ -556,6 +556,7 @@ fn running_out_of_space_for_a_segment_is_not_fatal() {
     let config = ZoneConfig {
         zone_size: SMALL_ZONE,
         max_size: Some(5 * SMALL_ZONE),
+        ..ZoneConfig::default()
     };
     let zones = Arc::new(ZoneStore::create(cache, config).unwrap());
     let wal = Wal::create(zones.clone(), 1, 1).unwrap();

@@ -11,7 +11,9 @@ mod store;
 mod superblock;
 
 pub use extent::{ExtentAddr, ExtentKind, EXTENT_HEADER_LEN};
-pub use store::{ReleaseHandler, Stream, ZoneConfig, ZoneId, ZoneStats, ZoneStore};
+pub use store::{
+    ReleaseHandler, Stream, ZoneConfig, ZoneId, ZoneStats, ZoneStore, DEFAULT_RECYCLE_BYTES,
+};
 pub use superblock::{Superblock, FORMAT_VERSION};
 
 /// Errors of the zone layer. Every corruption error names the structure and its place.

@@ -41,6 +41,11 @@ pub struct ZoneConfig {
     pub zone_size: u64,
     /// The store never grows past this many bytes (`None`: until the disk is full).
     pub max_size: Option<u64>,
+    /// Bytes of free zones kept allocated in the file and reused before any other; zones
+    /// freed beyond it are punched out, giving their space back to the file system. Writing
+    /// over blocks the file system has allocated, and the page cache may still hold, costs
+    /// a copy; writing into a punched range also allocates blocks and page-cache pages.
+    pub recycle_bytes: u64,
 }
 
 impl Default for ZoneConfig {
@@ -48,9 +53,13 @@ impl Default for ZoneConfig {
         ZoneConfig {
             zone_size: 8 << 20,
             max_size: None,
+            recycle_bytes: DEFAULT_RECYCLE_BYTES,
         }
     }
 }
+
+/// The default of [`ZoneConfig::recycle_bytes`]: room for the output of a large merge.
+pub const DEFAULT_RECYCLE_BYTES: u64 = 1 << 30;
 
 impl ZoneConfig {
     fn validate(&self) -> Result<()> {
@@ -104,7 +113,10 @@ struct RefEntry {
 
 struct State {
     zones: Vec<Zone>,
+    /// Free zones whose space was punched out (or never written).
     free: BTreeSet<ZoneId>,
+    /// Free zones kept allocated for reuse (at most `recycle_bytes` of them); taken first.
+    recycled: BTreeSet<ZoneId>,
     open: [Option<ZoneId>; STREAMS],
     refs: HashMap<(ZoneId, u32), (u32, RefEntry)>,
     handlers: HashMap<ExtentKind, ReleaseHandler>,
@@ -116,12 +128,25 @@ struct State {
     appended: BTreeMap<ExtentKind, u64>,
 }
 
+impl State {
+    /// Keeps free `zone` allocated for reuse if fewer than `room` zones are.
+    fn recycle(&mut self, zone: ZoneId, room: u64) -> bool {
+        let kept = (self.recycled.len() as u64) < room;
+        if kept {
+            self.recycled.insert(zone);
+        }
+        kept
+    }
+}
+
 /// Counts for `stitchdb stats` and defragmentation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ZoneStats {
     pub zone_size: u64,
     pub zones: u64,
     pub free_zones: u64,
+    /// Free zones kept allocated in the file for reuse (see [`ZoneConfig::recycle_bytes`]).
+    pub recycled_zones: u64,
     pub owned_zones: u64,
     pub extent_zones: u64,
     pub live_extents: u64,
@@ -233,6 +258,7 @@ impl ZoneStore {
         let state = State {
             zones,
             free: BTreeSet::new(),
+            recycled: BTreeSet::new(),
             open: [None; STREAMS],
             refs: HashMap::default(),
             handlers: HashMap::default(),
@@ -328,20 +354,27 @@ impl ZoneStore {
     /// Ends opening: zones nobody claimed or marked are free.
     pub fn finish_open(&self) -> Result<()> {
         let mut st = self.state.lock();
-        let mut freed = Vec::new();
-        for (id, z) in st.zones.iter_mut().enumerate() {
-            if z.usage == ZoneUse::Unknown {
-                z.usage = ZoneUse::Free;
-                freed.push(id as ZoneId);
+        let mut punch = Vec::new();
+        for id in 0..st.zones.len() {
+            if st.zones[id].usage == ZoneUse::Unknown {
+                st.zones[id].usage = ZoneUse::Free;
+                if !st.recycle(id as ZoneId, self.recycle_room()) {
+                    punch.push(id as ZoneId);
+                }
             }
         }
-        st.free.extend(freed.iter().copied());
         drop(st);
-        for zone in freed {
+        for zone in punch {
             self.cache
                 .punch_hole(self.zone_offset(zone), self.config.zone_size)?;
+            self.state.lock().free.insert(zone);
         }
         Ok(())
+    }
+
+    /// How many free zones are kept allocated for reuse.
+    fn recycle_room(&self) -> u64 {
+        self.config.recycle_bytes / self.config.zone_size
     }
 
     // ---- extents ---------------------------------------------------------------------------
@@ -665,27 +698,34 @@ impl ZoneStore {
             let state = Arc::downgrade(&self.state);
             let cache = self.cache.clone();
             let (offset, len) = (self.zone_offset(zone), self.config.zone_size);
+            let recycle_room = self.recycle_room();
             self.cache.when_range_committed(
                 offset,
                 len,
                 free_after,
                 Box::new(move || {
-                    // Punching only returns space: if it fails the zone holds garbage, never harm.
-                    let _ = cache.punch_hole(offset, len);
-                    if let Some(state) = state.upgrade() {
-                        let mut st = state.lock();
-                        if st.zones[zone as usize].usage == ZoneUse::Freeing {
-                            st.zones[zone as usize].usage = ZoneUse::Free;
-                            st.free.insert(zone);
-                        }
+                    let Some(state) = state.upgrade() else { return };
+                    let mut st = state.lock();
+                    if st.zones[zone as usize].usage != ZoneUse::Freeing {
+                        return;
                     }
+                    st.zones[zone as usize].usage = ZoneUse::Free;
+                    if st.recycle(zone, recycle_room) {
+                        return;
+                    }
+                    // Punched before it joins the free list, so no write into a reuse of
+                    // the zone can be punched out. Punching only returns space: if it fails
+                    // the zone holds garbage, never harm.
+                    drop(st);
+                    let _ = cache.punch_hole(offset, len);
+                    state.lock().free.insert(zone);
                 }),
             );
         }
     }
 
     fn take_free_zone(&self, st: &mut State) -> Result<ZoneId> {
-        if let Some(zone) = st.free.pop_first() {
+        if let Some(zone) = st.recycled.pop_first().or_else(|| st.free.pop_first()) {
             return Ok(zone);
         }
         let disk = self.cache.disk();
@@ -777,6 +817,7 @@ impl ZoneStore {
                 ZoneUse::Super | ZoneUse::Unknown => {}
             }
         }
+        s.recycled_zones = st.recycled.len() as u64;
         s.live_extents = st.refs.len() as u64;
         s.appended = st.appended.iter().map(|(&k, &b)| (k, b)).collect();
         s

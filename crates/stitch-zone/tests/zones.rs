@@ -12,6 +12,7 @@ fn config() -> ZoneConfig {
     ZoneConfig {
         zone_size: ZONE,
         max_size: None,
+        ..ZoneConfig::default()
     }
 }
 
@@ -227,19 +228,36 @@ fn concurrent_appends_to_one_stream_stay_intact() {
     }
 }
 
-#[test]
-fn emptied_zones_are_punched_and_reused_once_their_writes_are_durable() {
-    let (_disk, store) = new_store();
-    // Fill more than one zone so the first one is closed.
+/// Fills zones 1 and 2 (closing zone 1) with extents of `fill`; returns them.
+fn fill_two_zones(store: &ZoneStore, fill: u8) -> Vec<ExtentAddr> {
     let mut addrs = Vec::new();
     while addrs.last().is_none_or(|a: &ExtentAddr| a.zone < 2) {
-        addrs.push(
-            store
-                .append(ExtentKind::RUN_BLOCK, &[1u8; 4000], &[])
-                .unwrap()
-                .0,
-        );
+        let (addr, _) = store
+            .append(ExtentKind::RUN_BLOCK, &[fill; 4000], &[])
+            .unwrap();
+        addrs.push(addr);
     }
+    addrs
+}
+
+/// Releases every extent of `zone` and makes the release durable.
+fn empty_zone(store: &ZoneStore, addrs: &[ExtentAddr], zone: u32) {
+    for a in addrs.iter().filter(|a| a.zone == zone) {
+        store.decref(*a).unwrap();
+    }
+    store.cache().flush_all().unwrap();
+}
+
+fn zone_bytes(disk: &dyn Disk, zone: u32) -> Vec<u8> {
+    let mut bytes = vec![0; ZONE as usize];
+    disk.read_at(zone as u64 * ZONE, &mut bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn emptied_zones_are_recycled_unpunched_and_reused_once_their_writes_are_durable() {
+    let (disk, store) = new_store();
+    let addrs = fill_two_zones(&store, 1);
     let first_zone = addrs[0].zone;
     let before = store.stats();
     for a in addrs.iter().filter(|a| a.zone == first_zone) {
@@ -251,7 +269,13 @@ fn emptied_zones_are_punched_and_reused_once_their_writes_are_durable() {
         before.free_zones + 1,
         "queued for freeing"
     );
+    assert_eq!(store.stats().recycled_zones, 0, "not yet free");
     store.cache().flush_all().unwrap();
+    assert_eq!(store.stats().recycled_zones, 1);
+    assert!(
+        zone_bytes(&*disk, first_zone).contains(&1),
+        "a recycled zone is not punched"
+    );
     // The next zone opened is the freed one, not a new one at the end of the disk.
     let zones_before = store.stats().zones;
     let mut reused = false;
@@ -264,6 +288,71 @@ fn emptied_zones_are_punched_and_reused_once_their_writes_are_durable() {
     }
     assert!(reused, "the freed zone is reused");
     assert_eq!(store.stats().zones, zones_before, "the disk did not grow");
+    assert_eq!(store.stats().recycled_zones, 0);
+}
+
+#[test]
+fn zones_freed_beyond_the_recycle_limit_are_punched_and_reused_after_recycled_ones() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let one_zone = ZoneConfig {
+        recycle_bytes: ZONE,
+        ..config()
+    };
+    let store = ZoneStore::create(cache(disk.clone()), one_zone).unwrap();
+    let mut addrs = fill_two_zones(&store, 1);
+    // Fill zone 2 up too, so that zone 3 is open and zones 1 and 2 are closed.
+    while addrs.last().unwrap().zone < 3 {
+        let (addr, _) = store
+            .append(ExtentKind::RUN_BLOCK, &[1u8; 4000], &[])
+            .unwrap();
+        addrs.push(addr);
+    }
+    empty_zone(&store, &addrs, 2);
+    empty_zone(&store, &addrs, 1);
+    assert_eq!(store.stats().recycled_zones, 1, "room for one");
+    assert!(
+        zone_bytes(&*disk, 2).contains(&1),
+        "zone 2, freed first, is kept"
+    );
+    assert!(
+        zone_bytes(&*disk, 1).iter().all(|&b| b == 0),
+        "zone 1, past the limit, is punched"
+    );
+    // Zone 3 has some room left; after it, the recycled zone 2 comes before zone 1.
+    let mut order = Vec::new();
+    while order.len() < 2 {
+        let (a, _) = store
+            .append(ExtentKind::RUN_BLOCK, &[2u8; 4000], &[])
+            .unwrap();
+        if a.zone != 3 && order.last() != Some(&a.zone) {
+            order.push(a.zone);
+        }
+    }
+    assert_eq!(order, vec![2, 1]);
+}
+
+#[test]
+fn opening_recycles_free_zones_up_to_the_limit_and_punches_the_rest() {
+    let (disk, store) = new_store();
+    let addrs = fill_two_zones(&store, 1);
+    empty_zone(&store, &addrs, 1);
+    store.write_superblock(None, &[]).unwrap();
+    store.cache().flush_all().unwrap();
+    drop(store);
+    // Nothing claims zones 1 and 2 on opening (no manifest names their extents): both free.
+    let (store, _) = ZoneStore::open(cache(disk.clone()), config()).unwrap();
+    store.finish_open().unwrap();
+    assert_eq!(store.stats().recycled_zones, 2, "within the default limit");
+    assert!(zone_bytes(&*disk, 1).contains(&1));
+    drop(store);
+    let none = ZoneConfig {
+        recycle_bytes: 0,
+        ..config()
+    };
+    let (store, _) = ZoneStore::open(cache(disk.clone()), none).unwrap();
+    store.finish_open().unwrap();
+    assert_eq!(store.stats().recycled_zones, 0);
+    assert!(zone_bytes(&*disk, 1).iter().all(|&b| b == 0));
 }
 
 #[test]
@@ -272,6 +361,7 @@ fn size_limit_gives_no_space() {
     let cfg = ZoneConfig {
         zone_size: ZONE,
         max_size: Some(3 * ZONE),
+        ..ZoneConfig::default()
     };
     let store = ZoneStore::create(cache(disk), cfg).unwrap();
     let err = loop {

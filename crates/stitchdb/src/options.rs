@@ -23,6 +23,11 @@ pub struct Options {
     pub zone_size: u64,
     /// The store never grows past this many bytes (`None`: until the device is full).
     pub max_size: Option<u64>,
+    /// Bytes of free zones kept allocated in the store's file for reuse (1 GiB): merges free
+    /// their inputs' zones and write their outputs, and writing over allocated blocks that
+    /// the page cache still holds is cheaper than into punched-out space. Zones freed beyond
+    /// it are punched out, returning their space to the file system.
+    pub recycle_bytes: u64,
     /// A memtable is written out as a run once it holds this many bytes.
     pub memtable_size: usize,
     /// Runs a level holds before they are merged into one run of a level below (the paper's
@@ -61,6 +66,7 @@ impl Default for Options {
         Options {
             zone_size: 8 << 20,
             max_size: None,
+            recycle_bytes: stitch_zone::DEFAULT_RECYCLE_BYTES,
             memtable_size: 4 << 20,
             level_runs: 2,
             compaction_threads: 2,

@@ -522,3 +522,42 @@ fn long_sequences_checkpoint_merge_and_reopen() {
         }
     }
 }
+
+#[test]
+fn merges_larger_than_the_flush_interval_write_behind_and_reopen() {
+    // A run being built is made durable every 8 MiB, on a helper thread when the background
+    // threads are on, while the builder goes on. A merge copying 24 MiB (stitching off) has
+    // such flushes in flight one after another; its run must read back whole, before and
+    // after a reopen.
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let opts = Options {
+        background: true,
+        memtable_size: 4 << 20,
+        stitching: Stitching::Never,
+        durability: Durability::Async,
+        ..Options::default()
+    };
+    let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+    let t = db.default_table();
+    let mut keys: Vec<u32> = (0..24_000).collect();
+    keys.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(5));
+    let mut model = BTreeMap::new();
+    for (i, k) in keys.iter().enumerate() {
+        let (k, v) = (format!("k{k:06}").into_bytes(), vec![i as u8; 1024]);
+        let mut b = WriteBatch::new();
+        b.put(t, k.clone(), v.clone());
+        db.write(&b, Durability::Async).unwrap();
+        model.insert(k, v);
+    }
+    db.compact().unwrap();
+    let copied = db.stats().merge_copied_bytes;
+    assert!(copied >= 24 << 20, "merges copied {copied} bytes");
+    assert_eq!(scan_all(&db, t), model);
+    db.check().unwrap();
+    db.close().unwrap();
+    let db = Db::open_on(disk, opts).unwrap();
+    assert_eq!(scan_all(&db, t), model);
+    db.check().unwrap();
+}

@@ -75,6 +75,7 @@ pub fn create_store(disk: Arc<dyn Disk>, zone_size: u64) -> Arc<ZoneStore> {
             ZoneConfig {
                 zone_size,
                 max_size: None,
+                ..ZoneConfig::default()
             },
         )
         .unwrap(),

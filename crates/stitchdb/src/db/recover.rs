@@ -46,9 +46,10 @@ pub(crate) fn recover(
     let config = ZoneConfig {
         zone_size: opts.zone_size,
         max_size: opts.max_size,
+        recycle_bytes: opts.recycle_bytes,
     };
     let (zones, superblock) = ZoneStore::open(cache, config)?;
-    let storage = Storage::new(Arc::new(zones), opts.read_cache_bytes);
+    let storage = Storage::new(Arc::new(zones), opts.read_cache_bytes, opts.background);
     let zones = &storage.zones;
     let root = superblock.root.ok_or_else(|| {
         Error::corrupt(

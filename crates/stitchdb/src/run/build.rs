@@ -2,6 +2,7 @@
 //! in (their index entry is taken over and the block gains a reference; nothing is rewritten).
 
 use super::block::BlockWriter;
+use super::write_behind::WriteBehind;
 use super::{index, BlockHandle, FilterPart, Run, RunMeta, Storage};
 use crate::memtable::EntryRef;
 use crate::range_del::RangeTombstone;
@@ -15,8 +16,9 @@ use stitch_zone::{ExtentAddr, ExtentKind, Stream};
 /// Target payload size of a data block: one extent, header included, fills a 4 KiB block.
 const BLOCK_TARGET: usize = 4096 - stitch_zone::EXTENT_HEADER_LEN;
 
-/// A builder makes its blocks durable every this many bytes, so a large merge does not hold
-/// its whole output as dirty blocks in the cache until its manifest is written.
+/// A builder makes its blocks durable every this many bytes (on a helper thread, see
+/// `write_behind`), so a large merge does not hold its whole output as dirty blocks in the
+/// cache until its manifest is written.
 const FLUSH_EVERY: u64 = 8 << 20;
 
 pub struct RunBuilder {
@@ -31,6 +33,8 @@ pub struct RunBuilder {
     pub stitched_bytes: u64,
     /// Bytes written since the blocks were last made durable.
     unflushed: u64,
+    /// Makes the blocks durable every [`FLUSH_EVERY`] bytes.
+    flusher: WriteBehind,
     /// Index extents and filter parts of other runs to list as this run's instead of writing
     /// its own (see [`reuse`](Self::reuse)).
     reused: Option<Reused>,
@@ -69,6 +73,7 @@ impl RunBuilder {
             copied_bytes: 0,
             stitched_bytes: 0,
             unflushed: 0,
+            flusher: WriteBehind::new(storage.zones.cache().clone(), storage.write_behind),
             reused: None,
         }
     }
@@ -98,10 +103,11 @@ impl RunBuilder {
         self.copied_bytes += payload.len() as u64;
         self.unflushed += payload.len() as u64;
         if self.unflushed >= FLUSH_EVERY {
-            // Written blocks are committed from here on: nothing needs to wait for them.
+            // One patch stands for the blocks so far: the run's final patch depends on it,
+            // whether or not its flush has finished by then.
             let written = self.storage.zones.cache().empty(&self.patches)?;
-            self.storage.zones.cache().flush_patch(written)?;
-            self.patches.clear();
+            self.flusher.start(written)?;
+            self.patches = vec![written];
             self.unflushed = 0;
         }
         self.blocks.push(BlockHandle {
@@ -163,6 +169,7 @@ impl RunBuilder {
     /// writes, or `None` if the run has neither entries nor range tombstones.
     pub fn finish(mut self, filter: Option<QuotientFilter>) -> Result<Option<(Arc<Run>, PatchId)>> {
         self.finish_block()?;
+        self.flusher.wait()?;
         if self.blocks.is_empty() && self.meta.ranges.is_empty() {
             return Ok(None);
         }

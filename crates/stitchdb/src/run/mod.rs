@@ -7,6 +7,7 @@ mod cache;
 mod index;
 mod merge;
 mod search;
+mod write_behind;
 
 pub use build::{Reused, RunBuilder};
 pub use cache::ReadCache;
@@ -31,16 +32,20 @@ use stitch_zone::{ExtentAddr, ExtentKind, ZoneStore};
 pub struct Storage {
     pub zones: Arc<ZoneStore>,
     pub cache: ReadCache,
+    /// Run builders flush their finished blocks on helper threads (off: in their own, so
+    /// the order of writes is deterministic, as crash tests need).
+    pub write_behind: bool,
 }
 
 impl Storage {
     /// Storage over `zones` with a read cache of `cache_bytes`. A run block's release handler
     /// (Goby's per-kind garbage handler) drops it from the read cache: its address may be
     /// reused, and a stale cached block must never be returned for the new extent there.
-    pub fn new(zones: Arc<ZoneStore>, cache_bytes: usize) -> Arc<Storage> {
+    pub fn new(zones: Arc<ZoneStore>, cache_bytes: usize, write_behind: bool) -> Arc<Storage> {
         let storage = Arc::new(Storage {
             zones,
             cache: ReadCache::new(cache_bytes),
+            write_behind,
         });
         let weak = Arc::downgrade(&storage);
         storage.zones.set_release_handler(
