@@ -3,6 +3,11 @@
 VT-tree paper's randomappend and seqinsert) on the same workloads, one process after the
 other, and print a Markdown table of throughput, write amplification and peak memory.
 
+Write amplification is given twice: from /proc/PID/io (what the kernel charged the process,
+which is a whole page-cache folio when one block of it is dirtied, so rewriting cached files
+overcounts), and from the block device's own counter (bytes written while the process ran, and
+by a sync after it; every writer on the machine counts, so run it on an otherwise idle one).
+
 Normally started by bench/compare.sh, which installs and builds what this needs. Python 3
 standard library only. See docs/benchmarks.md.
 """
@@ -41,6 +46,7 @@ class Process:
     command: list = field(default_factory=list)
     ops_per_sec: dict = field(default_factory=dict)  # benchmark -> ops/s (None: not run)
     device_bytes: int = 0
+    block_bytes: int = None  # bytes the block layer wrote meanwhile (None: no block device)
     peak_bytes: int = 0
 
 
@@ -182,6 +188,20 @@ def device_bytes(pid):
     return fields["write_bytes"] - fields["cancelled_write_bytes"]
 
 
+def block_stat_path(path):
+    """The kernel's I/O counters of the block device holding `path` (None on tmpfs and other
+    file systems without one)."""
+    st = os.stat(path)
+    stat = f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat"
+    return stat if os.path.exists(stat) else None
+
+
+def block_bytes_written(stat):
+    """Bytes written to the block device so far (field 7 counts 512-byte sectors)."""
+    with open(stat) as f:
+        return int(f.read().split()[6]) * 512
+
+
 def parse_results(out):
     """benchmark -> ops/s from db_bench-style result lines (not-supported lines have none)."""
     results = {}
@@ -200,21 +220,27 @@ def run_all(args, groups):
             remove_store(db)
             # Start each process with no one else's dirty data waiting for writeback.
             os.sync()
+            stat = block_stat_path(args.workdir)
+            before = block_bytes_written(stat) if stat else None
             print(f"# {shlex.join(command)}", flush=True)
             log = os.path.join(args.workdir, f"{group.name}.{tool.lower()}.log")
             out, device, peak = run_measured(command, log)
+            # What the process left dirty lands too: it would, after any run.
+            os.sync()
+            block = block_bytes_written(stat) - before if stat else None
             for line in out.splitlines():
                 if RESULT.match(line) or "not supported" in line:
                     print(f"  {tool:<9} {line}", flush=True)
-            group.runs[tool] = Process(tool, group.benchmarks, command, parse_results(out), device, peak)
+            group.runs[tool] = Process(tool, group.benchmarks, command, parse_results(out), device,
+                                       block, peak)
             remove_store(db)
 
 
 def table(args, groups):
     rows = [
         "| benchmark | StitchDB ops/s | RocksDB ops/s | ratio | StitchDB W-amp | RocksDB W-amp "
-        "| StitchDB peak MiB | RocksDB peak MiB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| StitchDB W-amp (block) | RocksDB W-amp (block) | StitchDB peak MiB | RocksDB peak MiB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for group in groups:
         s, r = group.runs["StitchDB"], group.runs["RocksDB"]
@@ -224,14 +250,18 @@ def table(args, groups):
             writes = b not in READS
             rows.append(
                 f"| {b} | {so if so is not None else 'not supported'} | {ro if ro is not None else '–'} "
-                f"| {ratio} | {wamp(s, group) if writes else '–'} | {wamp(r, group) if writes else '–'} "
+                f"| {ratio} | {wamp(s.device_bytes, group) if writes else '–'} "
+                f"| {wamp(r.device_bytes, group) if writes else '–'} "
+                f"| {wamp(s.block_bytes, group) if writes else '–'} "
+                f"| {wamp(r.block_bytes, group) if writes else '–'} "
                 f"| {s.peak_bytes / MIB:.0f} | {r.peak_bytes / MIB:.0f} |"
             )
     return "\n".join(rows)
 
 
-def wamp(process, group):
-    return f"{process.device_bytes / group.inserted_bytes:.3f}"
+def wamp(written, group):
+    """Bytes written per byte inserted ("–" when not measured)."""
+    return "–" if written is None else f"{written / group.inserted_bytes:.3f}"
 
 
 def describe(args, groups):
