@@ -128,15 +128,27 @@ struct State {
     appended: BTreeMap<ExtentKind, u64>,
 }
 
-impl State {
-    /// Keeps free `zone` allocated for reuse if fewer than `room` zones are.
-    fn recycle(&mut self, zone: ZoneId, room: u64) -> bool {
-        let kept = (self.recycled.len() as u64) < room;
-        if kept {
-            self.recycled.insert(zone);
+/// Files free `zone`, whose bytes are `place` (offset, length): among the recycled zones if
+/// fewer than `room` are, else on the free list once its space is punched out (punched first,
+/// so no write into a reuse of the zone can be punched out). The zone joins a list even if
+/// punching fails; the failure is returned.
+fn file_free_zone(
+    state: &Mutex<State>,
+    cache: &BlockCache,
+    zone: ZoneId,
+    (offset, len): (u64, u64),
+    room: u64,
+) -> stitch_patch::Result<()> {
+    {
+        let mut st = state.lock();
+        if (st.recycled.len() as u64) < room {
+            st.recycled.insert(zone);
+            return Ok(());
         }
-        kept
     }
+    let punched = cache.punch_hole(offset, len);
+    state.lock().free.insert(zone);
+    punched
 }
 
 /// Counts for `stitchdb stats` and defragmentation.
@@ -354,20 +366,17 @@ impl ZoneStore {
     /// Ends opening: zones nobody claimed or marked are free.
     pub fn finish_open(&self) -> Result<()> {
         let mut st = self.state.lock();
-        let mut punch = Vec::new();
-        for id in 0..st.zones.len() {
-            if st.zones[id].usage == ZoneUse::Unknown {
-                st.zones[id].usage = ZoneUse::Free;
-                if !st.recycle(id as ZoneId, self.recycle_room()) {
-                    punch.push(id as ZoneId);
-                }
+        let mut freed = Vec::new();
+        for (id, z) in st.zones.iter_mut().enumerate() {
+            if z.usage == ZoneUse::Unknown {
+                z.usage = ZoneUse::Free;
+                freed.push(id as ZoneId);
             }
         }
         drop(st);
-        for zone in punch {
-            self.cache
-                .punch_hole(self.zone_offset(zone), self.config.zone_size)?;
-            self.state.lock().free.insert(zone);
+        for zone in freed {
+            let place = (self.zone_offset(zone), self.config.zone_size);
+            file_free_zone(&self.state, &self.cache, zone, place, self.recycle_room())?;
         }
         Ok(())
     }
@@ -705,20 +714,16 @@ impl ZoneStore {
                 free_after,
                 Box::new(move || {
                     let Some(state) = state.upgrade() else { return };
-                    let mut st = state.lock();
-                    if st.zones[zone as usize].usage != ZoneUse::Freeing {
-                        return;
+                    {
+                        let mut st = state.lock();
+                        if st.zones[zone as usize].usage != ZoneUse::Freeing {
+                            return;
+                        }
+                        st.zones[zone as usize].usage = ZoneUse::Free;
                     }
-                    st.zones[zone as usize].usage = ZoneUse::Free;
-                    if st.recycle(zone, recycle_room) {
-                        return;
-                    }
-                    // Punched before it joins the free list, so no write into a reuse of
-                    // the zone can be punched out. Punching only returns space: if it fails
-                    // the zone holds garbage, never harm.
-                    drop(st);
-                    let _ = cache.punch_hole(offset, len);
-                    state.lock().free.insert(zone);
+                    // Punching only returns space: if it fails the zone holds garbage, never
+                    // harm.
+                    let _ = file_free_zone(&state, &cache, zone, (offset, len), recycle_room);
                 }),
             );
         }
