@@ -98,6 +98,15 @@ pub fn max_value_len(zone_size: u64) -> usize {
 }
 
 impl Options {
+    /// The zone store's configuration these options ask for.
+    pub(crate) fn zone_config(&self) -> stitch_zone::ZoneConfig {
+        stitch_zone::ZoneConfig {
+            zone_size: self.zone_size,
+            max_size: self.max_size,
+            recycle_bytes: self.recycle_bytes,
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         if self.memtable_size < 4096 {
             return Err(Error::Config(format!(

@@ -234,12 +234,7 @@ impl Db {
     pub fn create_on(disk: Arc<dyn Disk>, opts: Options) -> Result<Db> {
         opts.validate()?;
         let cache = Self::cache_for(disk, &opts);
-        let zone_config = stitch_zone::ZoneConfig {
-            zone_size: opts.zone_size,
-            max_size: opts.max_size,
-            recycle_bytes: opts.recycle_bytes,
-        };
-        let zones = Arc::new(ZoneStore::create(cache, zone_config)?);
+        let zones = Arc::new(ZoneStore::create(cache, opts.zone_config())?);
         let storage = Storage::new(zones, opts.read_cache_bytes, opts.background);
         let mut version = Version::default();
         version.add_table(TableId(0), DEFAULT_TABLE.to_string(), opts.stitching);

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use stitch_io::Disk;
 use stitch_wal::{LogRecord, OpRegistry, Wal};
-use stitch_zone::{ExtentAddr, ExtentKind, ZoneConfig, ZoneId, ZoneStore};
+use stitch_zone::{ExtentAddr, ExtentKind, ZoneId, ZoneStore};
 
 /// What recovery hands to the database.
 pub(crate) struct Recovered {
@@ -43,12 +43,7 @@ pub(crate) fn recover(
     opts: &Options,
 ) -> Result<(Arc<Storage>, Recovered, Option<ExtentAddr>)> {
     let cache = Db::cache_for(disk, opts);
-    let config = ZoneConfig {
-        zone_size: opts.zone_size,
-        max_size: opts.max_size,
-        recycle_bytes: opts.recycle_bytes,
-    };
-    let (zones, superblock) = ZoneStore::open(cache, config)?;
+    let (zones, superblock) = ZoneStore::open(cache, opts.zone_config())?;
     let storage = Storage::new(Arc::new(zones), opts.read_cache_bytes, opts.background);
     let zones = &storage.zones;
     let root = superblock.root.ok_or_else(|| {
