@@ -228,10 +228,11 @@ fn concurrent_appends_to_one_stream_stay_intact() {
     }
 }
 
-/// Fills zones 1 and 2 (closing zone 1) with extents of `fill`; returns them.
-fn fill_two_zones(store: &ZoneStore, fill: u8) -> Vec<ExtentAddr> {
+/// Appends extents of `fill` until one lands in zone `last` (closing the zones before it);
+/// returns them.
+fn fill_zones_until(store: &ZoneStore, fill: u8, last: u32) -> Vec<ExtentAddr> {
     let mut addrs = Vec::new();
-    while addrs.last().is_none_or(|a: &ExtentAddr| a.zone < 2) {
+    while addrs.last().is_none_or(|a: &ExtentAddr| a.zone < last) {
         let (addr, _) = store
             .append(ExtentKind::RUN_BLOCK, &[fill; 4000], &[])
             .unwrap();
@@ -257,7 +258,7 @@ fn zone_bytes(disk: &dyn Disk, zone: u32) -> Vec<u8> {
 #[test]
 fn emptied_zones_are_recycled_unpunched_and_reused_once_their_writes_are_durable() {
     let (disk, store) = new_store();
-    let addrs = fill_two_zones(&store, 1);
+    let addrs = fill_zones_until(&store, 1, 2);
     let first_zone = addrs[0].zone;
     let before = store.stats();
     for a in addrs.iter().filter(|a| a.zone == first_zone) {
@@ -299,14 +300,8 @@ fn zones_freed_beyond_the_recycle_limit_are_punched_and_reused_after_recycled_on
         ..config()
     };
     let store = ZoneStore::create(cache(disk.clone()), one_zone).unwrap();
-    let mut addrs = fill_two_zones(&store, 1);
-    // Fill zone 2 up too, so that zone 3 is open and zones 1 and 2 are closed.
-    while addrs.last().unwrap().zone < 3 {
-        let (addr, _) = store
-            .append(ExtentKind::RUN_BLOCK, &[1u8; 4000], &[])
-            .unwrap();
-        addrs.push(addr);
-    }
+    // Zone 3 open, zones 1 and 2 closed.
+    let addrs = fill_zones_until(&store, 1, 3);
     empty_zone(&store, &addrs, 2);
     empty_zone(&store, &addrs, 1);
     assert_eq!(store.stats().recycled_zones, 1, "room for one");
@@ -334,7 +329,7 @@ fn zones_freed_beyond_the_recycle_limit_are_punched_and_reused_after_recycled_on
 #[test]
 fn opening_recycles_free_zones_up_to_the_limit_and_punches_the_rest() {
     let (disk, store) = new_store();
-    let addrs = fill_two_zones(&store, 1);
+    let addrs = fill_zones_until(&store, 1, 2);
     empty_zone(&store, &addrs, 1);
     store.write_superblock(None, &[]).unwrap();
     store.cache().flush_all().unwrap();

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitchdb::{Db, Durability, Isolation, Options, SimDisk, Stitching, WriteBatch};
-use support::{crashing, new_crashing};
+use support::{crashing, new_crashing, table_contents};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -46,11 +46,7 @@ fn options(seed: u64) -> Options {
 }
 
 fn contents(db: &Db) -> State {
-    let t = db.default_table();
-    db.scan_prefix(t, b"")
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect()
+    table_contents(db, db.default_table())
 }
 
 /// Runs one seeded workload; returns the state after each commit (index = commit number) and

@@ -3,11 +3,14 @@
 //!
 //! STITCHDB_MODEL_CASES sets the number of sequences (default 2000).
 
+mod support;
+
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use stitchdb::{Db, DbIter, Disk, Durability, MemDisk, Options, Stitching, TableId, WriteBatch};
+use support::table_contents;
 
 type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
@@ -297,13 +300,6 @@ proptest! {
 }
 
 /// Every pair of table `t`, by a scan.
-fn scan_all(db: &Db, t: TableId) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    db.scan_prefix(t, b"")
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect()
-}
-
 #[test]
 fn background_thread_model() {
     // The same model with the background thread doing checkpoints and Ordered flushes, and
@@ -355,7 +351,7 @@ fn background_thread_model() {
     );
     db.close().unwrap();
     let db = Db::open_on(disk, opts).unwrap();
-    assert_eq!(scan_all(&db, t), model);
+    assert_eq!(table_contents(&db, t), model);
     db.check().unwrap();
 }
 
@@ -402,7 +398,7 @@ fn background_merges_install_while_checkpoints_write() {
     type Tables = [(TableId, BTreeMap<Vec<u8>, Vec<u8>>)];
     let check = |db: &Db, tables: &Tables| {
         for (t, model) in tables {
-            assert_eq!(&scan_all(db, *t), model, "table {t:?}");
+            assert_eq!(&table_contents(db, *t), model, "table {t:?}");
         }
         db.check().unwrap();
     };
@@ -463,7 +459,7 @@ fn two_compaction_threads_merge_side_by_side() {
     }
     let check = |db: &Db| {
         for (t, model) in tables.iter().zip(&models) {
-            assert_eq!(&scan_all(db, *t), model);
+            assert_eq!(&table_contents(db, *t), model);
             for (k, v) in model.iter().step_by(97) {
                 assert_eq!(db.get(*t, k).unwrap().as_ref(), Some(v));
             }
@@ -554,10 +550,10 @@ fn merges_larger_than_the_flush_interval_write_behind_and_reopen() {
     db.compact().unwrap();
     let copied = db.stats().merge_copied_bytes;
     assert!(copied >= 24 << 20, "merges copied {copied} bytes");
-    assert_eq!(scan_all(&db, t), model);
+    assert_eq!(table_contents(&db, t), model);
     db.check().unwrap();
     db.close().unwrap();
     let db = Db::open_on(disk, opts).unwrap();
-    assert_eq!(scan_all(&db, t), model);
+    assert_eq!(table_contents(&db, t), model);
     db.check().unwrap();
 }

@@ -102,8 +102,8 @@ struct LevelLoad {
 /// most `level_runs - 1` runs each at rest, level i holding about R * level_runs^i: after n
 /// flushes the runs per level are the digits of n in base `level_runs`), but a tuple is
 /// written once per carry instead of once per level it passes: random inserts, which stitch
-/// nothing until their spans grow, are copied less often. The carry stops at a level another merge claimed and before the output would pass
-/// `limit` bytes.
+/// nothing until their spans grow, are copied less often. The carry stops at a level another
+/// merge claimed and before the output would pass `limit` bytes.
 fn carry(levels: &[LevelLoad], first: usize, level_runs: usize, limit: u64) -> usize {
     let mut bytes = levels[first].bytes;
     let mut last = first;
