@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Run StitchDB (`stitchdb bench`) and RocksDB (db_bench, or bench/rocksdb_driver for the
 VT-tree paper's randomappend and seqinsert) on the same workloads, one process after the
-other, and print a Markdown table of throughput, write amplification and peak memory.
+other, and print a Markdown table of throughput, write amplification and peak memory. With
+--rounds N every process runs N times (round after round, the two tools alternating) and the
+table gives medians: on a virtual machine one run can be 30% off the next.
 
 Write amplification is given twice: from /proc/PID/io (what the kernel charged the process,
 which is a whole page-cache folio when one block of it is dirtied, so rewriting cached files
@@ -59,7 +61,7 @@ class Group:
     reported: list
     inserted_bytes: int  # logical bytes the process writes (W-amp's denominator)
     uses_driver: bool = False
-    runs: dict = field(default_factory=dict)  # tool -> Process
+    runs: dict = field(default_factory=dict)  # tool -> [Process], one per round
 
 
 def parse_args(argv):
@@ -79,6 +81,8 @@ def parse_args(argv):
     p.add_argument("--level_runs", type=int,
                    help="StitchDB only: runs a level holds before they merge, the fan-out\n"
                         "(default StitchDB's, 2)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run every process this many times and report medians (default 1)")
     p.add_argument("--out", help="also write the table (with the command and date) to this file")
     p.add_argument("--workdir", default="target/bench",
                    help="where the stores, logs and plots go; must be on the disk being measured,\n"
@@ -91,8 +95,9 @@ def parse_args(argv):
     unknown = [b for b in args.benchmarks if b not in KNOWN]
     if unknown or not args.benchmarks:
         p.error(f"unknown benchmarks {unknown}; known: {', '.join(KNOWN)}")
-    if args.num < 1 or args.value_size < 0 or args.key_size < 8:
-        p.error("--num must be positive, --value_size non-negative, --key_size at least 8")
+    if args.num < 1 or args.rounds < 1 or args.value_size < 0 or args.key_size < 8:
+        p.error("--num and --rounds must be positive, --value_size non-negative, "
+                "--key_size at least 8")
     return args
 
 
@@ -214,47 +219,75 @@ def parse_results(out):
 
 def run_all(args, groups):
     os.makedirs(args.workdir, exist_ok=True)
-    for group in groups:
-        for tool, command in commands(args, group):
-            db = next(a for a in command if a.startswith("--db=")).split("=", 1)[1]
-            remove_store(db)
-            # Start each process with no one else's dirty data waiting for writeback.
-            os.sync()
-            stat = block_stat_path(args.workdir)
-            before = block_bytes_written(stat) if stat else None
-            print(f"# {shlex.join(command)}", flush=True)
-            log = os.path.join(args.workdir, f"{group.name}.{tool.lower()}.log")
-            out, device, peak = run_measured(command, log)
-            # What the process left dirty lands too: it would, after any run.
-            os.sync()
-            block = block_bytes_written(stat) - before if stat else None
-            for line in out.splitlines():
-                if RESULT.match(line) or "not supported" in line:
-                    print(f"  {tool:<9} {line}", flush=True)
-            group.runs[tool] = Process(tool, group.benchmarks, command, parse_results(out), device,
-                                       block, peak)
-            remove_store(db)
+    for round_no in range(1, args.rounds + 1):
+        if args.rounds > 1:
+            print(f"# round {round_no} of {args.rounds}", flush=True)
+        for group in groups:
+            for tool, command in commands(args, group):
+                group.runs.setdefault(tool, []).append(run_process(args, group, tool, command))
+
+
+def run_process(args, group, tool, command):
+    """Runs one tool's process of `group` on a fresh store and measures it."""
+    db = next(a for a in command if a.startswith("--db=")).split("=", 1)[1]
+    remove_store(db)
+    # Start each process with no one else's dirty data waiting for writeback.
+    os.sync()
+    stat = block_stat_path(args.workdir)
+    before = block_bytes_written(stat) if stat else None
+    print(f"# {shlex.join(command)}", flush=True)
+    log = os.path.join(args.workdir, f"{group.name}.{tool.lower()}.log")
+    out, device, peak = run_measured(command, log)
+    # What the process left dirty lands too: it would, after any run.
+    os.sync()
+    block = block_bytes_written(stat) - before if stat else None
+    for line in out.splitlines():
+        if RESULT.match(line) or "not supported" in line:
+            print(f"  {tool:<9} {line}", flush=True)
+    remove_store(db)
+    return Process(tool, group.benchmarks, command, parse_results(out), device, block, peak)
+
+
+def median(values):
+    """The median of the values that are not None (None if there are none)."""
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
 def table(args, groups):
+    ranges = args.rounds > 1
     rows = [
-        "| benchmark | StitchDB ops/s | RocksDB ops/s | ratio | StitchDB W-amp | RocksDB W-amp "
+        "| benchmark | StitchDB ops/s | RocksDB ops/s | ratio "
+        + ("| ratio range " if ranges else "")
+        + "| StitchDB W-amp | RocksDB W-amp "
         "| StitchDB W-amp (block) | RocksDB W-amp (block) | StitchDB peak MiB | RocksDB peak MiB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: " + ("| ---: " if ranges else "") + "| ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for group in groups:
         s, r = group.runs["StitchDB"], group.runs["RocksDB"]
         for b in group.reported:
-            so, ro = s.ops_per_sec.get(b), r.ops_per_sec.get(b)
-            ratio = f"{so / ro:.2f}" if so and ro else "–"
+            so = median(p.ops_per_sec.get(b) for p in s)
+            ro = median(p.ops_per_sec.get(b) for p in r)
+            # Each round's ratio (its two processes ran back to back), then their median.
+            ratios = [p.ops_per_sec[b] / q.ops_per_sec[b] for p, q in zip(s, r)
+                      if p.ops_per_sec.get(b) and q.ops_per_sec.get(b)]
+            ratio = f"{median(ratios):.2f}" if ratios else "–"
+            spread = f"{min(ratios):.2f}–{max(ratios):.2f}" if ratios else "–"
             writes = b not in READS
+
+            def amp(runs, attr):
+                return wamp(median(getattr(p, attr) for p in runs), group) if writes else "–"
+
             rows.append(
-                f"| {b} | {so if so is not None else 'not supported'} | {ro if ro is not None else '–'} "
-                f"| {ratio} | {wamp(s.device_bytes, group) if writes else '–'} "
-                f"| {wamp(r.device_bytes, group) if writes else '–'} "
-                f"| {wamp(s.block_bytes, group) if writes else '–'} "
-                f"| {wamp(r.block_bytes, group) if writes else '–'} "
-                f"| {s.peak_bytes / MIB:.0f} | {r.peak_bytes / MIB:.0f} |"
+                f"| {b} | {round(so) if so is not None else 'not supported'} "
+                f"| {round(ro) if ro is not None else '–'} | {ratio} "
+                + (f"| {spread} " if ranges else "")
+                + f"| {amp(s, 'device_bytes')} | {amp(r, 'device_bytes')} "
+                f"| {amp(s, 'block_bytes')} | {amp(r, 'block_bytes')} "
+                f"| {max(p.peak_bytes for p in s) / MIB:.0f} | {max(p.peak_bytes for p in r) / MIB:.0f} |"
             )
     return "\n".join(rows)
 
@@ -269,18 +302,23 @@ def describe(args, groups):
     when = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     rerun = (f"bash bench/compare.sh --num {args.num} --value_size {args.value_size} "
              f"--key_size {args.key_size} --write_buffer_size {args.write_buffer_size} "
-             f"--sync {args.sync} --seed {args.seed} --benchmarks {','.join(args.benchmarks)}")
+             f"--sync {args.sync} --seed {args.seed} --benchmarks {','.join(args.benchmarks)} "
+             f"--rounds {args.rounds}")
+    for flag in ("stitch_threshold", "level_runs"):
+        if getattr(args, flag) is not None:
+            rerun += f" --{flag} {getattr(args, flag)}"
     lines = [
         f"Measured {when} on {platform.node()} ({os.cpu_count()} CPUs, "
         f"{platform.system()} {platform.release()}) with:",
         "",
         f"    {rerun}",
         "",
-        "Processes (one after the other, each on a fresh store):",
+        f"Processes (one after the other, each on a fresh store; {args.rounds} round(s), "
+        "medians reported):",
         "",
     ]
     for group in groups:
-        for process in group.runs.values():
+        for process in (runs[0] for runs in group.runs.values()):
             shown = [os.path.basename(process.command[0])]
             shown += [a.replace(args.workdir, "WORKDIR") for a in process.command[1:]]
             lines.append(f"- {process.tool}: `{shlex.join(shown)}`")
@@ -292,7 +330,7 @@ def main(argv):
     groups = plan(args)
     run_all(args, groups)
     result = table(args, groups)
-    if all(p.device_bytes == 0 for g in groups for p in g.runs.values()):
+    if all(p.device_bytes == 0 for g in groups for runs in g.runs.values() for p in runs):
         print(f"compare: no process wrote to a device: is {args.workdir} on tmpfs?", file=sys.stderr)
     print()
     print(result)

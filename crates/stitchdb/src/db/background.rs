@@ -150,12 +150,8 @@ fn merge_debt(inner: &Inner) -> usize {
         .unwrap_or(0)
 }
 
-/// Merge debt writers may run up before they are slowed at all: a few memtables' worth of
-/// runs waiting, as one long merge deep in the tree leaves behind it.
-const FREE_DEBT: usize = 4;
-
 /// The write rate (bytes per second) a writer is held to at one run of debt beyond
-/// [`FREE_DEBT`]; at `n` runs, a `n`th of it.
+/// `Options::slowdown_runs`; at `n` runs, a `n`th of it.
 const PACED_RATE: u64 = 64 << 20;
 
 /// Sleeps shorter than this are saved up: the system cannot sleep for a few microseconds.
@@ -167,11 +163,11 @@ thread_local! {
 }
 
 /// Slows a writer that just wrote `bytes` in proportion to how far merges are behind: past
-/// [`FREE_DEBT`], each write costs time for its bytes at a rate that falls as the debt
+/// `Options::slowdown_runs`, each write costs time for its bytes at a rate that falls as the debt
 /// grows, so the write rate eases off smoothly (by bytes, not writes: small and large values
 /// are slowed alike) instead of stopping dead when memory runs out.
 pub(crate) fn pace(inner: &Inner, bytes: usize) {
-    let delay = pacing_delay(merge_debt(inner), bytes);
+    let delay = pacing_delay(merge_debt(inner), inner.opts.slowdown_runs, bytes);
     if delay.is_zero() {
         OWED.set(Duration::ZERO);
         return;
@@ -185,9 +181,10 @@ pub(crate) fn pace(inner: &Inner, bytes: usize) {
     std::thread::sleep(owed);
 }
 
-/// What writing `bytes` costs a writer at `debt` runs waiting to be merged.
-fn pacing_delay(debt: usize, bytes: usize) -> Duration {
-    let excess = debt.saturating_sub(FREE_DEBT).min(64) as u64;
+/// What writing `bytes` costs a writer at `debt` runs waiting to be merged, `free` of which
+/// cost nothing.
+fn pacing_delay(debt: usize, free: usize, bytes: usize) -> Duration {
+    let excess = debt.saturating_sub(free).min(64) as u64;
     if excess == 0 {
         return Duration::ZERO;
     }
@@ -220,14 +217,17 @@ mod tests {
 
     #[test]
     fn pacing_starts_past_the_free_debt_and_grows_with_debt_and_bytes() {
-        assert_eq!(pacing_delay(0, 1 << 20), Duration::ZERO);
-        assert_eq!(pacing_delay(FREE_DEBT, 1 << 20), Duration::ZERO);
-        let one = pacing_delay(FREE_DEBT + 1, 1 << 20);
+        let free = 16;
+        assert_eq!(pacing_delay(0, free, 1 << 20), Duration::ZERO);
+        assert_eq!(pacing_delay(free, free, 1 << 20), Duration::ZERO);
+        let one = pacing_delay(free + 1, free, 1 << 20);
         // One run over: a mebibyte at PACED_RATE.
         assert_eq!(one, Duration::from_nanos(1_000_000_000 / 64));
-        assert_eq!(pacing_delay(FREE_DEBT + 4, 1 << 20), one * 4);
-        assert_eq!(pacing_delay(FREE_DEBT + 1, 2 << 20), one * 2);
+        assert_eq!(pacing_delay(free + 4, free, 1 << 20), one * 4);
+        assert_eq!(pacing_delay(free + 1, free, 2 << 20), one * 2);
         // The slope stops at 64 runs over.
-        assert_eq!(pacing_delay(1000, 1 << 20), one * 64);
+        assert_eq!(pacing_delay(1000, free, 1 << 20), one * 64);
+        // No free debt: the first run waiting slows writers.
+        assert_eq!(pacing_delay(1, 0, 1 << 20), one);
     }
 }

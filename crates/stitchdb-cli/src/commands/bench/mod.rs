@@ -77,6 +77,11 @@ pub struct BenchArgs {
     /// (the VT-tree paper's 2; more merge less often and leave more runs for reads to visit)
     #[arg(long = "level_runs", value_name = "N", default_value_t = Options::default().level_runs)]
     level_runs: usize,
+    /// Runs waiting to be merged that writers may run up before they are slowed (like
+    /// db_bench's --level0_slowdown_writes_trigger, which counts level-0 files)
+    #[arg(long = "slowdown_runs", value_name = "N",
+          default_value_t = Options::default().slowdown_runs)]
+    slowdown_runs: usize,
     /// Threads merging levels in the background, 1 or 2 (db_bench's name for it)
     #[arg(long = "max_background_compactions", value_name = "N",
           default_value_t = Options::default().compaction_threads)]
@@ -97,6 +102,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     let options = Options {
         memtable_size: args.memtable_size,
         level_runs: args.level_runs,
+        slowdown_runs: args.slowdown_runs,
         compaction_threads: args.max_background_compactions,
         stitching,
         durability: if sync {
@@ -114,6 +120,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         memtable_size: args.memtable_size,
         stitching,
         level_runs: args.level_runs,
+        slowdown_runs: args.slowdown_runs,
         db_path: store.path(),
     }))?;
     let mut series = Vec::new();

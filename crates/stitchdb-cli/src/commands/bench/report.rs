@@ -19,6 +19,7 @@ pub struct Header<'a> {
     pub memtable_size: usize,
     pub stitching: Stitching,
     pub level_runs: usize,
+    pub slowdown_runs: usize,
     pub db_path: &'a Path,
 }
 
@@ -56,6 +57,13 @@ pub fn header(h: &Header) -> String {
         format!(
             "{} runs per level merge, carrying through the levels below they would fill",
             h.level_runs
+        ),
+    );
+    line(
+        "Pacing",
+        format!(
+            "writers slowed past {} runs waiting to be merged",
+            h.slowdown_runs
         ),
     );
     line("Durability", durability(h.sync, h.disable_wal));
