@@ -408,7 +408,47 @@ impl ZoneStore {
         payload: &[u8],
         deps: &[PatchId],
     ) -> Result<(ExtentAddr, PatchId)> {
-        let total = (EXTENT_HEADER_LEN + payload.len()) as u64;
+        self.reserve_and_write(stream, kind, payload.len(), |addr| {
+            self.write_extent(addr, kind, payload, deps)
+        })
+    }
+
+    /// [`append_to`](Self::append_to) for a payload built behind room for its header:
+    /// `framed[..EXTENT_HEADER_LEN]` is overwritten with the header, and header and payload
+    /// reach the cache as one write (one patch, where `append_to` makes one for each and
+    /// joins them). Run blocks are written this way. Panics if `framed` is shorter than the
+    /// header (a caller that forgot the room).
+    pub fn append_framed_to(
+        &self,
+        stream: Stream,
+        kind: ExtentKind,
+        framed: &mut [u8],
+        deps: &[PatchId],
+    ) -> Result<(ExtentAddr, PatchId)> {
+        assert!(
+            framed.len() >= EXTENT_HEADER_LEN,
+            "a framed extent starts with room for its header"
+        );
+        let payload_len = framed.len() - EXTENT_HEADER_LEN;
+        self.reserve_and_write(stream, kind, payload_len, |addr| {
+            let (head, payload) = framed.split_at_mut(EXTENT_HEADER_LEN);
+            head.copy_from_slice(&extent::encode_header(addr, kind, payload));
+            let at = self.zone_offset(addr.zone) + addr.offset as u64;
+            Ok(self.cache.write_append(at, framed, deps)?)
+        })
+    }
+
+    /// Reserves room for an extent of `payload_len` bytes in `stream`'s open zone, has `write`
+    /// put it in the cache at the address reserved, and records the extent (reference count
+    /// one) if it did.
+    fn reserve_and_write(
+        &self,
+        stream: Stream,
+        kind: ExtentKind,
+        payload_len: usize,
+        write: impl FnOnce(ExtentAddr) -> Result<PatchId>,
+    ) -> Result<(ExtentAddr, PatchId)> {
+        let total = (EXTENT_HEADER_LEN + payload_len) as u64;
         if total > self.config.zone_size {
             let addr = ExtentAddr {
                 zone: 0,
@@ -438,7 +478,7 @@ impl ZoneStore {
                 len: total as u32,
             }
         };
-        let written = self.write_extent(addr, kind, payload, deps);
+        let written = write(addr);
         let mut st = self.state.lock();
         match written {
             Ok(patch) => {

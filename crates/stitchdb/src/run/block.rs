@@ -26,7 +26,11 @@ const NO_VALUE: u32 = u32::MAX;
 /// entry count a damaged block may claim.
 const MIN_ENTRY: usize = 4;
 
-/// Accumulates entries into one block payload.
+/// Bytes a [`BlockWriter`] leaves free in front of a block's payload for its extent header, so
+/// the zone store fills them in and writes header and payload as one.
+pub(super) const FRAME: usize = stitch_zone::EXTENT_HEADER_LEN;
+
+/// Accumulates entries into one block payload (behind [`FRAME`] bytes of room).
 #[derive(Default)]
 pub struct BlockWriter {
     body: Vec<u8>,
@@ -41,7 +45,8 @@ impl BlockWriter {
             // Room for a block's worth and the entry that takes it past its target, so the
             // payload is not reallocated as it fills (a tenth of a flush with 4 KiB values).
             let entry = e.key.len() + e.value.map_or(0, <[u8]>::len) + 32;
-            self.body.reserve(4096 + entry);
+            self.body.reserve(FRAME + 4096 + entry);
+            self.body.resize(FRAME, 0);
             self.body.push(BLOCK_VERSION);
             self.first_key.clear();
             self.first_key.extend_from_slice(e.key);
@@ -67,10 +72,11 @@ impl BlockWriter {
 
     /// The payload size if the block were finished now.
     pub fn size(&self) -> usize {
-        self.body.len() + 4
+        self.body.len().saturating_sub(FRAME) + 4
     }
 
-    /// The finished payload, its first and last key and entry count; the writer is reset.
+    /// The finished payload behind [`FRAME`] bytes of room, its first and last key and entry
+    /// count; the writer is reset.
     pub fn finish(&mut self) -> (Vec<u8>, Vec<u8>, Vec<u8>, u64) {
         let count = std::mem::take(&mut self.count);
         let mut payload = std::mem::take(&mut self.body);
@@ -354,12 +360,12 @@ mod tests {
             w.add(r(x));
         }
         let size = w.size();
-        let (payload, first, last, n) = w.finish();
+        let (framed, first, last, n) = w.finish();
         assert_eq!(
-            (payload.len(), first, last, n),
+            (framed.len() - FRAME, first, last, n),
             (size, b"a".to_vec(), b"d".to_vec(), 4)
         );
-        let b = Block::parse(payload).unwrap();
+        let b = Block::parse_at(framed, FRAME).unwrap();
         let back: Vec<Entry> = (0..b.len()).map(|i| b.entry(i).to_entry()).collect();
         assert_eq!(back, entries);
         assert_eq!(b.get(b"a", 10).unwrap().value, Some(&b"a5"[..]));
@@ -394,12 +400,13 @@ mod tests {
         body
     }
 
+    /// The payload of a block of `entries` (without the room for its header).
     fn written(entries: &[Entry]) -> Vec<u8> {
         let mut w = BlockWriter::default();
         for x in entries {
             w.add(r(x));
         }
-        w.finish().0
+        w.finish().0.split_off(FRAME)
     }
 
     fn parsed(payload: Vec<u8>) -> Vec<Entry> {
@@ -473,11 +480,11 @@ mod tests {
 
     #[test]
     fn damaged_blocks_are_errors_not_panics() {
-        let mut w = BlockWriter::default();
-        for i in 0..20 {
-            w.add(r(&e(&format!("key{i:02}"), 1, Some("value"))));
-        }
-        let (payload, ..) = w.finish();
+        let payload = written(
+            &(0..20)
+                .map(|i| e(&format!("key{i:02}"), 1, Some("value")))
+                .collect::<Vec<_>>(),
+        );
         for cut in 0..payload.len() {
             let _ = Block::parse(payload[..cut].to_vec());
             let _ = Block::parse_at(payload[..cut].to_vec(), 3);
@@ -502,11 +509,8 @@ mod tests {
             let _ = Block::parse(bad);
             let _ = Block::parse(old[..i].to_vec());
         }
-        let mut swapped = BlockWriter::default();
-        swapped.add(r(&e("b", 1, None)));
-        swapped.add(r(&e("a", 1, None)));
         assert!(
-            Block::parse(swapped.finish().0).is_err(),
+            Block::parse(written(&[e("b", 1, None), e("a", 1, None)])).is_err(),
             "order is checked"
         );
     }

@@ -93,15 +93,18 @@ impl RunBuilder {
         if self.writer.is_empty() {
             return Ok(());
         }
-        let (payload, first_key, last_key, entries) = self.writer.finish();
-        let (addr, patch) =
-            self.storage
-                .zones
-                .append_to(self.stream, ExtentKind::RUN_BLOCK, &payload, &[])?;
+        let (mut framed, first_key, last_key, entries) = self.writer.finish();
+        let (addr, patch) = self.storage.zones.append_framed_to(
+            self.stream,
+            ExtentKind::RUN_BLOCK,
+            &mut framed,
+            &[],
+        )?;
         self.patches.push(patch);
-        self.meta.data_bytes += payload.len() as u64;
-        self.copied_bytes += payload.len() as u64;
-        self.unflushed += payload.len() as u64;
+        let payload_len = addr.payload_len() as u64;
+        self.meta.data_bytes += payload_len;
+        self.copied_bytes += payload_len;
+        self.unflushed += payload_len;
         if self.unflushed >= FLUSH_EVERY {
             // One patch stands for the blocks so far: the run's final patch depends on it,
             // whether or not its flush has finished by then.
