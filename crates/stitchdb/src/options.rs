@@ -37,8 +37,9 @@ pub struct Options {
     /// Runs waiting to be merged (beyond what each level holds at rest, summed over a table's
     /// levels) that writers may run up before they are slowed: one run past it holds each
     /// writer to 64 MiB/s, `n` runs to a `n`th of that. A backlog costs reads a look at each
-    /// waiting run (point lookups mostly only at its filter) until merges catch up. 16 by
-    /// default, like RocksDB's 20 level-0 files before its writers slow down.
+    /// waiting run (point lookups mostly only at its filter; seeks at a block of each) until
+    /// merges catch up. 8 by default (RocksDB lets 20 level-0 files pile up before its
+    /// writers slow down): 16 filled faster still but left seeks after a fill slower.
     pub slowdown_runs: usize,
     /// Threads merging levels in the background (1 or 2): a merge claims the levels it merges,
     /// so the second thread merges other tables, or levels of the same table no running merge
@@ -75,7 +76,7 @@ impl Default for Options {
             recycle_bytes: stitch_zone::DEFAULT_RECYCLE_BYTES,
             memtable_size: 4 << 20,
             level_runs: 2,
-            slowdown_runs: 16,
+            slowdown_runs: 8,
             compaction_threads: 2,
             stitching: Stitching::default(),
             read_cache_bytes: 64 << 20,
