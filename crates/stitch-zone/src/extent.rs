@@ -96,9 +96,8 @@ fn checksum(addr: ExtentAddr, header: &[u8], payload: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, payload)
 }
 
-/// The bytes of an extent at `addr` (header then payload).
-/// The header of an extent at `addr` holding `payload` (written separately, so the payload is
-/// never copied just to be put behind its header).
+/// The header of an extent at `addr` holding `payload`: written beside the payload, or into
+/// room left in front of it, so the payload is never copied just to be put behind its header.
 pub(crate) fn encode_header(
     addr: ExtentAddr,
     kind: ExtentKind,

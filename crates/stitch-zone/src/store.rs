@@ -300,6 +300,11 @@ impl ZoneStore {
         zone as u64 * self.config.zone_size
     }
 
+    /// Where the extent at `addr` starts on the disk (its header's first byte).
+    fn extent_offset(&self, addr: ExtentAddr) -> u64 {
+        self.zone_offset(addr.zone) + addr.offset as u64
+    }
+
     /// The largest payload one extent can carry.
     pub fn max_payload(&self) -> usize {
         (self.config.zone_size as usize) - EXTENT_HEADER_LEN
@@ -433,7 +438,7 @@ impl ZoneStore {
         self.reserve_and_write(stream, kind, payload_len, |addr| {
             let (head, payload) = framed.split_at_mut(EXTENT_HEADER_LEN);
             head.copy_from_slice(&extent::encode_header(addr, kind, payload));
-            let at = self.zone_offset(addr.zone) + addr.offset as u64;
+            let at = self.extent_offset(addr);
             Ok(self.cache.write_append(at, framed, deps)?)
         })
     }
@@ -509,7 +514,7 @@ impl ZoneStore {
         payload: &[u8],
         deps: &[PatchId],
     ) -> Result<PatchId> {
-        let at = self.zone_offset(addr.zone) + addr.offset as u64;
+        let at = self.extent_offset(addr);
         let header = extent::encode_header(addr, kind, payload);
         let head = self.cache.write_append(at, &header, deps)?;
         let body = self
@@ -546,7 +551,7 @@ impl ZoneStore {
     pub fn read(&self, addr: ExtentAddr, kind: ExtentKind) -> Result<Vec<u8>> {
         self.check_addr(addr)?;
         let mut bytes = vec![0u8; addr.len as usize];
-        let disk_offset = self.zone_offset(addr.zone) + addr.offset as u64;
+        let disk_offset = self.extent_offset(addr);
         self.cache.read(disk_offset, &mut bytes)?;
         extent::decode(addr, kind, bytes, disk_offset)
     }
@@ -558,7 +563,7 @@ impl ZoneStore {
     /// saves a copy of every block read).
     pub fn read_durable_framed(&self, addr: ExtentAddr, kind: ExtentKind) -> Result<Vec<u8>> {
         self.check_addr(addr)?;
-        let disk_offset = self.zone_offset(addr.zone) + addr.offset as u64;
+        let disk_offset = self.extent_offset(addr);
         let bytes = self
             .cache
             .disk()

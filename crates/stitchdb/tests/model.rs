@@ -299,7 +299,6 @@ proptest! {
     }
 }
 
-/// Every pair of table `t`, by a scan.
 #[test]
 fn background_thread_model() {
     // The same model with the background thread doing checkpoints and Ordered flushes, and
