@@ -194,6 +194,9 @@ fn pacing_delay(debt: usize, free: usize, bytes: usize) -> Duration {
 /// Holds a writer back while some table has a full memtable *and* another one still being
 /// written out: memory stays bounded at about two memtables per table.
 pub(crate) fn wait_while_backlogged(inner: &Inner) {
+    // Checked under the signal lock, which [`notify_flushed`] takes too: a flush finishing
+    // between the check and the wait still wakes the writer.
+    let mut s = inner.signal.lock();
     loop {
         let backlogged = {
             let v = inner.version.read();
@@ -204,11 +207,17 @@ pub(crate) fn wait_while_backlogged(inner: &Inner) {
         if !backlogged || inner.failure.lock().is_some() {
             return;
         }
-        let mut s = inner.signal.lock();
         s.checkpoint = true;
         inner.wake.notify_all();
         inner.flushed.wait_for(&mut s, Duration::from_millis(10));
     }
+}
+
+/// Wakes writers held back by [`wait_while_backlogged`]: a frozen memtable is gone (or the
+/// checkpoint that was to write it out failed).
+pub(crate) fn notify_flushed(inner: &Inner) {
+    let _s = inner.signal.lock();
+    inner.flushed.notify_all();
 }
 
 #[cfg(test)]

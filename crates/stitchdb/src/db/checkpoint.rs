@@ -4,7 +4,7 @@
 //! the old checkpoint alone referenced (the old manifest, merged runs, log segments) is
 //! released only once the new superblock is durable.
 
-use super::{log, Inner, Version};
+use super::{background, log, Inner, Version};
 use crate::batch::TableId;
 use crate::manifest::{Manifest, TableMeta};
 use crate::merge::VersionFilter;
@@ -31,7 +31,7 @@ pub(crate) enum Trigger {
 /// turns the store read-only.
 pub(crate) fn checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
     let r = run_checkpoint(inner, trigger, None);
-    inner.flushed.notify_all();
+    background::notify_flushed(inner);
     inner.guard(r)
 }
 
@@ -39,7 +39,7 @@ pub(crate) fn checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId
 /// transaction's private runs: see `db::link`). Their data is not written again.
 pub(crate) fn checkpoint_linking(inner: &Arc<Inner>, link: &mut dyn Link) -> Result<PatchId> {
     let r = run_checkpoint(inner, Trigger::Explicit, Some(link));
-    inner.flushed.notify_all();
+    background::notify_flushed(inner);
     // A refused link (a conflict) is the caller's error, not the store's failure.
     match r {
         Err(e @ Error::Conflict { .. }) => Err(e),
@@ -163,6 +163,13 @@ fn run_checkpoint(
             });
         }
     };
+    // Readers read installed runs straight from the disk: the runs' blocks are made durable
+    // first. Then the runs replace the frozen memtables at once, so writers held back by a
+    // full memtable go on while the manifest listing the runs is written and synced (two more
+    // sync rounds: manifest, then superblock). Until that manifest is durable the log still
+    // holds everything the runs do, so a crash meanwhile loses nothing.
+    let blocks = inner.cache.empty(&patches)?;
+    inner.cache.flush_patch(blocks)?;
     let mut ck = inner.checkpoint.lock();
     ck.run_bytes_written += flushed_bytes;
     if !linked.is_empty() {
@@ -175,10 +182,9 @@ fn run_checkpoint(
     ck.checkpoint_lsn = checkpoint_lsn;
     ck.log_start = log::to_start(log_pos, epoch);
     ck.next_table_id = next_table_id;
-    let mut listed = (**inner.version.read()).clone();
-    change(&mut listed);
-    let superblock = write_manifest(inner, &mut ck, &listed, &patches, Vec::new())?;
     apply_to_live(inner, change);
+    background::notify_flushed(inner);
+    let superblock = write_live_manifest(inner, &mut ck)?;
     drop(ck);
     if let Some(mut w) = held {
         // The linked commit becomes visible, and the next commit may follow it.
