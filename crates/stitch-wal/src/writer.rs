@@ -38,6 +38,10 @@ struct Writer {
     /// checkpoint that overtakes them first drops them, so they never cost the cache or the
     /// device anything.
     buffered: VecDeque<Buffered>,
+    /// The buffer of the last piece written into the cache, emptied, for the next piece: a
+    /// fresh one grew by doubling, copying what it held at every step (a fifth of a writer's
+    /// time with 4 KiB values), and faulted in new pages.
+    spare: Vec<u8>,
 }
 
 /// Buffered records of one segment: `bytes` belong at `start` in it.
@@ -65,7 +69,7 @@ impl Writer {
             self.buffered.push_back(Buffered {
                 segment,
                 start: self.offset,
-                bytes: Vec::new(),
+                bytes: std::mem::take(&mut self.spare),
             });
         }
         let last = self.buffered.len() - 1;
@@ -166,6 +170,7 @@ impl Wal {
             next_lsn: first_lsn,
             pending: Vec::new(),
             buffered: VecDeque::new(),
+            spare: Vec::new(),
         };
         Ok(Wal {
             zones,
@@ -354,6 +359,11 @@ impl Wal {
                 w.pending.push(patch);
             }
             last = Some(patch);
+            if b.bytes.capacity() > w.spare.capacity() {
+                let mut bytes = b.bytes;
+                bytes.clear();
+                w.spare = bytes;
+            }
         }
         Ok(last)
     }

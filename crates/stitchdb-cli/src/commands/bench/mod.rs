@@ -86,6 +86,10 @@ pub struct BenchArgs {
     #[arg(long = "max_background_compactions", value_name = "N",
           default_value_t = Options::default().compaction_threads)]
     max_background_compactions: usize,
+    /// How much nicer than the writers compaction threads run, 0 to 19 (Linux)
+    #[arg(long = "compaction_nice", value_name = "N",
+          default_value_t = Options::default().compaction_nice)]
+    compaction_nice: u8,
     /// Seed of the splitmix64 streams keys are drawn from (see docs/benchmarks.md)
     #[arg(long, value_name = "N", default_value_t = 42)]
     seed: u64,
@@ -104,6 +108,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         level_runs: args.level_runs,
         slowdown_runs: args.slowdown_runs,
         compaction_threads: args.max_background_compactions,
+        compaction_nice: args.compaction_nice,
         stitching,
         durability: if sync {
             Durability::Sync
