@@ -4,16 +4,18 @@
 //! the old checkpoint alone referenced (the old manifest, merged runs, log segments) is
 //! released only once the new superblock is durable.
 
-use super::{background, log, Inner, Version};
+use super::{background, log, Inner, Version, WriteState};
 use crate::batch::TableId;
 use crate::manifest::{Manifest, TableMeta};
 use crate::merge::VersionFilter;
 use crate::range_del::RangeDeletes;
 use crate::run::{Run, RunBuilder};
 use crate::{Error, Result};
+use parking_lot::MutexGuard;
 use std::sync::Arc;
 use stitch_filter::{hash_key, QuotientFilter};
 use stitch_patch::PatchId;
+use stitch_wal::{LogPosition, Wal};
 use stitch_zone::{ExtentKind, Stream};
 
 /// Why a checkpoint runs. Only `Open` always writes one (it moves the store to a new log);
@@ -61,52 +63,132 @@ pub(crate) trait Link {
     ) -> Result<(LinkedRuns, u64)>;
 }
 
+/// Where the log stood when memtables were frozen: what the checkpoint writing them out
+/// records in its manifest.
+pub(crate) struct FreezePoint {
+    /// The tables just after the freeze (the frozen memtables are their `imm`).
+    frozen: Version,
+    last_seq: u64,
+    log_pos: LogPosition,
+    /// The patch of the log segment header `log_pos` lies in.
+    log_dep: PatchId,
+    next_table_id: u32,
+    oldest_reader: u64,
+}
+
+/// Freezes every non-empty memtable, as of `last_seq`. The caller holds the write lock (`w`),
+/// and no table has a frozen memtable.
+fn freeze_locked(inner: &Inner, w: &WriteState, wal: &Wal, last_seq: u64) -> FreezePoint {
+    let mut version = inner.version.write();
+    let mut v = (**version).clone();
+    let full: Vec<_> = v
+        .tables
+        .values()
+        .filter(|t| !t.mem.is_empty())
+        .map(|t| t.id)
+        .collect();
+    for id in full {
+        v.update(id, |t| t.imm = Some(std::mem::take(&mut t.mem)));
+    }
+    *version = Arc::new(v.clone());
+    drop(version);
+    let (log_pos, log_dep) = wal.position();
+    FreezePoint {
+        frozen: v,
+        last_seq,
+        log_pos,
+        log_dep,
+        next_table_id: w.next_table_id,
+        oldest_reader: inner.oldest_reader_locked(w),
+    }
+}
+
+/// For a writer that filled a memtable: freezes the memtables now, unless some are frozen
+/// already, and leaves writing them out to the next checkpoint. The writer goes on into fresh
+/// memtables while the flusher may still be busy with the previous checkpoint's manifest (as
+/// RocksDB switches memtables in the write path), and memtables stay the configured size.
+/// Returns whether it froze.
+pub(crate) fn freeze_full(inner: &Inner) -> bool {
+    let Ok(wal) = inner.wal() else {
+        return false;
+    };
+    let w = inner.write.lock();
+    let mut pending = inner.frozen.lock();
+    let busy = inner
+        .version
+        .read()
+        .tables
+        .values()
+        .any(|t| t.imm.is_some());
+    if pending.is_some() || busy {
+        return false;
+    }
+    *pending = Some(freeze_locked(inner, &w, wal, w.last_seq));
+    true
+}
+
 fn run_checkpoint(
     inner: &Arc<Inner>,
     trigger: Trigger,
-    link: Option<&mut dyn Link>,
+    mut link: Option<&mut dyn Link>,
 ) -> Result<PatchId> {
     // One checkpoint at a time; the checkpoint lock (manifests) is taken only at the end, so
     // merges finish and install while the memtables are written out.
     let _flushing = inner.flushing.lock();
     let wal = inner.wal()?;
-    let (epoch, last_log_start, merges_deferred) = {
-        let ck = inner.checkpoint.lock();
-        (ck.epoch, ck.log_start.lsn, !ck.deferred.is_empty())
-    };
-    // A linking checkpoint keeps the write lock to the end: no commit can come after the
-    // linked one (and be made durable or visible) before the manifest holding it is durable.
-    let mut held = None;
-    let mut linked = Vec::new();
-    let (frozen, checkpoint_lsn, log_pos, log_dep, next_table_id, oldest_reader) = {
+    // Memtables a writer froze are written out first. A background checkpoint stops there;
+    // the others go on to freeze and write out the rest (a linking one must: its runs go in
+    // front of every memtable's).
+    let everything =
+        link.is_some() || !matches!(trigger, Trigger::MemtableFull | Trigger::Background);
+    loop {
         let mut w = inner.write.lock();
+        if let Some(point) = inner.frozen.lock().take() {
+            drop(w);
+            let superblock = write_out(inner, trigger, point, None, Vec::new())?;
+            if !everything {
+                return Ok(superblock);
+            }
+            continue;
+        }
         let mut last_seq = w.last_seq;
-        if let Some(link) = link {
+        let mut linked = Vec::new();
+        if let Some(link) = link.take() {
             let (runs, seq) = link.commit(&mut w, wal)?;
             linked = runs;
             last_seq = seq;
         }
-        let mut version = inner.version.write();
-        let mut v = (**version).clone();
-        let full: Vec<_> = v
-            .tables
-            .values()
-            .filter(|t| !t.mem.is_empty())
-            .map(|t| t.id)
-            .collect();
-        for id in full {
-            v.update(id, |t| t.imm = Some(std::mem::take(&mut t.mem)));
-        }
-        *version = Arc::new(v.clone());
-        drop(version);
-        let (pos, dep) = wal.position();
-        let next_table_id = w.next_table_id;
-        let oldest_reader = inner.oldest_reader_locked(&w);
-        if !linked.is_empty() {
-            held = Some(w);
-        }
-        (v, last_seq, pos, dep, next_table_id, oldest_reader)
+        let point = freeze_locked(inner, &w, wal, last_seq);
+        // A linking checkpoint keeps the write lock to the end: no commit can come after the
+        // linked one (and be made durable or visible) before the manifest holding it is durable.
+        let held = (!linked.is_empty()).then_some(w);
+        return write_out(inner, trigger, point, held, linked);
+    }
+}
+
+/// Writes the memtables frozen at `point` out as runs, installs them (with `linked` runs in
+/// front) and writes a manifest; `held` is the write lock of a linking checkpoint, released
+/// once its commit is durable and visible.
+fn write_out(
+    inner: &Arc<Inner>,
+    trigger: Trigger,
+    point: FreezePoint,
+    held: Option<MutexGuard<'_, WriteState>>,
+    linked: LinkedRuns,
+) -> Result<PatchId> {
+    let wal = inner.wal()?;
+    let (epoch, last_log_start, merges_deferred) = {
+        let ck = inner.checkpoint.lock();
+        (ck.epoch, ck.log_start.lsn, !ck.deferred.is_empty())
     };
+    let FreezePoint {
+        frozen,
+        last_seq: checkpoint_lsn,
+        log_pos,
+        log_dep,
+        next_table_id,
+        oldest_reader,
+    } = point;
     let anything_frozen = frozen.tables.values().any(|t| t.imm.is_some());
     if trigger != Trigger::Open
         && !anything_frozen

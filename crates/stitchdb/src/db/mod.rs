@@ -186,6 +186,8 @@ pub(crate) struct Inner {
     /// Held for a whole checkpoint: one at a time. Writing the frozen memtables out happens
     /// under this lock only, so merges can finish and install meanwhile.
     pub flushing: Mutex<()>,
+    /// Memtables a writer froze (see `checkpoint::freeze_full`), for the next checkpoint.
+    pub frozen: Mutex<Option<checkpoint::FreezePoint>>,
     /// Sequence numbers of open iterators (with counts): merges keep what they can see.
     pub readers: Mutex<crate::seq_counts::SeqCounts>,
     /// Key and range locks of locking transactions.
@@ -324,6 +326,7 @@ impl Db {
             compacting: RwLock::new(()),
             merging: Default::default(),
             flushing: Mutex::new(()),
+            frozen: Mutex::new(None),
             readers: Mutex::default(),
             locks: crate::txn::LockManager::new(),
             failure: Mutex::new(None),

@@ -338,8 +338,14 @@ fn memtable_full(inner: &Arc<Inner>) -> Result<()> {
         while compact::compact_once(inner, Stream::Merge)? {}
         return Ok(());
     }
+    // Freeze the full memtable and go on into a fresh one; if the one frozen before is still
+    // being written out, wait for that first.
+    if !checkpoint::freeze_full(inner) {
+        background::request_checkpoint(inner);
+        background::wait_while_backlogged(inner);
+        checkpoint::freeze_full(inner);
+    }
     background::request_checkpoint(inner);
-    background::wait_while_backlogged(inner);
     inner.check_writable()
 }
 
