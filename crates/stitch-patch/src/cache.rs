@@ -3,7 +3,7 @@
 //! One lock guards the patch graph and the cached blocks; disk I/O happens outside it (see
 //! `load` and `flush`), so reads and new patches proceed while a flush writes.
 
-use crate::graph::{Counters, PatchGraph};
+use crate::graph::{BlockBytes, Counters, PatchGraph};
 use crate::lru::CleanBlocks;
 use crate::Result;
 use parking_lot::Mutex;
@@ -55,6 +55,10 @@ impl Default for CacheConfig {
 
 const MAX_BLOCK_SIZE: usize = 1 << 30;
 
+/// Spare block buffers the cache keeps (see `CacheState::spare`): 10 MiB of 4 KiB blocks,
+/// more than a run builder's flush (8 MiB) commits at once.
+const MAX_SPARE_BLOCKS: usize = 2560;
+
 /// What the cache holds, for `stitchdb stats` and the patch-memory report.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -88,6 +92,9 @@ pub(crate) type Callback = Box<dyn FnOnce() + Send>;
 pub(crate) struct CacheState {
     pub graph: PatchGraph,
     pub clean: CleanBlocks,
+    /// Buffers of written blocks not kept clean, for the next fresh dirty blocks: appends
+    /// dirty a block per 4 KiB, and a new zeroed allocation for each was a tenth of a merge.
+    pub spare: Vec<Vec<u8>>,
     /// Bumped whenever the cache changes the disk (a flush round starts writing, a hole is
     /// punched): a block read from the disk meanwhile may be stale and is read again.
     pub disk_epoch: u64,
@@ -99,6 +106,19 @@ pub(crate) struct CacheState {
 impl CacheState {
     pub fn is_cached(&self, block: u64) -> bool {
         self.graph.blocks.contains_key(&block) || self.clean.contains(block)
+    }
+
+    /// Keeps the buffers of `blocks` (written, not kept clean) for fresh dirty blocks, up to
+    /// [`MAX_SPARE_BLOCKS`]; buffers still shared are dropped.
+    pub fn keep_spares(&mut self, blocks: Vec<BlockBytes>) {
+        for bytes in blocks {
+            if self.spare.len() >= MAX_SPARE_BLOCKS {
+                return;
+            }
+            if let Ok(bytes) = Arc::try_unwrap(bytes) {
+                self.spare.push(bytes);
+            }
+        }
     }
 
     /// The actions waiting for `committed` patches.
@@ -144,6 +164,7 @@ impl BlockCache {
         let state = CacheState {
             graph: PatchGraph::new(block_size),
             clean: CleanBlocks::new(config.clean_blocks),
+            spare: Vec::new(),
             disk_epoch: 0,
             failure: None,
             callbacks: HashMap::new(),
@@ -241,22 +262,40 @@ impl BlockCache {
         for block in blocks {
             let Piece { in_block, in_range } = self.piece(offset, data.len(), block);
             let bytes = &data[in_range];
+            // An append that fills its block to the end leaves nothing a later append needs.
+            let keep = !(append && in_block.end == self.block_size);
             // A block neither cached nor loaded is one whose old bytes don't matter: start it
             // from zeros (which are then also what a revert of this patch puts back: never
             // the new bytes, or reverting would write them ahead of their dependencies).
+            let CacheState {
+                graph,
+                clean,
+                spare,
+                ..
+            } = &mut *st;
             let base = || {
-                st.clean.take(block).unwrap_or_else(|| {
-                    Arc::new(
-                        loaded
-                            .take(block)
-                            .unwrap_or_else(|| vec![0u8; self.block_size]),
-                    )
+                clean.take(block).unwrap_or_else(|| {
+                    Arc::new(loaded.take(block).unwrap_or_else(|| {
+                        let Some(mut bytes) = spare.pop() else {
+                            return vec![0u8; self.block_size];
+                        };
+                        // The written piece is overwritten at once, unless the patch may be
+                        // soft and keep its old bytes to revert to; what follows an append
+                        // holds nothing anyone reads (and never another block's bytes but
+                        // this store's).
+                        if !deps.is_empty() {
+                            bytes.fill(0);
+                        } else {
+                            bytes[..in_block.start].fill(0);
+                            if !append {
+                                bytes[in_block.end..].fill(0);
+                            }
+                        }
+                        bytes
+                    }))
                 })
             };
-            ids.push(
-                st.graph
-                    .write_block(block, in_block.start, bytes, deps, base),
-            );
+            ids.push(graph.write_block(block, in_block.start, bytes, deps, keep, base));
         }
         Ok(match ids[..] {
             [one] => one,

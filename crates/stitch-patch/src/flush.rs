@@ -54,6 +54,7 @@ impl BlockCache {
             for (block, data) in committed.clean {
                 st.clean.insert(block, data);
             }
+            st.keep_spares(committed.dropped);
             let actions = st.take_callbacks(&committed.ids);
             drop(st);
             drop(round);

@@ -18,8 +18,10 @@ pub(crate) type BlockBytes = Arc<Vec<u8>>;
 pub(crate) struct Committed {
     /// The patches now committed, empty patches that had nothing more to wait for included.
     pub ids: Vec<u64>,
-    /// Blocks left without live patches, now clean.
+    /// Blocks left without live patches, now clean, worth keeping for reads.
     pub clean: Vec<(u64, BlockBytes)>,
+    /// The bytes of blocks left clean that are not worth keeping (see `DirtyBlock::keep`).
+    pub dropped: Vec<BlockBytes>,
 }
 
 /// A block with live patches. It stays in memory until they have all committed.
@@ -29,6 +31,10 @@ pub(crate) struct DirtyBlock {
     pub data: BlockBytes,
     /// Live patches on the block, oldest first (the order reverting undoes them backwards).
     pub patches: Vec<u64>,
+    /// Whether the block is worth keeping among the clean blocks once written: not when its
+    /// last write was an append that filled it to the end (a run's or a log's block: the
+    /// next append starts in a later block, and runs are read from the disk).
+    pub keep: bool,
 }
 
 /// Event counts since the cache was made.
@@ -238,6 +244,7 @@ impl PatchGraph {
         start: usize,
         bytes: &[u8],
         deps: &[PatchId],
+        keep: bool,
         base: impl FnOnce() -> BlockBytes,
     ) -> PatchId {
         let range = ByteRange::new(start, start + bytes.len());
@@ -245,6 +252,9 @@ impl PatchGraph {
         if let Some(target) = self.merge_target(block, range, &pending) {
             self.merge_into(target, block, range, bytes);
             self.counters.merged += 1;
+            if let Some(b) = self.blocks.get_mut(&block) {
+                b.keep = keep;
+            }
             return PatchId(target);
         }
         let id = self.allocate_id();
@@ -259,7 +269,9 @@ impl PatchGraph {
         let b = self.blocks.entry(block).or_insert_with(|| DirtyBlock {
             data: base(),
             patches: Vec::new(),
+            keep,
         });
+        b.keep = keep;
         let data = Arc::make_mut(&mut b.data);
         let undo = (!hard).then(|| data[range.usize()].into());
         data[range.usize()].copy_from_slice(bytes);
@@ -325,20 +337,24 @@ impl PatchGraph {
         touched.sort_unstable();
         touched.dedup();
         let mut clean = Vec::new();
+        let mut dropped = Vec::new();
         for block in touched {
             let Some(b) = self.blocks.get_mut(&block) else {
                 continue;
             };
             b.patches.retain(|q| self.patches.contains_key(q));
             if b.patches.is_empty() {
-                if let Some(b) = self.blocks.remove(&block) {
-                    clean.push((block, b.data));
+                match self.blocks.remove(&block) {
+                    Some(b) if b.keep => clean.push((block, b.data)),
+                    Some(b) => dropped.push(b.data),
+                    None => {}
                 }
             }
         }
         Committed {
             ids: committed,
             clean,
+            dropped,
         }
     }
 

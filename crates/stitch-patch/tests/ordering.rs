@@ -547,6 +547,37 @@ fn appends_read_only_the_bytes_before_them() {
 }
 
 #[test]
+fn appends_into_reused_block_buffers_reach_the_disk_exactly() {
+    // A block an append filled to its end is not kept clean once written: its buffer serves
+    // a later fresh block (not zeroed past the append, which nobody reads). Appends that
+    // straddle blocks, over several flushes, must still put exactly their bytes on the disk,
+    // and never read: the block each flush leaves partly filled stays cached.
+    let (sim, counting, cache) = setup(64);
+    let reads = Arc::new(Mutex::new(0));
+    let seen = reads.clone();
+    counting.set_hook(move |op| {
+        if let DiskOp::Read { .. } = op {
+            *seen.lock() += 1;
+        }
+    });
+    let mut expected = Vec::new();
+    for round in 0..3u8 {
+        for i in 0..20u8 {
+            // Longer than a block, so every append ends part-way into a fresh block.
+            let piece = vec![round * 20 + i + 1; BLOCK as usize + 54];
+            cache
+                .write_append(expected.len() as u64, &piece, &[])
+                .unwrap();
+            expected.extend_from_slice(&piece);
+        }
+        cache.flush_all().unwrap();
+    }
+    assert_eq!(*reads.lock(), 0, "appends read nothing");
+    assert_eq!(read_disk(&*sim, 0, expected.len()), expected);
+    assert_eq!(read_cache(&cache, 0, expected.len()), expected);
+}
+
+#[test]
 fn a_reverted_append_never_reaches_the_disk_before_its_dependency() {
     // A soft append into a fresh block, next to a writable one: the block goes out with the
     // soft append reverted to zeros, never to its own new bytes.
