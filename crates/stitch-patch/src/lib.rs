@@ -20,21 +20,6 @@
 //! - A flush proceeds in rounds: write every block with writable patches (adjacent blocks in
 //!   one request), sync once, commit; the number of syncs is the longest chain of
 //!   dependencies that must cross one.
-//!
-//! How the cache keeps that cheap and safe:
-//! - A patch is *pending*, then *in flight* (written, not yet synced), then *committed*.
-//!   Committed patches are forgotten. An empty patch commits once its dependencies have.
-//! - A patch that waits for nothing pending when it is made is *hard*: it can be written
-//!   whenever its block is, so it keeps no undo bytes. Others are *soft* and keep the bytes
-//!   they replaced, so a block image can be written without them (*reverted*).
-//! - A write that overwrites bytes of an uncommitted patch implicitly depends on it.
-//! - New writes merge into an existing pending patch of their block when that adds no
-//!   ordering constraint (`merge`), so a log tail or a rewritten data block stays one patch.
-//! - A crash may tear a write at 512-byte sectors, so two patches of one block share a
-//!   write despite an explicit dependency only when both lie in one sector (`plan`).
-//! - A flush proceeds in rounds: write every block with writable patches (adjacent blocks in
-//!   one request), sync once, commit; the number of syncs is the longest chain of
-//!   dependencies that must cross one.
 
 mod blockio;
 mod cache;
