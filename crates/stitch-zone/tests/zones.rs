@@ -86,6 +86,43 @@ fn framed_extents_read_back_like_appended_ones() {
 }
 
 #[test]
+fn a_span_of_extents_reads_back_in_one_request_like_one_at_a_time() {
+    let sim = Arc::new(SimDisk::new(SimConfig {
+        seed: 3,
+        len: 0,
+        capacity: None,
+    }));
+    let store = ZoneStore::create(cache(sim.clone()), config()).unwrap();
+    let mut addrs = Vec::new();
+    for i in 0..6u8 {
+        // Lengths that leave alignment gaps between some of the extents.
+        let payload = vec![i; 1000 + 7 * i as usize];
+        let (addr, _) = store.append(ExtentKind::RUN_BLOCK, &payload, &[]).unwrap();
+        addrs.push(addr);
+    }
+    store.cache().flush_all().unwrap();
+    let reads = sim.stats().reads;
+    let span = store
+        .read_durable_framed_span(&addrs, ExtentKind::RUN_BLOCK)
+        .unwrap();
+    assert_eq!(sim.stats().reads, reads + 1, "one disk read for the span");
+    for (addr, framed) in addrs.iter().zip(&span) {
+        let alone = store
+            .read_durable_framed(*addr, ExtentKind::RUN_BLOCK)
+            .unwrap();
+        assert_eq!(framed, &alone);
+    }
+    // Extents that are not back to back, or of another kind, are refused.
+    let gapped = [addrs[0], addrs[2]];
+    assert!(store
+        .read_durable_framed_span(&gapped, ExtentKind::RUN_BLOCK)
+        .is_err());
+    assert!(store
+        .read_durable_framed_span(&addrs, ExtentKind::RUN_INDEX)
+        .is_err());
+}
+
+#[test]
 fn damage_is_reported_with_its_place() {
     let (disk, store) = new_store();
     let (a, p) = store

@@ -6,12 +6,13 @@
 //! end of the continuum); `Never` copies everything (a classic LSM-tree merge).
 
 use super::block::Block;
-use super::{BlockHandle, Fill, Reused, Run, RunBuilder, Storage};
+use super::{BlockHandle, Reused, Run, RunBuilder, Storage};
 use crate::memtable::EntryRef;
 use crate::merge::VersionFilter;
 use crate::range_del::{RangeDeletes, RangeTombstone};
 use crate::Result;
 use std::cmp::Reverse;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
@@ -47,6 +48,8 @@ struct Cursor {
     run: Arc<Run>,
     next_block: usize,
     current: Option<(Arc<Block>, usize)>,
+    /// Blocks `next_block..` read already, with the one before (see [`copy_ahead`]).
+    ahead: VecDeque<Arc<Block>>,
 }
 
 impl Cursor {
@@ -117,6 +120,7 @@ pub fn merge_runs(
             run: run.clone(),
             next_block: 0,
             current: None,
+            ahead: VecDeque::new(),
         })
         .collect();
     // Each round takes the input with the smallest next key (newest version first among
@@ -132,11 +136,22 @@ pub fn merge_runs(
                     out.stitch(&c.run, h)?;
                 }
                 cursors[i].next_block = end;
+                cursors[i].ahead.clear();
                 filter.reset();
                 continue;
             }
+            let limit = copy_ahead(&cursors[i], stitching, zone_size);
             let c = &mut cursors[i];
-            c.current = Some((c.run.block_from(c.next_block, Fill::Stream)?, 0));
+            let block = match c.ahead.pop_front() {
+                Some(block) => block,
+                None => {
+                    let mut read = VecDeque::from(c.run.blocks_ahead(c.next_block, limit)?);
+                    let block = read.pop_front().expect("blocks_ahead reads at least one");
+                    c.ahead = read;
+                    block
+                }
+            };
+            c.current = Some((block, 0));
             c.next_block += 1;
             // Its first entry's sequence number is known only now: choose again.
             continue;
@@ -210,6 +225,33 @@ fn whole_inputs(inputs: &[Arc<Run>], blocks: &[BlockHandle], filters: bool) -> O
         },
     })
 }
+
+/// Bytes of blocks a cursor about to copy its next block may read in the same request: the
+/// blocks after it are copied too if they can never start a stitchable span (their
+/// contiguous run on disk is shorter than the threshold, or nothing is stitched), and reading
+/// them one request at a time cost a system call and a page-cache lookup per 4 KiB.
+/// Otherwise only the one block (reading a block that is then stitched would be wasted).
+fn copy_ahead(c: &Cursor, stitching: Stitching, zone_size: u64) -> u64 {
+    let threshold = match stitching {
+        Stitching::Threshold(t) if c.run.meta.seq_override.is_none() => t,
+        _ => return COPY_AHEAD,
+    };
+    let blocks = &c.run.blocks[c.next_block..];
+    let mut bytes = 0u64;
+    for (k, h) in blocks.iter().enumerate() {
+        if k > 0 && !h.addr.continues(&blocks[k - 1].addr, zone_size) {
+            break;
+        }
+        bytes += u64::from(h.addr.len);
+        if bytes >= threshold {
+            return 0;
+        }
+    }
+    COPY_AHEAD
+}
+
+/// At most this many bytes of blocks are read in one request by [`copy_ahead`].
+const COPY_AHEAD: u64 = 64 * 1024;
 
 /// If input `i`'s next block starts a span that may be stitched, the block index where the
 /// span ends. A block qualifies when every other input's next key sorts after its last key

@@ -372,17 +372,58 @@ impl Run {
         if let Some(b) = self.storage.cache.get(&h.addr) {
             return Ok(b);
         }
-        let place = || format!("run {} block {i} {}", self.meta.id, h.addr);
         // Only installed runs are read, and a run is installed once the checkpoint naming it
         // (and so every block of it) is durable: its blocks can be read from the disk itself.
-        let payload = self
+        let framed = self
             .storage
             .zones
             .read_durable_framed(h.addr, ExtentKind::RUN_BLOCK)
-            .map_err(|e| {
-                Error::from(e).within("run block", format!("run {} block {i}", self.meta.id))
-            })?;
-        let block = Block::parse_at(payload, stitch_zone::EXTENT_HEADER_LEN)
+            .map_err(|e| self.block_error(e, i))?;
+        let block = Arc::new(self.decode_block(i, framed)?);
+        if fill == Fill::Cache {
+            self.storage.cache.insert(h.addr, block.clone());
+        }
+        Ok(block)
+    }
+
+    /// Blocks `i..` for a merge that copies them all: read in one disk request while each
+    /// follows the one before on disk, up to `max_bytes` of extents (always block `i`, also
+    /// from the read cache). Not kept in the read cache, as [`Fill::Stream`] says.
+    pub(crate) fn blocks_ahead(&self, i: usize, max_bytes: u64) -> Result<Vec<Arc<Block>>> {
+        let mut end = i + 1;
+        let mut bytes = u64::from(self.blocks[i].addr.len);
+        while let Some(h) = self.blocks.get(end) {
+            bytes += u64::from(h.addr.len);
+            if bytes > max_bytes || !h.addr.follows(&self.blocks[end - 1].addr) {
+                break;
+            }
+            end += 1;
+        }
+        if end == i + 1 {
+            return Ok(vec![self.block_from(i, Fill::Stream)?]);
+        }
+        let addrs: Vec<_> = self.blocks[i..end].iter().map(|h| h.addr).collect();
+        let framed = self
+            .storage
+            .zones
+            .read_durable_framed_span(&addrs, ExtentKind::RUN_BLOCK)
+            .map_err(|e| self.block_error(e, i))?;
+        framed
+            .into_iter()
+            .enumerate()
+            .map(|(k, f)| Ok(Arc::new(self.decode_block(i + k, f)?)))
+            .collect()
+    }
+
+    fn block_error(&self, e: stitch_zone::ZoneError, i: usize) -> Error {
+        Error::from(e).within("run block", format!("run {} block {i}", self.meta.id))
+    }
+
+    /// Parses block `i` read whole (extent header in front) and checks it against the index.
+    fn decode_block(&self, i: usize, framed: Vec<u8>) -> Result<Block> {
+        let h = &self.blocks[i];
+        let place = || format!("run {} block {i} {}", self.meta.id, h.addr);
+        let block = Block::parse_at(framed, stitch_zone::EXTENT_HEADER_LEN)
             .map_err(|d| Error::corrupt("run block", place(), d))?;
         let agrees = block.len() as u64 == h.entries
             && block.len() > 0
@@ -394,10 +435,6 @@ impl Run {
                 place(),
                 "contents do not match the run index",
             ));
-        }
-        let block = Arc::new(block);
-        if fill == Fill::Cache {
-            self.storage.cache.insert(h.addr, block.clone());
         }
         Ok(block)
     }
