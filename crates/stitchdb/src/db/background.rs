@@ -228,7 +228,7 @@ pub(crate) fn wait_while_backlogged(inner: &Inner) {
             let v = inner.version.read();
             v.tables
                 .values()
-                .any(|t| t.imm.is_some() && t.mem.bytes() >= inner.opts.memtable_size)
+                .any(|t| t.imm.is_some() && inner.memtable_is_full(t))
         };
         if !backlogged || inner.failure.lock().is_some() {
             return;

@@ -103,8 +103,8 @@ fn freeze_locked(inner: &Inner, w: &WriteState, wal: &Wal, last_seq: u64) -> Fre
     }
 }
 
-/// For a writer that filled a memtable: freezes the memtables now, unless some are frozen
-/// already, and leaves writing them out to the next checkpoint. The writer goes on into fresh
+/// For a writer that filled a memtable: freezes the memtables now, if one is still full and
+/// none is frozen already, and leaves writing them out to the next checkpoint. The writer goes on into fresh
 /// memtables while the flusher may still be busy with the previous checkpoint's manifest (as
 /// RocksDB switches memtables in the write path), and memtables stay the configured size.
 /// Returns whether it froze.
@@ -114,13 +114,14 @@ pub(crate) fn freeze_full(inner: &Inner) -> bool {
     };
     let w = inner.write.lock();
     let mut pending = inner.frozen.lock();
-    let busy = inner
-        .version
-        .read()
-        .tables
-        .values()
-        .any(|t| t.imm.is_some());
-    if pending.is_some() || busy {
+    let (busy, full) = {
+        let v = inner.version.read();
+        let busy = v.tables.values().any(|t| t.imm.is_some());
+        (busy, inner.some_memtable_full(&v))
+    };
+    // A checkpoint may have frozen the full memtable since the writer saw it full: what
+    // filled up again since is not frozen early (runs stay the configured size).
+    if pending.is_some() || busy || !full {
         return false;
     }
     *pending = Some(freeze_locked(inner, &w, wal, w.last_seq));
@@ -145,11 +146,17 @@ fn run_checkpoint(
         let mut w = inner.write.lock();
         if let Some(point) = inner.frozen.lock().take() {
             drop(w);
-            let superblock = write_out(inner, trigger, point, None, Vec::new())?;
+            let superblock = write_out(inner, wal, trigger, point, None, Vec::new())?;
             if !everything {
                 return Ok(superblock);
             }
             continue;
+        }
+        // A background checkpoint is asked for by a writer that filled a memtable; if a
+        // writer or an earlier checkpoint froze it meanwhile, the memtables are not frozen
+        // again before they fill.
+        if !everything && !inner.some_memtable_full(&inner.version.read()) {
+            return Ok(inner.zones.superblock_patch());
         }
         let mut last_seq = w.last_seq;
         let mut linked = Vec::new();
@@ -162,7 +169,7 @@ fn run_checkpoint(
         // A linking checkpoint keeps the write lock to the end: no commit can come after the
         // linked one (and be made durable or visible) before the manifest holding it is durable.
         let held = (!linked.is_empty()).then_some(w);
-        return write_out(inner, trigger, point, held, linked);
+        return write_out(inner, wal, trigger, point, held, linked);
     }
 }
 
@@ -171,12 +178,12 @@ fn run_checkpoint(
 /// once its commit is durable and visible.
 fn write_out(
     inner: &Arc<Inner>,
+    wal: &Wal,
     trigger: Trigger,
     point: FreezePoint,
     held: Option<MutexGuard<'_, WriteState>>,
     linked: LinkedRuns,
 ) -> Result<PatchId> {
-    let wal = inner.wal()?;
     let (epoch, last_log_start, merges_deferred) = {
         let ck = inner.checkpoint.lock();
         (ck.epoch, ck.log_start.lsn, !ck.deferred.is_empty())

@@ -624,6 +624,16 @@ impl Inner {
         self.oldest_reader_locked(&w)
     }
 
+    /// Whether table `t`'s memtable has reached `Options::memtable_size`.
+    pub fn memtable_is_full(&self, t: &TableState) -> bool {
+        t.mem.bytes() >= self.opts.memtable_size
+    }
+
+    /// Whether some table's memtable has reached `Options::memtable_size`.
+    pub fn some_memtable_full(&self, v: &Version) -> bool {
+        v.tables.values().any(|t| self.memtable_is_full(t))
+    }
+
     /// [`oldest_reader`](Self::oldest_reader) for a caller holding the write lock.
     pub fn oldest_reader_locked(&self, w: &WriteState) -> u64 {
         let readers = self.readers.lock().oldest();

@@ -241,10 +241,7 @@ pub(crate) fn commit_batch(
         if durability == Durability::Ordered {
             w.unflushed_ordered += 1;
         }
-        let full = version
-            .tables
-            .values()
-            .any(|t| t.mem.bytes() >= inner.opts.memtable_size);
+        let full = inner.some_memtable_full(&version);
         break (lsn, full);
     };
     drop(locked);

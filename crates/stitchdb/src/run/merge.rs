@@ -48,7 +48,7 @@ struct Cursor {
     run: Arc<Run>,
     next_block: usize,
     current: Option<(Arc<Block>, usize)>,
-    /// Blocks `next_block..` read already, with the one before (see [`copy_ahead`]).
+    /// Blocks `next_block..`, read together with an earlier one (see [`copy_ahead`]).
     ahead: VecDeque<Arc<Block>>,
 }
 
@@ -140,11 +140,11 @@ pub fn merge_runs(
                 filter.reset();
                 continue;
             }
-            let limit = copy_ahead(&cursors[i], stitching, zone_size);
             let c = &mut cursors[i];
             let block = match c.ahead.pop_front() {
                 Some(block) => block,
                 None => {
+                    let limit = copy_ahead(c, stitching, zone_size);
                     let mut read = VecDeque::from(c.run.blocks_ahead(c.next_block, limit)?);
                     let block = read.pop_front().expect("blocks_ahead reads at least one");
                     c.ahead = read;

@@ -387,8 +387,9 @@ impl Run {
     }
 
     /// Blocks `i..` for a merge that copies them all: read in one disk request while each
-    /// follows the one before on disk, up to `max_bytes` of extents (always block `i`, also
-    /// from the read cache). Not kept in the read cache, as [`Fill::Stream`] says.
+    /// follows the one before on disk, up to `max_bytes` of extents (always block `i`; when
+    /// it is the only one, as [`block_from`](Self::block_from) reads it). Not kept in the
+    /// read cache, as [`Fill::Stream`] says.
     pub(crate) fn blocks_ahead(&self, i: usize, max_bytes: u64) -> Result<Vec<Arc<Block>>> {
         let mut end = i + 1;
         let mut bytes = u64::from(self.blocks[i].addr.len);
