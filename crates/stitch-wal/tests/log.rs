@@ -491,6 +491,39 @@ fn buffered_records_a_durable_checkpoint_overtook_are_never_written() {
 }
 
 #[test]
+fn records_appended_while_a_checkpoint_overtakes_older_ones_are_written_whole() {
+    // The writer goes on appending while a checkpoint is written: what follows the
+    // checkpoint's position in the same buffer must reach the disk, from the right place.
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
+    for i in 0..100 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 300))
+            .unwrap();
+    }
+    let (pos, header) = wal.position();
+    for i in 100..160 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 300))
+            .unwrap();
+    }
+    let superblock = zones.write_superblock(None, &[header]).unwrap();
+    zones.cache().flush_patch(superblock).unwrap();
+    wal.release_before(pos, superblock).unwrap();
+    for i in 160..170 {
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(i, 300))
+            .unwrap();
+    }
+    wal.sync_to(170).unwrap();
+    let reopened = reopen(disk);
+    let mut reader = LogReader::open(&reopened, pos, 1).unwrap();
+    for lsn in 101..=170 {
+        let (_, record) = reader.next_record().unwrap().unwrap();
+        assert_eq!(record.lsn, lsn);
+        assert_eq!(record.payload, payload(lsn - 1, 300));
+    }
+    assert!(reader.next_record().unwrap().is_none());
+}
+
+#[test]
 fn buffered_segments_a_durable_checkpoint_released_never_reach_the_cache() {
     let disk = mem_disk();
     let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
