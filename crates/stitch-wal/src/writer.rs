@@ -38,10 +38,13 @@ struct Writer {
     /// checkpoint that overtakes them first drops them, so they never cost the cache or the
     /// device anything.
     buffered: VecDeque<Buffered>,
-    /// The largest buffer of a piece written or dropped, emptied, for the next piece
+    /// Buffers of pieces written or dropped, emptied, for the next pieces
     /// ([`Writer::recycle`]).
-    spare: Vec<u8>,
+    spares: Vec<Vec<u8>>,
 }
+
+/// How many emptied piece buffers a log keeps (each up to a segment's size).
+const MAX_SPARES: usize = 2;
 
 /// Buffered records of one segment: `bytes` belong at `start` in it. The first `obsolete`
 /// bytes were overtaken by a checkpoint and are never written (skipped, not removed: moving
@@ -81,7 +84,7 @@ impl Writer {
             self.buffered.push_back(Buffered {
                 segment,
                 start: self.offset,
-                bytes: std::mem::take(&mut self.spare),
+                bytes: self.spares.pop().unwrap_or_default(),
                 obsolete: 0,
             });
         }
@@ -89,14 +92,16 @@ impl Writer {
         &mut self.buffered[last].bytes
     }
 
-    /// Keeps the buffer of a piece written or dropped for the next piece, if it is the
-    /// largest so far: a fresh buffer grew by doubling, copying what it held at every step
-    /// and faulting in new pages (with 4 KiB values, a third of a writer's time).
+    /// Keeps the buffer of a piece written or dropped for a next piece, up to
+    /// [`MAX_SPARES`]: a fresh buffer grew by doubling, copying what it held at every step
+    /// and faulting in new pages (with 4 KiB values, a third of a writer's time). Two are
+    /// kept because a checkpoint lags the log by up to a segment: a new segment's piece may
+    /// start before the one two segments back is released.
     fn recycle(&mut self, piece: Buffered) {
         let mut bytes = piece.bytes;
-        if bytes.capacity() > self.spare.capacity() {
+        if self.spares.len() < MAX_SPARES && bytes.capacity() > 0 {
             bytes.clear();
-            self.spare = bytes;
+            self.spares.push(bytes);
         }
     }
 }
@@ -194,7 +199,7 @@ impl Wal {
             next_lsn: first_lsn,
             pending: Vec::new(),
             buffered: VecDeque::new(),
-            spare: Vec::new(),
+            spares: Vec::new(),
         };
         Ok(Wal {
             zones,

@@ -211,6 +211,7 @@ fn write_out(
     for t in frozen.tables.values() {
         let Some(imm) = &t.imm else { continue };
         let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Flush);
+        builder.expect_bytes(imm.bytes() as u64);
         let mut hashes = Vec::new();
         let ranges = imm.range_tombstones();
         builder.set_range_tombstones(ranges.clone());

@@ -78,6 +78,14 @@ impl RunBuilder {
         }
     }
 
+    /// Makes room for about `bytes` of entries in the block list up front: a merge's or a
+    /// flush's list grew by doubling, copying itself (a large merge's is megabytes) and
+    /// faulting in fresh pages at every step.
+    pub fn expect_bytes(&mut self, bytes: u64) {
+        self.blocks
+            .reserve((bytes / BLOCK_TARGET as u64).min(1 << 20) as usize);
+    }
+
     pub fn add(&mut self, e: EntryRef) -> Result<()> {
         self.meta.entries += 1;
         self.meta.min_seq = self.meta.min_seq.min(e.seq);

@@ -104,6 +104,7 @@ pub fn merge_runs(
         stream,
     } = spec;
     let mut out = RunBuilder::new(storage, id, level, stream);
+    out.expect_bytes(inputs.iter().map(|r| r.meta.data_bytes).sum());
     let zone_size = storage.zones.zone_size();
     // Range tombstones hide versions in other inputs: those versions must be seen (copied) to
     // be dropped, so a merge carrying tombstones stitches nothing.
