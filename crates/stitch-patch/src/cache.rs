@@ -4,6 +4,7 @@
 //! `load` and `flush`), so reads and new patches proceed while a flush writes.
 
 use crate::graph::{BlockBytes, Counters, PatchGraph};
+use crate::load::Loaded;
 use crate::lru::CleanBlocks;
 use crate::Result;
 use parking_lot::Mutex;
@@ -211,9 +212,11 @@ impl BlockCache {
     }
 
     /// Records a write of `data` at byte `offset` of the disk that must reach the disk after
-    /// every patch in `deps`. One patch is made per block touched; when the write spans several
-    /// blocks the returned id is an empty patch depending on all of them. Nothing is written
-    /// until a flush. Reads through the cache see the new bytes at once.
+    /// every patch in `deps`. A write that waits for nothing (no dependency and no
+    /// overwritten byte pending) is one patch however many blocks it touches; one that waits
+    /// is a patch per block touched, and when it spans several blocks the returned id is an
+    /// empty patch depending on all of them. Nothing is written until a flush. Reads through
+    /// the cache see the new bytes at once.
     ///
     /// The range must lie on the disk (grow it first). A write may be merged into a pending
     /// patch of its block and return that patch's id (see [`PatchId`]).
@@ -257,50 +260,89 @@ impl BlockCache {
         // matter).
         let (mut st, mut loaded) = self.lock_with_blocks(blocks.clone(), needs_old)?;
         st.graph.check_known(deps)?;
-        let st = &mut *st;
+        // An append that fills its block to the end leaves nothing a later append needs.
+        let keep = |block: u64| {
+            let in_block = self.piece(offset, data.len(), block).in_block;
+            !(append && in_block.end == self.block_size)
+        };
+        let CacheState {
+            graph,
+            clean,
+            spare,
+            ..
+        } = &mut *st;
+        let mut base = |block: u64, maybe_soft: bool| {
+            let in_block = self.piece(offset, data.len(), block).in_block;
+            self.starting_bytes(
+                clean,
+                &mut loaded,
+                spare,
+                block,
+                in_block,
+                append,
+                maybe_soft,
+            )
+        };
+        if blocks.start() != blocks.end() && graph.waits_for_nothing(offset, data.len(), deps) {
+            return Ok(graph.write_span(offset, data, keep, |block| base(block, false)));
+        }
         let mut ids = Vec::with_capacity(1);
         for block in blocks {
             let Piece { in_block, in_range } = self.piece(offset, data.len(), block);
-            let bytes = &data[in_range];
-            // An append that fills its block to the end leaves nothing a later append needs.
-            let keep = !(append && in_block.end == self.block_size);
-            // A block neither cached nor loaded is one whose old bytes don't matter: start it
-            // from zeros (which are then also what a revert of this patch puts back: never
-            // the new bytes, or reverting would write them ahead of their dependencies).
-            let CacheState {
-                graph,
-                clean,
-                spare,
-                ..
-            } = &mut *st;
-            let base = || {
-                clean.take(block).unwrap_or_else(|| {
-                    Arc::new(loaded.take(block).unwrap_or_else(|| {
-                        let Some(mut bytes) = spare.pop() else {
-                            return vec![0u8; self.block_size];
-                        };
-                        // The written piece is overwritten at once, unless the patch may be
-                        // soft and keep its old bytes to revert to; what follows an append
-                        // holds nothing anyone reads (and never another block's bytes but
-                        // this store's).
-                        if !deps.is_empty() {
-                            bytes.fill(0);
-                        } else {
-                            bytes[..in_block.start].fill(0);
-                            if !append {
-                                bytes[in_block.end..].fill(0);
-                            }
-                        }
-                        bytes
-                    }))
-                })
-            };
-            ids.push(graph.write_block(block, in_block.start, bytes, deps, keep, base));
+            let maybe_soft = !deps.is_empty();
+            ids.push(graph.write_block(
+                block,
+                in_block.start,
+                &data[in_range],
+                deps,
+                keep(block),
+                || base(block, maybe_soft),
+            ));
         }
+        // Blocks whose writes all joined one patch need no join.
+        ids.dedup();
         Ok(match ids[..] {
             [one] => one,
-            _ => st.graph.create_empty(&ids),
+            _ => graph.create_empty(&ids),
         })
+    }
+
+    /// The bytes a block not dirty yet starts from before a write of `written` (its bytes in
+    /// the block): its clean copy, else what was loaded from the disk, else fresh bytes (a
+    /// block neither cached nor loaded is one whose old bytes don't matter). Fresh bytes are
+    /// zeros, which are then also what a revert of a soft patch puts back: never the new
+    /// bytes, or reverting would write them ahead of their dependencies.
+    #[allow(clippy::too_many_arguments)]
+    fn starting_bytes(
+        &self,
+        clean: &mut CleanBlocks,
+        loaded: &mut Loaded,
+        spare: &mut Vec<Vec<u8>>,
+        block: u64,
+        written: Range<usize>,
+        append: bool,
+        maybe_soft: bool,
+    ) -> BlockBytes {
+        if let Some(bytes) = clean.take(block) {
+            return bytes;
+        }
+        Arc::new(loaded.take(block).unwrap_or_else(|| {
+            let Some(mut bytes) = spare.pop() else {
+                return vec![0u8; self.block_size];
+            };
+            // A spare buffer holds an older block's bytes (never another store's). The
+            // written piece is overwritten at once, unless the patch may be soft and keep its
+            // old bytes to revert to; what follows an append holds nothing anyone reads.
+            if maybe_soft {
+                bytes.fill(0);
+            } else {
+                bytes[..written.start].fill(0);
+                if !append {
+                    bytes[written.end..].fill(0);
+                }
+            }
+            bytes
+        }))
     }
 
     /// An empty patch: no block, just dependencies. Committed once all of them are (at once

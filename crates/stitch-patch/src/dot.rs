@@ -26,15 +26,25 @@ impl PatchGraph {
                         "  p{id} [shape=ellipse, style=dashed, label=\"#{id}\\nempty\\n{state}\"];"
                     )
                 }
-                PatchKind::Block { block, range, undo } => {
+                PatchKind::Block {
+                    block,
+                    last,
+                    range,
+                    undo,
+                } => {
                     let (hardness, style) = if undo.is_some() {
                         ("soft", "solid")
                     } else {
                         ("hard", "bold")
                     };
+                    let blocks = if block == last {
+                        format!("block {block}")
+                    } else {
+                        format!("blocks {block}-{last}")
+                    };
                     writeln!(
                         out,
-                        "  p{id} [shape=box, style={style}, label=\"#{id}\\nblock {block} [{}, {})\\n{state}\\n{hardness}\"];",
+                        "  p{id} [shape=box, style={style}, label=\"#{id}\\n{blocks} [{}, {})\\n{state}\\n{hardness}\"];",
                         range.start, range.end
                     )
                 }

@@ -278,9 +278,114 @@ impl PatchGraph {
         b.patches.push(id);
         self.patches.insert(
             id,
-            Patch::new(PatchKind::Block { block, range, undo }, pending),
+            Patch::new(
+                PatchKind::Block {
+                    block,
+                    last: block,
+                    range,
+                    undo,
+                },
+                pending,
+            ),
         );
         PatchId(id)
+    }
+
+    /// Whether a write of `len` bytes at disk byte `start` would wait for nothing: no
+    /// dependency in `deps` and no patch whose bytes it overwrites is pending.
+    pub fn waits_for_nothing(&self, start: u64, len: usize, deps: &[PatchId]) -> bool {
+        let bs = self.block_size as u64;
+        let end = start + len as u64;
+        deps.iter().all(|d| !self.is_pending(d.0))
+            && (start / bs..=(end - 1) / bs).all(|block| {
+                let from = start.max(block * bs) - block * bs;
+                let to = end.min((block + 1) * bs) - block * bs;
+                let range = ByteRange::new(from as usize, to as usize);
+                self.patches_on(block).iter().all(|q| {
+                    let p = &self.patches[q];
+                    !p.is_pending()
+                        || !p
+                            .range_on(block, self.block_size)
+                            .is_some_and(|r| r.overlaps(range))
+                })
+            })
+    }
+
+    /// Records a write of `bytes` at disk byte `start` spanning several blocks that waits for
+    /// nothing ([`waits_for_nothing`](Self::waits_for_nothing)) as *one* hard patch over all
+    /// of them, where a patch per block and an empty patch joining them cost three records
+    /// per 4 KiB of a run. It joins the newest hard pending patch of its first (or last)
+    /// block if there is one, so a stream of appends stays one patch until a flush takes it.
+    /// `keep(block)` says whether a block is worth keeping clean once written; a block not
+    /// dirty yet starts from `base(block)`.
+    pub fn write_span(
+        &mut self,
+        start: u64,
+        bytes: &[u8],
+        keep: impl Fn(u64) -> bool,
+        mut base: impl FnMut(u64) -> BlockBytes,
+    ) -> PatchId {
+        let bs = self.block_size as u64;
+        let end = start + bytes.len() as u64;
+        let (first, last) = (start / bs, (end - 1) / bs);
+        let joined = self
+            .hard_pending_on(first)
+            .or_else(|| self.hard_pending_on(last));
+        let id = match joined {
+            Some(id) => {
+                self.counters.merged += 1;
+                if let Some(p) = self.patches.get_mut(&id) {
+                    // It shares a block with the write, so the hull is contiguous.
+                    let range = ByteRange::new((start - first * bs) as usize, self.block_size);
+                    p.kind.widen(first, range, self.block_size);
+                    let range = ByteRange::new(0, (end - last * bs) as usize);
+                    p.kind.widen(last, range, self.block_size);
+                }
+                id
+            }
+            None => {
+                let id = self.allocate_id();
+                self.counters.created += 1;
+                self.counters.hard += 1;
+                let kind = PatchKind::Block {
+                    block: first,
+                    last,
+                    range: ByteRange {
+                        start: (start - first * bs) as u32,
+                        end: (end - last * bs) as u32,
+                    },
+                    undo: None,
+                };
+                self.patches.insert(id, Patch::new(kind, Vec::new()));
+                id
+            }
+        };
+        for block in first..=last {
+            let b = self.blocks.entry(block).or_insert_with(|| DirtyBlock {
+                data: base(block),
+                patches: Vec::new(),
+                keep: true,
+            });
+            b.keep = keep(block);
+            let block_start = block * bs;
+            let from = start.max(block_start);
+            let to = end.min(block_start + bs);
+            let data = Arc::make_mut(&mut b.data);
+            data[(from - block_start) as usize..(to - block_start) as usize]
+                .copy_from_slice(&bytes[(from - start) as usize..(to - start) as usize]);
+            if !b.patches.contains(&id) {
+                b.patches.push(id);
+            }
+        }
+        PatchId(id)
+    }
+
+    /// The newest pending hard patch on `block`: one a write waiting for nothing may join.
+    fn hard_pending_on(&self, block: u64) -> Option<u64> {
+        self.patches_on(block).iter().rev().copied().find(|q| {
+            let p = &self.patches[q];
+            p.is_pending() && p.is_hard()
+        })
     }
 
     /// What a new write of `range` on `block` must wait for: its pending explicit
@@ -296,7 +401,9 @@ impl PatchGraph {
         }
         for &q in self.patches_on(block) {
             let p = &self.patches[&q];
-            let overlapping = p.target().is_some_and(|(_, r)| r.overlaps(range));
+            let overlapping = p
+                .range_on(block, self.block_size)
+                .is_some_and(|r| r.overlaps(range));
             if overlapping && p.is_pending() && !pending.iter().any(|d| d.id() == q) {
                 pending.push(Dep::overlap(q));
             }
@@ -319,8 +426,8 @@ impl PatchGraph {
             let Some(p) = self.patches.remove(&id) else {
                 continue;
             };
-            if let Some((block, _)) = p.target() {
-                touched.push(block);
+            if let Some(blocks) = p.blocks() {
+                touched.extend(blocks);
             }
             for e in p.empty_dependents {
                 if let Some(PatchKind::Empty { waiting }) =
@@ -363,11 +470,24 @@ impl PatchGraph {
     /// with a patch in flight are kept (the round writing it will commit it). Returns what
     /// was dropped; the blocks' bytes in `clean` are *not* on the disk.
     pub fn discard(&mut self, blocks: RangeInclusive<u64>) -> Committed {
+        // A patch spanning blocks outside the range keeps its blocks: dropping it would drop
+        // bytes outside the range too.
+        let inside = |p: &Patch| {
+            p.blocks()
+                .is_none_or(|b| blocks.contains(b.start()) && blocks.contains(b.end()))
+        };
         let doomed: Vec<u64> = self
             .blocks
-            .range(blocks)
-            .filter(|(_, b)| b.patches.iter().all(|q| self.patches[q].is_pending()))
+            .range(blocks.clone())
+            .filter(|(_, b)| {
+                b.patches.iter().all(|q| {
+                    let p = &self.patches[q];
+                    p.is_pending() && inside(p)
+                })
+            })
             .flat_map(|(_, b)| b.patches.iter().copied())
+            .collect::<IdSet>()
+            .into_iter()
             .collect();
         self.counters.discarded += doomed.len() as u64;
         self.commit(&doomed)

@@ -56,7 +56,7 @@ impl PatchGraph {
         }
         for s in candidates {
             let target = &self.patches[&s];
-            let Some((_, s_range)) = target.target() else {
+            let Some(s_range) = target.range_on(block, self.block_size) else {
                 continue;
             };
             if !target.is_hard() && !s_range.touches(range) {
@@ -64,7 +64,10 @@ impl PatchGraph {
             }
             let joins = pending.iter().all(|d| {
                 if d.id() == s {
-                    d.is_overlap() || range.one_sector_with(s_range, block_start)
+                    // Not into a patch spanning blocks: its other blocks' writes may be torn
+                    // from this one's.
+                    d.is_overlap()
+                        || (!target.spans_blocks() && range.one_sector_with(s_range, block_start))
                 } else {
                     target
                         .deps
@@ -108,25 +111,29 @@ impl PatchGraph {
 
     /// Applies a write of `bytes` over `range` to `block` as part of patch `target`.
     pub(crate) fn merge_into(&mut self, target: u64, block: u64, range: ByteRange, bytes: &[u8]) {
+        let block_size = self.block_size;
         let Some(b) = self.blocks.get_mut(&block) else {
             return;
         };
         let data = Arc::make_mut(&mut b.data);
-        if let Some(PatchKind::Block {
-            range: covered,
-            undo,
-            ..
-        }) = self.patches.get_mut(&target).map(|p| &mut p.kind)
-        {
-            let union = covered.hull(range);
-            if let Some(old) = undo.as_mut().filter(|_| union != *covered) {
-                // The undo bytes grow by the bytes this write replaces.
-                let mut grown = data[union.usize()].to_vec();
-                let at = (covered.start - union.start) as usize;
-                grown[at..at + old.len()].copy_from_slice(old);
-                *old = grown.into_boxed_slice();
+        if let Some(kind) = self.patches.get_mut(&target).map(|p| &mut p.kind) {
+            if let PatchKind::Block {
+                range: covered,
+                undo: Some(old),
+                ..
+            } = kind
+            {
+                // A soft patch changes one block, which the write touches.
+                let union = covered.hull(range);
+                if union != *covered {
+                    // The undo bytes grow by the bytes this write replaces.
+                    let mut grown = data[union.usize()].to_vec();
+                    let at = (covered.start - union.start) as usize;
+                    grown[at..at + old.len()].copy_from_slice(old);
+                    *old = grown.into_boxed_slice();
+                }
             }
-            *covered = union;
+            kind.widen(block, range, block_size);
         }
         data[range.usize()].copy_from_slice(bytes);
     }

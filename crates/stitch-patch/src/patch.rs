@@ -1,7 +1,7 @@
 //! The patch record: what one live (uncommitted) patch changes and what it waits for.
 
 use crate::PatchId;
-use std::ops::Range;
+use std::ops::{Range, RangeInclusive};
 use stitch_io::SECTOR_SIZE;
 
 /// A non-empty byte range inside one block, `start..end`.
@@ -95,14 +95,45 @@ pub(crate) enum PatchKind {
         waiting: u32,
     },
     Block {
+        /// The first block the patch changes, and the last: the same block, or for a patch
+        /// spanning several (always hard, see `PatchGraph::write_span`) a later one, every
+        /// byte of the blocks between changed too.
         block: u64,
-        /// The bytes changed. For a hard patch merged with non-adjacent writes this is their
-        /// hull, which only makes later overlap checks conservative.
+        last: u64,
+        /// The bytes changed: from `range.start` in `block` to `range.end` in `last`. For a
+        /// hard patch merged with non-adjacent writes this is their hull, which only makes
+        /// later overlap checks conservative.
         range: ByteRange,
         /// The bytes under `range` before the patch, to revert it from a block image that
         /// must not carry it yet. `None`: a hard patch, which is never reverted.
         undo: Option<Box<[u8]>>,
     },
+}
+
+impl PatchKind {
+    /// Widens a block patch to also cover `range` of `block` (a block it changes or the one
+    /// after or before its blocks, so the hull stays contiguous): the hull in disk bytes.
+    /// Undo bytes are the caller's to keep in step.
+    pub fn widen(&mut self, at: u64, range: ByteRange, block_size: usize) {
+        let PatchKind::Block {
+            block,
+            last,
+            range: covered,
+            ..
+        } = self
+        else {
+            return;
+        };
+        let bs = block_size as u64;
+        let from = (*block * bs + u64::from(covered.start)).min(at * bs + u64::from(range.start));
+        let to = (*last * bs + u64::from(covered.end)).max(at * bs + u64::from(range.end));
+        *block = from / bs;
+        *last = (to - 1) / bs;
+        *covered = ByteRange {
+            start: (from - *block * bs) as u32,
+            end: (to - *last * bs) as u32,
+        };
+    }
 }
 
 #[derive(Debug)]
@@ -133,12 +164,39 @@ impl Patch {
         self.flight == Flight::Pending
     }
 
-    /// The block and range a block patch changes.
-    pub fn target(&self) -> Option<(u64, ByteRange)> {
+    /// The blocks a block patch changes.
+    pub fn blocks(&self) -> Option<RangeInclusive<u64>> {
         match self.kind {
-            PatchKind::Block { block, range, .. } => Some((block, range)),
+            PatchKind::Block { block, last, .. } => Some(block..=last),
             PatchKind::Empty { .. } => None,
         }
+    }
+
+    /// The bytes of `b` the patch changes (`None`: none, or not a block patch).
+    pub fn range_on(&self, b: u64, block_size: usize) -> Option<ByteRange> {
+        let PatchKind::Block {
+            block, last, range, ..
+        } = self.kind
+        else {
+            return None;
+        };
+        if b < block || b > last {
+            return None;
+        }
+        Some(ByteRange {
+            start: if b == block { range.start } else { 0 },
+            end: if b == last {
+                range.end
+            } else {
+                block_size as u32
+            },
+        })
+    }
+
+    /// Whether the patch changes more than one block. Such a patch reaches the disk in several
+    /// block writes, which a crash may split.
+    pub fn spans_blocks(&self) -> bool {
+        matches!(self.kind, PatchKind::Block { block, last, .. } if block != last)
     }
 
     pub fn is_hard(&self) -> bool {

@@ -54,12 +54,28 @@ impl PatchGraph {
                     .collect()
             }
             Goal::Patch(id) => {
-                let needed = self.closure(id);
-                let blocks: BTreeSet<u64> = needed
+                let mut needed = self.closure(id);
+                let mut blocks: BTreeSet<u64> = needed
                     .iter()
-                    .filter_map(|q| self.patches[q].target())
-                    .map(|(block, _)| block)
+                    .filter_map(|q| self.patches[q].blocks())
+                    .flatten()
                     .collect();
+                // A patch spanning blocks that one of these blocks carries goes with all its
+                // blocks: were it marked written on this block alone, its commit would drop
+                // the others' bytes unwritten. (It waits for nothing, so adds no dependency.)
+                let mut work: Vec<u64> = blocks.iter().copied().collect();
+                while let Some(block) = work.pop() {
+                    for &q in self.patches_on(block) {
+                        let p = &self.patches[&q];
+                        if p.spans_blocks() && p.is_pending() && needed.insert(q) {
+                            for b in p.blocks().into_iter().flatten() {
+                                if blocks.insert(b) {
+                                    work.push(b);
+                                }
+                            }
+                        }
+                    }
+                }
                 blocks
                     .into_iter()
                     .filter_map(|b| self.plan_block(b, Some(&needed)))
@@ -72,6 +88,7 @@ impl PatchGraph {
     /// unless none is writable (or, with `needed`, none of the writable ones is needed).
     fn plan_block(&mut self, block: u64, needed: Option<&IdSet>) -> Option<BlockWrite> {
         let block_start = self.block_start(block);
+        let block_size = self.block_size;
         let PatchGraph {
             patches,
             blocks,
@@ -83,15 +100,19 @@ impl PatchGraph {
         // Oldest first: a patch's same-block dependencies are older, so they are decided first.
         for &q in &b.patches {
             let p = &patches[&q];
-            let Some((_, range)) = p.target() else {
+            let Some(range) = p.range_on(block, block_size) else {
                 continue;
             };
             let writable = p.deps.iter().all(|d| match patches.get(&d.id()) {
                 None => true,
                 Some(dep) => {
+                    // Written in this round on this block, and either only overlapped or in
+                    // one sector with this patch (never a patch spanning blocks: a crash may
+                    // keep this block's write and lose another of its blocks).
                     dep.flight == Flight::InFlight
-                        && dep.target().is_some_and(|(b, r)| {
-                            b == block && (d.is_overlap() || range.one_sector_with(r, block_start))
+                        && dep.range_on(block, block_size).is_some_and(|r| {
+                            d.is_overlap()
+                                || (!dep.spans_blocks() && range.one_sector_with(r, block_start))
                         })
                 }
             });
