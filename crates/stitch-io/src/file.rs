@@ -162,6 +162,60 @@ impl Disk for FileDisk {
         })
     }
 
+    fn read_vecs_at(&self, offset: u64, lens: &[usize]) -> Result<Vec<Vec<u8>>> {
+        let total: u64 = lens.iter().map(|&l| l as u64).sum();
+        check_range(self, IoOp::Read, offset, total, self.len())?;
+        let fail = |e| IoError::from_os(IoOp::Read, self.describe(), offset, total, e);
+        let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&l| Vec::with_capacity(l)).collect();
+        // What is left to read: bufs[part] from its length on, then the buffers after it.
+        let (mut part, mut at) = (0, offset);
+        while part < bufs.len() {
+            if bufs[part].len() == lens[part] {
+                part += 1;
+                continue;
+            }
+            let iov: Vec<libc::iovec> = bufs[part..]
+                .iter_mut()
+                .take(MAX_IOVECS)
+                .map(|b| {
+                    let spare = b.spare_capacity_mut();
+                    libc::iovec {
+                        iov_base: spare.as_mut_ptr() as *mut libc::c_void,
+                        iov_len: spare.len(),
+                    }
+                })
+                .collect();
+            // SAFETY: every iovec points at the unused capacity of a vector in `bufs`, which
+            // lives through the call and is not touched meanwhile; preadv writes at most
+            // `iov_len` bytes into each (no reference to uninitialized bytes is formed).
+            let n = unsafe {
+                libc::preadv(
+                    self.file.as_raw_fd(),
+                    iov.as_ptr(),
+                    iov.len() as libc::c_int,
+                    at as libc::off_t,
+                )
+            };
+            let Some(mut read) = moved(n, std::io::ErrorKind::UnexpectedEof).map_err(fail)? else {
+                continue;
+            };
+            at += read as u64;
+            // Step past what was read (a short read ends anywhere).
+            while read > 0 {
+                let b = &mut bufs[part];
+                let step = read.min(lens[part] - b.len());
+                // SAFETY: preadv filled the `step` bytes after the vector's length, within
+                // its capacity (`lens[part]`).
+                unsafe { b.set_len(b.len() + step) };
+                read -= step;
+                if b.len() == lens[part] {
+                    part += 1;
+                }
+            }
+        }
+        Ok(bufs)
+    }
+
     fn write_parts_at(&self, offset: u64, parts: &[&[u8]]) -> Result<()> {
         let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
         check_range(self, IoOp::Write, offset, total, self.len())?;

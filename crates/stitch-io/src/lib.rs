@@ -33,6 +33,20 @@ pub trait Disk: Send + Sync + std::fmt::Debug {
         self.read_at(offset, &mut buf)?;
         Ok(buf)
     }
+    /// Reads pieces of `lens` bytes lying back to back from `offset`, each into a vector of
+    /// its own: one request for all of them. Disks that can scatter (files, with `preadv`)
+    /// read them without first reading into one buffer and copying the pieces out.
+    fn read_vecs_at(&self, offset: u64, lens: &[usize]) -> Result<Vec<Vec<u8>>> {
+        let all = self.read_vec_at(offset, lens.iter().sum())?;
+        let mut at = 0;
+        Ok(lens
+            .iter()
+            .map(|&len| {
+                at += len;
+                all[at - len..at].to_vec()
+            })
+            .collect())
+    }
     /// Writes all of `data` at `offset`. Writing past [`Disk::len`] is an error: grow first.
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
     /// Writes `parts` back to back from `offset`: one write of their concatenation (a crash

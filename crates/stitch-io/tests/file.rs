@@ -65,6 +65,28 @@ fn gathered_writes_land_back_to_back() {
 }
 
 #[test]
+fn scattered_reads_split_one_read_into_pieces() {
+    let (_dir, path) = store();
+    let d = FileDisk::create(&path).unwrap();
+    d.grow(1 << 20).unwrap();
+    let data: Vec<u8> = (0..600_000u32).map(|i| (i % 253) as u8).collect();
+    d.write_at(0, &data).unwrap();
+    // More pieces than one `preadv` takes, of uneven sizes, some empty.
+    let lens: Vec<usize> = (0..2500).map(|i| i % 9 * 40).collect();
+    let pieces = d.read_vecs_at(333, &lens).unwrap();
+    assert_eq!(pieces.len(), lens.len());
+    let mut at = 333;
+    for (piece, &len) in pieces.iter().zip(&lens) {
+        assert_eq!(piece.as_slice(), &data[at..at + len]);
+        at += len;
+    }
+    // Past the end it is an error.
+    let err = d.read_vecs_at((1 << 20) - 10, &[8, 8]).unwrap_err();
+    assert_eq!(err.op, IoOp::Read);
+    assert!(matches!(err.kind, IoErrorKind::OutOfRange { .. }), "{err}");
+}
+
+#[test]
 fn punched_hole_reads_zeros() {
     let (_dir, path) = store();
     let d = FileDisk::create(&path).unwrap();

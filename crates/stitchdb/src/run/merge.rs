@@ -68,6 +68,40 @@ impl Cursor {
                 .map(|h| (h.first_key.as_slice(), Reverse(u64::MAX))),
         }
     }
+
+    /// A lower bound of this input's first key at or after `key` not yet consumed, as far as
+    /// the block being copied and the index tell: `key` itself when that key lies inside a
+    /// block not read yet. `None` if the input has no key left at or after `key`.
+    fn next_key_from<'a>(&'a self, key: &'a [u8]) -> Option<&'a [u8]> {
+        if let Some((block, pos)) = &self.current {
+            let len = block.len();
+            if block.entry(len - 1).key >= key {
+                // The first entry from `pos` on at or after `key` (there is one: the last).
+                let (mut lo, mut hi) = (*pos, len - 1);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if block.entry(mid).key < key {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                return Some(block.entry(lo).key);
+            }
+        }
+        // The first block not wholly below `key`, galloping from the cursor: `key` is
+        // usually a block or two ahead of it, and a binary search of the whole index per
+        // block read ahead was a tenth of a merge.
+        let rest = &self.run.blocks[self.next_block..];
+        let below = |h: &BlockHandle| h.last_key.as_slice() < key;
+        let mut bound = 1;
+        while bound <= rest.len() && below(&rest[bound - 1]) {
+            bound *= 2;
+        }
+        let lo = bound / 2;
+        let m = lo + rest[lo..bound.min(rest.len())].partition_point(below);
+        rest.get(m).map(|h| h.first_key.as_slice().max(key))
+    }
 }
 
 /// What a merge makes and how.
@@ -141,17 +175,18 @@ pub fn merge_runs(
                 filter.reset();
                 continue;
             }
-            let c = &mut cursors[i];
-            let block = match c.ahead.pop_front() {
+            let block = match cursors[i].ahead.pop_front() {
                 Some(block) => block,
                 None => {
-                    let limit = copy_ahead(c, stitching, zone_size);
+                    let limit = copy_ahead(&cursors, i, stitching, zone_size);
+                    let c = &mut cursors[i];
                     let mut read = VecDeque::from(c.run.blocks_ahead(c.next_block, limit)?);
                     let block = read.pop_front().expect("blocks_ahead reads at least one");
                     c.ahead = read;
                     block
                 }
             };
+            let c = &mut cursors[i];
             c.current = Some((block, 0));
             c.next_block += 1;
             // Its first entry's sequence number is known only now: choose again.
@@ -227,28 +262,74 @@ fn whole_inputs(inputs: &[Arc<Run>], blocks: &[BlockHandle], filters: bool) -> O
     })
 }
 
-/// Bytes of blocks a cursor about to copy its next block may read in the same request: the
-/// blocks after it are copied too if they can never start a stitchable span (their
-/// contiguous run on disk is shorter than the threshold, or nothing is stitched), and reading
-/// them one request at a time cost a system call and a page-cache lookup per 4 KiB.
-/// Otherwise only the one block (reading a block that is then stitched would be wasted).
-fn copy_ahead(c: &Cursor, stitching: Stitching, zone_size: u64) -> u64 {
+/// Bytes of blocks cursor `i`, about to copy its next block, may read in the same request:
+/// that block and the ones after it (back to back on disk) that the merge will copy too,
+/// predicted from the indexes (see [`short_span_end`]); reading them one request at a time cost a
+/// system call, a page-cache lookup and a checksum call per 4 KiB. A block predicted to be
+/// copied that is stitched after all was read for nothing, never wrongly: blocks read ahead
+/// are dropped when their cursor stitches.
+fn copy_ahead(cursors: &[Cursor], i: usize, stitching: Stitching, zone_size: u64) -> u64 {
+    let c = &cursors[i];
+    let blocks = &c.run.blocks;
     let threshold = match stitching {
-        Stitching::Threshold(t) if c.run.meta.seq_override.is_none() => t,
-        _ => return COPY_AHEAD,
+        Stitching::Threshold(t) if c.run.meta.seq_override.is_none() => Some(t),
+        _ => None,
     };
-    let blocks = &c.run.blocks[c.next_block..];
-    let mut bytes = 0u64;
-    for (k, h) in blocks.iter().enumerate() {
-        if k > 0 && !h.addr.continues(&blocks[k - 1].addr, zone_size) {
+    // Blocks up to `copied` are predicted copied; `b` is the next one to judge.
+    let (mut copied, mut b) = (c.next_block + 1, c.next_block + 1);
+    let mut bytes = u64::from(blocks[c.next_block].addr.len);
+    while copied < blocks.len() {
+        if copied == b {
+            match threshold.map(|t| short_span_end(cursors, i, b, t, zone_size)) {
+                Some(None) => break,
+                Some(Some(end)) => b = end,
+                None => b = blocks.len(),
+            }
+        }
+        let len = u64::from(blocks[copied].addr.len);
+        if bytes + len > COPY_AHEAD || !blocks[copied].addr.follows(&blocks[copied - 1].addr) {
             break;
         }
-        bytes += u64::from(h.addr.len);
-        if bytes >= threshold {
-            return 0;
-        }
+        bytes += len;
+        copied += 1;
     }
-    COPY_AHEAD
+    bytes
+}
+
+/// Where the span of blocks that block `b` of cursor `i` starts when the merge reaches it
+/// ends, if it is too short to stitch (see [`stitchable_span`]; at least `b + 1`); `None` if
+/// it may be stitched. The other inputs will have consumed their keys below the block's
+/// first key by then, and their next keys are read off their indexes; where an index cannot
+/// tell (that key lies inside a block of another input), the block is taken to overlap it,
+/// which a merge copies. The blocks of a short span are all taken as copied (a span starting
+/// inside it may reach further, but judging each block again made the prediction quadratic).
+fn short_span_end(
+    cursors: &[Cursor],
+    i: usize,
+    b: usize,
+    threshold: u64,
+    zone_size: u64,
+) -> Option<usize> {
+    let blocks = &cursors[i].run.blocks;
+    let from = blocks[b].first_key.as_slice();
+    let others_next = (0..cursors.len())
+        .filter(|&j| j != i)
+        .filter_map(|j| cursors[j].next_key_from(from))
+        .min();
+    let clear = |last_key: &[u8]| others_next.is_none_or(|next| next > last_key);
+    let mut bytes = 0u64;
+    let mut end = b;
+    while end < blocks.len()
+        && clear(&blocks[end].last_key)
+        && (end == b || blocks[end].addr.continues(&blocks[end - 1].addr, zone_size))
+    {
+        bytes += u64::from(blocks[end].addr.len);
+        if bytes >= threshold {
+            return None;
+        }
+        end += 1;
+    }
+    Some(end.max(b + 1))
 }
 
 /// At most this many bytes of blocks are read in one request by [`copy_ahead`].
@@ -290,4 +371,113 @@ fn stitchable_span(
         end += 1;
     }
     (end > start && bytes >= threshold).then_some(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memtable::Value;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use stitch_io::{Disk, MemDisk};
+    use stitch_patch::{BlockCache, CacheConfig};
+    use stitch_zone::{ZoneConfig, ZoneStore};
+
+    /// A memory disk counting its read requests.
+    #[derive(Debug)]
+    struct CountingReads {
+        disk: MemDisk,
+        reads: AtomicU64,
+    }
+
+    impl Disk for CountingReads {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> stitch_io::Result<()> {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            self.disk.read_at(offset, buf)
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> stitch_io::Result<()> {
+            self.disk.write_at(offset, data)
+        }
+        fn sync(&self) -> stitch_io::Result<()> {
+            self.disk.sync()
+        }
+        fn len(&self) -> u64 {
+            self.disk.len()
+        }
+        fn grow(&self, new_len: u64) -> stitch_io::Result<()> {
+            self.disk.grow(new_len)
+        }
+        fn punch_hole(&self, offset: u64, len: u64) -> stitch_io::Result<()> {
+            self.disk.punch_hole(offset, len)
+        }
+        fn describe(&self) -> String {
+            "counting reads".into()
+        }
+    }
+
+    /// A run of one-block entries: for each range `r`, key `r`/`suffix`.
+    fn run_of(storage: &Arc<Storage>, id: u64, suffix: u8, ranges: u32) -> Arc<Run> {
+        let value = vec![suffix; 4090];
+        let mut builder = RunBuilder::new(storage, id, 0, Stream::Flush);
+        for r in 0..ranges {
+            let key = [r.to_be_bytes().as_slice(), &[suffix]].concat();
+            builder
+                .add(EntryRef {
+                    key: &key,
+                    seq: u64::from(suffix),
+                    value: Some(&value),
+                })
+                .unwrap();
+        }
+        let (run, patch) = builder.finish(None).unwrap().unwrap();
+        storage.zones.cache().flush_patch(patch).unwrap();
+        run
+    }
+
+    #[test]
+    fn interleaved_inputs_are_copied_from_reads_of_many_blocks() {
+        // Like randomappend's first merges: each input holds one block per key range, and
+        // the two alternate range by range, so no span is long enough to stitch and every
+        // block is copied. The merge reads them in requests of up to 64 KiB, not 4 KiB.
+        let disk = Arc::new(CountingReads {
+            disk: MemDisk::new(0),
+            reads: AtomicU64::new(0),
+        });
+        let cache = Arc::new(BlockCache::new(disk.clone(), CacheConfig::default()));
+        let zones = Arc::new(ZoneStore::create(cache, ZoneConfig::default()).unwrap());
+        let storage = Storage::new(zones, 0, false);
+        let ranges = 300;
+        let older = run_of(&storage, 1, 1, ranges);
+        let newer = run_of(&storage, 2, 2, ranges);
+        let before = disk.reads.load(Ordering::Relaxed);
+        let spec = MergeSpec {
+            id: 3,
+            level: 1,
+            stitching: Stitching::default(),
+            oldest_snapshot: 0,
+            bottom: false,
+            filter_fp_rate: None,
+            stream: Stream::Flush,
+        };
+        let (merged, patch, stats) = merge_runs(&storage, &[newer, older], spec)
+            .unwrap()
+            .unwrap();
+        let reads = disk.reads.load(Ordering::Relaxed) - before;
+        storage.zones.cache().flush_patch(patch).unwrap();
+        assert_eq!(stats.stitched_bytes, 0);
+        assert!(reads <= 2 * 40, "{reads} reads for {} blocks", 2 * ranges);
+        let entries: Vec<(Vec<u8>, Value)> = (0..merged.blocks().len())
+            .flat_map(|i| merged.read_block(i).unwrap())
+            .map(|e| (e.key, e.value))
+            .collect();
+        let expected: Vec<(Vec<u8>, Value)> = (0..ranges)
+            .flat_map(|r| {
+                [1u8, 2].map(|s| {
+                    let key = [r.to_be_bytes().as_slice(), &[s]].concat();
+                    (key, Some(vec![s; 4090]))
+                })
+            })
+            .collect();
+        assert_eq!(entries.len(), expected.len());
+        assert!(entries == expected);
+    }
 }
