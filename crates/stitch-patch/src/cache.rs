@@ -6,6 +6,7 @@
 use crate::graph::{BlockBytes, Counters, PatchGraph};
 use crate::load::Loaded;
 use crate::lru::CleanBlocks;
+use crate::patch::Piece;
 use crate::Result;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -135,14 +136,6 @@ impl CacheState {
     }
 }
 
-/// One block's share of a byte range.
-struct Piece {
-    /// Where in the block.
-    in_block: Range<usize>,
-    /// Where in the range.
-    in_range: Range<usize>,
-}
-
 /// The one block cache through which every write reaches the disk.
 pub struct BlockCache {
     pub(crate) disk: Arc<dyn Disk>,
@@ -202,13 +195,7 @@ impl BlockCache {
 
     /// The share of `block` in the `len` bytes at `offset`.
     fn piece(&self, offset: u64, len: usize, block: u64) -> Piece {
-        let block_start = block * self.block_size as u64;
-        let from = offset.max(block_start);
-        let to = (offset + len as u64).min(block_start + self.block_size as u64);
-        Piece {
-            in_block: (from - block_start) as usize..(to - block_start) as usize,
-            in_range: (from - offset) as usize..(to - offset) as usize,
-        }
+        Piece::of(offset, len, block, self.block_size)
     }
 
     /// Records a write of `data` at byte `offset` of the disk that must reach the disk after

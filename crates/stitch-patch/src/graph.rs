@@ -3,7 +3,7 @@
 //! committed.
 
 use crate::ids::{IdMap, IdSet};
-use crate::patch::{ByteRange, Dep, Flight, Patch, PatchKind};
+use crate::patch::{ByteRange, Dep, Flight, Patch, PatchKind, Piece};
 use crate::{PatchError, PatchId, PatchState, Result};
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -295,12 +295,10 @@ impl PatchGraph {
     /// dependency in `deps` and no patch whose bytes it overwrites is pending.
     pub fn waits_for_nothing(&self, start: u64, len: usize, deps: &[PatchId]) -> bool {
         let bs = self.block_size as u64;
-        let end = start + len as u64;
         deps.iter().all(|d| !self.is_pending(d.0))
-            && (start / bs..=(end - 1) / bs).all(|block| {
-                let from = start.max(block * bs) - block * bs;
-                let to = end.min((block + 1) * bs) - block * bs;
-                let range = ByteRange::new(from as usize, to as usize);
+            && (start / bs..=(start + len as u64 - 1) / bs).all(|block| {
+                let piece = Piece::of(start, len, block, self.block_size).in_block;
+                let range = ByteRange::new(piece.start, piece.end);
                 self.patches_on(block).iter().all(|q| {
                     let p = &self.patches[q];
                     !p.is_pending()
@@ -336,10 +334,7 @@ impl PatchGraph {
                 self.counters.merged += 1;
                 if let Some(p) = self.patches.get_mut(&id) {
                     // It shares a block with the write, so the hull is contiguous.
-                    let range = ByteRange::new((start - first * bs) as usize, self.block_size);
-                    p.kind.widen(first, range, self.block_size);
-                    let range = ByteRange::new(0, (end - last * bs) as usize);
-                    p.kind.widen(last, range, self.block_size);
+                    p.kind.widen(start, end, self.block_size);
                 }
                 id
             }
@@ -347,15 +342,7 @@ impl PatchGraph {
                 let id = self.allocate_id();
                 self.counters.created += 1;
                 self.counters.hard += 1;
-                let kind = PatchKind::Block {
-                    block: first,
-                    last,
-                    range: ByteRange {
-                        start: (start - first * bs) as u32,
-                        end: (end - last * bs) as u32,
-                    },
-                    undo: None,
-                };
+                let kind = PatchKind::hard(start, end, self.block_size);
                 self.patches.insert(id, Patch::new(kind, Vec::new()));
                 id
             }
@@ -367,12 +354,9 @@ impl PatchGraph {
                 keep: true,
             });
             b.keep = keep(block);
-            let block_start = block * bs;
-            let from = start.max(block_start);
-            let to = end.min(block_start + bs);
-            let data = Arc::make_mut(&mut b.data);
-            data[(from - block_start) as usize..(to - block_start) as usize]
-                .copy_from_slice(&bytes[(from - start) as usize..(to - start) as usize]);
+            let Piece { in_block, in_range } =
+                Piece::of(start, bytes.len(), block, self.block_size);
+            Arc::make_mut(&mut b.data)[in_block].copy_from_slice(&bytes[in_range]);
             if !b.patches.contains(&id) {
                 b.patches.push(id);
             }

@@ -133,7 +133,12 @@ impl PatchGraph {
                     *old = grown.into_boxed_slice();
                 }
             }
-            kind.widen(block, range, block_size);
+            let at = block * block_size as u64;
+            kind.widen(
+                at + u64::from(range.start),
+                at + u64::from(range.end),
+                block_size,
+            );
         }
         data[range.usize()].copy_from_slice(bytes);
     }

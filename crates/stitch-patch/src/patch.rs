@@ -50,6 +50,27 @@ impl ByteRange {
     }
 }
 
+/// One block's share of a byte range of the disk.
+pub(crate) struct Piece {
+    /// Where in the block.
+    pub in_block: Range<usize>,
+    /// Where in the range.
+    pub in_range: Range<usize>,
+}
+
+impl Piece {
+    /// The share of `block` in the `len` bytes at disk byte `offset`.
+    pub fn of(offset: u64, len: usize, block: u64, block_size: usize) -> Piece {
+        let block_start = block * block_size as u64;
+        let from = offset.max(block_start);
+        let to = (offset + len as u64).min(block_start + block_size as u64);
+        Piece {
+            in_block: (from - block_start) as usize..(to - block_start) as usize,
+            in_range: (from - offset) as usize..(to - offset) as usize,
+        }
+    }
+}
+
 /// One direct dependency, packed into a word (dependency lists are most of the bookkeeping).
 ///
 /// An *ordered* dependency was asked for by the caller: its bytes must be durable before the
@@ -110,29 +131,44 @@ pub(crate) enum PatchKind {
     },
 }
 
+/// Disk bytes `from..to` as a block patch holds them: first block, last block, and the range
+/// from its start in the first block to its end in the last.
+fn blocks_and_range(from: u64, to: u64, block_size: usize) -> (u64, u64, ByteRange) {
+    let bs = block_size as u64;
+    let (first, last) = (from / bs, (to - 1) / bs);
+    let range = ByteRange {
+        start: (from - first * bs) as u32,
+        end: (to - last * bs) as u32,
+    };
+    (first, last, range)
+}
+
 impl PatchKind {
-    /// Widens a block patch to also cover `range` of `block` (a block it changes or the one
-    /// after or before its blocks, so the hull stays contiguous): the hull in disk bytes.
-    /// Undo bytes are the caller's to keep in step.
-    pub fn widen(&mut self, at: u64, range: ByteRange, block_size: usize) {
-        let PatchKind::Block {
+    /// A hard block patch changing disk bytes `from..to`.
+    pub fn hard(from: u64, to: u64, block_size: usize) -> PatchKind {
+        let (block, last, range) = blocks_and_range(from, to, block_size);
+        PatchKind::Block {
             block,
             last,
-            range: covered,
-            ..
+            range,
+            undo: None,
+        }
+    }
+
+    /// Widens a block patch to also cover disk bytes `from..to` (which must touch or overlap
+    /// its blocks, so the hull stays contiguous): the hull in disk bytes. Undo bytes are the
+    /// caller's to keep in step.
+    pub fn widen(&mut self, from: u64, to: u64, block_size: usize) {
+        let PatchKind::Block {
+            block, last, range, ..
         } = self
         else {
             return;
         };
         let bs = block_size as u64;
-        let from = (*block * bs + u64::from(covered.start)).min(at * bs + u64::from(range.start));
-        let to = (*last * bs + u64::from(covered.end)).max(at * bs + u64::from(range.end));
-        *block = from / bs;
-        *last = (to - 1) / bs;
-        *covered = ByteRange {
-            start: (from - *block * bs) as u32,
-            end: (to - *last * bs) as u32,
-        };
+        let from = (*block * bs + u64::from(range.start)).min(from);
+        let to = (*last * bs + u64::from(range.end)).max(to);
+        (*block, *last, *range) = blocks_and_range(from, to, block_size);
     }
 }
 
