@@ -464,17 +464,17 @@ impl Wal {
                 let block = cache.block_size() as u64;
                 let cut = ((zone_start + u64::from(pos.offset)) / block * block)
                     .saturating_sub(zone_start);
-                while let Some(b) = w.buffered.pop_front() {
+                while let Some(b) = w.buffered.front_mut() {
                     let end = b.start + b.bytes.len() as u64;
                     if b.segment.seq < seq || (b.segment.seq == seq && end <= cut) {
-                        w.recycle(b);
+                        if let Some(b) = w.buffered.pop_front() {
+                            w.recycle(b);
+                        }
                         continue;
                     }
-                    let mut b = b;
                     if b.segment.seq == seq {
                         b.obsolete = b.obsolete.max(cut.saturating_sub(b.start) as usize);
                     }
-                    w.buffered.push_front(b);
                     break;
                 }
             } else {

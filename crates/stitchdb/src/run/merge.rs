@@ -316,20 +316,31 @@ fn short_span_end(
         .filter(|&j| j != i)
         .filter_map(|j| cursors[j].next_key_from(from))
         .min();
+    let (end, bytes) = clear_span(blocks, b, others_next, zone_size, threshold);
+    (bytes < threshold).then_some(end.max(b + 1))
+}
+
+/// The span of `blocks` from `start` that a merge could stitch as one: blocks wholly below
+/// `others_next` (the smallest next key of the other inputs), each continuing the one before
+/// on disk. Returns its end and its bytes, stopping once it holds `enough` bytes.
+fn clear_span(
+    blocks: &[BlockHandle],
+    start: usize,
+    others_next: Option<&[u8]>,
+    zone_size: u64,
+    enough: u64,
+) -> (usize, u64) {
     let clear = |last_key: &[u8]| others_next.is_none_or(|next| next > last_key);
-    let mut bytes = 0u64;
-    let mut end = b;
+    let (mut end, mut bytes) = (start, 0u64);
     while end < blocks.len()
+        && bytes < enough
         && clear(&blocks[end].last_key)
-        && (end == b || blocks[end].addr.continues(&blocks[end - 1].addr, zone_size))
+        && (end == start || blocks[end].addr.continues(&blocks[end - 1].addr, zone_size))
     {
         bytes += u64::from(blocks[end].addr.len);
-        if bytes >= threshold {
-            return None;
-        }
         end += 1;
     }
-    Some(end.max(b + 1))
+    (end, bytes)
 }
 
 /// At most this many bytes of blocks are read in one request by [`copy_ahead`].
@@ -358,18 +369,14 @@ fn stitchable_span(
         .filter(|&j| j != i)
         .filter_map(|j| cursors[j].peek().map(|(k, _)| k))
         .min();
-    let clear = |last_key: &[u8]| others_next.is_none_or(|next| next > last_key);
-    let blocks = &cursors[i].run.blocks;
     let start = cursors[i].next_block;
-    let mut end = start;
-    let mut bytes = 0u64;
-    while end < blocks.len()
-        && clear(&blocks[end].last_key)
-        && (end == start || blocks[end].addr.continues(&blocks[end - 1].addr, zone_size))
-    {
-        bytes += blocks[end].addr.len as u64;
-        end += 1;
-    }
+    let (end, bytes) = clear_span(
+        &cursors[i].run.blocks,
+        start,
+        others_next,
+        zone_size,
+        u64::MAX,
+    );
     (end > start && bytes >= threshold).then_some(end)
 }
 
