@@ -104,10 +104,10 @@ fn freeze_locked(inner: &Inner, w: &WriteState, wal: &Wal, last_seq: u64) -> Fre
 }
 
 /// For a writer that filled a memtable: freezes the memtables now, if one is still full and
-/// none is frozen already, and leaves writing them out to the next checkpoint. The writer goes on into fresh
-/// memtables while the flusher may still be busy with the previous checkpoint's manifest (as
-/// RocksDB switches memtables in the write path), and memtables stay the configured size.
-/// Returns whether it froze.
+/// none is frozen already, and leaves writing them out to the next checkpoint. The writer
+/// goes on into fresh memtables while the flusher may still be busy with the previous
+/// checkpoint's manifest (as RocksDB switches memtables in the write path), and memtables
+/// stay the configured size. Returns whether it froze.
 pub(crate) fn freeze_full(inner: &Inner) -> bool {
     let Ok(wal) = inner.wal() else {
         return false;
