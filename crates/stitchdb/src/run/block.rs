@@ -1,16 +1,22 @@
 //! Data blocks: a run's sorted entries, a few KiB at a time, each block one extent.
 //!
-//! Payload (version 2): a version byte, the entries back to back, then the entry count (u32
-//! LE). An entry is a tag (0 tombstone, 1 value), the sequence number (varint), how many
-//! leading bytes its key shares with the previous entry's key (varint; 0 for the first), the
-//! rest of the key (varint length, bytes) and, for tag 1, the value (varint length, bytes).
-//! Sorted keys share long prefixes (a run of 16-byte keys typically shares 10 or more bytes
-//! between neighbours), so storing only what differs saves a tenth of a small-value block.
-//! A block is parsed whole once (then cached): keys are rebuilt into one buffer, every entry
-//! is validated, and lookups binary-search the parsed entries.
+//! Payload (version 3): a version byte, then the entries back to back. An entry is how many
+//! leading bytes its key shares with the key before it (varint), the rest of the key (varint
+//! length, bytes), its sequence number (varint), and its value as a varint that is 0 for a
+//! tombstone and otherwise the value's length plus one, followed by the value. The key before
+//! a block's first entry is the block's first key as its index handle holds it, and the entry
+//! count is the handle's too: a block is only ever read through its handle, so neither is
+//! stored twice (with one large value a block, that is a fifth of what a block adds to its
+//! entry). Sorted keys share long prefixes (a run of 16-byte keys typically shares 10 or more
+//! bytes between neighbours), so storing only what differs saves a tenth of a small-value
+//! block. A block is parsed whole once (then cached): keys are rebuilt into one buffer, every
+//! entry is validated, and lookups binary-search the parsed entries.
 //!
-//! Version 1, still read: no prefix sharing (each key whole), and a table of every entry's
-//! offset (u32 LE) before the count.
+//! Versions 1 and 2, still read, end with the entry count (u32 LE) and store each entry as a
+//! tag (0 tombstone, 1 value), the sequence number, the key and, for tag 1, the value (varint
+//! length, bytes). Version 2's keys share prefixes as version 3's do, except the first, which
+//! is whole; version 1's keys are all whole, and a table of every entry's offset (u32 LE)
+//! precedes the count.
 
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
@@ -18,12 +24,15 @@ use crate::memtable::Entry;
 use crate::memtable::EntryRef;
 use std::cmp::Ordering;
 
-const BLOCK_VERSION: u8 = 2;
+const BLOCK_VERSION: u8 = 3;
+/// Blocks written before the first key and the count were left to the index: tags, and the
+/// count at the end.
+const BLOCK_VERSION_COUNTED: u8 = 2;
 /// Blocks written before keys shared prefixes: whole keys and an offset table.
 const BLOCK_VERSION_WHOLE_KEYS: u8 = 1;
 const NO_VALUE: u32 = u32::MAX;
-/// The fewest bytes an entry takes (tag, sequence number, shared and key length): bounds the
-/// entry count a damaged block may claim.
+/// The fewest bytes an entry takes (shared, key length, sequence number, value; version 2's
+/// tag in place of the value): bounds the entry count a damaged block or handle may claim.
 const MIN_ENTRY: usize = 4;
 
 /// Bytes a [`BlockWriter`] leaves free in front of a block's payload for its extent header, so
@@ -50,17 +59,21 @@ impl BlockWriter {
             self.body.push(BLOCK_VERSION);
             self.first_key.clear();
             self.first_key.extend_from_slice(e.key);
-            0
+            // The first key is the index handle's to hold.
+            e.key.len()
         } else {
             shared_prefix(&self.last_key, e.key)
         };
         self.count += 1;
-        self.body.push(e.value.is_some() as u8);
-        put_varint(&mut self.body, e.seq);
         put_varint(&mut self.body, shared as u64);
         put_bytes(&mut self.body, &e.key[shared..]);
-        if let Some(v) = e.value {
-            put_bytes(&mut self.body, v);
+        put_varint(&mut self.body, e.seq);
+        match e.value {
+            Some(v) => {
+                put_varint(&mut self.body, v.len() as u64 + 1);
+                self.body.extend_from_slice(v);
+            }
+            None => put_varint(&mut self.body, 0),
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(e.key);
@@ -70,19 +83,17 @@ impl BlockWriter {
         self.count == 0
     }
 
-    /// The payload size if the block were finished now.
+    /// The payload size so far.
     pub fn size(&self) -> usize {
-        self.body.len().saturating_sub(FRAME) + 4
+        self.body.len().saturating_sub(FRAME)
     }
 
     /// The finished payload behind [`FRAME`] bytes of room, its first and last key and entry
-    /// count; the writer is reset.
+    /// count (for its index handle, which the payload needs to be read); the writer is reset.
     pub fn finish(&mut self) -> (Vec<u8>, Vec<u8>, Vec<u8>, u64) {
         let count = std::mem::take(&mut self.count);
-        let mut payload = std::mem::take(&mut self.body);
-        payload.extend_from_slice(&count.to_le_bytes());
         (
-            payload,
+            std::mem::take(&mut self.body),
             std::mem::take(&mut self.first_key),
             std::mem::take(&mut self.last_key),
             u64::from(count),
@@ -103,6 +114,15 @@ struct Span {
     seq: u64,
 }
 
+/// How a version's entries are laid out.
+#[derive(Debug, Clone, Copy)]
+enum Layout {
+    /// Tag, sequence number, key, value.
+    V2,
+    /// Key, sequence number, value length + 1 (0: tombstone) and value.
+    V3,
+}
+
 /// A parsed, validated block.
 #[derive(Debug)]
 pub struct Block {
@@ -112,31 +132,54 @@ pub struct Block {
     spans: Vec<Span>,
 }
 
+/// What a block's index handle says of it: a version 3 payload cannot be read without it.
+#[derive(Debug, Clone, Copy)]
+pub struct Framing<'a> {
+    pub first_key: &'a [u8],
+    pub entries: u64,
+}
+
 impl Block {
     /// Parses and validates a payload: version, every entry, and their order.
     #[cfg(test)]
-    pub fn parse(data: Vec<u8>) -> Result<Block, String> {
-        Self::parse_at(data, 0)
+    pub fn parse(data: Vec<u8>, handle: Framing) -> Result<Block, String> {
+        Self::parse_at(data, 0, handle)
     }
 
     /// [`parse`](Self::parse) for a payload that starts `start` bytes into `data` (a block
     /// read with its extent header in front, which is kept rather than copied away).
-    pub fn parse_at(mut data: Vec<u8>, start: usize) -> Result<Block, String> {
+    pub fn parse_at(mut data: Vec<u8>, start: usize, handle: Framing) -> Result<Block, String> {
         let payload_len = data.len().saturating_sub(start);
-        if payload_len < 5 {
-            return Err(format!("block of {payload_len} bytes is too short"));
+        if payload_len == 0 {
+            return Err("empty block".into());
         }
-        let count = u32::from_le_bytes(data[data.len() - 4..].try_into().unwrap()) as usize;
-        if count > payload_len / MIN_ENTRY {
+        let version = data[start];
+        let count = match version {
+            BLOCK_VERSION => handle.entries,
+            _ if payload_len < 5 => {
+                return Err(format!("block of {payload_len} bytes is too short"))
+            }
+            _ => u64::from(u32::from_le_bytes(
+                data[data.len() - 4..].try_into().unwrap(),
+            )),
+        };
+        if count > (payload_len / MIN_ENTRY) as u64 {
             return Err(format!("entry count {count} too large"));
         }
+        let count = count as usize;
         let mut block = Block {
             keys: Vec::new(),
             spans: Vec::with_capacity(count),
             data: Vec::new(),
         };
-        match data[start] {
-            BLOCK_VERSION => block.parse_shared(&data, start, count)?,
+        match version {
+            BLOCK_VERSION => {
+                block.parse_entries(&data, start, handle.first_key, count, Layout::V3)?
+            }
+            BLOCK_VERSION_COUNTED => {
+                let entries = &data[..data.len() - 4];
+                block.parse_entries(entries, start, &[], count, Layout::V2)?
+            }
             BLOCK_VERSION_WHOLE_KEYS => {
                 // Old blocks' offset tables count from the payload's start.
                 data.drain(..start);
@@ -148,14 +191,22 @@ impl Block {
         Ok(block)
     }
 
-    /// Version 2: entries one after another, each key sharing a prefix with the one before.
-    /// Values are located by their position in `data` (the payload starts at `start`).
-    fn parse_shared(&mut self, data: &[u8], start: usize, count: usize) -> Result<(), String> {
-        let mut r = Reader::new(&data[..data.len() - 4]);
+    /// Versions 2 and 3: entries one after another, each key sharing a prefix with the one
+    /// before (for the first, with `first_key`). Values are located by their position in
+    /// `data` (the payload starts at `start`).
+    fn parse_entries(
+        &mut self,
+        data: &[u8],
+        start: usize,
+        first_key: &[u8],
+        count: usize,
+        layout: Layout,
+    ) -> Result<(), String> {
+        let mut r = Reader::new(data);
         r.take(start + 1)?;
         for i in 0..count {
             let span = self
-                .parse_shared_entry(&mut r)
+                .parse_entry(&mut r, first_key, layout)
                 .map_err(|e| format!("entry {i}: {e}"))?;
             if i == 0 {
                 // A run's keys are mostly of one length: size the buffer once, rather than
@@ -172,35 +223,87 @@ impl Block {
         Ok(())
     }
 
-    fn parse_shared_entry(&mut self, r: &mut Reader) -> Result<Span, String> {
-        let tag = r.u8()?;
-        let seq = r.varint()?;
+    fn parse_entry(
+        &mut self,
+        r: &mut Reader,
+        first_key: &[u8],
+        layout: Layout,
+    ) -> Result<Span, String> {
+        match layout {
+            Layout::V2 => {
+                let tag = r.u8()?;
+                let seq = r.varint()?;
+                let (shared, rest) = (r.varint()?, r.bytes()?);
+                let key = self.rebuild_key(shared, rest, first_key, seq)?;
+                let value = Self::tagged_value(r, tag)?;
+                Ok(Span { key, value, seq })
+            }
+            Layout::V3 => {
+                // The key is read before the sequence number its order check needs.
+                let (shared, rest) = (r.varint()?, r.bytes()?);
+                let seq = r.varint()?;
+                let key = self.rebuild_key(shared, rest, first_key, seq)?;
+                let value = match r.varint()? {
+                    0 => (NO_VALUE, NO_VALUE),
+                    n => Self::value_at(r, usize::try_from(n - 1).map_err(|_| "value too long")?)?,
+                };
+                Ok(Span { key, value, seq })
+            }
+        }
+    }
+
+    /// Appends to the key buffer the key made of `shared` bytes of the previous entry's key
+    /// (of `first_key` for the first entry) and `rest`, checking that the entry, at `seq`,
+    /// sorts after the previous one (key ascending, newest first).
+    fn rebuild_key(
+        &mut self,
+        shared: u64,
+        rest: &[u8],
+        first_key: &[u8],
+        seq: u64,
+    ) -> Result<(u32, u32), String> {
+        let prev = self.spans.last().map(|p| (Self::range(p.key), p.seq));
+        let prev_len = prev.as_ref().map_or(first_key.len(), |(k, _)| k.len());
         // Bounded by the previous key, not by the bytes left: it names bytes already read.
-        let shared = r.varint()?;
-        let (prev_start, prev_end) = self.spans.last().map_or((0, 0), |s| s.key);
-        if shared > u64::from(prev_end - prev_start) {
+        if shared > prev_len as u64 {
             return Err(format!("shares {shared} bytes with a shorter key"));
         }
         let shared = shared as usize;
-        let rest = r.bytes()?;
-        let (prev_start, prev_len) = (prev_start as usize, (prev_end - prev_start) as usize);
-        // Both keys start with the shared prefix: the rests order them, without comparing the
-        // keys whole.
-        let order = match self.spans.last() {
-            None => Ordering::Greater,
-            Some(_) => rest.cmp(&self.keys[prev_start + shared..prev_start + prev_len]),
-        };
-        let newer = self.spans.last().is_some_and(|p| p.seq <= seq);
-        if order == Ordering::Less || (order == Ordering::Equal && newer) {
-            return Err("out of order (key ascending, newest first)".into());
-        }
         let start = self.keys.len();
-        self.keys
-            .extend_from_within(prev_start..prev_start + shared);
+        match prev {
+            None => self.keys.extend_from_slice(&first_key[..shared]),
+            Some((prev_key, prev_seq)) => {
+                // Both keys start with the shared prefix: the rests order them, without
+                // comparing the keys whole.
+                let order = rest.cmp(&self.keys[prev_key.start + shared..prev_key.end]);
+                if order == Ordering::Less || (order == Ordering::Equal && prev_seq <= seq) {
+                    return Err("out of order (key ascending, newest first)".into());
+                }
+                self.keys
+                    .extend_from_within(prev_key.start..prev_key.start + shared);
+            }
+        }
         self.keys.extend_from_slice(rest);
-        let key = (start as u32, self.keys.len() as u32);
-        let value = Self::parse_value(r, tag)?;
-        Ok(Span { key, value, seq })
+        Ok((start as u32, self.keys.len() as u32))
+    }
+
+    /// Versions 1 and 2: the value of an entry with `tag`, read from `r`.
+    fn tagged_value(r: &mut Reader, tag: u8) -> Result<(u32, u32), String> {
+        match tag {
+            0 => Ok((NO_VALUE, NO_VALUE)),
+            1 => {
+                let len = r.len()?;
+                Self::value_at(r, len)
+            }
+            t => Err(format!("unknown tag {t}")),
+        }
+    }
+
+    /// The next `len` bytes of `r`, a value: where it lies in the payload.
+    fn value_at(r: &mut Reader, len: usize) -> Result<(u32, u32), String> {
+        r.take(len)?;
+        let end = r.pos();
+        Ok(((end - len) as u32, end as u32))
     }
 
     /// Version 1: whole keys, and an offset table before the count.
@@ -246,24 +349,11 @@ impl Block {
         let at = self.keys.len();
         self.keys.extend_from_slice(key);
         let key = (at as u32, self.keys.len() as u32);
-        let value = Self::parse_value(&mut r, tag)?;
+        let value = Self::tagged_value(&mut r, tag)?;
         if !r.is_empty() {
             return Err("trailing bytes".into());
         }
         Ok(Span { key, value, seq })
-    }
-
-    /// The value of an entry with `tag`, read from `r`: where it lies in the payload.
-    fn parse_value(r: &mut Reader, tag: u8) -> Result<(u32, u32), String> {
-        match tag {
-            0 => Ok((NO_VALUE, NO_VALUE)),
-            1 => {
-                let value = r.bytes()?;
-                let end = r.pos();
-                Ok(((end - value.len()) as u32, end as u32))
-            }
-            t => Err(format!("unknown tag {t}")),
-        }
     }
 
     /// Appends entry `i`, which must come after the one before it.
@@ -347,6 +437,14 @@ mod tests {
         }
     }
 
+    /// What the index handle of a block of `entries` says.
+    fn framing(entries: &[Entry]) -> Framing<'_> {
+        Framing {
+            first_key: entries.first().map_or(&[][..], |x| &x.key),
+            entries: entries.len() as u64,
+        }
+    }
+
     #[test]
     fn blocks_round_trip_and_search() {
         let entries = vec![
@@ -365,7 +463,7 @@ mod tests {
             (framed.len() - FRAME, first, last, n),
             (size, b"a".to_vec(), b"d".to_vec(), 4)
         );
-        let b = Block::parse_at(framed, FRAME).unwrap();
+        let b = Block::parse_at(framed, FRAME, framing(&entries)).unwrap();
         let back: Vec<Entry> = (0..b.len()).map(|i| b.entry(i).to_entry()).collect();
         assert_eq!(back, entries);
         assert_eq!(b.get(b"a", 10).unwrap().value, Some(&b"a5"[..]));
@@ -400,6 +498,26 @@ mod tests {
         body
     }
 
+    /// A version 2 payload of `entries`, as blocks were written before they left their first
+    /// key and count to the index.
+    fn counted_payload(entries: &[Entry]) -> Vec<u8> {
+        let mut body = vec![BLOCK_VERSION_COUNTED];
+        let mut prev: &[u8] = &[];
+        for x in entries {
+            let shared = shared_prefix(prev, &x.key);
+            body.push(x.value.is_some() as u8);
+            put_varint(&mut body, x.seq);
+            put_varint(&mut body, shared as u64);
+            put_bytes(&mut body, &x.key[shared..]);
+            if let Some(v) = &x.value {
+                put_bytes(&mut body, v);
+            }
+            prev = &x.key;
+        }
+        body.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        body
+    }
+
     /// The payload of a block of `entries` (without the room for its header).
     fn written(entries: &[Entry]) -> Vec<u8> {
         let mut w = BlockWriter::default();
@@ -409,23 +527,32 @@ mod tests {
         w.finish().0.split_off(FRAME)
     }
 
-    fn parsed(payload: Vec<u8>) -> Vec<Entry> {
-        let b = Block::parse(payload).unwrap();
+    fn parsed(payload: Vec<u8>, entries: &[Entry]) -> Vec<Entry> {
+        let b = Block::parse(payload, framing(entries)).unwrap();
         (0..b.len()).map(|i| b.entry(i).to_entry()).collect()
     }
 
     #[test]
-    fn blocks_of_whole_keys_are_still_read() {
+    fn blocks_of_earlier_versions_are_still_read() {
         let entries = vec![
             e("apple", 7, Some("red")),
             e("apple", 3, None),
             e("apricot", 2, Some("")),
         ];
-        let old = whole_keys_payload(&entries);
-        assert_eq!(parsed(old.clone()), entries);
-        let b = Block::parse(old).unwrap();
-        assert_eq!(b.get(b"apple", 5).unwrap().value, None);
-        assert_eq!(b.seek(b"apricot"), 2);
+        for old in [whole_keys_payload(&entries), counted_payload(&entries)] {
+            assert_eq!(parsed(old.clone(), &entries), entries);
+            // They carry their own first key and count: a handle's are not needed.
+            let b = Block::parse(
+                old,
+                Framing {
+                    first_key: b"",
+                    entries: 0,
+                },
+            )
+            .unwrap();
+            assert_eq!(b.get(b"apple", 5).unwrap().value, None);
+            assert_eq!(b.seek(b"apricot"), 2);
+        }
     }
 
     #[test]
@@ -435,19 +562,63 @@ mod tests {
             .map(|i| e(&format!("{:016}", 1_000_000 + i * 37), 1_000 + i, Some("v")))
             .collect();
         let (new, old) = (written(&entries), whole_keys_payload(&entries));
-        assert_eq!(parsed(new.clone()), entries);
-        // At least 11 shared key bytes and the 4-byte offset saved per entry after the first.
+        assert_eq!(parsed(new.clone(), &entries), entries);
+        // At least 11 shared key bytes, the 4-byte offset and the tag saved per entry after
+        // the first.
         assert!(
-            new.len() + 99 * 14 <= old.len(),
+            new.len() + 99 * 15 <= old.len(),
             "{} bytes against {}",
             new.len(),
             old.len()
         );
     }
 
+    #[test]
+    fn a_large_value_block_adds_little_to_its_entry() {
+        // One 4 KiB value and a 16-byte key: the version byte, the shared-prefix length and an
+        // empty rest of the key (the handle holds it), 3 bytes of sequence number and 2 of
+        // value length.
+        let entry = Entry {
+            key: b"0000000000123456".to_vec(),
+            seq: 200_000,
+            value: Some(vec![7; 4096]),
+        };
+        let payload = written(std::slice::from_ref(&entry));
+        assert_eq!(payload.len(), 4096 + 8);
+        assert_eq!(
+            counted_payload(std::slice::from_ref(&entry)).len(),
+            4096 + 29
+        );
+        assert_eq!(parsed(payload, std::slice::from_ref(&entry)), vec![entry]);
+    }
+
+    #[test]
+    fn a_block_disagreeing_with_its_handle_is_an_error() {
+        let entries = vec![e("key1", 3, Some("a")), e("key2", 2, Some("b"))];
+        let payload = written(&entries);
+        let wrong = |first_key: &'static [u8], n: u64| {
+            Block::parse(
+                payload.clone(),
+                Framing {
+                    first_key,
+                    entries: n,
+                },
+            )
+        };
+        assert!(wrong(b"key1", 2).is_ok());
+        assert!(wrong(b"key1", 1).unwrap_err().contains("trailing bytes"));
+        assert!(wrong(b"key1", 3).unwrap_err().contains("entry 2"));
+        assert!(wrong(b"key", 2).unwrap_err().contains("shares 4 bytes"));
+        assert!(wrong(b"key1", 1 << 40).unwrap_err().contains("too large"));
+        // A different first key of the same length reads as that key; the run's check of a
+        // block against its handle then compares the last key, and the order check the rest.
+        let b = wrong(b"kez1", 2).unwrap();
+        assert_eq!(b.entry(0).key, b"kez1");
+    }
+
     fn entries() -> impl Strategy<Value = Vec<Entry>> {
         let key = prop::collection::vec(prop::sample::select(vec![0u8, 1, b'a', b'b', 0xff]), 0..6);
-        let value = prop::option::of(prop::collection::vec(any::<u8>(), 0..20));
+        let value = prop::option::of(prop::collection::vec(any::<u8>(), 0..200));
         prop::collection::vec((key, 0..5u64, value), 1..60).prop_map(|mut v| {
             v.sort_by(|a, b| (&a.0, std::cmp::Reverse(a.1)).cmp(&(&b.0, std::cmp::Reverse(b.1))));
             v.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
@@ -459,17 +630,18 @@ mod tests {
 
     proptest! {
         /// Any sorted entries (empty keys, keys that are prefixes of others) come back as they
-        /// went in, from either version; every seek lands where a search of the list does.
+        /// went in, from any version; every seek lands where a search of the list does.
         #[test]
         fn any_entries_round_trip(
             entries in entries(),
             probe in prop::collection::vec(any::<u8>(), 0..4),
             header in prop::collection::vec(any::<u8>(), 0..16),
         ) {
-            for payload in [written(&entries), whole_keys_payload(&entries)] {
+            let handle = framing(&entries);
+            for payload in [written(&entries), counted_payload(&entries), whole_keys_payload(&entries)] {
                 // Alone, and behind a header (as read with its extent's).
                 let framed = [header.as_slice(), &payload].concat();
-                for b in [Block::parse(payload).unwrap(), Block::parse_at(framed, header.len()).unwrap()] {
+                for b in [Block::parse(payload, handle).unwrap(), Block::parse_at(framed, header.len(), handle).unwrap()] {
                     let back: Vec<Entry> = (0..b.len()).map(|i| b.entry(i).to_entry()).collect();
                     prop_assert_eq!(&back, &entries);
                     prop_assert_eq!(b.seek(&probe), entries.partition_point(|x| x.key < probe));
@@ -480,37 +652,38 @@ mod tests {
 
     #[test]
     fn damaged_blocks_are_errors_not_panics() {
-        let payload = written(
-            &(0..20)
-                .map(|i| e(&format!("key{i:02}"), 1, Some("value")))
-                .collect::<Vec<_>>(),
-        );
-        for cut in 0..payload.len() {
-            let _ = Block::parse(payload[..cut].to_vec());
-            let _ = Block::parse_at(payload[..cut].to_vec(), 3);
-        }
-        for i in 0..payload.len() {
-            let mut bad = payload.clone();
-            bad[i] ^= 0x5a;
-            if let Ok(b) = Block::parse(bad) {
-                for j in 0..b.len() {
-                    let _ = b.entry(j);
+        let entries: Vec<Entry> = (0..20)
+            .map(|i| {
+                e(
+                    &format!("key{i:02}"),
+                    1 + i,
+                    (i % 3 != 0).then_some("value"),
+                )
+            })
+            .collect();
+        let handle = framing(&entries);
+        for payload in [
+            written(&entries),
+            counted_payload(&entries),
+            whole_keys_payload(&entries),
+        ] {
+            for cut in 0..payload.len() {
+                let _ = Block::parse(payload[..cut].to_vec(), handle);
+                let _ = Block::parse_at(payload[..cut].to_vec(), 3, handle);
+            }
+            for i in 0..payload.len() {
+                let mut bad = payload.clone();
+                bad[i] ^= 0x5a;
+                if let Ok(b) = Block::parse(bad, handle) {
+                    for j in 0..b.len() {
+                        let _ = b.entry(j);
+                    }
                 }
             }
         }
-        let old = whole_keys_payload(
-            &(0..20)
-                .map(|i| e(&format!("key{i:02}"), 1, Some("value")))
-                .collect::<Vec<_>>(),
-        );
-        for i in 0..old.len() {
-            let mut bad = old.clone();
-            bad[i] ^= 0x5a;
-            let _ = Block::parse(bad);
-            let _ = Block::parse(old[..i].to_vec());
-        }
+        let swapped = [e("b", 1, None), e("a", 1, None)];
         assert!(
-            Block::parse(written(&[e("b", 1, None), e("a", 1, None)])).is_err(),
+            Block::parse(written(&swapped), framing(&swapped)).is_err(),
             "order is checked"
         );
     }

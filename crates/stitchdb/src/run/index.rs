@@ -1,11 +1,14 @@
 //! A run's secondary index: first key, last key, entry count and extent of every block.
 //! Kept in memory while the run is open and persisted beside the blocks as index extents.
 //!
-//! Version 2 (written now) stores each key as the bytes it does not share with the key before
-//! it (a block's first key after the previous block's last, its last key after its first), and
-//! a block's address as "right after the previous block" when it is (as a run's blocks nearly
-//! always are), so a handle of a one-entry 4 KiB block takes about 17 bytes instead of 47.
-//! Version 1 (whole keys, 12-byte addresses) is still read.
+//! Version 3 (written now) stores a block's first key as the bytes it does not share with the
+//! previous block's last key, at the start or at the end (keys padded to a fixed width, or
+//! ending in a common field, share both), its last key as the bytes after the prefix it shares
+//! with its first (nothing for a one-entry block, whose last key is its first), and a block's
+//! address as "right after the previous block" when it is (as a run's blocks nearly always
+//! are), so a handle of a one-entry 4 KiB block with a `db_bench` key takes about 8 bytes.
+//! Version 2 (first keys without shared ends, last keys always stored: about 17 bytes) and
+//! version 1 (whole keys, 12-byte addresses: 47) are still read.
 
 use super::block::shared_prefix;
 use crate::codec::{put_bytes, put_varint, Reader};
@@ -15,6 +18,9 @@ use stitch_zone::ExtentAddr;
 const INDEX_V1: u8 = 1;
 /// Keys after their shared prefixes, addresses relative to the previous block.
 const INDEX_V2: u8 = 2;
+/// First keys without the start and end they share with the previous last key; last keys of
+/// one-entry blocks implied.
+const INDEX_V3: u8 = 3;
 
 /// Worst-case bytes of a handle's varints in either version.
 const HANDLE_OVERHEAD: usize = 8 * 10;
@@ -57,17 +63,19 @@ pub fn encode_chunks(handles: &[BlockHandle], max_chunk: usize) -> Vec<Vec<u8>> 
 fn encode_chunk(handles: &[BlockHandle]) -> Vec<u8> {
     let mut out =
         Vec::with_capacity(16 + handles.iter().map(|h| h.max_encoded_len()).sum::<usize>());
-    out.push(INDEX_V2);
+    out.push(INDEX_V3);
     put_varint(&mut out, handles.len() as u64);
     let mut prev: Option<&BlockHandle> = None;
     for h in handles {
-        put_shared(
+        put_affixed(
             &mut out,
             prev.map_or(&[][..], |p| &p.last_key),
             &h.first_key,
         );
-        put_shared(&mut out, &h.first_key, &h.last_key);
         put_varint(&mut out, h.entries);
+        if h.entries != 1 {
+            put_shared(&mut out, &h.first_key, &h.last_key);
+        }
         match prev {
             Some(p) if h.addr.follows(&p.addr) => put_varint(&mut out, 0),
             _ => {
@@ -79,6 +87,22 @@ fn encode_chunk(handles: &[BlockHandle]) -> Vec<u8> {
         prev = Some(h);
     }
     out
+}
+
+/// `key` as the lengths of the prefix it shares with `base` and of the suffix the rest of it
+/// shares with the rest of `base`, then what lies between.
+fn put_affixed(out: &mut Vec<u8>, base: &[u8], key: &[u8]) {
+    let prefix = shared_prefix(base, key);
+    let (base, key) = (&base[prefix..], &key[prefix..]);
+    let suffix = base
+        .iter()
+        .rev()
+        .zip(key.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    put_varint(out, prefix as u64);
+    put_varint(out, suffix as u64);
+    put_bytes(out, &key[..key.len() - suffix]);
 }
 
 /// `key` as the length of the prefix it shares with `base`, then the rest.
@@ -98,7 +122,9 @@ pub fn decode_chunk(payload: &[u8], out: &mut Vec<BlockHandle>) -> Result<(), St
         let prev = out[chunk_start..].last();
         let handle = match version {
             INDEX_V1 => decode_v1(&mut r)?,
-            INDEX_V2 => decode_v2(&mut r, prev).map_err(|e| format!("block {i}: {e}"))?,
+            INDEX_V2 | INDEX_V3 => {
+                decode_relative(&mut r, prev, version).map_err(|e| format!("block {i}: {e}"))?
+            }
             _ => return Err(format!("unsupported index version {version}")),
         };
         if handle.first_key > handle.last_key {
@@ -130,10 +156,28 @@ fn decode_v1(r: &mut Reader) -> Result<BlockHandle, String> {
     })
 }
 
-fn decode_v2(r: &mut Reader, prev: Option<&BlockHandle>) -> Result<BlockHandle, String> {
-    let first_key = get_shared(r, prev.map_or(&[][..], |p| &p.last_key))?;
-    let last_key = get_shared(r, &first_key)?;
-    let entries = r.varint()?;
+/// A handle of version 2 or 3, whose keys and address may refer to `prev`'s.
+fn decode_relative(
+    r: &mut Reader,
+    prev: Option<&BlockHandle>,
+    version: u8,
+) -> Result<BlockHandle, String> {
+    let prev_last = prev.map_or(&[][..], |p| &p.last_key);
+    let (first_key, entries, last_key) = if version == INDEX_V2 {
+        let first_key = get_shared(r, prev_last)?;
+        let last_key = get_shared(r, &first_key)?;
+        (first_key, r.varint()?, last_key)
+    } else {
+        let first_key = get_affixed(r, prev_last)?;
+        match r.varint()? {
+            0 => return Err("a block of no entries".into()),
+            1 => (first_key.clone(), 1, first_key),
+            n => {
+                let last_key = get_shared(r, &first_key)?;
+                (first_key, n, last_key)
+            }
+        }
+    };
     let (zone, offset) = match (r.varint()?, prev) {
         (0, Some(p)) => (p.addr.zone as u64, p.addr.aligned_end()),
         (0, None) => return Err("address relative to no block".into()),
@@ -151,6 +195,22 @@ fn decode_v2(r: &mut Reader, prev: Option<&BlockHandle>) -> Result<BlockHandle, 
             len: field(len, "length")?,
         },
     })
+}
+
+fn get_affixed(r: &mut Reader, base: &[u8]) -> Result<Vec<u8>, String> {
+    let (prefix, suffix) = (r.varint()?, r.varint()?);
+    let middle = r.bytes()?;
+    let fits = prefix
+        .checked_add(suffix)
+        .is_some_and(|n| n <= base.len() as u64);
+    if !fits {
+        return Err(format!(
+            "shares {prefix} bytes at the start and {suffix} at the end with a {}-byte key",
+            base.len()
+        ));
+    }
+    let (prefix, suffix) = (prefix as usize, suffix as usize);
+    Ok([&base[..prefix], middle, &base[base.len() - suffix..]].concat())
 }
 
 fn get_shared(r: &mut Reader, base: &[u8]) -> Result<Vec<u8>, String> {
@@ -202,11 +262,38 @@ mod tests {
         out
     }
 
-    /// Sorted, non-overlapping handles; addresses mostly right after each other, sometimes in
-    /// another zone or after a gap.
+    /// Version 2, as written before version 3.
+    fn encode_v2(handles: &[BlockHandle]) -> Vec<u8> {
+        let mut out = vec![INDEX_V2];
+        put_varint(&mut out, handles.len() as u64);
+        let mut prev: Option<&BlockHandle> = None;
+        for h in handles {
+            put_shared(
+                &mut out,
+                prev.map_or(&[][..], |p| &p.last_key),
+                &h.first_key,
+            );
+            put_shared(&mut out, &h.first_key, &h.last_key);
+            put_varint(&mut out, h.entries);
+            match prev {
+                Some(p) if h.addr.follows(&p.addr) => put_varint(&mut out, 0),
+                _ => {
+                    put_varint(&mut out, h.addr.zone as u64 + 1);
+                    put_varint(&mut out, h.addr.offset as u64);
+                }
+            }
+            put_varint(&mut out, h.addr.len as u64);
+            prev = Some(h);
+        }
+        out
+    }
+
+    /// Sorted, non-overlapping handles (a one-entry block's last key is its first); addresses
+    /// mostly right after each other, sometimes in another zone or after a gap.
     fn handles() -> impl Strategy<Value = Vec<BlockHandle>> {
         let key = proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..12);
-        let block = (key.clone(), key, 1u64..300, 0u8..4, 20u32..9000);
+        let entries = prop_oneof![Just(1u64), 1u64..300];
+        let block = (key.clone(), key, entries, 0u8..4, 20u32..9000);
         proptest::collection::vec(block, 0..60).prop_map(|blocks| {
             let mut keys: Vec<Vec<u8>> = blocks
                 .iter()
@@ -226,7 +313,8 @@ mod tests {
                         1 => offset += 4096,
                         _ => {}
                     }
-                    let h = handle(&keys[2 * i], &keys[2 * i + 1], entries, (zone, offset, len));
+                    let last = &keys[2 * i + usize::from(entries > 1)];
+                    let h = handle(&keys[2 * i], last, entries, (zone, offset, len));
                     offset = h.addr.aligned_end() as u32;
                     h
                 })
@@ -239,7 +327,8 @@ mod tests {
         fn handles_round_trip_through_chunks(hs in handles(), max_chunk in 1usize..2000) {
             let chunks = encode_chunks(&hs, max_chunk);
             prop_assert_eq!(decode_all(&chunks).unwrap(), hs.clone());
-            // And version 1 is still read.
+            // And versions 1 and 2 are still read.
+            prop_assert_eq!(decode_all(&[encode_v2(&hs)]).unwrap(), hs.clone());
             prop_assert_eq!(decode_all(&[encode_v1(&hs)]).unwrap(), hs);
         }
 
@@ -255,31 +344,53 @@ mod tests {
     }
 
     #[test]
-    fn one_entry_blocks_of_db_bench_keys_take_under_20_bytes_a_handle() {
+    fn one_entry_blocks_of_db_bench_keys_take_under_10_bytes_a_handle() {
         // 16-byte db_bench keys (8-byte big-endian number, then '0's), one 4 KiB value a block,
         // each block right after the one before.
         let key = |n: u64| [&n.to_be_bytes()[..], b"00000000"].concat();
         let mut offset = 0;
         let hs: Vec<BlockHandle> = (1000..2000u64)
             .map(|n| {
-                let h = handle(&key(n), &key(n), 1, (5, offset, 4141));
+                let h = handle(&key(n), &key(n), 1, (5, offset, 4121));
                 offset = h.addr.aligned_end() as u32;
                 h
             })
             .collect();
-        let v2 = encode_chunks(&hs, usize::MAX).concat();
-        assert!(v2.len() < 20 * hs.len(), "{} bytes", v2.len());
+        let v3 = encode_chunks(&hs, usize::MAX).concat();
+        assert!(v3.len() < 10 * hs.len(), "{} bytes", v3.len());
+        assert!(encode_v2(&hs).len() > 16 * hs.len());
         assert!(encode_v1(&hs).len() > 45 * hs.len());
-        assert_eq!(decode_all(&[v2]).unwrap(), hs);
+        assert_eq!(decode_all(&[v3]).unwrap(), hs);
+    }
+
+    #[test]
+    fn first_keys_share_their_ends_with_the_previous_last_key() {
+        let hs = vec![
+            handle(b"user:0017:profile", b"user:0017:profile", 1, (4, 0, 100)),
+            handle(b"user:0018:profile", b"user:0019:profile", 5, (4, 112, 100)),
+            handle(
+                b"user:0019:profiles",
+                b"user:0020:profile",
+                2,
+                (4, 224, 100),
+            ),
+            handle(b"v", b"w", 2, (9, 0, 100)),
+        ];
+        let v3 = encode_chunks(&hs, usize::MAX).remove(0);
+        // Against version 2: the one-entry block's implied last key saves 2 bytes, the second
+        // first key's shared ":profile" 7 (8, less the length of the suffix); the other first
+        // keys share no end and pay a byte each for saying so.
+        assert_eq!(v3.len() + 6, encode_v2(&hs).len());
+        assert_eq!(decode_all(&[v3]).unwrap(), hs);
     }
 
     #[test]
     fn a_relative_address_needs_a_block_before_it() {
-        let mut chunk = vec![INDEX_V2];
+        let mut chunk = vec![INDEX_V3];
         put_varint(&mut chunk, 1);
-        put_shared(&mut chunk, b"", b"a");
+        put_affixed(&mut chunk, b"", b"a");
+        put_varint(&mut chunk, 2); // entries
         put_shared(&mut chunk, b"a", b"b");
-        put_varint(&mut chunk, 1); // entries
         put_varint(&mut chunk, 0); // "right after the previous block"
         put_varint(&mut chunk, 100);
         let err = decode_all(&[chunk]).unwrap_err();
@@ -294,5 +405,30 @@ mod tests {
         put_bytes(&mut chunk, b"x");
         let err = decode_all(&[chunk]).unwrap_err();
         assert!(err.contains("shares 3 bytes"), "{err}");
+        let mut chunk = vec![INDEX_V3];
+        put_varint(&mut chunk, 2);
+        put_affixed(&mut chunk, b"", b"abc");
+        put_varint(&mut chunk, 1); // entries: the last key is the first
+        put_varint(&mut chunk, 1); // zone 0
+        put_varint(&mut chunk, 0);
+        put_varint(&mut chunk, 100);
+        put_varint(&mut chunk, 2); // shares 2 bytes at the start
+        put_varint(&mut chunk, 2); // and 2 at the end with a 3-byte key
+        put_bytes(&mut chunk, b"x");
+        let err = decode_all(&[chunk]).unwrap_err();
+        assert!(
+            err.contains("block 1: shares 2 bytes at the start and 2 at the end"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_block_of_no_entries_is_an_error() {
+        let mut chunk = vec![INDEX_V3];
+        put_varint(&mut chunk, 1);
+        put_affixed(&mut chunk, b"", b"a");
+        put_varint(&mut chunk, 0);
+        let err = decode_all(&[chunk]).unwrap_err();
+        assert!(err.contains("no entries"), "{err}");
     }
 }

@@ -20,7 +20,7 @@ use crate::memtable::{Entry, EntryRef, Value};
 use crate::merge::LazySource;
 use crate::range_del::RangeTombstone;
 use crate::{Error, Result};
-use block::Block;
+use block::{Block, Framing};
 use search::BlockSearch;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -424,7 +424,11 @@ impl Run {
     fn decode_block(&self, i: usize, framed: Vec<u8>) -> Result<Block> {
         let h = &self.blocks[i];
         let place = || format!("run {} block {i} {}", self.meta.id, h.addr);
-        let block = Block::parse_at(framed, stitch_zone::EXTENT_HEADER_LEN)
+        let framing = Framing {
+            first_key: &h.first_key,
+            entries: h.entries,
+        };
+        let block = Block::parse_at(framed, stitch_zone::EXTENT_HEADER_LEN, framing)
             .map_err(|d| Error::corrupt("run block", place(), d))?;
         let agrees = block.len() as u64 == h.entries
             && block.len() > 0
