@@ -73,6 +73,11 @@ def parse_args(argv):
                    help=f"comma-separated, from: {', '.join(KNOWN)}\n(default {DEFAULT_BENCHMARKS})")
     p.add_argument("--write_buffer_size", type=int, default=8 * MIB,
                    help="memtable bytes, both tools (default 8 MiB, the VT-tree paper's)")
+    p.add_argument("--cache_size", type=int, default=8 * MIB,
+                   help="bytes of cached blocks, both tools (default 8 MiB, db_bench's)")
+    p.add_argument("--bloom_bits", type=int, default=10,
+                   help="RocksDB only: Bloom filter bits per key (default 10, about 1%% false\n"
+                        "positives, as StitchDB's quotient filters; 0: none, db_bench's default)")
     p.add_argument("--sync", type=int, choices=(0, 1), default=0, help="sync every write (default 0)")
     p.add_argument("--seed", type=int, default=42, help="random seed, both tools (default 42)")
     p.add_argument("--stitch_threshold",
@@ -131,6 +136,7 @@ def common_flags(args, benchmarks, db):
         f"--value_size={args.value_size}",
         f"--key_size={args.key_size}",
         f"--write_buffer_size={args.write_buffer_size}",
+        f"--cache_size={args.cache_size}",
         f"--sync={args.sync}",
         f"--seed={args.seed}",
         f"--db={db}",
@@ -152,6 +158,8 @@ def commands(args, group):
         # db_bench compresses with snappy by default; StitchDB does not compress at all.
         rocks = [args.db_bench] + common_flags(args, group.benchmarks, base + ".rocksdb")
         rocks.append("--compression_type=none")
+    # StitchDB's runs always have filters; without one RocksDB would search every level.
+    rocks.append(f"--bloom_bits={args.bloom_bits}")
     return [("StitchDB", stitch), ("RocksDB", rocks)]
 
 
@@ -302,6 +310,7 @@ def describe(args, groups):
     when = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     rerun = (f"bash bench/compare.sh --num {args.num} --value_size {args.value_size} "
              f"--key_size {args.key_size} --write_buffer_size {args.write_buffer_size} "
+             f"--cache_size {args.cache_size} --bloom_bits {args.bloom_bits} "
              f"--sync {args.sync} --seed {args.seed} --benchmarks {','.join(args.benchmarks)} "
              f"--rounds {args.rounds}")
     for flag in ("stitch_threshold", "level_runs"):

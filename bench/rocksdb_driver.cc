@@ -7,10 +7,11 @@
 //   rocksdb_driver --benchmarks=randomappend,seqinsert --num=200000 --db=/tmp/rdb
 //
 // Flags (db_bench's names, --flag=value): --benchmarks --num --value_size --key_size --db
-// --sync --disable_wal --use_existing_db --write_buffer_size --seed.
+// --sync --disable_wal --use_existing_db --write_buffer_size --cache_size --bloom_bits --seed.
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
@@ -151,6 +152,8 @@ struct Flags {
   bool disable_wal = false;
   bool use_existing_db = false;
   size_t write_buffer_size = 64 << 20;  // db_bench's default
+  size_t cache_size = 8 << 20;          // db_bench's default
+  int bloom_bits = 0;                   // 0: no filter (db_bench's default)
   uint64_t seed = 42;
 };
 
@@ -195,6 +198,8 @@ Flags parse_flags(int argc, char** argv) {
     else if (name == "disable_wal") f.disable_wal = parse_bool(name, value);
     else if (name == "use_existing_db") f.use_existing_db = parse_bool(name, value);
     else if (name == "write_buffer_size") f.write_buffer_size = parse_number(name, value);
+    else if (name == "cache_size") f.cache_size = parse_number(name, value);
+    else if (name == "bloom_bits") f.bloom_bits = static_cast<int>(std::min<uint64_t>(parse_number(name, value), 64));
     else if (name == "seed") f.seed = parse_number(name, value);
     else usage("unknown flag --" + name);
   }
@@ -223,7 +228,8 @@ rocksdb::Options db_bench_options(const Flags& f, std::shared_ptr<Counter> count
   o.write_buffer_size = f.write_buffer_size;
   o.enable_pipelined_write = true;  // db_bench's default (RocksDB's own is false)
   rocksdb::BlockBasedTableOptions table;
-  table.block_cache = rocksdb::NewLRUCache(8 << 20);  // db_bench's --cache_size
+  table.block_cache = rocksdb::NewLRUCache(f.cache_size);
+  if (f.bloom_bits > 0) table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(f.bloom_bits));
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   o.listeners.push_back(counter);
   return o;

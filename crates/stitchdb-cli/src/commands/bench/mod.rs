@@ -67,6 +67,11 @@ pub struct BenchArgs {
     #[arg(long = "memtable_size", alias = "write_buffer_size", value_name = "BYTES",
           default_value_t = Options::default().memtable_size)]
     memtable_size: usize,
+    /// Bytes of parsed run blocks kept in memory for reads (db_bench's name: the size of its
+    /// block cache)
+    #[arg(long = "cache_size", value_name = "BYTES",
+          default_value_t = Options::default().read_cache_bytes)]
+    cache_size: usize,
     /// Merges stitch spans of disk-contiguous blocks at least this long instead of copying
     /// them (the VT-tree's threshold), or `never`; also applied to an existing store
     /// [default: StitchDB's default]
@@ -105,6 +110,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     let sync = args.sync && !args.disable_wal;
     let options = Options {
         memtable_size: args.memtable_size,
+        read_cache_bytes: args.cache_size,
         level_runs: args.level_runs,
         slowdown_runs: args.slowdown_runs,
         compaction_threads: args.max_background_compactions,
@@ -123,6 +129,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         sync,
         disable_wal: args.disable_wal,
         memtable_size: args.memtable_size,
+        cache_size: args.cache_size,
         stitching,
         level_runs: args.level_runs,
         slowdown_runs: args.slowdown_runs,

@@ -17,6 +17,7 @@ pub struct Header<'a> {
     pub sync: bool,
     pub disable_wal: bool,
     pub memtable_size: usize,
+    pub cache_size: usize,
     pub stitching: Stitching,
     pub level_runs: usize,
     pub slowdown_runs: usize,
@@ -51,6 +52,10 @@ pub fn header(h: &Header) -> String {
     let raw = s.num as f64 * (s.key_size + s.value_size) as f64 / MB;
     line("RawSize", format!("{raw:.1} MB (estimated)"));
     line("Memtable", format!("{:.1} MB", h.memtable_size as f64 / MB));
+    line(
+        "Cache",
+        format!("{:.1} MB of parsed run blocks", h.cache_size as f64 / MB),
+    );
     line("Stitching", stitching(h.stitching));
     line(
         "Levels",
