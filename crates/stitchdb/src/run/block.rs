@@ -39,13 +39,37 @@ const MIN_ENTRY: usize = 4;
 /// the zone store fills them in and writes header and payload as one.
 pub(super) const FRAME: usize = stitch_zone::EXTENT_HEADER_LEN;
 
+/// Values at least this long are copied into a block at the same offset within a cache line
+/// as they have where they come from (see [`BlockWriter::align_value`]).
+const ALIGNED_VALUE: usize = 1024;
+const CACHE_LINE: usize = 64;
+
 /// Accumulates entries into one block payload (behind [`FRAME`] bytes of room).
 #[derive(Default)]
 pub struct BlockWriter {
+    /// `lead` unused bytes, [`FRAME`] bytes of room for the extent header, the payload.
     body: Vec<u8>,
+    lead: usize,
     count: u32,
     first_key: Vec<u8>,
     last_key: Vec<u8>,
+}
+
+/// A finished block: its payload behind room for its extent header, and what its index handle
+/// holds (the payload cannot be read without it).
+pub struct FinishedBlock {
+    buf: Vec<u8>,
+    lead: usize,
+    pub first_key: Vec<u8>,
+    pub last_key: Vec<u8>,
+    pub entries: u64,
+}
+
+impl FinishedBlock {
+    /// [`FRAME`] bytes of room, then the payload.
+    pub fn framed(&mut self) -> &mut [u8] {
+        &mut self.buf[self.lead..]
+    }
 }
 
 impl BlockWriter {
@@ -54,8 +78,9 @@ impl BlockWriter {
             // Room for a block's worth and the entry that takes it past its target, so the
             // payload is not reallocated as it fills (a tenth of a flush with 4 KiB values).
             let entry = e.key.len() + e.value.map_or(0, <[u8]>::len) + 32;
-            self.body.reserve(FRAME + 4096 + entry);
+            self.body.reserve(CACHE_LINE + FRAME + 4096 + entry);
             self.body.resize(FRAME, 0);
+            self.lead = 0;
             self.body.push(BLOCK_VERSION);
             self.first_key.clear();
             self.first_key.extend_from_slice(e.key);
@@ -71,6 +96,9 @@ impl BlockWriter {
         match e.value {
             Some(v) => {
                 put_varint(&mut self.body, v.len() as u64 + 1);
+                if self.count == 1 && v.len() >= ALIGNED_VALUE {
+                    self.align_value(v);
+                }
                 self.body.extend_from_slice(v);
             }
             None => put_varint(&mut self.body, 0),
@@ -79,25 +107,40 @@ impl BlockWriter {
         self.last_key.extend_from_slice(e.key);
     }
 
+    /// Shifts the block within its buffer so that `v`, appended next, lands at the offset
+    /// within a cache line it has where it is copied from. `memcpy` copies large values with
+    /// `rep movsb`, which on this machine's AMD EPYC runs two to three times slower when the
+    /// destination lies 8-31 bytes past the source's offset in a line than when the offsets
+    /// match. A memtable's 4 KiB values are page-aligned and a new block's buffer too, so
+    /// with the 24 bytes in front of a one-entry block's value every flush hit the slow case
+    /// (the value copy took 7.6% of a 4 KiB `randomappend`'s samples; 2.3% with version 2's
+    /// 41 bytes).
+    fn align_value(&mut self, v: &[u8]) {
+        let dst = self.body.as_ptr() as usize + self.body.len();
+        let lead = (v.as_ptr() as usize).wrapping_sub(dst) % CACHE_LINE;
+        // Within the capacity reserved: the buffer does not move.
+        self.body.splice(0..0, std::iter::repeat_n(0, lead));
+        self.lead = lead;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
 
     /// The payload size so far.
     pub fn size(&self) -> usize {
-        self.body.len().saturating_sub(FRAME)
+        self.body.len().saturating_sub(self.lead + FRAME)
     }
 
-    /// The finished payload behind [`FRAME`] bytes of room, its first and last key and entry
-    /// count (for its index handle, which the payload needs to be read); the writer is reset.
-    pub fn finish(&mut self) -> (Vec<u8>, Vec<u8>, Vec<u8>, u64) {
-        let count = std::mem::take(&mut self.count);
-        (
-            std::mem::take(&mut self.body),
-            std::mem::take(&mut self.first_key),
-            std::mem::take(&mut self.last_key),
-            u64::from(count),
-        )
+    /// The finished block; the writer is reset.
+    pub fn finish(&mut self) -> FinishedBlock {
+        FinishedBlock {
+            buf: std::mem::take(&mut self.body),
+            lead: self.lead,
+            first_key: std::mem::take(&mut self.first_key),
+            last_key: std::mem::take(&mut self.last_key),
+            entries: u64::from(std::mem::take(&mut self.count)),
+        }
     }
 }
 
@@ -458,9 +501,15 @@ mod tests {
             w.add(r(x));
         }
         let size = w.size();
-        let (framed, first, last, n) = w.finish();
+        let mut block = w.finish();
+        let framed = block.framed().to_vec();
         assert_eq!(
-            (framed.len() - FRAME, first, last, n),
+            (
+                framed.len() - FRAME,
+                block.first_key,
+                block.last_key,
+                block.entries
+            ),
             (size, b"a".to_vec(), b"d".to_vec(), 4)
         );
         let b = Block::parse_at(framed, FRAME, framing(&entries)).unwrap();
@@ -524,7 +573,7 @@ mod tests {
         for x in entries {
             w.add(r(x));
         }
-        w.finish().0.split_off(FRAME)
+        w.finish().framed()[FRAME..].to_vec()
     }
 
     fn parsed(payload: Vec<u8>, entries: &[Entry]) -> Vec<Entry> {
@@ -593,6 +642,28 @@ mod tests {
     }
 
     #[test]
+    fn a_long_first_value_is_copied_to_its_offset_within_a_cache_line() {
+        for shift in 0..CACHE_LINE {
+            let source = vec![9u8; ALIGNED_VALUE + CACHE_LINE];
+            let value = &source[shift..shift + ALIGNED_VALUE];
+            let mut w = BlockWriter::default();
+            w.add(EntryRef {
+                key: b"key",
+                seq: 1,
+                value: Some(value),
+            });
+            let mut block = w.finish();
+            let framed = block.framed();
+            let copy = &framed[framed.len() - ALIGNED_VALUE..];
+            assert_eq!(copy, value);
+            assert_eq!(
+                copy.as_ptr() as usize % CACHE_LINE,
+                value.as_ptr() as usize % CACHE_LINE
+            );
+        }
+    }
+
+    #[test]
     fn a_block_disagreeing_with_its_handle_is_an_error() {
         let entries = vec![e("key1", 3, Some("a")), e("key2", 2, Some("b"))];
         let payload = written(&entries);
@@ -618,7 +689,11 @@ mod tests {
 
     fn entries() -> impl Strategy<Value = Vec<Entry>> {
         let key = prop::collection::vec(prop::sample::select(vec![0u8, 1, b'a', b'b', 0xff]), 0..6);
-        let value = prop::option::of(prop::collection::vec(any::<u8>(), 0..200));
+        // Some long enough to be aligned (see `BlockWriter::align_value`).
+        let value = prop::option::of(prop_oneof![
+            4 => prop::collection::vec(any::<u8>(), 0..200),
+            1 => prop::collection::vec(any::<u8>(), ALIGNED_VALUE..ALIGNED_VALUE + 100),
+        ]);
         prop::collection::vec((key, 0..5u64, value), 1..60).prop_map(|mut v| {
             v.sort_by(|a, b| (&a.0, std::cmp::Reverse(a.1)).cmp(&(&b.0, std::cmp::Reverse(b.1))));
             v.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);

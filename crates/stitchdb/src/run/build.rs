@@ -101,11 +101,11 @@ impl RunBuilder {
         if self.writer.is_empty() {
             return Ok(());
         }
-        let (mut framed, first_key, last_key, entries) = self.writer.finish();
+        let mut block = self.writer.finish();
         let (addr, patch) = self.storage.zones.append_framed_to(
             self.stream,
             ExtentKind::RUN_BLOCK,
-            &mut framed,
+            block.framed(),
             &[],
         )?;
         self.patches.push(patch);
@@ -122,9 +122,9 @@ impl RunBuilder {
             self.unflushed = 0;
         }
         self.blocks.push(BlockHandle {
-            first_key,
-            last_key,
-            entries,
+            first_key: block.first_key,
+            last_key: block.last_key,
+            entries: block.entries,
             addr,
         });
         Ok(())
