@@ -102,11 +102,10 @@ pub struct Memtable {
 const NODE_CHARGE: usize = 48;
 
 impl Memtable {
-    pub fn insert(&self, key: &[u8], seq: u64, value: Option<&[u8]>) {
-        let charged = key.len() + value.map_or(0, <[u8]>::len) + NODE_CHARGE;
+    pub fn insert(&self, key: &[u8], seq: u64, value: Value) {
+        let charged = key.len() + value.as_ref().map_or(0, Vec::len) + NODE_CHARGE;
         self.bytes.fetch_add(charged, AtomicOrdering::Relaxed);
-        self.map
-            .insert(VersionedKey::new(key, seq), value.map(<[u8]>::to_vec));
+        self.map.insert(VersionedKey::new(key, seq), value);
     }
 
     /// Deletes `[start, end)` as of `seq` (see [`crate::range_del`]).
@@ -269,8 +268,8 @@ mod tests {
     #[test]
     fn reads_at_a_snapshot_see_the_version_then_current() {
         let m = Memtable::default();
-        m.insert(b"a", 1, Some(b"one"));
-        m.insert(b"a", 5, Some(b"five"));
+        m.insert(b"a", 1, Some(b"one".to_vec()));
+        m.insert(b"a", 5, Some(b"five".to_vec()));
         m.insert(b"a", 7, None);
         assert_eq!(m.get(b"a", 0), None);
         assert_eq!(m.get(b"a", 4), Some((1, Some(b"one".to_vec()))));

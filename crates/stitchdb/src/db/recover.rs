@@ -169,7 +169,7 @@ fn redo(st: &Replay, rec: &LogRecord, with_ranges: bool) -> std::result::Result<
         table(id)?.mem.delete_range(&start, &end, rec.lsn);
     }
     for (id, key, value) in ops {
-        table(id)?.mem.insert(&key, rec.lsn, value.as_deref());
+        table(id)?.mem.insert(&key, rec.lsn, value);
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use crate::memtable::Value;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
 use crate::txn::{HeldLocks, LockMode, Oracle};
 use crate::{Error, Result};
+use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,14 +28,14 @@ impl Db {
     ) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put(table, key.as_ref(), value.as_ref());
-        self.write(&b, self.inner.opts.durability)
+        self.write_owned(b)
     }
 
     /// Removes `key` from `table` (a no-op if absent) with the store's default durability.
     pub fn delete(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(table, key.as_ref());
-        self.write(&b, self.inner.opts.durability)
+        self.write_owned(b)
     }
 
     /// Deletes every key from `start` (inclusive) to `end` (exclusive) in `table` with one
@@ -47,12 +48,18 @@ impl Db {
     ) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete_range(table, start.as_ref(), end.as_ref());
-        self.write(&b, self.inner.opts.durability)
+        self.write_owned(b)
     }
 
     /// Applies a batch atomically: after a crash all of it or none of it is present.
     pub fn write(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
-        write_batch(&self.inner, batch, durability)
+        write_batch(&self.inner, Cow::Borrowed(batch), durability)
+    }
+
+    /// [`write`](Self::write) with the default durability, of a batch whose values the
+    /// memtable may take over rather than copy.
+    fn write_owned(&self, batch: WriteBatch) -> Result<()> {
+        write_batch(&self.inner, Cow::Owned(batch), self.inner.opts.durability)
     }
 }
 
@@ -134,7 +141,7 @@ fn split<'a, T>(
 
 pub(crate) fn write_batch(
     inner: &Arc<Inner>,
-    batch: &WriteBatch,
+    batch: Cow<WriteBatch>,
     durability: Durability,
 ) -> Result<()> {
     commit_batch(
@@ -162,9 +169,10 @@ pub(crate) enum Committer {
 /// returns, so a transaction that ends itself there is not counted among those it concerns.
 /// While a locking transaction is open, a committer without locks first takes exclusive locks
 /// on what it writes (waiting as locking transactions do), and releases them once visible.
+/// The values of an owned batch move into the memtable; a borrowed one's are copied.
 pub(crate) fn commit_batch(
     inner: &Arc<Inner>,
-    batch: &WriteBatch,
+    mut batch: Cow<WriteBatch>,
     durability: Durability,
     committer: Committer,
     validate_commit: impl FnOnce(&mut Oracle) -> Result<()>,
@@ -174,10 +182,10 @@ pub(crate) fn commit_batch(
         return Ok(());
     }
     if committer == Committer::Plain {
-        validate(inner, batch)?;
+        validate(inner, &batch)?;
     }
     let wal = inner.wal()?;
-    let payloads = chunks(batch, wal.max_payload() / 2);
+    let payloads = chunks(&batch, wal.max_payload() / 2);
     let deps = inner.groups.engaged_deps();
     let holds_locks = committer == Committer::Transaction { holds_locks: true };
     let mut locked: Option<HeldLocks> = None;
@@ -189,7 +197,7 @@ pub(crate) fn commit_batch(
         // begin: one that begins after this commit reads what it wrote.
         if w.oracle.locking_open() && !holds_locks && locked.is_none() {
             drop(w);
-            locked = Some(lock_batch(inner, batch)?);
+            locked = Some(lock_batch(inner, &batch)?);
             continue;
         }
         if let Some(validate) = validate_commit.take() {
@@ -226,11 +234,19 @@ pub(crate) fn commit_batch(
         for (table, start, end) in &batch.ranges {
             version.table(*table)?.mem.delete_range(start, end, lsn);
         }
-        for (table, key, value) in &batch.ops {
-            version
-                .table(*table)?
-                .mem
-                .insert(key, lsn, value.as_deref());
+        let insert = |table: TableId, key: &[u8], value: Value| -> Result<()> {
+            version.table(table)?.mem.insert(key, lsn, value);
+            Ok(())
+        };
+        match &mut batch {
+            Cow::Owned(b) => b
+                .ops
+                .iter_mut()
+                .try_for_each(|(table, key, value)| insert(*table, key, value.take()))?,
+            Cow::Borrowed(b) => b
+                .ops
+                .iter()
+                .try_for_each(|(table, key, value)| insert(*table, key, value.clone()))?,
         }
         if w.oracle.tracking() {
             let keys = batch.ops.iter().map(|(t, k, _)| (*t, k.clone())).collect();

@@ -432,8 +432,13 @@ impl<'db> Transaction<'db> {
         let committer = Committer::Transaction {
             holds_locks: self.owner.is_some(),
         };
-        let committed =
-            crate::db::commit_batch(self.db.shared(), &batch, durability, committer, check);
+        let committed = crate::db::commit_batch(
+            self.db.shared(),
+            std::borrow::Cow::Borrowed(&batch),
+            durability,
+            committer,
+            check,
+        );
         self.ended = ended.get();
         committed
     }
