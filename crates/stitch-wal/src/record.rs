@@ -121,12 +121,13 @@ pub fn encode_record(epoch: u64, record: &LogRecord) -> Vec<u8> {
         record.txn,
         record.op,
         record.flags,
-        &record.payload,
+        &[&record.payload],
     );
     out
 }
 
-/// [`encode_record`] without building a [`LogRecord`] first, appended to `out`.
+/// [`encode_record`] without building a [`LogRecord`] first, appended to `out`; the payload is
+/// the pieces laid end to end.
 pub(crate) fn encode_parts(
     out: &mut Vec<u8>,
     epoch: u64,
@@ -134,20 +135,26 @@ pub(crate) fn encode_parts(
     txn: TxnId,
     op: OpId,
     flags: Flags,
-    payload: &[u8],
+    payload: &[&[u8]],
 ) {
     let start = out.len();
-    out.reserve(RECORD_HEADER_LEN + payload.len());
+    let len: usize = payload.iter().map(|p| p.len()).sum();
+    out.reserve(RECORD_HEADER_LEN + len);
     out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(len as u32).to_le_bytes());
     out.extend_from_slice(&lsn.to_le_bytes());
     out.extend_from_slice(&txn.to_le_bytes());
     out.extend_from_slice(&op.to_le_bytes());
     out.push(flags.0);
     out.push(0);
-    let crc = checksum(epoch, &out[start + 4..start + RECORD_HEADER_LEN], payload);
+    let header = checksum(epoch, &out[start + 4..start + RECORD_HEADER_LEN], &[]);
+    let crc = payload
+        .iter()
+        .fold(header, |crc, p| crc32c::crc32c_append(crc, p));
     out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(payload);
+    for p in payload {
+        out.extend_from_slice(p);
+    }
 }
 
 /// Decodes the record at the start of `bytes` (the rest of a segment), which must be the

@@ -296,7 +296,7 @@ impl Wal {
         extra_deps: &[PatchId],
     ) -> Result<(Lsn, LogPosition, PatchId)> {
         let (lsn, position, patch) =
-            self.append_record(txn, op, flags, payload, Some(extra_deps))?;
+            self.append_parts(txn, op, flags, &[payload], Some(extra_deps))?;
         Ok((lsn, position, patch.unwrap_or(PatchId::NONE)))
     }
 
@@ -313,18 +313,21 @@ impl Wal {
         flags: Flags,
         payload: &[u8],
     ) -> Result<(Lsn, LogPosition)> {
-        let (lsn, position, _) = self.append_record(txn, op, flags, payload, None)?;
+        let (lsn, position, _) = self.append_parts(txn, op, flags, &[payload], None)?;
         Ok((lsn, position))
     }
 
-    /// Appends a record to the buffer; with `deps`, then writes the buffer into the cache
-    /// (after `deps`) and returns the patch that writes it.
-    fn append_record(
+    /// Appends a record whose payload is `payload`'s pieces laid end to end (copied straight
+    /// into the log, so a caller need not join them first): with `deps`, as
+    /// [`append_with_deps`](Self::append_with_deps) does (the buffered records are written
+    /// into the cache after `deps`, and the patch writing this one returned); without, as
+    /// [`append_buffered`](Self::append_buffered) does.
+    pub fn append_parts(
         &self,
         txn: TxnId,
         op: OpId,
         flags: Flags,
-        payload: &[u8],
+        payload: &[&[u8]],
         deps: Option<&[PatchId]>,
     ) -> Result<(Lsn, LogPosition, Option<PatchId>)> {
         self.check_failed()?;
@@ -334,13 +337,14 @@ impl Wal {
                 flags.0
             )));
         }
-        if payload.len() > self.max_payload {
+        let payload_len: usize = payload.iter().map(|p| p.len()).sum();
+        if payload_len > self.max_payload {
             return Err(WalError::TooLarge {
-                len: payload.len(),
+                len: payload_len,
                 max: self.max_payload,
             });
         }
-        let len = (RECORD_HEADER_LEN + payload.len()) as u64;
+        let len = (RECORD_HEADER_LEN + payload_len) as u64;
         let mut w = self.writer.lock();
         self.check_failed()?;
         if w.offset + len > self.zones.zone_size() {

@@ -2,7 +2,7 @@
 //! write's durability asks.
 
 use super::{background, checkpoint, compact, log, Db, Inner};
-use crate::batch::{encode_ops, RangeOp, TableId, WriteBatch};
+use crate::batch::{OpsPayload, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::memtable::Value;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
@@ -105,14 +105,14 @@ pub(crate) fn check_op(
 /// Splits a batch into log payloads that each fit in a record: range deletes first, then the
 /// other operations. (Replay gives each record its own sequence number, so a range delete must
 /// come before the batch's puts it must not hide.)
-fn chunks(batch: &WriteBatch, max_payload: usize) -> Vec<Vec<u8>> {
+fn chunks(batch: &WriteBatch, max_payload: usize) -> Vec<OpsPayload<'_>> {
     let range_size = |(_, s, e): &RangeOp| s.len() + e.len() + 24;
     let op_size =
         |(_, k, v): &(TableId, Vec<u8>, Value)| k.len() + v.as_ref().map_or(0, Vec::len) + 24;
-    let mut out: Vec<Vec<u8>> = split(&batch.ranges, max_payload, range_size)
-        .map(|ranges| encode_ops(&[], ranges))
+    let mut out: Vec<OpsPayload> = split(&batch.ranges, max_payload, range_size)
+        .map(|ranges| OpsPayload::new(&[], ranges))
         .collect();
-    out.extend(split(&batch.ops, max_payload, op_size).map(|ops| encode_ops(ops, &[])));
+    out.extend(split(&batch.ops, max_payload, op_size).map(|ops| OpsPayload::new(ops, &[])));
     out
 }
 
@@ -214,16 +214,10 @@ pub(crate) fn commit_batch(
             };
             // With no patchgroup engaged nothing needs the record's patch, so the log may
             // keep the record in memory until a flush (or drop it if a checkpoint comes first).
-            let op = log::OP_BATCH_RANGES;
-            let appended = match &deps {
-                Some(deps) => wal
-                    .append_with_deps(txn, op, flag, payload, deps)
-                    .map(|(lsn, _, patch)| (lsn, Some(patch))),
-                None => wal
-                    .append_buffered(txn, op, flag, payload)
-                    .map(|(lsn, _)| (lsn, None)),
-            };
-            let (record_lsn, patch) = inner.guard(appended.map_err(log::log_err))?;
+            let appended = payload.with_pieces(|pieces| {
+                wal.append_parts(txn, log::OP_BATCH_RANGES, flag, pieces, deps.as_deref())
+            });
+            let (record_lsn, _, patch) = inner.guard(appended.map_err(log::log_err))?;
             if let Some(patch) = patch {
                 inner.groups.adopt(patch);
             }
