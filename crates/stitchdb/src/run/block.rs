@@ -6,8 +6,8 @@
 //! tombstone and otherwise the value's length plus one, followed by the value. The key before
 //! a block's first entry is the block's first key as its index handle holds it, and the entry
 //! count is the handle's too: a block is only ever read through its handle, so neither is
-//! stored twice (with one large value a block, that is a fifth of what a block adds to its
-//! entry). Sorted keys share long prefixes (a run of 16-byte keys typically shares 10 or more
+//! stored twice (with these and the tag folded into the value's length, a block of one large
+//! value adds 8 bytes to it where version 2 added 29). Sorted keys share long prefixes (a run of 16-byte keys typically shares 10 or more
 //! bytes between neighbours), so storing only what differs saves a tenth of a small-value
 //! block. A block is parsed whole once (then cached): keys are rebuilt into one buffer, every
 //! entry is validated, and lookups binary-search the parsed entries.

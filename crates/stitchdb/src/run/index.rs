@@ -76,17 +76,23 @@ fn encode_chunk(handles: &[BlockHandle]) -> Vec<u8> {
         if h.entries != 1 {
             put_shared(&mut out, &h.first_key, &h.last_key);
         }
-        match prev {
-            Some(p) if h.addr.follows(&p.addr) => put_varint(&mut out, 0),
-            _ => {
-                put_varint(&mut out, h.addr.zone as u64 + 1);
-                put_varint(&mut out, h.addr.offset as u64);
-            }
-        }
-        put_varint(&mut out, h.addr.len as u64);
+        put_address(&mut out, h, prev);
         prev = Some(h);
     }
     out
+}
+
+/// `h`'s block address: 0 if the block lies right after `prev`'s, else its zone + 1 and
+/// offset; then its length.
+fn put_address(out: &mut Vec<u8>, h: &BlockHandle, prev: Option<&BlockHandle>) {
+    match prev {
+        Some(p) if h.addr.follows(&p.addr) => put_varint(out, 0),
+        _ => {
+            put_varint(out, h.addr.zone as u64 + 1);
+            put_varint(out, h.addr.offset as u64);
+        }
+    }
+    put_varint(out, h.addr.len as u64);
 }
 
 /// `key` as the lengths of the prefix it shares with `base` and of the suffix the rest of it
@@ -275,14 +281,7 @@ mod tests {
             );
             put_shared(&mut out, &h.first_key, &h.last_key);
             put_varint(&mut out, h.entries);
-            match prev {
-                Some(p) if h.addr.follows(&p.addr) => put_varint(&mut out, 0),
-                _ => {
-                    put_varint(&mut out, h.addr.zone as u64 + 1);
-                    put_varint(&mut out, h.addr.offset as u64);
-                }
-            }
-            put_varint(&mut out, h.addr.len as u64);
+            put_address(&mut out, h, prev);
             prev = Some(h);
         }
         out
