@@ -46,12 +46,27 @@ fn many_segments_round_trip() {
             flags,
             payload: payload(i, len),
         };
-        // Half the records wait in the log's buffer, half go into the cache at once (and
-        // take the buffered ones before them along): the order on disk is the same.
-        let (lsn, pos) = if rng.gen_bool(0.5) {
-            wal.append_buffered(record.txn, record.op, record.flags, &record.payload)
-        } else {
-            wal.append(record.txn, record.op, record.flags, &record.payload)
+        // Some records wait in the log's buffer, some go into the cache at once (and take the
+        // buffered ones before them along), some are handed over in pieces, either way: the
+        // order on disk is the same, and a record in pieces reads back whole.
+        let (lsn, pos) = match rng.gen_range(0..4) {
+            0 => wal.append_buffered(record.txn, record.op, record.flags, &record.payload),
+            1 => wal.append(record.txn, record.op, record.flags, &record.payload),
+            way => {
+                let mut cuts: Vec<usize> = (0..rng.gen_range(0..4))
+                    .map(|_| rng.gen_range(0..=len))
+                    .collect();
+                cuts.sort();
+                let bounds: Vec<usize> = [0].into_iter().chain(cuts).chain([len]).collect();
+                let pieces: Vec<&[u8]> = bounds
+                    .windows(2)
+                    .map(|w| &record.payload[w[0]..w[1]])
+                    .collect();
+                let deps: &[PatchId] = &[];
+                let deps = (way == 3).then_some(deps);
+                wal.append_parts(record.txn, record.op, record.flags, &pieces, deps)
+                    .map(|(lsn, pos, _)| (lsn, pos))
+            }
         }
         .unwrap();
         assert_eq!(lsn, i + 1);
