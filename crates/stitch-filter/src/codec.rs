@@ -1,4 +1,4 @@
-//! The byte encoding of a filter (described in the crate documentation).
+//! The byte encoding of a filter (specified in `docs/format.md`).
 
 use crate::filter::QuotientFilter;
 use crate::params::FilterParams;

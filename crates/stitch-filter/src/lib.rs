@@ -33,8 +33,8 @@
 //! home slot of its quotient, or, when that is taken, pushed up to the next free slot. The
 //! remainders of one quotient form a *run* (sorted, no duplicates), runs follow each other in
 //! quotient order, and each run starts as early as it can: at `max(quotient, end of the previous
-//! run + 1)`. Three metadata bits per slot (`occupied`, `runend`, `used`; see the format below)
-//! locate a quotient's run with a few word-wide rank and select steps.
+//! run + 1)`. Three metadata bits per slot (`occupied`, `runend`, `used`) locate a quotient's
+//! run with a few word-wide rank and select steps.
 //!
 //! That layout depends only on the set of fingerprints, which gives the two properties the
 //! store relies on:
@@ -115,67 +115,13 @@
 //! Encoded filters store fingerprints of it, so it is part of the format: changing it needs a
 //! new format version, and filters written before cannot be used with it.
 //!
-//! # On-disk format (version 1)
+//! # On-disk format
 //!
-//! All integers are little-endian. The CRC is CRC32C (Castagnoli).
-//!
-//! ```text
-//! <beginning of filter>
-//! [header]              56 bytes
-//! [block 0]             (3 + r) * 8 bytes
-//! [block 1]
-//! ...
-//! [block B-1]
-//! [crc]                 4 bytes
-//! <end of filter>
-//! ```
-//!
-//! ## Header
-//!
-//! | bytes  | field       | meaning                                                        |
-//! |--------|-------------|----------------------------------------------------------------|
-//! | 0..8   | magic       | `"STQFILTR"`                                                   |
-//! | 8..12  | version     | u32, format version ([`FILTER_FORMAT_VERSION`] = 1)            |
-//! | 12     | p           | u8, fingerprint width in bits, 1..=64                          |
-//! | 13     | r           | u8, remainder width in bits: `ceil(log2(R))` with `R = ceil(2^p / Q)` |
-//! | 14..16 | reserved    | zero                                                           |
-//! | 16..24 | fp rate     | f64 (IEEE 754 bits as u64), configured false-positive rate, in (0, 0.5] |
-//! | 24..32 | capacity    | u64, the most distinct fingerprints the filter takes, at most 2^40 |
-//! | 32..40 | len         | u64, distinct fingerprints stored                              |
-//! | 40..48 | Q           | u64, home slots: the smallest multiple of 64 with `capacity <= 0.9 * Q`, at least 64 |
-//! | 48..56 | B           | u64, blocks stored: `max(Q / 64, ceil((last used slot + 1) / 64))` |
-//!
-//! `r` and `Q` are redundant with `p` and capacity and must match them.
-//!
-//! ## Blocks
-//!
-//! The table is `B` blocks of 64 slots; slot `i` is slot `i % 64` of block `i / 64`. Slots at and
-//! after `Q` only hold remainders pushed past the last home slot. Each block is `3 + r` u64
-//! words:
-//!
-//! | words      | field     | meaning (bit `j` of a word is slot `j` of the block)        |
-//! |------------|-----------|-------------------------------------------------------------|
-//! | 0          | occupied  | some stored fingerprint has quotient = this slot            |
-//! | 1          | runend    | this slot holds the last remainder of a run                 |
-//! | 2          | used      | this slot holds a remainder                                 |
-//! | 3..3+r     | remainders| 64 remainders of `r` bits, slot `j`'s at bits `j*r .. j*r+r` of this little-endian bit string (bit `k` is bit `k % 64` of word `3 + k / 64`) |
-//!
-//! (In Bender et al.'s terms: `used` = is_occupied or is_shifted of the slot's content, and a
-//! run ends where the next slot is not a continuation.)
-//!
-//! ## Fingerprints and runs
-//!
-//! A key's fingerprint is `f = hash_key(key) >> (64 - p)`; it belongs to quotient `f / R` and is
-//! stored as remainder `f % R` (`R = ceil(2^p / Q)`, so every quotient is below `Q`). The table
-//! is canonical: with the occupied quotients `q_1 < q_2 < ...`, run `k` holds the remainders of
-//! `q_k` in strictly ascending order in consecutive used slots, starting at
-//! `max(q_k, end of run k-1 + 1)` (run 1 at `q_1`) and ending at the slot with its `runend` bit.
-//! Every slot outside the runs is all zero (not used, no run end, remainder 0). A reader
-//! rejects tables that break any of this.
-//!
-//! ## CRC
-//!
-//! The last 4 bytes are a u32 CRC32C of every byte before them.
+//! [`QuotientFilter::encode`] writes a filter as a 56-byte header ([`FILTER_MAGIC`], format
+//! version [`FILTER_FORMAT_VERSION`], the parameters and counts), the slot table block by
+//! block (three metadata words and `r` remainder words per 64 slots), and a CRC32C of
+//! everything before it. The byte-level format is specified in the repository's
+//! `docs/format.md` ("Quotient filter") and only there.
 //!
 //! # Errors and damage
 //!

@@ -17,8 +17,8 @@
 //! - New writes merge into an existing pending patch of their block when that adds no
 //!   ordering constraint (`merge`), so a log tail or a rewritten data block stays one patch,
 //!   and a stream of appends that wait for nothing stays one patch across its blocks
-//!   (`PatchGraph::write_span`): per-block patches and the empty patches joining them were a
-//!   third of the time a merge spent writing its run.
+//!   (`PatchGraph::write_span`) rather than a patch per block and empty patches joining them,
+//!   whose bookkeeping costs a large share of writing a run (measured in `docs/benchmarks.md`).
 //! - A patch spanning blocks is written with all of its blocks in one round, and nothing that
 //!   depends on it shares a round with it: a crash may keep one block's write and lose
 //!   another's.

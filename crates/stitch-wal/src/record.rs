@@ -1,4 +1,4 @@
-//! The record codec: one log record to bytes and back (format in the crate docs).
+//! The record codec: one log record to bytes and back (format in `docs/format.md`).
 
 use crate::{Lsn, OpId, TxnId};
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The segment header codec (format in the crate docs).
+//! The segment header codec (format in `docs/format.md`).
 
 use crate::Lsn;
 use stitch_zone::ZoneId;

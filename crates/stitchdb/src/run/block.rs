@@ -1,22 +1,13 @@
 //! Data blocks: a run's sorted entries, a few KiB at a time, each block one extent.
 //!
-//! Payload (version 3): a version byte, then the entries back to back. An entry is how many
-//! leading bytes its key shares with the key before it (varint), the rest of the key (varint
-//! length, bytes), its sequence number (varint), and its value as a varint that is 0 for a
-//! tombstone and otherwise the value's length plus one, followed by the value. The key before
-//! a block's first entry is the block's first key as its index handle holds it, and the entry
-//! count is the handle's too: a block is only ever read through its handle, so neither is
-//! stored twice (with these and the tag folded into the value's length, a block of one large
-//! value adds 8 bytes to it where version 2 added 29). Sorted keys share long prefixes (a run of 16-byte keys typically shares 10 or more
-//! bytes between neighbours), so storing only what differs saves a tenth of a small-value
-//! block. A block is parsed whole once (then cached): keys are rebuilt into one buffer, every
-//! entry is validated, and lookups binary-search the parsed entries.
-//!
-//! Versions 1 and 2, still read, end with the entry count (u32 LE) and store each entry as a
-//! tag (0 tombstone, 1 value), the sequence number, the key and, for tag 1, the value (varint
-//! length, bytes). Version 2's keys share prefixes as version 3's do, except the first, which
-//! is whole; version 1's keys are all whole, and a table of every entry's offset (u32 LE)
-//! precedes the count.
+//! A block's payload is a version byte and its entries back to back, each key stored as the
+//! bytes it does not share with the key before it. The first key and the entry count are its
+//! index handle's: a block is only ever read through its handle, so neither is stored twice.
+//! Sorted keys share long prefixes (a run of 16-byte keys typically shares 10 or more bytes
+//! between neighbours), so storing only what differs saves a tenth of a small-value block. A
+//! block is parsed whole once (then cached): keys are rebuilt into one buffer, every entry is
+//! validated, and lookups binary-search the parsed entries. Versions 1 to 3 are read, version
+//! 3 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
 
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]

@@ -1,14 +1,11 @@
 //! A run's secondary index: first key, last key, entry count and extent of every block.
 //! Kept in memory while the run is open and persisted beside the blocks as index extents.
 //!
-//! Version 3 (written now) stores a block's first key as the bytes it does not share with the
-//! previous block's last key, at the start or at the end (keys padded to a fixed width, or
-//! ending in a common field, share both), its last key as the bytes after the prefix it shares
-//! with its first (nothing for a one-entry block, whose last key is its first), and a block's
-//! address as "right after the previous block" when it is (as a run's blocks nearly always
-//! are), so a handle of a one-entry 4 KiB block with a `db_bench` key takes about 8 bytes.
-//! Version 2 (first keys without shared ends, last keys always stored: about 17 bytes) and
-//! version 1 (whole keys, 12-byte addresses: 47) are still read.
+//! Index extents store each handle relative to the one before it: the first key as what it
+//! does not share with the previous block's last key at either end, the last key as what it
+//! does not share with its own first key, and the address as "right after the previous block"
+//! when it is. Versions 1 to 3 are read, version 3 is written; the byte format of each is
+//! specified in `docs/format.md` ("Run index").
 
 use super::block::shared_prefix;
 use crate::codec::{put_bytes, put_varint, Reader};

@@ -1,9 +1,9 @@
 //! Finding a run's blocks by key without chasing a pointer per probe.
 //!
 //! A run's index holds every block's first and last key as separate heap allocations. A seek
-//! binary-searches it once per run, and with one 4 KiB value per block a run has a block per
-//! entry: each of the ~18 probes loaded a handle and then its key from another place in memory,
-//! which was most of a seek's time. [`BlockSearch`] keeps, for every block, eight bytes of
+//! searches it once per run, and with one 4 KiB value per block a run has a block per entry: a
+//! binary search over the handles would load a handle and then its key from another place in
+//! memory at each of its ~18 probes. [`BlockSearch`] keeps, for every block, eight bytes of
 //! its first and last key in two dense arrays and compares those; whole keys are compared only
 //! among blocks whose eight bytes tie.
 //!
