@@ -1,7 +1,7 @@
 //! Write batches: changes to any number of tables applied atomically, and their log encoding.
 
 use crate::codec::{put_bytes, put_varint, Reader};
-use crate::memtable::Value;
+use crate::entry::Value;
 
 /// Names a table inside a store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

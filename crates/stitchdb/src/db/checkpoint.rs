@@ -4,12 +4,13 @@
 //! the old checkpoint alone referenced (the old manifest, merged runs, log segments) is
 //! released only once the new superblock is durable.
 
-use super::{background, log, Inner, Version, WriteState};
+use super::{background, log, Inner, WriteState};
 use crate::batch::TableId;
+use crate::entry::RangeDeletes;
 use crate::manifest::{Manifest, TableMeta};
-use crate::merge::VersionFilter;
-use crate::range_del::RangeDeletes;
+use crate::merge_iter::VersionFilter;
 use crate::run::{Run, RunBuilder};
+use crate::version::Version;
 use crate::{Error, Result};
 use parking_lot::MutexGuard;
 use std::sync::Arc;
@@ -460,7 +461,7 @@ pub(crate) fn write_manifest(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memtable::EntryRef;
+    use crate::entry::EntryRef;
     use crate::{Db, Options};
     use stitch_io::MemDisk;
 

@@ -7,8 +7,9 @@
 //! point leaves either the old runs or the new ones.
 
 use super::checkpoint::commit_change;
-use super::{Inner, TableState, Version};
+use super::Inner;
 use crate::run::{BlockHandle, Run, RunBuilder};
+use crate::version::{TableState, Version};
 use crate::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

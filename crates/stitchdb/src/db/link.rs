@@ -10,8 +10,8 @@
 use super::checkpoint::{checkpoint_linking, Link, LinkedRuns};
 use super::{log, Inner, WriteState};
 use crate::batch::{RangeOp, TableId};
+use crate::concurrency::Oracle;
 use crate::run::Run;
-use crate::txn::Oracle;
 use crate::Result;
 use std::sync::Arc;
 use stitch_wal::{Flags, Wal};

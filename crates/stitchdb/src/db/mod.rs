@@ -26,11 +26,11 @@ pub use snapshot::{Snapshot, SnapshotInfo};
 pub use stats::{AppendedBytes, Stats, TableStats};
 
 use crate::batch::TableId;
-use crate::dtable::{filtered_run, DTable, Overlay};
 use crate::manifest::LogStart;
-use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::run::{Run, Stitching, Storage};
+use crate::options::Stitching;
+use crate::run::{Run, Storage};
+use crate::version::{TableState, Version};
 use crate::{Error, Result};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -46,86 +46,6 @@ use stitch_zone::{ExtentAddr, Stream, ZoneStore};
 pub const DEFAULT_TABLE: &str = "default";
 const MAX_TABLE_NAME: usize = 255;
 
-/// One table: its live memtable, the one being written out (if a checkpoint is running), and
-/// its runs by level (level 0 first; newest first within a level, and every run of a level is
-/// newer than every run of the levels below it).
-#[derive(Clone)]
-pub(crate) struct TableState {
-    pub id: TableId,
-    pub name: String,
-    pub stitching: Stitching,
-    pub mem: Arc<Memtable>,
-    pub imm: Option<Arc<Memtable>>,
-    pub levels: Vec<Vec<Arc<Run>>>,
-    /// The table's read view: an overlay of the memtables and runs, newest first, each run
-    /// behind its quotient filter. Rebuilt whenever the layers change.
-    pub view: Arc<Overlay>,
-}
-
-impl TableState {
-    fn new(id: TableId, name: String, stitching: Stitching) -> TableState {
-        let mut t = TableState {
-            id,
-            name,
-            stitching,
-            mem: Arc::default(),
-            imm: None,
-            levels: Vec::new(),
-            view: Arc::default(),
-        };
-        t.rebuild_view();
-        t
-    }
-
-    /// Every run, newest first.
-    pub fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {
-        self.levels.iter().flatten()
-    }
-
-    pub fn rebuild_view(&mut self) {
-        let mut layers: Vec<Arc<dyn DTable>> = vec![Arc::new(self.mem.clone())];
-        layers.extend(
-            self.imm
-                .iter()
-                .map(|m| Arc::new(m.clone()) as Arc<dyn DTable>),
-        );
-        layers.extend(self.runs().map(filtered_run));
-        self.view = Arc::new(Overlay::new(layers));
-    }
-}
-
-/// An immutable picture of every table; replaced whole (copy on write) when a table is made,
-/// a memtable frozen or runs installed, so readers never lock out writers.
-#[derive(Clone, Default)]
-pub(crate) struct Version {
-    pub tables: BTreeMap<TableId, Arc<TableState>>,
-    pub names: BTreeMap<String, TableId>,
-}
-
-impl Version {
-    pub fn table(&self, id: TableId) -> Result<&Arc<TableState>> {
-        self.tables
-            .get(&id)
-            .ok_or_else(|| Error::NoSuchTable(format!("#{}", id.0)))
-    }
-
-    pub fn add_table(&mut self, id: TableId, name: String, stitching: Stitching) {
-        self.names.insert(name.clone(), id);
-        self.tables
-            .insert(id, Arc::new(TableState::new(id, name, stitching)));
-    }
-
-    /// Replaces table `id` with a changed copy.
-    pub fn update(&mut self, id: TableId, change: impl FnOnce(&mut TableState)) {
-        if let Some(t) = self.tables.get_mut(&id) {
-            let mut changed = (**t).clone();
-            change(&mut changed);
-            changed.rebuild_view();
-            *t = Arc::new(changed);
-        }
-    }
-}
-
 /// What the writer serializes on: appending to the log and applying to memtables.
 pub struct WriteState {
     pub next_txn: u64,
@@ -135,7 +55,7 @@ pub struct WriteState {
     /// `Ordered` writes since the log was last flushed (inline mode flushes every few).
     pub unflushed_ordered: u64,
     /// Open transactions and the commits they may conflict with.
-    pub oracle: crate::txn::Oracle,
+    pub oracle: crate::concurrency::Oracle,
 }
 
 /// What the checkpointer keeps between checkpoints.
@@ -191,7 +111,7 @@ pub(crate) struct Inner {
     /// Sequence numbers of open iterators (with counts): merges keep what they can see.
     pub readers: Mutex<crate::seq_counts::SeqCounts>,
     /// Key and range locks of locking transactions.
-    pub locks: crate::txn::LockManager,
+    pub locks: crate::concurrency::LockManager,
     /// Set after a failed write: why the store is now read-only.
     pub failure: Mutex<Option<String>>,
     /// Whether `failure` is set (checked on every write without taking its lock).
@@ -328,7 +248,7 @@ impl Db {
             flushing: Mutex::new(()),
             frozen: Mutex::new(None),
             readers: Mutex::default(),
-            locks: crate::txn::LockManager::new(),
+            locks: crate::concurrency::LockManager::new(),
             failure: Mutex::new(None),
             failed: false.into(),
             closed: false.into(),
@@ -548,7 +468,7 @@ impl Drop for Db {
 
 impl Inner {
     /// A lock the lock manager refused, as the public error (naming the table).
-    pub fn lock_refused(&self, refused: crate::txn::LockError) -> Error {
+    pub fn lock_refused(&self, refused: crate::concurrency::LockError) -> Error {
         refused.into_error(|t| self.table_label(t))
     }
 

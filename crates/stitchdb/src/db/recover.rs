@@ -1,12 +1,14 @@
 //! Opening a store: superblock, manifest, runs, then replay of the log since the checkpoint.
 
 use super::snapshot::{NamedSnapshot, SnapshotTable};
-use super::{log, Db, TableState, Version};
+use super::{log, Db};
 use crate::batch::{decode_ops, TableId};
 use crate::codec::Reader;
 use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
-use crate::run::{Run, Stitching, Storage};
+use crate::options::Stitching;
+use crate::run::{Run, Storage};
+use crate::version::{TableState, Version};
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};

@@ -6,11 +6,13 @@
 
 use super::checkpoint::{self, Trigger};
 use super::read::{scan_view, DbIter};
-use super::{Db, TableState};
+use super::Db;
 use crate::batch::TableId;
 use crate::dtable::DTable;
 use crate::manifest::{SnapshotMeta, TableMeta};
-use crate::run::{Run, Stitching};
+use crate::options::Stitching;
+use crate::run::Run;
+use crate::version::TableState;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::Bound;

@@ -2,7 +2,7 @@
 
 use super::compact::CompactionStats;
 use super::Db;
-use crate::run::Stitching;
+use crate::options::Stitching;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use stitch_patch::CacheStats;

@@ -4,9 +4,9 @@
 use super::{background, checkpoint, compact, log, Db, Inner};
 use crate::batch::{OpsPayload, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
-use crate::memtable::Value;
+use crate::concurrency::{HeldLocks, LockMode, Oracle};
+use crate::entry::Value;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
-use crate::txn::{HeldLocks, LockMode, Oracle};
 use crate::{Error, Result};
 use std::borrow::Cow;
 use std::ops::Bound;

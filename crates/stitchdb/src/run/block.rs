@@ -20,8 +20,8 @@
 
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
-use crate::memtable::Entry;
-use crate::memtable::EntryRef;
+use crate::entry::Entry;
+use crate::entry::EntryRef;
 use std::cmp::Ordering;
 
 const BLOCK_VERSION: u8 = 3;

@@ -14,22 +14,17 @@
 //! Nested transactions ([`Transaction::begin_nested`]) are savepoints over the private writes.
 
 mod iter;
-mod locks;
-mod oracle;
 mod spill;
 mod write_set;
 
 pub use iter::TxnIter;
-pub(crate) use locks::{HeldLocks, LockError, LockManager, LockMode};
-pub(crate) use oracle::Oracle;
 
 use crate::batch::{RangeOp, TableId, WriteBatch};
+use crate::concurrency::{HeldLocks, LockError, LockManager, LockMode, Oracle, TableKey};
 use crate::db::{get_at, lock_exclusive, scan_at, Committer, Db, ReaderGuard, Span};
-use crate::memtable::Value;
+use crate::entry::{within, within_any, Value};
 use crate::options::Durability;
-use crate::range_del::{within, within_any};
 use crate::{Error, Result};
-use oracle::TableKey;
 use spill::Spilled;
 use std::collections::BTreeSet;
 use std::ops::{Bound, Deref, DerefMut};
