@@ -62,14 +62,14 @@ mod version;
 
 pub use batch::{TableId, WriteBatch};
 pub use db::{
-    AppendedBytes, CheckReport, Db, DbIter, DefragReport, Snapshot, SnapshotInfo, Stats,
-    TableStats, DEFAULT_TABLE,
+    AppendedBytes, CheckReport, Db, DbIter, DefragReport, Engaged, PatchGroup, Snapshot,
+    SnapshotInfo, Stats, TableStats, DEFAULT_TABLE,
 };
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};
 pub use run::MergeStats;
 pub use stitch_io::{Disk, FileDisk, IoError, IoErrorKind, MemDisk, SimConfig, SimDisk};
-pub use stitch_patch::{CacheStats, GroupId};
+pub use stitch_patch::{CacheStats, ContextGuard, GroupId, PatchContext};
 pub use stitch_zone::ZoneStats;
 pub use txn::{Isolation, Nested, Transaction, TxnIter};
 

@@ -8,6 +8,7 @@ mod compact;
 mod defrag;
 mod link;
 mod log;
+mod patchgroup;
 mod read;
 mod recover;
 mod snapshot;
@@ -21,6 +22,7 @@ pub(crate) use write::{commit_batch, lock_exclusive, Committer, Span};
 
 pub use check::CheckReport;
 pub use defrag::DefragReport;
+pub use patchgroup::{Engaged, PatchGroup};
 pub use read::DbIter;
 pub use snapshot::{Snapshot, SnapshotInfo};
 pub use stats::{AppendedBytes, Stats, TableStats};
@@ -425,38 +427,7 @@ impl Db {
         self.inner.cache.flush_all()?;
         Ok(())
     }
-
-    // ---- patchgroups --------------------------------------------------------------------
-
-    /// Creates a patchgroup: writes made while it is engaged belong to it (Featherstitch).
-    pub fn pg_create(&self) -> GroupId {
-        self.inner.groups.pg_create()
-    }
-
-    /// `after`'s writes reach the disk only after `before`'s. Seals `before`.
-    pub fn pg_depend(&self, after: GroupId, before: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_depend(after, before)?)
-    }
-
-    pub fn pg_engage(&self, group: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_engage(group)?)
-    }
-
-    pub fn pg_disengage(&self, group: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_disengage(group)?)
-    }
-
-    /// Makes every write of the group durable.
-    pub fn pg_sync(&self, group: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_sync(group)?)
-    }
-
-    pub fn pg_close(&self, group: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_close(group)?)
-    }
 }
-
-use stitch_patch::GroupId;
 
 impl Drop for Db {
     fn drop(&mut self) {
