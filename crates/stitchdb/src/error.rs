@@ -1,7 +1,9 @@
 use std::fmt;
 
-/// Everything that can go wrong in StitchDB, each saying what and where.
+/// Everything that can go wrong in StitchDB, each saying what and where. More kinds may be
+/// added: match with a wildcard arm.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     #[error(transparent)]
     Io(#[from] stitch_io::IoError),
@@ -9,8 +11,9 @@ pub enum Error {
     Patch(#[from] stitch_patch::PatchError),
     #[error(transparent)]
     Zone(#[from] stitch_zone::ZoneError),
+    /// The write-ahead log failed (its error is the source).
     #[error("write-ahead log: {0}")]
-    Log(String),
+    Log(#[source] stitch_wal::WalError),
     #[error("corrupt {what} at {place}: {detail}")]
     Corrupt {
         what: &'static str,
@@ -121,3 +124,20 @@ impl Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_error_keeps_its_source_and_its_message() {
+        let wal = stitch_wal::WalError::Invalid("no such segment".into());
+        let e = Error::Log(wal.clone());
+        assert_eq!(
+            e.to_string(),
+            "write-ahead log: invalid log request: no such segment"
+        );
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source, Some(wal.to_string()));
+    }
+}
