@@ -43,6 +43,8 @@
 //!     snapshots, defragmentation, patchgroups, the public [`Db`].
 //! 14. `txn/`: transactions over a [`Db`].
 
+#![forbid(unsafe_code)]
+
 mod batch;
 mod bounds;
 mod codec;

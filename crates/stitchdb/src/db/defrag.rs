@@ -21,8 +21,11 @@ use stitch_zone::{ExtentAddr, ExtentKind, Stream, ZoneId};
 pub struct DefragReport {
     /// Zones whose live data was moved out (freed once no reader needs the old runs).
     pub zones: Vec<ZoneId>,
+    /// Data blocks copied out of those zones.
     pub blocks_moved: u64,
+    /// Bytes of the blocks copied.
     pub bytes_moved: u64,
+    /// Runs rewritten to point at the copies.
     pub runs_rewritten: u64,
 }
 

@@ -366,7 +366,7 @@ impl Db {
             .ok_or_else(|| Error::NoSuchTable(name.to_string()))
     }
 
-    /// The name of a table.
+    /// The state every handle of the store shares.
     pub(crate) fn shared(&self) -> &Arc<Inner> {
         &self.inner
     }
@@ -382,6 +382,7 @@ impl Db {
         write::check_op(&self.inner, &self.inner.version.read(), table, key, value)
     }
 
+    /// The name of a table.
     pub fn table_name(&self, table: TableId) -> Result<String> {
         Ok(self.inner.version.read().table(table)?.name.clone())
     }

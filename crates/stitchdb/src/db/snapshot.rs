@@ -74,13 +74,17 @@ impl NamedSnapshot {
 /// A named snapshot, as [`Db::snapshots`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotInfo {
+    /// The snapshot's name.
     pub name: String,
     /// Every commit up to this sequence number, and none after, is in the snapshot.
     pub seq: u64,
+    /// Its tables' names, sorted.
     pub tables: Vec<String>,
+    /// Runs it holds.
     pub runs: usize,
     /// Entries and key and value bytes in its runs (old versions included).
     pub entries: u64,
+    /// Key and value bytes in its runs.
     pub data_bytes: u64,
 }
 
@@ -93,10 +97,12 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The snapshot's name.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// Every commit up to this sequence number, and none after, is in the snapshot.
     pub fn seq(&self) -> u64 {
         self.held.seq
     }
@@ -124,6 +130,7 @@ impl Snapshot {
         })
     }
 
+    /// The value of `key` in `table` as the snapshot holds it.
     pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let found = self.view(table)?.get(key.as_ref(), u64::MAX)?;
         Ok(found.and_then(|(_, value)| value))

@@ -182,6 +182,11 @@ pub struct Framing<'a> {
     pub entries: u64,
 }
 
+/// The little-endian u32 at `at` (the caller has checked that four bytes are there).
+fn u32_at(data: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
+}
+
 impl Block {
     /// Parses and validates a payload: version, every entry, and their order.
     #[cfg(test)]
@@ -202,9 +207,7 @@ impl Block {
             _ if payload_len < 5 => {
                 return Err(format!("block of {payload_len} bytes is too short"))
             }
-            _ => u64::from(u32::from_le_bytes(
-                data[data.len() - 4..].try_into().unwrap(),
-            )),
+            _ => u64::from(u32_at(&data, data.len() - 4)),
         };
         if count > (payload_len / MIN_ENTRY) as u64 {
             return Err(format!("entry count {count} too large"));
@@ -358,7 +361,7 @@ impl Block {
         let entries_end = data.len() - 4 - table;
         let offset = |i: usize| {
             let at = entries_end + 4 * i;
-            u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize
+            u32_at(data, at) as usize
         };
         for i in 0..count {
             let (start, end) = (

@@ -21,7 +21,9 @@ use stitch_zone::Stream;
 /// What a merge did, for `stats` and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MergeStats {
+    /// Bytes of blocks decoded and written anew.
     pub copied_bytes: u64,
+    /// Bytes of blocks stitched into the output where they lie.
     pub stitched_bytes: u64,
     /// The new run lists its inputs' index extents instead of writing its own.
     pub index_shared: bool,

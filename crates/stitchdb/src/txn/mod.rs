@@ -134,6 +134,7 @@ impl Db {
 }
 
 impl<'db> Transaction<'db> {
+    /// How this transaction is isolated.
     pub fn isolation(&self) -> Isolation {
         self.isolation
     }
@@ -311,6 +312,8 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
+    /// Sets `key` of `table` to `value` when the transaction commits (seen by its own reads
+    /// at once).
     pub fn put(
         &mut self,
         table: TableId,
@@ -320,6 +323,7 @@ impl<'db> Transaction<'db> {
         self.write(table, key.as_ref(), Some(value.as_ref().to_vec()))
     }
 
+    /// Deletes `key` of `table` when the transaction commits (seen by its own reads at once).
     pub fn delete(&mut self, table: TableId, key: impl AsRef<[u8]>) -> Result<()> {
         self.write(table, key.as_ref(), None)
     }
