@@ -1,6 +1,8 @@
 //! Patchgroups: the rules of Featherstitch's Fig. 5, durability of `pg_sync`, the ordering
 //! between groups on crashed disk images, and engagement per context.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use parking_lot::Mutex;

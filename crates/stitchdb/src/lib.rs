@@ -42,6 +42,8 @@
 //! 13. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
 //!     snapshots, defragmentation, patchgroups, the public [`Db`].
 //! 14. `txn/`: transactions over a [`Db`].
+//! 15. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
+//!     targets (hidden from the documentation).
 
 #![forbid(unsafe_code)]
 
@@ -53,6 +55,8 @@ mod db;
 mod dtable;
 mod entry;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod manifest;
 mod memtable;
 mod merge_iter;

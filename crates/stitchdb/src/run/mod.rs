@@ -11,15 +11,18 @@ mod write_behind;
 
 pub use build::{Reused, RunBuilder};
 pub use cache::ReadCache;
+pub(crate) use index::decode_chunk;
 pub use index::BlockHandle;
 pub use stitch::{merge_runs, MergeSpec, MergeStats};
+#[cfg(test)]
+pub(crate) use {block::BlockWriter, index::encode_chunks};
 
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
 use crate::entry::{Entry, EntryRef, RangeTombstone, Value};
 use crate::merge_iter::LazySource;
 use crate::{Error, Result};
-use block::{Block, Framing};
+pub(crate) use block::{Block, Framing};
 use search::BlockSearch;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
