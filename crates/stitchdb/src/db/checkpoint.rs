@@ -145,7 +145,10 @@ fn run_checkpoint(
         link.is_some() || !matches!(trigger, Trigger::MemtableFull | Trigger::Background);
     loop {
         let mut w = inner.write.lock();
-        if let Some(point) = inner.frozen.lock().take() {
+        // Taken out first: the guard of an `if let` scrutinee would be held through the
+        // writing out below, and a writer freezing (under `write`) would wait for all of it.
+        let writer_frozen = inner.frozen.lock().take();
+        if let Some(point) = writer_frozen {
             drop(w);
             let superblock = write_out(inner, wal, trigger, point, None, Vec::new())?;
             if !everything {

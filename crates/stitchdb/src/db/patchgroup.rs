@@ -20,6 +20,7 @@ impl Db {
         PatchGroup {
             id: self.inner.groups.pg_create(),
             inner: self.inner.clone(),
+            closed: false,
         }
     }
 }
@@ -29,6 +30,8 @@ impl Db {
 pub struct PatchGroup {
     inner: Arc<Inner>,
     id: GroupId,
+    /// Closed by [`close`](PatchGroup::close): nothing left for the drop to do.
+    closed: bool,
 }
 
 impl std::fmt::Debug for PatchGroup {
@@ -77,17 +80,18 @@ impl PatchGroup {
     }
 
     /// Closes the group, saying if that failed (dropping it closes it too).
-    pub fn close(self) -> Result<()> {
-        let r = self.inner.groups.pg_close(self.id);
-        std::mem::forget(self);
-        Ok(r?)
+    pub fn close(mut self) -> Result<()> {
+        self.closed = true;
+        Ok(self.inner.groups.pg_close(self.id)?)
     }
 }
 
 impl Drop for PatchGroup {
     fn drop(&mut self) {
-        // Only an unknown group fails to close, and a handle's group is known until now.
-        let _ = self.inner.groups.pg_close(self.id);
+        if !self.closed {
+            // Only an unknown group fails to close, and a handle's group is known until now.
+            let _ = self.inner.groups.pg_close(self.id);
+        }
     }
 }
 
