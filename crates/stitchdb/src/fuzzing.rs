@@ -78,13 +78,15 @@ mod tests {
     }
 
     /// A well-formed input for each decoder, written by the formats' own encoders.
-    fn well_formed() -> [(&'static str, Decoder, Vec<u8>); 3] {
+    fn well_formed() -> [(&'static str, Decoder, Vec<u8>); 5] {
         use crate::batch::TableId;
         use crate::codec::{put_bytes, put_varint};
-        use crate::entry::EntryRef;
+        use crate::entry::{Entry, EntryRef};
         use crate::manifest::{LogStart, SnapshotMeta, TableMeta};
         use crate::options::Stitching;
-        use crate::run::{encode_chunks, BlockHandle, BlockWriter};
+        use crate::run::{
+            counted_payload, encode_chunks, whole_keys_payload, BlockHandle, BlockWriter,
+        };
         use stitch_zone::{ExtentAddr, EXTENT_HEADER_LEN};
 
         let table = TableMeta {
@@ -112,23 +114,34 @@ mod tests {
         }
         .encode();
 
-        let mut writer = BlockWriter::default();
-        for (i, key) in [&b"apple"[..], b"apricot", b"banana"]
+        let entries: Vec<Entry> = [&b"apple"[..], b"apricot", b"banana"]
             .into_iter()
             .enumerate()
-        {
-            let value = (i != 1).then_some(&b"value"[..]);
-            writer.add(EntryRef {
-                key,
+            .map(|(i, key)| Entry {
+                key: key.to_vec(),
                 seq: 10 - i as u64,
-                value,
+                value: (i != 1).then(|| b"value".to_vec()),
+            })
+            .collect();
+        // Every block version behind the handle's entry count and first key.
+        let behind_handle = |payload: &[u8]| {
+            let mut input = Vec::new();
+            put_varint(&mut input, entries.len() as u64);
+            put_bytes(&mut input, &entries[0].key);
+            input.extend_from_slice(payload);
+            input
+        };
+        let mut writer = BlockWriter::default();
+        for e in &entries {
+            writer.add(EntryRef {
+                key: &e.key,
+                seq: e.seq,
+                value: e.value.as_deref(),
             });
         }
-        let mut finished = writer.finish();
-        let mut block = Vec::new();
-        put_varint(&mut block, finished.entries);
-        put_bytes(&mut block, &finished.first_key);
-        block.extend_from_slice(&finished.framed()[EXTENT_HEADER_LEN..]);
+        let block = behind_handle(&writer.finish().framed()[EXTENT_HEADER_LEN..]);
+        let block_v1 = behind_handle(&whole_keys_payload(&entries));
+        let block_v2 = behind_handle(&counted_payload(&entries));
 
         let handles: Vec<BlockHandle> = (0..3u32)
             .map(|i| BlockHandle {
@@ -147,6 +160,8 @@ mod tests {
         [
             ("manifest", decode_manifest as Decoder, manifest),
             ("run block", decode_run_block, block),
+            ("run block version 1", decode_run_block, block_v1),
+            ("run block version 2", decode_run_block, block_v2),
             ("run index", decode_run_index, index),
         ]
     }

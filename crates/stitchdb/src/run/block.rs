@@ -463,7 +463,7 @@ impl Block {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -531,7 +531,7 @@ mod tests {
     }
 
     /// A version 1 payload of `entries`, as blocks were written before keys shared prefixes.
-    fn whole_keys_payload(entries: &[Entry]) -> Vec<u8> {
+    pub(crate) fn whole_keys_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_WHOLE_KEYS];
         let mut offsets = Vec::new();
         for x in entries {
@@ -552,7 +552,7 @@ mod tests {
 
     /// A version 2 payload of `entries`, as blocks were written before they left their first
     /// key and count to the index.
-    fn counted_payload(entries: &[Entry]) -> Vec<u8> {
+    pub(crate) fn counted_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_COUNTED];
         let mut prev: &[u8] = &[];
         for x in entries {

@@ -15,7 +15,11 @@ pub(crate) use index::decode_chunk;
 pub use index::BlockHandle;
 pub use stitch::{merge_runs, MergeSpec, MergeStats};
 #[cfg(test)]
-pub(crate) use {block::BlockWriter, index::encode_chunks};
+pub(crate) use {
+    block::tests::{counted_payload, whole_keys_payload},
+    block::BlockWriter,
+    index::encode_chunks,
+};
 
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
