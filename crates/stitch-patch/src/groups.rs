@@ -11,27 +11,40 @@
 //! write adopted. A head that has committed (after `pg_sync`, or any flush) can gain nothing
 //! more, so the next write adopted starts a new one.
 //!
-//! Engagement belongs to the [`PatchGroups`] object, shared by all threads, like a process's
-//! patchgroups in the paper. A writer takes [`engaged_deps`](PatchGroups::engaged_deps) as
-//! extra dependencies of its write and hands the resulting patch to
-//! [`adopt`](PatchGroups::adopt).
+//! Engagement belongs to a [`PatchContext`], not to the store: in the paper a process's
+//! engaged groups order that process's writes only, and here a context stands for whatever
+//! issues writes on its own behalf (a thread, a client process of the file system, a
+//! connection of the server). Every thread has a context of its own, and a thread serving a
+//! request for another context [enters](PatchContext::enter) it for the request's duration.
+//! A writer asks [`engaged`](PatchGroups::engaged) for the calling thread's current context
+//! ([`PatchContext::with_current`]), makes its write depend on the tails it gets, and hands
+//! the resulting patch to [`adopt`](PatchGroups::adopt). Two contexts never see each other's
+//! engagements; a group engaged in any context counts as engaged for the sealing rules.
 
 use crate::{BlockCache, PatchError, PatchId};
 use parking_lot::Mutex;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// A patchgroup's name within its store's [`PatchGroups`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupId(pub u64);
 
+/// Why a patchgroup operation was refused.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum PatchGroupError {
+    /// The group was never created, or was closed.
     #[error("no patchgroup {0:?}")]
     Unknown(GroupId),
+    /// Another group depends on this one, so its set of writes is final.
     #[error(
         "patchgroup {0:?} is sealed: another group depends on it, so it can no longer be engaged"
     )]
     Sealed(GroupId),
+    /// The group is engaged (in some context), so its set of writes is not final yet.
     #[error("patchgroup {0:?} is engaged")]
     Engaged(GroupId),
     /// `pg_depend(after, _)` once `after` has been engaged or depended on: its dependencies
@@ -40,10 +53,85 @@ pub enum PatchGroupError {
         "patchgroup {0:?} can gain no more dependencies: add them before it is first engaged and before another group depends on it"
     )]
     DependenciesFixed(GroupId),
+    /// `pg_depend(g, g)`.
     #[error("patchgroup {0:?} cannot depend on itself")]
     SelfDependency(GroupId),
+    /// The patch layer refused to make or flush one of the group's patches.
     #[error(transparent)]
     Patch(#[from] crate::PatchError),
+}
+
+/// Where patchgroups are engaged: the writes made in a context are ordered by the groups
+/// engaged in it, and by no others.
+///
+/// Every thread has one of its own, current unless the thread has entered another. A surface
+/// that serves several clients from shared threads makes one per client (process,
+/// connection) and enters it while it works for that client.
+#[derive(Debug, Default)]
+pub struct PatchContext {
+    /// The groups engaged here: the store they belong to, the group, and how many
+    /// engagements of it are open here.
+    engaged: Mutex<Vec<(u64, GroupId, u32)>>,
+}
+
+thread_local! {
+    /// The calling thread's own context.
+    static OWN_CONTEXT: Arc<PatchContext> = Arc::new(PatchContext::default());
+    /// The context the calling thread has entered, if any.
+    static ENTERED_CONTEXT: RefCell<Option<Arc<PatchContext>>> = const { RefCell::new(None) };
+}
+
+impl PatchContext {
+    /// A context with nothing engaged.
+    pub fn new() -> Arc<PatchContext> {
+        Arc::new(PatchContext::default())
+    }
+
+    /// Makes this context the calling thread's current one until the guard drops (then the
+    /// context current before is again). Guards of one thread nest: drop them in the reverse
+    /// order of entering, as scopes do.
+    pub fn enter(self: &Arc<Self>) -> ContextGuard {
+        let previous = ENTERED_CONTEXT.with(|c| c.borrow_mut().replace(self.clone()));
+        ContextGuard {
+            previous,
+            _same_thread: PhantomData,
+        }
+    }
+
+    /// The calling thread's current context: the one it entered, or its own.
+    pub fn current() -> Arc<PatchContext> {
+        Self::with_current(Arc::clone)
+    }
+
+    /// Runs `f` on the calling thread's current context (without cloning its `Arc`).
+    pub fn with_current<R>(f: impl FnOnce(&Arc<PatchContext>) -> R) -> R {
+        let entered = ENTERED_CONTEXT.with(|c| c.borrow().clone());
+        match entered {
+            Some(ctx) => f(&ctx),
+            None => OWN_CONTEXT.with(f),
+        }
+    }
+
+    /// Whether this context has a group of `store` engaged.
+    fn engages_from(&self, store: u64) -> bool {
+        self.engaged.lock().iter().any(|&(s, _, _)| s == store)
+    }
+}
+
+/// Keeps a [`PatchContext`] the current one of the thread that entered it; dropping it
+/// restores the context current before. Not `Send`: it belongs to the thread that entered.
+#[derive(Debug)]
+#[must_use = "the context is current only while the guard lives"]
+pub struct ContextGuard {
+    previous: Option<Arc<PatchContext>>,
+    _same_thread: PhantomData<*const ()>,
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        ENTERED_CONTEXT.with(|c| *c.borrow_mut() = previous);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -55,7 +143,8 @@ struct Group {
     tail: Option<PatchId>,
     /// Depends on the tail and on the writes adopted since the previous head committed.
     head: Option<PatchId>,
-    engaged: bool,
+    /// Open engagements, over every context.
+    engagements: u32,
     sealed: bool,
 }
 
@@ -75,8 +164,6 @@ impl Group {
 struct GroupsState {
     next_id: u64,
     groups: HashMap<GroupId, Group>,
-    /// Engaged groups, in the order they were engaged.
-    engaged: Vec<GroupId>,
 }
 
 impl GroupsState {
@@ -85,20 +172,43 @@ impl GroupsState {
     }
 }
 
+/// What a write made in a context must carry: the groups engaged there when it was asked,
+/// and their tails, which the write must depend on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngagedGroups {
+    groups: Vec<GroupId>,
+    tails: Vec<PatchId>,
+}
+
+impl EngagedGroups {
+    /// The dependencies the write must carry.
+    pub fn deps(&self) -> &[PatchId] {
+        &self.tails
+    }
+}
+
+/// Tells the stores' [`PatchGroups`] apart in a context's list of engaged groups.
+static NEXT_STORE: AtomicU64 = AtomicU64::new(1);
+
 /// The patchgroups of one store.
 pub struct PatchGroups {
+    /// This store's mark in contexts' lists of engaged groups.
+    store: u64,
     cache: Arc<BlockCache>,
     state: Mutex<GroupsState>,
 }
 
 impl PatchGroups {
+    /// The patchgroups of the store whose writes go through `cache`.
     pub fn new(cache: Arc<BlockCache>) -> Self {
         PatchGroups {
+            store: NEXT_STORE.fetch_add(1, Ordering::Relaxed),
             cache,
             state: Mutex::new(GroupsState::default()),
         }
     }
 
+    /// Makes a group with no writes and no dependencies.
     pub fn pg_create(&self) -> GroupId {
         let mut st = self.state.lock();
         st.next_id += 1;
@@ -110,11 +220,12 @@ impl PatchGroups {
     /// `after`'s writes reach the disk only after `before`'s. Seals `before`.
     ///
     /// `after` must not have been engaged yet nor be depended on; `before` must not be
-    /// engaged now (its set of writes must be complete).
+    /// engaged now, in any context (its set of writes must be complete).
     pub fn pg_depend(&self, after: GroupId, before: GroupId) -> Result<(), PatchGroupError> {
         let mut st = self.state.lock();
         let before_group = st.group(before)?;
-        let (before_engaged, completion) = (before_group.engaged, before_group.completion());
+        let (before_engaged, completion) =
+            (before_group.engagements > 0, before_group.completion());
         let after_group = st.group(after)?;
         if after == before {
             return Err(PatchGroupError::SelfDependency(after));
@@ -130,27 +241,45 @@ impl PatchGroups {
         Ok(())
     }
 
-    pub fn pg_engage(&self, group: GroupId) -> Result<(), PatchGroupError> {
+    /// Engages `group` in `ctx`: the writes made in `ctx` from now on belong to it, until
+    /// as many [`pg_disengage`](Self::pg_disengage) as engagements.
+    pub fn pg_engage(&self, ctx: &PatchContext, group: GroupId) -> Result<(), PatchGroupError> {
         let mut st = self.state.lock();
         let g = st.group(group)?;
         if g.sealed {
             return Err(PatchGroupError::Sealed(group));
         }
-        if g.engaged {
-            return Ok(());
-        }
         if g.tail.is_none() {
             g.tail = Some(self.cache.empty(&std::mem::take(&mut g.befores))?);
         }
-        g.engaged = true;
-        st.engaged.push(group);
+        g.engagements += 1;
+        let mut engaged = ctx.engaged.lock();
+        match engaged
+            .iter_mut()
+            .find(|(s, g, _)| (*s, *g) == (self.store, group))
+        {
+            Some((_, _, count)) => *count += 1,
+            None => engaged.push((self.store, group, 1)),
+        }
         Ok(())
     }
 
-    pub fn pg_disengage(&self, group: GroupId) -> Result<(), PatchGroupError> {
+    /// Ends one engagement of `group` in `ctx` (nothing if it has none there).
+    pub fn pg_disengage(&self, ctx: &PatchContext, group: GroupId) -> Result<(), PatchGroupError> {
         let mut st = self.state.lock();
-        st.group(group)?.engaged = false;
-        st.engaged.retain(|&g| g != group);
+        let mut engaged = ctx.engaged.lock();
+        let Some(at) = engaged
+            .iter()
+            .position(|&(s, g, _)| (s, g) == (self.store, group))
+        else {
+            return st.group(group).map(|_| ());
+        };
+        engaged[at].2 -= 1;
+        if engaged[at].2 == 0 {
+            engaged.remove(at);
+        }
+        let g = st.group(group)?;
+        g.engagements = g.engagements.saturating_sub(1);
         Ok(())
     }
 
@@ -163,40 +292,50 @@ impl PatchGroups {
         Ok(())
     }
 
-    /// Forgets the group. Its writes still reach the disk in order.
+    /// Forgets the group. Its writes still reach the disk in order; contexts where it is
+    /// still engaged no longer order their writes by it.
     pub fn pg_close(&self, group: GroupId) -> Result<(), PatchGroupError> {
         let mut st = self.state.lock();
         st.groups
             .remove(&group)
             .ok_or(PatchGroupError::Unknown(group))?;
-        st.engaged.retain(|&g| g != group);
         Ok(())
     }
 
-    /// The dependencies a write made now must carry: one per engaged group. `None` when no
-    /// group is engaged: the write then need not be [adopted](Self::adopt), so a writer may
-    /// skip making a patch of it for now.
-    pub fn engaged_deps(&self) -> Option<Vec<PatchId>> {
-        let st = self.state.lock();
-        if st.engaged.is_empty() {
+    /// What a write made now in `ctx` must carry: the groups of this store engaged there.
+    /// `None` when none is: the write then need not be [adopted](Self::adopt), so a writer
+    /// may skip making a patch of it for now.
+    pub fn engaged(&self, ctx: &PatchContext) -> Option<EngagedGroups> {
+        if !ctx.engages_from(self.store) {
             return None;
         }
-        Some(
-            st.engaged
-                .iter()
-                .filter_map(|g| st.groups.get(g).and_then(|g| g.tail))
-                .collect(),
-        )
+        let groups: Vec<GroupId> = ctx
+            .engaged
+            .lock()
+            .iter()
+            .filter(|&&(s, _, _)| s == self.store)
+            .map(|&(_, g, _)| g)
+            .collect();
+        let st = self.state.lock();
+        let groups: Vec<GroupId> = groups
+            .into_iter()
+            .filter(|g| st.groups.contains_key(g))
+            .collect();
+        if groups.is_empty() {
+            return None;
+        }
+        let tails = groups
+            .iter()
+            .filter_map(|g| st.groups.get(g).and_then(|g| g.tail))
+            .collect();
+        Some(EngagedGroups { groups, tails })
     }
 
-    /// Records that `patch` was written while the engaged groups were engaged.
-    pub fn adopt(&self, patch: PatchId) {
+    /// Records that `patch` was written while `engaged` were engaged.
+    pub fn adopt(&self, engaged: &EngagedGroups, patch: PatchId) {
         let mut st = self.state.lock();
-        let GroupsState {
-            groups, engaged, ..
-        } = &mut *st;
-        for id in engaged.iter() {
-            let Some(g) = groups.get_mut(id) else {
+        for id in &engaged.groups {
+            let Some(g) = st.groups.get_mut(id) else {
                 continue;
             };
             let adopted = match g.head {

@@ -42,7 +42,9 @@ mod patch;
 mod plan;
 
 pub use cache::{BlockCache, CacheConfig, CacheStats, PatchId, PatchState};
-pub use groups::{GroupId, PatchGroupError, PatchGroups};
+pub use groups::{
+    ContextGuard, EngagedGroups, GroupId, PatchContext, PatchGroupError, PatchGroups,
+};
 
 /// Errors of the patch layer.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

@@ -1,20 +1,36 @@
-//! Patchgroups: the rules of Featherstitch's Fig. 5, durability of `pg_sync`, and the
-//! ordering between groups on crashed disk images.
+//! Patchgroups: the rules of Featherstitch's Fig. 5, durability of `pg_sync`, the ordering
+//! between groups on crashed disk images, and engagement per context.
+
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
 use parking_lot::Mutex;
 use std::sync::Arc;
-use stitch_patch::{BlockCache, GroupId, PatchGroupError, PatchGroups, PatchId, PatchState};
+use stitch_patch::{
+    BlockCache, GroupId, PatchContext, PatchGroupError, PatchGroups, PatchId, PatchState,
+};
 use support::{read_disk, setup, DiskOp, BLOCK};
 
-/// A write as an application makes it: carrying the engaged groups along.
+/// A write as an application makes it: carrying the groups engaged in the calling thread's
+/// current context along.
 fn write(cache: &BlockCache, groups: &PatchGroups, offset: u64, data: &[u8]) -> PatchId {
-    let patch = cache
-        .write(offset, data, &groups.engaged_deps().unwrap_or_default())
-        .unwrap();
-    groups.adopt(patch);
+    let engaged = PatchContext::with_current(|ctx| groups.engaged(ctx));
+    let deps = engaged.as_ref().map_or(&[][..], |e| e.deps());
+    let patch = cache.write(offset, data, deps).unwrap();
+    if let Some(engaged) = &engaged {
+        groups.adopt(engaged, patch);
+    }
     patch
+}
+
+/// Engages `group` in the calling thread's current context.
+fn engage(groups: &PatchGroups, group: GroupId) -> Result<(), PatchGroupError> {
+    groups.pg_engage(&PatchContext::current(), group)
+}
+
+fn disengage(groups: &PatchGroups, group: GroupId) -> Result<(), PatchGroupError> {
+    groups.pg_disengage(&PatchContext::current(), group)
 }
 
 fn setup_groups(
@@ -34,29 +50,29 @@ fn setup_groups(
 fn a_group_something_depends_on_is_sealed() {
     let (_sim, _counting, _cache, groups) = setup_groups(4);
     let (p, q) = (groups.pg_create(), groups.pg_create());
-    groups.pg_engage(p).unwrap();
+    engage(&groups, p).unwrap();
     assert_eq!(
         groups.pg_depend(q, p),
         Err(PatchGroupError::Engaged(p)),
         "p's writes are not complete yet"
     );
-    groups.pg_disengage(p).unwrap();
+    disengage(&groups, p).unwrap();
     groups.pg_depend(q, p).unwrap();
-    assert_eq!(groups.pg_engage(p), Err(PatchGroupError::Sealed(p)));
+    assert_eq!(engage(&groups, p), Err(PatchGroupError::Sealed(p)));
     // A sealed group cannot gain dependencies either, so no cycle can be built.
     assert_eq!(
         groups.pg_depend(p, q),
         Err(PatchGroupError::DependenciesFixed(p))
     );
-    groups.pg_engage(q).unwrap();
+    engage(&groups, q).unwrap();
 }
 
 #[test]
 fn dependencies_come_before_the_first_engagement() {
     let (_sim, _counting, _cache, groups) = setup_groups(4);
     let (p, q) = (groups.pg_create(), groups.pg_create());
-    groups.pg_engage(q).unwrap();
-    groups.pg_disengage(q).unwrap();
+    engage(&groups, q).unwrap();
+    disengage(&groups, q).unwrap();
     assert_eq!(
         groups.pg_depend(q, p),
         Err(PatchGroupError::DependenciesFixed(q))
@@ -71,7 +87,7 @@ fn dependencies_come_before_the_first_engagement() {
         Err(PatchGroupError::Unknown(gone))
     );
     groups.pg_close(p).unwrap();
-    assert_eq!(groups.pg_engage(p), Err(PatchGroupError::Unknown(p)));
+    assert_eq!(engage(&groups, p), Err(PatchGroupError::Unknown(p)));
     assert_eq!(groups.pg_close(p), Err(PatchGroupError::Unknown(p)));
     assert_eq!(groups.pg_sync(p), Err(PatchGroupError::Unknown(p)));
 }
@@ -80,7 +96,7 @@ fn dependencies_come_before_the_first_engagement() {
 fn pg_sync_makes_the_groups_writes_durable_and_the_group_stays_usable() {
     let (sim, _counting, cache, groups) = setup_groups(8);
     let p = groups.pg_create();
-    groups.pg_engage(p).unwrap();
+    engage(&groups, p).unwrap();
     let first = write(&cache, &groups, 0, &[1; 100]);
     let second = write(&cache, &groups, 3 * BLOCK, &[2; 100]);
     let outside = cache.write(6 * BLOCK, &[3; 100], &[]).unwrap();
@@ -111,26 +127,26 @@ fn a_group_reaches_the_disk_only_after_the_groups_it_depends_on() {
     let (sim, counting, cache, groups) = setup_groups(12);
     let (p, q, r) = (groups.pg_create(), groups.pg_create(), groups.pg_create());
     let empty = groups.pg_create();
-    groups.pg_engage(p).unwrap();
+    engage(&groups, p).unwrap();
     for i in 0..4 {
         write(&cache, &groups, i * BLOCK + 100, &[1; 300]);
     }
-    groups.pg_disengage(p).unwrap();
+    disengage(&groups, p).unwrap();
     groups.pg_depend(q, p).unwrap();
-    groups.pg_engage(q).unwrap();
+    engage(&groups, q).unwrap();
     assert_eq!(groups.pg_depend(empty, q), Err(PatchGroupError::Engaged(q)));
     for i in 4..8 {
         write(&cache, &groups, i * BLOCK, &[2; 300]);
     }
     // Overwriting p's bytes on block 0 while q is engaged: ordered after p as well.
     write(&cache, &groups, 150, &[2; 10]);
-    groups.pg_disengage(q).unwrap();
+    disengage(&groups, q).unwrap();
     groups.pg_depend(empty, q).unwrap();
     groups.pg_depend(r, empty).unwrap();
-    groups.pg_engage(r).unwrap();
+    engage(&groups, r).unwrap();
     write(&cache, &groups, 8 * BLOCK, &[3; 300]);
     write(&cache, &groups, 9 * BLOCK + 4000, &[3; 300]);
-    groups.pg_disengage(r).unwrap();
+    disengage(&groups, r).unwrap();
 
     let present = |image: &[u8], value: u8, blocks: std::ops::Range<u64>| -> (bool, bool) {
         let bytes: Vec<bool> = blocks
@@ -178,16 +194,20 @@ fn a_group_reaches_the_disk_only_after_the_groups_it_depends_on() {
 }
 
 #[test]
-fn engagement_is_shared_by_all_threads() {
+fn a_contexts_engagement_orders_every_thread_that_enters_it() {
     let (_sim, _counting, cache, groups) = setup_groups(8);
     let groups = Arc::new(groups);
+    let ctx = PatchContext::new();
     let p = groups.pg_create();
-    groups.pg_engage(p).unwrap();
+    groups.pg_engage(&ctx, p).unwrap();
     let patches: Vec<PatchId> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..4u64)
             .map(|t| {
-                let (cache, groups) = (cache.clone(), groups.clone());
-                s.spawn(move || write(&cache, &groups, t * BLOCK, &[t as u8; 10]))
+                let (cache, groups, ctx) = (cache.clone(), groups.clone(), ctx.clone());
+                s.spawn(move || {
+                    let _entered = ctx.enter();
+                    write(&cache, &groups, t * BLOCK, &[t as u8; 10])
+                })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -196,4 +216,120 @@ fn engagement_is_shared_by_all_threads() {
     assert!(patches
         .iter()
         .all(|&w| cache.state(w) == PatchState::Committed));
+}
+
+#[test]
+fn two_threads_never_see_each_others_engagement() {
+    let (_sim, _counting, _cache, groups) = setup_groups(8);
+    let p = groups.pg_create();
+    engage(&groups, p).unwrap();
+    assert!(PatchContext::with_current(|ctx| groups.engaged(ctx)).is_some());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert_eq!(
+                PatchContext::with_current(|ctx| groups.engaged(ctx)),
+                None,
+                "another thread's own context has nothing engaged"
+            );
+        });
+    });
+    disengage(&groups, p).unwrap();
+    assert_eq!(PatchContext::with_current(|ctx| groups.engaged(ctx)), None);
+}
+
+#[test]
+fn two_contexts_never_see_each_others_engagement_and_entering_nests() {
+    let (_sim, _counting, _cache, groups) = setup_groups(8);
+    let (a, b) = (PatchContext::new(), PatchContext::new());
+    let (p, q) = (groups.pg_create(), groups.pg_create());
+    groups.pg_engage(&a, p).unwrap();
+    groups.pg_engage(&b, q).unwrap();
+    let engaged_p = groups.engaged(&a).unwrap();
+    let engaged_q = groups.engaged(&b).unwrap();
+    assert_eq!(engaged_p.deps().len(), 1);
+    assert_ne!(
+        engaged_p.deps(),
+        engaged_q.deps(),
+        "each sees only its own group"
+    );
+    {
+        let _in_a = a.enter();
+        assert_eq!(
+            PatchContext::with_current(|c| groups.engaged(c)),
+            Some(engaged_p.clone())
+        );
+        {
+            let _in_b = b.enter();
+            assert_eq!(
+                PatchContext::with_current(|c| groups.engaged(c)),
+                Some(engaged_q)
+            );
+        }
+        assert_eq!(
+            PatchContext::with_current(|c| groups.engaged(c)),
+            Some(engaged_p),
+            "leaving b returns to a"
+        );
+    }
+    assert_eq!(
+        PatchContext::with_current(|c| groups.engaged(c)),
+        None,
+        "leaving a returns to the thread's own context"
+    );
+    // An engagement in either context counts for the sealing rules.
+    let r = groups.pg_create();
+    assert_eq!(groups.pg_depend(r, p), Err(PatchGroupError::Engaged(p)));
+    groups.pg_disengage(&a, p).unwrap();
+    groups.pg_depend(r, p).unwrap();
+}
+
+#[test]
+fn a_write_in_a_context_with_nothing_engaged_is_not_ordered_by_another_contexts_group() {
+    // p follows o, whose write to block 0 has not reached the disk, and p is engaged in
+    // context a: a write there waits for o's. A write from context b, which engages
+    // nothing, waits for nothing: syncing it leaves o's write pending.
+    let (_sim, _counting, cache, groups) = setup_groups(8);
+    let (a, b) = (PatchContext::new(), PatchContext::new());
+    let (o, p) = (groups.pg_create(), groups.pg_create());
+    groups.pg_engage(&a, o).unwrap();
+    let in_o = {
+        let _in_a = a.enter();
+        write(&cache, &groups, 0, &[1; 10])
+    };
+    groups.pg_disengage(&a, o).unwrap();
+    groups.pg_depend(p, o).unwrap();
+    groups.pg_engage(&a, p).unwrap();
+    let outside = {
+        let _in_b = b.enter();
+        write(&cache, &groups, 4 * BLOCK, &[2; 10])
+    };
+    cache.flush_patch(outside).unwrap();
+    assert_eq!(cache.state(outside), PatchState::Committed);
+    assert_eq!(
+        cache.state(in_o),
+        PatchState::Pending,
+        "b's write does not carry p"
+    );
+    // The same write from a does carry p, so syncing it makes o's write durable first.
+    let in_p = {
+        let _in_a = a.enter();
+        write(&cache, &groups, 5 * BLOCK, &[3; 10])
+    };
+    cache.flush_patch(in_p).unwrap();
+    assert_eq!(cache.state(in_o), PatchState::Committed);
+}
+
+#[test]
+fn a_closed_group_orders_nothing_more_and_its_engagements_can_still_end() {
+    let (_sim, _counting, _cache, groups) = setup_groups(8);
+    let ctx = PatchContext::new();
+    let p = groups.pg_create();
+    groups.pg_engage(&ctx, p).unwrap();
+    groups.pg_close(p).unwrap();
+    assert_eq!(groups.engaged(&ctx), None);
+    assert_eq!(
+        groups.pg_disengage(&ctx, p),
+        Err(PatchGroupError::Unknown(p))
+    );
+    assert_eq!(groups.engaged(&ctx), None);
 }

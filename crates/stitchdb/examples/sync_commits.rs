@@ -35,7 +35,7 @@ fn run(dir: &std::path::Path, threads: usize, seconds: f64) -> (f64, f64) {
     std::thread::sleep(Duration::from_secs_f64(seconds));
     stop.store(true, Ordering::Relaxed);
     for w in workers {
-        w.join().unwrap();
+        w.join().expect("a writer thread panicked");
     }
     let elapsed = start.elapsed().as_secs_f64();
     let n = commits.load(Ordering::Relaxed) as f64;

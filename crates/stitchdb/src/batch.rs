@@ -1,7 +1,7 @@
 //! Write batches: changes to any number of tables applied atomically, and their log encoding.
 
 use crate::codec::{put_bytes, put_varint, Reader};
-use crate::memtable::Value;
+use crate::entry::Value;
 
 /// Names a table inside a store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20,14 +20,17 @@ pub struct WriteBatch {
 pub(crate) type RangeOp = (TableId, Vec<u8>, Vec<u8>);
 
 impl WriteBatch {
+    /// An empty batch.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Sets `key` of `table` to `value`.
     pub fn put(&mut self, table: TableId, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
         self.push(table, key.into(), Some(value.into()));
     }
 
+    /// Deletes `key` of `table`.
     pub fn delete(&mut self, table: TableId, key: impl Into<Vec<u8>>) {
         self.push(table, key.into(), None);
     }
@@ -72,6 +75,7 @@ impl WriteBatch {
         self.ops.len() + self.ranges.len()
     }
 
+    /// Whether the batch holds no operation.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty() && self.ranges.is_empty()
     }
@@ -81,6 +85,7 @@ impl WriteBatch {
         self.bytes
     }
 
+    /// Removes every operation, keeping the allocations.
     pub fn clear(&mut self) {
         self.ops.clear();
         self.ranges.clear();

@@ -1,46 +1,70 @@
 use std::fmt;
 
-/// Everything that can go wrong in StitchDB, each saying what and where.
+/// Everything that can go wrong in StitchDB, each saying what and where. More kinds may be
+/// added: match with a wildcard arm.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
+    /// The disk failed.
     #[error(transparent)]
     Io(#[from] stitch_io::IoError),
+    /// The block cache (the patch layer) failed.
     #[error(transparent)]
     Patch(#[from] stitch_patch::PatchError),
+    /// The zone store failed (or found an extent damaged).
     #[error(transparent)]
     Zone(#[from] stitch_zone::ZoneError),
+    /// The write-ahead log failed (its error is the source).
     #[error("write-ahead log: {0}")]
-    Log(String),
+    Log(#[source] stitch_wal::WalError),
+    /// A stored structure failed its checks.
     #[error("corrupt {what} at {place}: {detail}")]
     Corrupt {
+        /// What the damaged bytes were ("manifest", "run block" ...).
         what: &'static str,
+        /// Where they are.
         place: String,
+        /// What is wrong with them.
         detail: String,
     },
+    /// No table has this name (or number, `#n`).
     #[error("no table named {0:?}")]
     NoSuchTable(String),
+    /// `create_table` of a name in use.
     #[error("a table named {0:?} already exists")]
     TableExists(String),
+    /// A table name that is empty or too long (the name, and why).
     #[error("invalid table name {0:?}: {1}")]
     BadTableName(String, &'static str),
+    /// A key or value over its size limit.
     #[error("{what} of {len} bytes is over the limit of {limit} bytes")]
     TooLarge {
+        /// "key" or "value".
         what: &'static str,
+        /// Its length.
         len: usize,
+        /// The limit it is over.
         limit: usize,
     },
+    /// A write to a store opened read-only, or turned read-only by a failed write (why).
     #[error("the store is read-only: {0}")]
     ReadOnly(String),
+    /// The store was closed.
     #[error("the store is closed")]
     Closed,
+    /// A patchgroup operation broke Featherstitch's rules (or named no group).
     #[error(transparent)]
     PatchGroup(#[from] stitch_patch::PatchGroupError),
+    /// Options that cannot work together, saying which.
     #[error("invalid option: {0}")]
     Config(String),
+    /// No named snapshot has this name.
     #[error("no snapshot named {0:?}")]
     NoSuchSnapshot(String),
+    /// `snapshot` with a name in use.
     #[error("a snapshot named {0:?} already exists")]
     SnapshotExists(String),
+    /// A snapshot name that is empty or too long (the name, and why).
     #[error("invalid snapshot name {0:?}: {1}")]
     BadSnapshotName(String, &'static str),
     #[error(
@@ -48,12 +72,17 @@ pub enum Error {
          changed by commit {commit} after its snapshot {snapshot}; retry the transaction",
         key.escape_ascii()
     )]
+    /// An optimistic transaction's commit found a key it used changed since its snapshot.
     Conflict {
+        /// The key's table.
         table: String,
+        /// The key.
         key: Vec<u8>,
         /// How the transaction used the key: "written", "read" or "scanned".
         what: &'static str,
+        /// The transaction's snapshot.
         snapshot: u64,
+        /// The commit that changed the key.
         commit: u64,
     },
     #[error(
@@ -61,7 +90,9 @@ pub enum Error {
          waiting for key {} of table {table:?}; retry the transaction",
         key.escape_ascii()
     )]
+    /// A locking transaction was chosen to break a cycle of transactions waiting for locks.
     Deadlock {
+        /// The table of the key the victim asked for.
         table: String,
         /// The key the victim asked for; for a range, its start key (empty when unbounded).
         key: Vec<u8>,
@@ -76,10 +107,13 @@ pub enum Error {
          the transaction",
         key.escape_ascii()
     )]
+    /// A locking transaction waited for a lock longer than `Options::lock_timeout`.
     LockTimeout {
+        /// The table of the key waited for.
         table: String,
         /// The key waited for; for a range, its start key (empty when unbounded).
         key: Vec<u8>,
+        /// How long it waited.
         waited_ms: u64,
     },
 }
@@ -120,4 +154,22 @@ impl Error {
     }
 }
 
+/// A result whose error is StitchDB's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_error_keeps_its_source_and_its_message() {
+        let wal = stitch_wal::WalError::Invalid("no such segment".into());
+        let e = Error::Log(wal.clone());
+        assert_eq!(
+            e.to_string(),
+            "write-ahead log: invalid log request: no such segment"
+        );
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source, Some(wal.to_string()));
+    }
+}

@@ -15,34 +15,67 @@
 //! ```
 //!
 //! The layers (see `docs/architecture.md`): `stitch_io` (disks), `stitch_patch` (write-before
-//! dependencies), `stitch_zone` (zones and extents), `stitch_wal` (the log), and this crate:
-//! memtables, sorted runs, the manifest, and the database itself.
+//! dependencies), `stitch_zone` (zones and extents), `stitch_wal` (the log), `stitch_filter`
+//! (quotient filters), and this crate.
+//!
+//! # Interior layers
+//!
+//! This crate's modules, bottom up. A module imports only from modules listed before it
+//! (`tests/layers.rs` fails on any import cycle between them):
+//!
+//! 1. `error`: [`Error`] and [`Result`].
+//! 2. `codec`, `bounds`, `seq_counts`: varints and a checked byte reader; where a key stands
+//!    against a range's bounds; a multiset of the sequence numbers readers hold.
+//! 3. `entry`: a version of a key and its value (or tombstone), and range tombstones.
+//! 4. `batch`: table ids, [`WriteBatch`] and a batch's log encoding.
+//! 5. `options`: [`Options`], [`Durability`], [`Stitching`] and the size limits.
+//! 6. `memtable`: the concurrent skip list of versions.
+//! 7. `merge_iter`: merging sorted sources of versions, and what a reader at a snapshot sees
+//!    of them (or a merge must keep).
+//! 8. `run/`: sorted runs on disk: blocks, index, read cache, builder, and the stitching
+//!    merge of runs (`run::stitch`).
+//! 9. `dtable/`: the one interface over memtables and runs, filters in front of runs, and
+//!    the overlay that stacks them into a table's read view.
+//! 10. `manifest`: the checkpoint's root record and its encoding.
+//! 11. `version`: the immutable picture of every table (memtables, runs by level, read view).
+//! 12. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.
+//! 13. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
+//!     snapshots, defragmentation, patchgroups, the public [`Db`].
+//! 14. `txn/`: transactions over a [`Db`].
+//! 15. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
+//!     targets (hidden from the documentation).
+
+#![forbid(unsafe_code)]
 
 mod batch;
 mod bounds;
 mod codec;
+mod concurrency;
 mod db;
 mod dtable;
+mod entry;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod manifest;
 mod memtable;
-mod merge;
+mod merge_iter;
 mod options;
-mod range_del;
 mod run;
 mod seq_counts;
 mod txn;
+mod version;
 
 pub use batch::{TableId, WriteBatch};
 pub use db::{
-    AppendedBytes, CheckReport, Db, DbIter, DefragReport, Snapshot, SnapshotInfo, Stats,
-    TableStats, DEFAULT_TABLE,
+    AppendedBytes, CheckReport, Db, DbIter, DefragReport, Engaged, PatchGroup, Snapshot,
+    SnapshotInfo, Stats, TableStats, DEFAULT_TABLE,
 };
 pub use error::{Error, Result};
-pub use options::{max_value_len, Durability, Options, MAX_KEY_LEN};
-pub use run::{MergeStats, Stitching};
+pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};
+pub use run::MergeStats;
 pub use stitch_io::{Disk, FileDisk, IoError, IoErrorKind, MemDisk, SimConfig, SimDisk};
-pub use stitch_patch::{CacheStats, GroupId};
+pub use stitch_patch::{CacheStats, ContextGuard, GroupId, PatchContext};
 pub use stitch_zone::ZoneStats;
 pub use txn::{Isolation, Nested, Transaction, TxnIter};
 

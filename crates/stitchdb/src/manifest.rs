@@ -4,7 +4,8 @@
 
 use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
-use crate::run::{RunMeta, Stitching};
+use crate::options::Stitching;
+use crate::run::RunMeta;
 
 const MAGIC: &[u8; 4] = b"STMF";
 /// Version 2 added named snapshots, version 3 range tombstones in runs, version 4 a run's
@@ -199,7 +200,7 @@ mod tests {
                         offset: 0,
                         len: 64,
                     }],
-                    ranges: vec![crate::range_del::RangeTombstone {
+                    ranges: vec![crate::entry::RangeTombstone {
                         start: b"a".to_vec(),
                         end: b"b".to_vec(),
                         seq: 30,

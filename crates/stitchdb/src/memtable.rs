@@ -4,7 +4,7 @@
 //! consistent view while writers go on inserting.
 
 use crate::bounds::past_end;
-use crate::range_del::RangeTombstone;
+use crate::entry::{covering, Entry, EntryRef, RangeTombstone, Value};
 use crossbeam_skiplist::SkipMap;
 use smallvec::SmallVec;
 use std::cmp::Ordering;
@@ -58,35 +58,6 @@ impl PartialOrd for VersionedKey {
     }
 }
 
-/// A value, or the authoritative absence of one (a tombstone).
-pub type Value = Option<Vec<u8>>;
-
-/// One version of a key, as every table format yields it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub key: Vec<u8>,
-    pub seq: u64,
-    pub value: Value,
-}
-
-/// One version of a key, borrowed (from a memtable or a parsed block).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EntryRef<'a> {
-    pub key: &'a [u8],
-    pub seq: u64,
-    pub value: Option<&'a [u8]>,
-}
-
-impl EntryRef<'_> {
-    pub fn to_entry(self) -> Entry {
-        Entry {
-            key: self.key.to_vec(),
-            seq: self.seq,
-            value: self.value.map(<[u8]>::to_vec),
-        }
-    }
-}
-
 #[derive(Default)]
 pub struct Memtable {
     map: SkipMap<VersionedKey, Value>,
@@ -108,7 +79,7 @@ impl Memtable {
         self.map.insert(VersionedKey::new(key, seq), value);
     }
 
-    /// Deletes `[start, end)` as of `seq` (see [`crate::range_del`]).
+    /// Deletes `[start, end)` as of `seq` (see [`crate::entry::RangeTombstone`]).
     pub fn delete_range(&self, start: &[u8], end: &[u8], seq: u64) {
         let charged = start.len() + end.len() + NODE_CHARGE;
         self.bytes.fetch_add(charged, AtomicOrdering::Relaxed);
@@ -131,7 +102,7 @@ impl Memtable {
         if !self.has_ranges.load(AtomicOrdering::Acquire) {
             return None;
         }
-        crate::dtable::covering(&self.ranges.read(), key, snapshot)
+        covering(&self.ranges.read(), key, snapshot)
     }
 
     pub fn bytes(&self) -> usize {
@@ -223,7 +194,7 @@ impl Iterator for MemIter {
 }
 
 /// Iterates an `Arc<Memtable>` backwards: keys descending, a key's versions oldest first (wrap
-/// it in `merge::NewestFirst`). Each step seeks before the last version returned.
+/// it in `merge_iter::NewestFirst`). Each step seeks before the last version returned.
 pub struct MemRevIter {
     mem: std::sync::Arc<Memtable>,
     lo: Bound<VersionedKey>,

@@ -1,6 +1,5 @@
 //! How a store is opened and written.
 
-use crate::run::Stitching;
 use crate::{Error, Result};
 
 /// When a write is durable.
@@ -98,6 +97,22 @@ impl Default for Options {
             lock_timeout: std::time::Duration::from_secs(1),
             background: true,
         }
+    }
+}
+
+/// When a merge may stitch blocks instead of copying them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stitching {
+    /// Stitch spans of non-overlapping, contiguous blocks of at least this many bytes.
+    Threshold(u64),
+    /// Copy everything.
+    Never,
+}
+
+impl Default for Stitching {
+    /// The paper's 64 KiB.
+    fn default() -> Self {
+        Stitching::Threshold(64 * 1024)
     }
 }
 

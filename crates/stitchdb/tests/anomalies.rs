@@ -7,6 +7,8 @@
 //! still waiting, lets the other transaction finish, and checks what the step then sees. A
 //! wait that closes a cycle fails at once with `Deadlock` for the younger transaction.
 
+#![allow(clippy::unwrap_used)]
+
 mod lock_wait;
 
 use lock_wait::waits;

@@ -10,6 +10,8 @@
 //!
 //! STITCHDB_CRASH_STATES sets how many crash states to verify (default 5000).
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use rand::{Rng, SeedableRng};

@@ -1,6 +1,8 @@
 //! Defragmentation: under-used zones are evacuated online, contents never change, space is
 //! reclaimed, and a crash at any point of it leaves a store that opens to the same contents.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use rand::{Rng, SeedableRng};

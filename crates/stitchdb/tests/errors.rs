@@ -1,6 +1,8 @@
 //! Bad input and failures: each gets a clear error, nothing panics, committed data is kept,
 //! and after a failed write the store is read-only and says why.
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use stitchdb::{
     max_value_len, Db, Disk, Durability, Error, MemDisk, Options, SimConfig, SimDisk, WriteBatch,

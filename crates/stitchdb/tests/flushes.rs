@@ -2,6 +2,8 @@
 //! freezes it and goes on into a fresh one while the flusher may still be busy (writing out
 //! the previous one, or its manifest), instead of filling the full one further.
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use stitchdb::{Db, Durability, MemDisk, Options};
 

@@ -2,6 +2,8 @@
 //! writes back through them, commit by linking the runs (not writing them again) and abort by
 //! dropping them; a crash at any point of a large commit leaves it wholly there or wholly gone.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -5,6 +5,8 @@
 //! flushes (a merge per level filled would take one per digit that rolls over), and each
 //! tuple is written once per carry.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use rand::{Rng, SeedableRng};

@@ -3,6 +3,8 @@
 //! end of the stitching continuum; every image must reopen to the same contents and pass
 //! `check`.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use rand::{Rng, SeedableRng};

@@ -3,6 +3,8 @@
 //!
 //! STITCHDB_MODEL_CASES sets the number of sequences (default 2000).
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use proptest::prelude::*;

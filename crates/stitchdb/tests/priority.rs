@@ -2,6 +2,7 @@
 //! store (Linux). Alone in its own test binary: the check reads every thread of the process,
 //! and another test's store would add compaction threads of its own.
 
+#![allow(clippy::unwrap_used)]
 #![cfg(target_os = "linux")]
 
 use std::sync::Arc;
@@ -29,8 +30,8 @@ fn nice_of_threads(prefix: &str) -> Vec<i64> {
 
 #[test]
 fn compaction_threads_run_nicer_than_the_opener_by_compaction_nice() {
-    // SAFETY: getpriority takes no pointers.
-    let opener = i64::from(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) });
+    // The calling thread's nice value (Linux's getpriority(PRIO_PROCESS, 0)).
+    let opener = i64::from(rustix::process::getpriority_process(None).unwrap());
     let opts = Options {
         compaction_nice: 3,
         ..Options::default()

@@ -2,6 +2,8 @@
 //! iterators both ways, dropped by compaction (with the data beneath) once every reader
 //! sees it, and part of transactions, nested ones included.
 
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;

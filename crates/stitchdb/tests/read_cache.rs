@@ -2,6 +2,8 @@
 //! through: a scan over a whole table leaves at most the block it started in per run, and
 //! merges leave the blocks point reads cached where they were.
 
+#![allow(clippy::unwrap_used)]
+
 use std::ops::Bound;
 use std::sync::Arc;
 use stitchdb::{Db, Disk, Durability, MemDisk, Options, TableId, WriteBatch};

@@ -5,6 +5,8 @@
 //! short span and was copied again by every later merge); and a merge's manifest, appended
 //! to the flush's zone while a flush was writing its run, split that run the same way.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -2,6 +2,8 @@
 //! defragmentation, cost no data writes when taken, free their space when dropped, and a
 //! crash while taking or dropping one leaves it wholly there or wholly gone.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -2,6 +2,8 @@
 //! conflicts reported clearly, a concurrent bank whose totals must hold, and how locking
 //! transactions and everything else wait for each other.
 
+#![allow(clippy::unwrap_used)]
+
 mod lock_wait;
 
 use lock_wait::waits;

@@ -14,6 +14,8 @@
 //!
 //! `STITCHDB_TXN_MODEL_CASES` sets the number of schedules (default 1000).
 
+#![allow(clippy::unwrap_used)]
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;

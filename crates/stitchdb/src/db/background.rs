@@ -79,21 +79,16 @@ fn run_flusher(inner: &Arc<Inner>) {
 /// threads it spawns inherit it). Failing, it leaves the thread as it was.
 #[cfg(target_os = "linux")]
 fn lower_priority(by: u8) {
+    use rustix::process::{getpriority_process, setpriority_process};
     if by == 0 {
         return;
     }
-    // SAFETY: gettid, getpriority and setpriority take no pointers; only this thread's nice
-    // value changes.
-    let failed = unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
-        libc::setpriority(libc::PRIO_PROCESS, tid, (now + i32::from(by)).min(19)) != 0
-    };
-    if failed {
-        tracing::warn!(
-            "could not lower the compaction thread's priority: {}",
-            std::io::Error::last_os_error()
-        );
+    // On Linux `PRIO_PROCESS` with a thread id names that one thread.
+    let tid = Some(rustix::thread::gettid());
+    let lowered = getpriority_process(tid)
+        .and_then(|now| setpriority_process(tid, (now + i32::from(by)).min(19)));
+    if let Err(e) = lowered {
+        tracing::warn!("could not lower the compaction thread's priority: {e}");
     }
 }
 

@@ -19,10 +19,15 @@ use stitch_zone::ExtentAddr;
 /// What `check` looked at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CheckReport {
+    /// Tables checked.
     pub tables: usize,
+    /// Runs checked (the mainline's and those only named snapshots hold).
     pub runs: usize,
+    /// Data blocks read and verified.
     pub blocks: u64,
+    /// Entries in those blocks.
     pub entries: u64,
+    /// Extents whose checksums were verified.
     pub extents: usize,
 }
 

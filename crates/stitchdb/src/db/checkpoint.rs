@@ -4,12 +4,13 @@
 //! the old checkpoint alone referenced (the old manifest, merged runs, log segments) is
 //! released only once the new superblock is durable.
 
-use super::{background, log, Inner, Version, WriteState};
+use super::{background, log, Inner, WriteState};
 use crate::batch::TableId;
+use crate::entry::RangeDeletes;
 use crate::manifest::{Manifest, TableMeta};
-use crate::merge::VersionFilter;
-use crate::range_del::RangeDeletes;
+use crate::merge_iter::VersionFilter;
 use crate::run::{Run, RunBuilder};
+use crate::version::Version;
 use crate::{Error, Result};
 use parking_lot::MutexGuard;
 use std::sync::Arc;
@@ -144,7 +145,10 @@ fn run_checkpoint(
         link.is_some() || !matches!(trigger, Trigger::MemtableFull | Trigger::Background);
     loop {
         let mut w = inner.write.lock();
-        if let Some(point) = inner.frozen.lock().take() {
+        // Taken out first: the guard of an `if let` scrutinee would be held through the
+        // writing out below, and a writer freezing (under `write`) would wait for all of it.
+        let writer_frozen = inner.frozen.lock().take();
+        if let Some(point) = writer_frozen {
             drop(w);
             let superblock = write_out(inner, wal, trigger, point, None, Vec::new())?;
             if !everything {
@@ -460,7 +464,7 @@ pub(crate) fn write_manifest(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memtable::EntryRef;
+    use crate::entry::EntryRef;
     use crate::{Db, Options};
     use stitch_io::MemDisk;
 

@@ -9,9 +9,11 @@
 //! the other did meanwhile.
 
 use super::checkpoint::{add_run, install_deferred, write_deferred};
-use super::{Inner, TableState, Version};
+use super::Inner;
 use crate::batch::TableId;
-use crate::run::{merge_runs, MergeSpec, Run, Stitching};
+use crate::options::Stitching;
+use crate::run::{merge_runs, MergeSpec, Run};
+use crate::version::{TableState, Version};
 use crate::Result;
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -7,8 +7,9 @@
 //! point leaves either the old runs or the new ones.
 
 use super::checkpoint::commit_change;
-use super::{Inner, TableState, Version};
+use super::Inner;
 use crate::run::{BlockHandle, Run, RunBuilder};
+use crate::version::{TableState, Version};
 use crate::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,8 +21,11 @@ use stitch_zone::{ExtentAddr, ExtentKind, Stream, ZoneId};
 pub struct DefragReport {
     /// Zones whose live data was moved out (freed once no reader needs the old runs).
     pub zones: Vec<ZoneId>,
+    /// Data blocks copied out of those zones.
     pub blocks_moved: u64,
+    /// Bytes of the blocks copied.
     pub bytes_moved: u64,
+    /// Runs rewritten to point at the copies.
     pub runs_rewritten: u64,
 }
 

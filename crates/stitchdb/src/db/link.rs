@@ -10,10 +10,11 @@
 use super::checkpoint::{checkpoint_linking, Link, LinkedRuns};
 use super::{log, Inner, WriteState};
 use crate::batch::{RangeOp, TableId};
+use crate::concurrency::Oracle;
 use crate::run::Run;
-use crate::txn::Oracle;
 use crate::Result;
 use std::sync::Arc;
+use stitch_patch::PatchContext;
 use stitch_wal::{Flags, Wal};
 
 /// A transaction's private runs by table, newest first, each with its spill number (1 for
@@ -33,7 +34,8 @@ impl<F: FnOnce(&mut Oracle) -> Result<()>> Link for Linking<'_, F> {
         if let Some(validate) = self.validate.take() {
             validate(&mut w.oracle)?;
         }
-        let deps = self.inner.groups.engaged_deps().unwrap_or_default();
+        let engaged = PatchContext::with_current(|ctx| self.inner.groups.engaged(ctx));
+        let deps = engaged.as_ref().map_or(&[][..], |e| e.deps());
         let txn = w.next_txn;
         w.next_txn += 1;
         let mut lsns = Vec::with_capacity(self.spills as usize);
@@ -46,10 +48,12 @@ impl<F: FnOnce(&mut Oracle) -> Result<()>> Link for Linking<'_, F> {
             let mut payload = Vec::new();
             crate::codec::put_varint(&mut payload, spill);
             let appended = wal
-                .append_with_deps(txn, log::OP_TXN_LINK, flags, &payload, &deps)
+                .append_with_deps(txn, log::OP_TXN_LINK, flags, &payload, deps)
                 .map_err(log::log_err);
             let (lsn, _, patch) = self.inner.guard(appended)?;
-            self.inner.groups.adopt(patch);
+            if let Some(engaged) = &engaged {
+                self.inner.groups.adopt(engaged, patch);
+            }
             lsns.push(lsn);
         }
         let last = lsns.last().copied().unwrap_or(w.last_seq);

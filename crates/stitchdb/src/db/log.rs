@@ -18,8 +18,9 @@ pub const OP_BATCH_RANGES: u16 = 3;
 /// acknowledged, and no later commit can be in the log: the writer lock is held meanwhile).
 pub const OP_TXN_LINK: u16 = 4;
 
-pub fn log_err(e: impl std::fmt::Display) -> Error {
-    Error::Log(e.to_string())
+/// A log error as the store's error, keeping it as the source.
+pub fn log_err(e: stitch_wal::WalError) -> Error {
+    Error::Log(e)
 }
 
 pub fn to_start(pos: LogPosition, epoch: u64) -> LogStart {

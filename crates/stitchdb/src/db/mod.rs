@@ -1,5 +1,35 @@
-//! The database: opening and recovering a store, tables, and the shared state the read, write
-//! and checkpoint paths work on.
+//! The database: opening and recovering a store, tables, and the shared state ([`Inner`])
+//! the read, write, checkpoint and compaction paths work on.
+//!
+//! # Lock order
+//!
+//! A thread holding one of these locks takes only locks listed after it (each pair taken
+//! together in the code is named, outer first):
+//!
+//! 1. Key and range locks of the [`LockManager`] (logical locks of transactions and of
+//!    writes while a locking transaction is open): waited for with none of the locks below
+//!    held. A commit holding them takes `flushing` (a linked commit) or `write`.
+//! 2. `compacting` (shared by a level merge, exclusive for a whole-table merge or
+//!    defragmentation): then `merging` to claim levels, and everything from `write` on while
+//!    the merge runs (`write` via `oldest_reader`, `checkpoint` to install).
+//! 3. `merging`: then `version` (to plan) and `compaction` (to count).
+//! 4. `flushing` (a whole checkpoint): then `write` and `frozen` (to freeze memtables or take
+//!    those a writer froze) and `checkpoint` (to install and write the manifest).
+//! 5. `write` (the writer lock): then `frozen` (a writer freezing a full memtable),
+//!    `checkpoint` (a linking checkpoint keeps `write` to its end; `next_run_id`), `version`
+//!    (applying a commit, freezing, making a table), `readers` (`oldest_reader_locked`), and
+//!    the leaves.
+//! 6. `frozen`: then `version` and `readers` (freezing as a writer).
+//! 7. `checkpoint` (manifests): then `signal` (`notify_flushed` after an install), `version`
+//!    (to list the tables and apply a change), and the leaves.
+//! 8. `signal` (with the condition variables `wake` and `flushed`, which wait on it): then
+//!    `version` and `failure` (a writer waiting for a backlog to clear).
+//! 9. `version`: nothing of this list while held, except leaves.
+//! 10. `readers`: nothing.
+//!
+//! Leaves, taken last and holding nothing else of this list: `failure`, `flush_times`,
+//! `compaction`, the patchgroups' and the lock manager's own mutexes. The lower layers' locks
+//! (block cache, zones, log) are taken under any of these, and never call back up.
 
 mod background;
 mod check;
@@ -8,6 +38,7 @@ mod compact;
 mod defrag;
 mod link;
 mod log;
+mod patchgroup;
 mod read;
 mod recover;
 mod snapshot;
@@ -21,21 +52,24 @@ pub(crate) use write::{commit_batch, lock_exclusive, Committer, Span};
 
 pub use check::CheckReport;
 pub use defrag::DefragReport;
+pub use patchgroup::{Engaged, PatchGroup};
 pub use read::DbIter;
 pub use snapshot::{Snapshot, SnapshotInfo};
 pub use stats::{AppendedBytes, Stats, TableStats};
 
 use crate::batch::TableId;
-use crate::dtable::{filtered_run, DTable, Overlay};
+use crate::concurrency::{LockError, LockManager, Oracle};
 use crate::manifest::LogStart;
-use crate::memtable::Memtable;
 use crate::options::Options;
-use crate::run::{Run, Stitching, Storage};
+use crate::options::Stitching;
+use crate::run::{Run, Storage};
+use crate::seq_counts::SeqCounts;
+use crate::version::{TableState, Version};
 use crate::{Error, Result};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use stitch_io::{Disk, FileDisk, LockMode};
 use stitch_patch::{BlockCache, CacheConfig, PatchGroups};
@@ -46,100 +80,23 @@ use stitch_zone::{ExtentAddr, Stream, ZoneStore};
 pub const DEFAULT_TABLE: &str = "default";
 const MAX_TABLE_NAME: usize = 255;
 
-/// One table: its live memtable, the one being written out (if a checkpoint is running), and
-/// its runs by level (level 0 first; newest first within a level, and every run of a level is
-/// newer than every run of the levels below it).
-#[derive(Clone)]
-pub(crate) struct TableState {
-    pub id: TableId,
-    pub name: String,
-    pub stitching: Stitching,
-    pub mem: Arc<Memtable>,
-    pub imm: Option<Arc<Memtable>>,
-    pub levels: Vec<Vec<Arc<Run>>>,
-    /// The table's read view: an overlay of the memtables and runs, newest first, each run
-    /// behind its quotient filter. Rebuilt whenever the layers change.
-    pub view: Arc<Overlay>,
-}
-
-impl TableState {
-    fn new(id: TableId, name: String, stitching: Stitching) -> TableState {
-        let mut t = TableState {
-            id,
-            name,
-            stitching,
-            mem: Arc::default(),
-            imm: None,
-            levels: Vec::new(),
-            view: Arc::default(),
-        };
-        t.rebuild_view();
-        t
-    }
-
-    /// Every run, newest first.
-    pub fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {
-        self.levels.iter().flatten()
-    }
-
-    pub fn rebuild_view(&mut self) {
-        let mut layers: Vec<Arc<dyn DTable>> = vec![Arc::new(self.mem.clone())];
-        layers.extend(
-            self.imm
-                .iter()
-                .map(|m| Arc::new(m.clone()) as Arc<dyn DTable>),
-        );
-        layers.extend(self.runs().map(filtered_run));
-        self.view = Arc::new(Overlay::new(layers));
-    }
-}
-
-/// An immutable picture of every table; replaced whole (copy on write) when a table is made,
-/// a memtable frozen or runs installed, so readers never lock out writers.
-#[derive(Clone, Default)]
-pub(crate) struct Version {
-    pub tables: BTreeMap<TableId, Arc<TableState>>,
-    pub names: BTreeMap<String, TableId>,
-}
-
-impl Version {
-    pub fn table(&self, id: TableId) -> Result<&Arc<TableState>> {
-        self.tables
-            .get(&id)
-            .ok_or_else(|| Error::NoSuchTable(format!("#{}", id.0)))
-    }
-
-    pub fn add_table(&mut self, id: TableId, name: String, stitching: Stitching) {
-        self.names.insert(name.clone(), id);
-        self.tables
-            .insert(id, Arc::new(TableState::new(id, name, stitching)));
-    }
-
-    /// Replaces table `id` with a changed copy.
-    pub fn update(&mut self, id: TableId, change: impl FnOnce(&mut TableState)) {
-        if let Some(t) = self.tables.get_mut(&id) {
-            let mut changed = (**t).clone();
-            change(&mut changed);
-            changed.rebuild_view();
-            *t = Arc::new(changed);
-        }
-    }
-}
-
-/// What the writer serializes on: appending to the log and applying to memtables.
-pub struct WriteState {
-    pub next_txn: u64,
-    pub next_table_id: u32,
+/// What the writer serializes on: appending to the log and applying to memtables. Guarded by
+/// [`Inner::write`].
+pub(crate) struct WriteState {
+    /// The transaction id the next commit's log records carry.
+    pub(super) next_txn: u64,
+    /// The id the next table made gets.
+    pub(super) next_table_id: u32,
     /// The sequence number (LSN) of the last applied commit.
-    pub last_seq: u64,
+    pub(super) last_seq: u64,
     /// `Ordered` writes since the log was last flushed (inline mode flushes every few).
-    pub unflushed_ordered: u64,
+    pub(super) unflushed_ordered: u64,
     /// Open transactions and the commits they may conflict with.
-    pub oracle: crate::txn::Oracle,
+    pub(crate) oracle: Oracle,
 }
 
-/// What the checkpointer keeps between checkpoints.
-pub(crate) struct CheckpointState {
+/// What the checkpointer keeps between checkpoints. Guarded by [`Inner::checkpoint`].
+pub(super) struct CheckpointState {
     /// The newest durable manifest.
     pub manifest: Option<ExtentAddr>,
     pub next_run_id: u64,
@@ -162,48 +119,76 @@ pub(crate) struct CheckpointState {
     pub deferred: Vec<Arc<Run>>,
 }
 
+/// The state every handle of an open store shares, grouped by who owns it. Each field says
+/// what guards it; the module documentation gives the order the locks are taken in.
 pub(crate) struct Inner {
-    pub opts: Options,
-    /// What merges did so far.
-    pub compaction: Mutex<compact::CompactionStats>,
-    /// Held shared while a level merge runs, exclusively by what must run alone (merging a
-    /// table whole, defragmentation: both replace runs that level merges could be reading).
-    pub compacting: RwLock<()>,
-    /// The levels level merges are merging now.
-    pub merging: Mutex<std::collections::HashSet<compact::LevelKey>>,
-    pub cache: Arc<BlockCache>,
-    pub zones: Arc<ZoneStore>,
-    pub storage: Arc<Storage>,
-    /// `None` for a read-only handle.
-    pub wal: Option<Wal>,
-    pub groups: PatchGroups,
-    pub write: Mutex<WriteState>,
-    pub version: RwLock<Arc<Version>>,
-    /// Readers see commits up to this sequence number.
-    pub visible_seq: AtomicU64,
-    /// Held while a manifest is written (by a checkpoint, a merge, a snapshot): one at a time.
-    pub checkpoint: Mutex<CheckpointState>,
+    // ---- Fixed when the store is opened: no lock. -------------------------------------
+    pub(crate) opts: Options,
+    /// The block cache every write goes through (the lower layers lock inside).
+    pub(super) cache: Arc<BlockCache>,
+    pub(super) zones: Arc<ZoneStore>,
+    pub(crate) storage: Arc<Storage>,
+    /// `None` for a read-only handle. Locks inside; appended to under `write`.
+    pub(super) wal: Option<Wal>,
+    /// When the store was opened.
+    pub(super) opened: std::time::Instant,
+
+    // ---- The write path (writers and transactions). -----------------------------------
+    /// The writer lock: one commit at a time is appended to the log and applied.
+    pub(crate) write: Mutex<WriteState>,
+    /// Readers see commits up to this sequence number. Stored under `write` (by the commit
+    /// that makes it visible); read without a lock.
+    pub(crate) visible_seq: AtomicU64,
+    /// Patchgroups (their own lock, a leaf); a writer asks which are engaged in its context
+    /// before taking `write` and adopts its record's patch under it.
+    pub(super) groups: PatchGroups,
+    /// Key and range locks of locking transactions (their own lock, a leaf). A lock is waited
+    /// for with none of this struct's locks held.
+    pub(crate) locks: LockManager,
+
+    // ---- Readers. -----------------------------------------------------------------------
+    /// The tables as readers see them: replaced whole (under the write side) by commits that
+    /// make a table, by freezes, and by installs of runs; readers clone the `Arc` and let go.
+    pub(super) version: RwLock<Arc<Version>>,
+    /// Sequence numbers of open iterators (with counts): merges keep what they can see.
+    pub(super) readers: Mutex<SeqCounts>,
+
+    // ---- The checkpointer (memtable flushes and manifests). -----------------------------
     /// Held for a whole checkpoint: one at a time. Writing the frozen memtables out happens
     /// under this lock only, so merges can finish and install meanwhile.
-    pub flushing: Mutex<()>,
+    pub(super) flushing: Mutex<()>,
     /// Memtables a writer froze (see `checkpoint::freeze_full`), for the next checkpoint.
-    pub frozen: Mutex<Option<checkpoint::FreezePoint>>,
-    /// Sequence numbers of open iterators (with counts): merges keep what they can see.
-    pub readers: Mutex<crate::seq_counts::SeqCounts>,
-    /// Key and range locks of locking transactions.
-    pub locks: crate::txn::LockManager,
-    /// Set after a failed write: why the store is now read-only.
-    pub failure: Mutex<Option<String>>,
+    pub(super) frozen: Mutex<Option<checkpoint::FreezePoint>>,
+    /// Held while a manifest is written (by a checkpoint, a merge, a snapshot): one at a
+    /// time; every change to the version that a manifest must list is applied under it.
+    pub(super) checkpoint: Mutex<CheckpointState>,
+    /// When each memtable flush since opening completed (its own lock, a leaf).
+    pub(super) flush_times: Mutex<Vec<std::time::Duration>>,
+
+    // ---- The compactor. -----------------------------------------------------------------
+    /// Held shared while a level merge runs, exclusively by what must run alone (merging a
+    /// table whole, defragmentation: both replace runs that level merges could be reading).
+    pub(super) compacting: RwLock<()>,
+    /// The levels level merges are merging now.
+    pub(super) merging: Mutex<std::collections::HashSet<compact::LevelKey>>,
+    /// What merges did so far (its own lock, a leaf).
+    pub(super) compaction: Mutex<compact::CompactionStats>,
+
+    // ---- Waking the background threads. -------------------------------------------------
+    /// What the background threads are asked to do; `wake` and `flushed` wait on it.
+    pub(super) signal: Mutex<background::Signal>,
+    /// Wakes the background threads.
+    pub(super) wake: Condvar,
+    /// Wakes writers waiting for a checkpoint to write a frozen memtable out.
+    pub(super) flushed: Condvar,
+
+    // ---- Failure and closing. -----------------------------------------------------------
+    /// Set after a failed write: why the store is now read-only (its own lock, a leaf).
+    pub(super) failure: Mutex<Option<String>>,
     /// Whether `failure` is set (checked on every write without taking its lock).
-    pub failed: std::sync::atomic::AtomicBool,
-    pub closed: std::sync::atomic::AtomicBool,
-    /// When the store was opened, and when each memtable flush since then completed.
-    pub opened: std::time::Instant,
-    pub flush_times: Mutex<Vec<std::time::Duration>>,
-    /// Wakes the background thread; `Flushed` wakes writers waiting for a checkpoint.
-    pub signal: Mutex<background::Signal>,
-    pub wake: Condvar,
-    pub flushed: Condvar,
+    pub(super) failed: AtomicBool,
+    /// Set once by `Db::close` (or drop); checked without a lock.
+    pub(crate) closed: AtomicBool,
 }
 
 /// An open store. Cheap to share between threads (`&Db` is `Sync`).
@@ -328,7 +313,7 @@ impl Db {
             flushing: Mutex::new(()),
             frozen: Mutex::new(None),
             readers: Mutex::default(),
-            locks: crate::txn::LockManager::new(),
+            locks: LockManager::new(),
             failure: Mutex::new(None),
             failed: false.into(),
             closed: false.into(),
@@ -381,7 +366,7 @@ impl Db {
             .ok_or_else(|| Error::NoSuchTable(name.to_string()))
     }
 
-    /// The name of a table.
+    /// The state every handle of the store shares.
     pub(crate) fn shared(&self) -> &Arc<Inner> {
         &self.inner
     }
@@ -397,6 +382,7 @@ impl Db {
         write::check_op(&self.inner, &self.inner.version.read(), table, key, value)
     }
 
+    /// The name of a table.
     pub fn table_name(&self, table: TableId) -> Result<String> {
         Ok(self.inner.version.read().table(table)?.name.clone())
     }
@@ -505,38 +491,7 @@ impl Db {
         self.inner.cache.flush_all()?;
         Ok(())
     }
-
-    // ---- patchgroups --------------------------------------------------------------------
-
-    /// Creates a patchgroup: writes made while it is engaged belong to it (Featherstitch).
-    pub fn pg_create(&self) -> GroupId {
-        self.inner.groups.pg_create()
-    }
-
-    /// `after`'s writes reach the disk only after `before`'s. Seals `before`.
-    pub fn pg_depend(&self, after: GroupId, before: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_depend(after, before)?)
-    }
-
-    pub fn pg_engage(&self, group: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_engage(group)?)
-    }
-
-    pub fn pg_disengage(&self, group: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_disengage(group)?)
-    }
-
-    /// Makes every write of the group durable.
-    pub fn pg_sync(&self, group: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_sync(group)?)
-    }
-
-    pub fn pg_close(&self, group: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_close(group)?)
-    }
 }
-
-use stitch_patch::GroupId;
 
 impl Drop for Db {
     fn drop(&mut self) {
@@ -548,7 +503,7 @@ impl Drop for Db {
 
 impl Inner {
     /// A lock the lock manager refused, as the public error (naming the table).
-    pub fn lock_refused(&self, refused: crate::txn::LockError) -> Error {
+    pub fn lock_refused(&self, refused: LockError) -> Error {
         refused.into_error(|t| self.table_label(t))
     }
 

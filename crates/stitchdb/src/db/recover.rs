@@ -1,18 +1,20 @@
 //! Opening a store: superblock, manifest, runs, then replay of the log since the checkpoint.
 
 use super::snapshot::{NamedSnapshot, SnapshotTable};
-use super::{log, Db, TableState, Version};
+use super::{log, Db};
 use crate::batch::{decode_ops, TableId};
 use crate::codec::Reader;
 use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
-use crate::run::{Run, Stitching, Storage};
+use crate::options::Stitching;
+use crate::run::{Run, Storage};
+use crate::version::{TableState, Version};
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use stitch_io::Disk;
-use stitch_wal::{LogRecord, OpRegistry, Wal};
+use stitch_wal::{LogRecord, OpRegistry, Wal, WalError};
 use stitch_zone::{ExtentAddr, ExtentKind, ZoneId, ZoneStore};
 
 /// What recovery hands to the database.
@@ -30,6 +32,7 @@ pub(crate) struct Recovered {
     pub log_start: LogStart,
 }
 
+#[derive(Default)]
 struct Replay {
     version: Version,
     next_table_id: u32,
@@ -105,9 +108,8 @@ pub(crate) fn recover(
     .map_err(log::log_err)?;
     drop(registry);
     zones.finish_open()?;
-    let replay = Arc::try_unwrap(replay)
-        .map_err(|_| Error::Log("replay state still shared".into()))?
-        .into_inner();
+    // The registry, the only other holder, is gone: what replay built is taken whole.
+    let replay = std::mem::take(&mut *replay.lock());
     let last_lsn = report
         .next_lsn
         .saturating_sub(1)
@@ -175,7 +177,7 @@ fn redo(st: &Replay, rec: &LogRecord, with_ranges: bool) -> std::result::Result<
 }
 
 /// The log operations of the key-value store, redoing into `replay`.
-fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, String> {
+fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, WalError> {
     let mut registry = OpRegistry::new();
     let redo_batch = |with_ranges: bool| {
         let r = replay.clone();
@@ -183,26 +185,20 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, Stri
             redo(&r.lock(), rec, with_ranges)
         }
     };
-    registry
-        .register(log::OP_BATCH, "batch", Box::new(redo_batch(false)), None)
-        .map_err(|e| e.to_string())?;
+    registry.register(log::OP_BATCH, "batch", Box::new(redo_batch(false)), None)?;
     let nothing_to_redo = |_: &LogRecord| -> std::result::Result<(), String> { Ok(()) };
-    registry
-        .register(
-            log::OP_TXN_LINK,
-            "transaction link",
-            Box::new(nothing_to_redo),
-            None,
-        )
-        .map_err(|e| e.to_string())?;
-    registry
-        .register(
-            log::OP_BATCH_RANGES,
-            "batch with range deletes",
-            Box::new(redo_batch(true)),
-            None,
-        )
-        .map_err(|e| e.to_string())?;
+    registry.register(
+        log::OP_TXN_LINK,
+        "transaction link",
+        Box::new(nothing_to_redo),
+        None,
+    )?;
+    registry.register(
+        log::OP_BATCH_RANGES,
+        "batch with range deletes",
+        Box::new(redo_batch(true)),
+        None,
+    )?;
 
     let r = replay.clone();
     let redo_create = move |rec: &LogRecord| -> std::result::Result<(), String> {
@@ -221,13 +217,11 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, Stri
         st.next_table_id = st.next_table_id.max(id.0 + 1);
         Ok(())
     };
-    registry
-        .register(
-            log::OP_CREATE_TABLE,
-            "create_table",
-            Box::new(redo_create),
-            None,
-        )
-        .map_err(|e| e.to_string())?;
+    registry.register(
+        log::OP_CREATE_TABLE,
+        "create_table",
+        Box::new(redo_create),
+        None,
+    )?;
     Ok(registry)
 }

@@ -6,11 +6,13 @@
 
 use super::checkpoint::{self, Trigger};
 use super::read::{scan_view, DbIter};
-use super::{Db, TableState};
+use super::Db;
 use crate::batch::TableId;
 use crate::dtable::DTable;
 use crate::manifest::{SnapshotMeta, TableMeta};
-use crate::run::{Run, Stitching};
+use crate::options::Stitching;
+use crate::run::Run;
+use crate::version::TableState;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -72,13 +74,17 @@ impl NamedSnapshot {
 /// A named snapshot, as [`Db::snapshots`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotInfo {
+    /// The snapshot's name.
     pub name: String,
     /// Every commit up to this sequence number, and none after, is in the snapshot.
     pub seq: u64,
+    /// Its tables' names, sorted.
     pub tables: Vec<String>,
+    /// Runs it holds.
     pub runs: usize,
     /// Entries and key and value bytes in its runs (old versions included).
     pub entries: u64,
+    /// Key and value bytes in its runs.
     pub data_bytes: u64,
 }
 
@@ -91,10 +97,12 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The snapshot's name.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// Every commit up to this sequence number, and none after, is in the snapshot.
     pub fn seq(&self) -> u64 {
         self.held.seq
     }
@@ -122,6 +130,7 @@ impl Snapshot {
         })
     }
 
+    /// The value of `key` in `table` as the snapshot holds it.
     pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let found = self.view(table)?.get(key.as_ref(), u64::MAX)?;
         Ok(found.and_then(|(_, value)| value))

@@ -2,21 +2,26 @@
 
 use super::compact::CompactionStats;
 use super::Db;
-use crate::run::Stitching;
+use crate::options::Stitching;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use stitch_patch::CacheStats;
 use stitch_zone::{ExtentKind, ZoneStats};
 
+/// One table's part of [`Stats`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableStats {
+    /// The table's name.
     pub name: String,
+    /// How its merges stitch.
     pub stitching: Stitching,
     /// Runs in each level, level 0 first.
     pub levels: Vec<usize>,
+    /// Entries in its runs (old versions included).
     pub run_entries: u64,
     /// Payload bytes of the runs' blocks.
     pub run_bytes: u64,
+    /// Bytes in its memtables (the live one and one being written out).
     pub memtable_bytes: usize,
 }
 
@@ -24,9 +29,13 @@ pub struct TableStats {
 /// where a workload's writes go, beside the log.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AppendedBytes {
+    /// Runs' data blocks.
     pub run_blocks: u64,
+    /// Runs' indexes.
     pub run_indexes: u64,
+    /// Runs' quotient filters.
     pub run_filters: u64,
+    /// Manifests.
     pub manifests: u64,
 }
 
@@ -46,6 +55,7 @@ impl AppendedBytes {
         a
     }
 
+    /// Every kind together.
     pub fn total(&self) -> u64 {
         self.run_blocks + self.run_indexes + self.run_filters + self.manifests
     }
@@ -62,20 +72,27 @@ impl AppendedBytes {
 }
 
 impl TableStats {
+    /// Runs in every level.
     pub fn runs(&self) -> usize {
         self.levels.iter().sum()
     }
 }
 
+/// What `stitchdb stats` shows: the tables' shapes, the zones, the block cache, and what
+/// checkpoints and merges did since the store was opened.
 #[derive(Debug, Clone)]
 pub struct Stats {
+    /// Every table, by name.
     pub tables: Vec<TableStats>,
+    /// The zone store: zones in use, live bytes, reuse.
     pub zones: ZoneStats,
+    /// The block cache: hits, misses, writes, syncs.
     pub cache: CacheStats,
     /// Sequence number of the newest commit.
     pub last_seq: u64,
     /// Manifests written (memtable flushes and merges).
     pub checkpoints: u64,
+    /// Merges done.
     pub merges: u64,
     /// Merges that started while another merge was running.
     pub merges_alongside: u64,
@@ -84,9 +101,11 @@ pub struct Stats {
     /// Transactions that outgrew their memory and committed by linking their private runs,
     /// and the bytes of those runs (written once, when spilled).
     pub linked_commits: u64,
+    /// Bytes of the linked runs (see `linked_commits`).
     pub linked_bytes: u64,
     /// Bytes merges wrote anew, and bytes they stitched in without rewriting.
     pub merge_copied_bytes: u64,
+    /// Bytes merges stitched in without rewriting (see `merge_copied_bytes`).
     pub merge_stitched_bytes: u64,
     /// Merges whose new run lists its inputs' index extents rather than writing its own.
     pub merge_shared_indexes: u64,
@@ -95,6 +114,7 @@ pub struct Stats {
     pub runs_awaiting_manifest: usize,
     /// Parsed run blocks in the read cache, and the bytes they take.
     pub read_cache_blocks: usize,
+    /// Bytes the read cache's blocks take (see `read_cache_blocks`).
     pub read_cache_bytes: usize,
     /// Extent bytes written since open, by kind.
     pub appended: AppendedBytes,
@@ -103,6 +123,7 @@ pub struct Stats {
 }
 
 impl Db {
+    /// What the store looks like now, and what it did since it was opened.
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         let version = inner.version.read().clone();

@@ -4,14 +4,15 @@
 use super::{background, checkpoint, compact, log, Db, Inner};
 use crate::batch::{OpsPayload, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
-use crate::memtable::Value;
+use crate::concurrency::{HeldLocks, LockMode, Oracle};
+use crate::entry::Value;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
-use crate::txn::{HeldLocks, LockMode, Oracle};
 use crate::{Error, Result};
 use std::borrow::Cow;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use stitch_patch::PatchContext;
 use stitch_wal::Flags;
 use stitch_zone::Stream;
 
@@ -186,7 +187,8 @@ pub(crate) fn commit_batch(
     }
     let wal = inner.wal()?;
     let payloads = chunks(&batch, wal.max_payload() / 2);
-    let deps = inner.groups.engaged_deps();
+    let engaged = PatchContext::with_current(|ctx| inner.groups.engaged(ctx));
+    let deps = engaged.as_ref().map(|e| e.deps());
     let holds_locks = committer == Committer::Transaction { holds_locks: true };
     let mut locked: Option<HeldLocks> = None;
     let mut validate_commit = Some(validate_commit);
@@ -215,11 +217,11 @@ pub(crate) fn commit_batch(
             // With no patchgroup engaged nothing needs the record's patch, so the log may
             // keep the record in memory until a flush (or drop it if a checkpoint comes first).
             let appended = payload.with_pieces(|pieces| {
-                wal.append_parts(txn, log::OP_BATCH_RANGES, flag, pieces, deps.as_deref())
+                wal.append_parts(txn, log::OP_BATCH_RANGES, flag, pieces, deps)
             });
             let (record_lsn, _, patch) = inner.guard(appended.map_err(log::log_err))?;
-            if let Some(patch) = patch {
-                inner.groups.adopt(patch);
+            if let (Some(patch), Some(engaged)) = (patch, &engaged) {
+                inner.groups.adopt(engaged, patch);
             }
             lsn = record_lsn;
         }

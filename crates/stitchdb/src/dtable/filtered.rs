@@ -2,9 +2,8 @@
 //! a point lookup for a key the filter rules out never reaches the dTable behind it.
 
 use super::DTable;
-use crate::memtable::Value;
-use crate::merge::{LazySource, Source};
-use crate::range_del::RangeTombstone;
+use crate::entry::{RangeTombstone, Value};
+use crate::merge_iter::{LazySource, Source};
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;

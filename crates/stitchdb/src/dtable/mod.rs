@@ -15,9 +15,9 @@ mod overlay;
 pub use filtered::{Filtered, KeyFilter};
 pub use overlay::Overlay;
 
-use crate::memtable::{MemIter, MemRevIter, Memtable, Value};
-use crate::merge::{eager, LazySource, NewestFirst, Source};
-use crate::range_del::RangeTombstone;
+use crate::entry::{covering, RangeTombstone, Value};
+use crate::memtable::{MemIter, MemRevIter, Memtable};
+use crate::merge_iter::{eager, LazySource, NewestFirst, Source};
 use crate::run::Run;
 use crate::Result;
 use std::ops::Bound;
@@ -49,7 +49,7 @@ pub trait DTable: Send + Sync {
     fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source;
 
     /// The range tombstones this dTable holds (they apply to every layer below it too; see
-    /// [`crate::range_del`]).
+    /// [`crate::entry::RangeTombstone`]).
     fn range_tombstones(&self) -> Vec<RangeTombstone> {
         Vec::new()
     }
@@ -139,12 +139,4 @@ impl KeyFilter for Run {
     fn may_contain(&self, key: &[u8]) -> bool {
         self.filter_may_contain(key)
     }
-}
-
-/// The newest tombstone of `list` a reader at `snapshot` sees over `key`.
-pub(crate) fn covering(list: &[RangeTombstone], key: &[u8], snapshot: u64) -> Option<u64> {
-    list.iter()
-        .filter(|t| t.seq <= snapshot && t.covers(key))
-        .map(|t| t.seq)
-        .max()
 }

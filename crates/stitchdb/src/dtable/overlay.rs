@@ -3,9 +3,8 @@
 //! that version, hides it.
 
 use super::DTable;
-use crate::memtable::Value;
-use crate::merge::{MergeIter, Source};
-use crate::range_del::RangeTombstone;
+use crate::entry::{RangeTombstone, Value};
+use crate::merge_iter::{MergeIter, Source};
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;

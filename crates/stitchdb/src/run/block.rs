@@ -11,8 +11,8 @@
 
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
-use crate::memtable::Entry;
-use crate::memtable::EntryRef;
+use crate::entry::Entry;
+use crate::entry::EntryRef;
 use std::cmp::Ordering;
 
 const BLOCK_VERSION: u8 = 3;
@@ -173,6 +173,11 @@ pub struct Framing<'a> {
     pub entries: u64,
 }
 
+/// The little-endian u32 at `at` (the caller has checked that four bytes are there).
+fn u32_at(data: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
+}
+
 impl Block {
     /// Parses and validates a payload: version, every entry, and their order.
     #[cfg(test)]
@@ -193,9 +198,7 @@ impl Block {
             _ if payload_len < 5 => {
                 return Err(format!("block of {payload_len} bytes is too short"))
             }
-            _ => u64::from(u32::from_le_bytes(
-                data[data.len() - 4..].try_into().unwrap(),
-            )),
+            _ => u64::from(u32_at(&data, data.len() - 4)),
         };
         if count > (payload_len / MIN_ENTRY) as u64 {
             return Err(format!("entry count {count} too large"));
@@ -349,7 +352,7 @@ impl Block {
         let entries_end = data.len() - 4 - table;
         let offset = |i: usize| {
             let at = entries_end + 4 * i;
-            u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize
+            u32_at(data, at) as usize
         };
         for i in 0..count {
             let (start, end) = (
@@ -451,7 +454,7 @@ impl Block {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -519,7 +522,7 @@ mod tests {
     }
 
     /// A version 1 payload of `entries`, as blocks were written before keys shared prefixes.
-    fn whole_keys_payload(entries: &[Entry]) -> Vec<u8> {
+    pub(crate) fn whole_keys_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_WHOLE_KEYS];
         let mut offsets = Vec::new();
         for x in entries {
@@ -540,7 +543,7 @@ mod tests {
 
     /// A version 2 payload of `entries`, as blocks were written before they left their first
     /// key and count to the index.
-    fn counted_payload(entries: &[Entry]) -> Vec<u8> {
+    pub(crate) fn counted_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_COUNTED];
         let mut prev: &[u8] = &[];
         for x in entries {

@@ -4,8 +4,7 @@
 use super::block::BlockWriter;
 use super::write_behind::WriteBehind;
 use super::{index, BlockHandle, FilterPart, Run, RunMeta, Storage};
-use crate::memtable::EntryRef;
-use crate::range_del::RangeTombstone;
+use crate::entry::{EntryRef, RangeTombstone};
 use crate::Result;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

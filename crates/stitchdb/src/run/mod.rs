@@ -5,22 +5,28 @@ mod block;
 mod build;
 mod cache;
 mod index;
-mod merge;
 mod search;
+mod stitch;
 mod write_behind;
 
 pub use build::{Reused, RunBuilder};
 pub use cache::ReadCache;
+pub(crate) use index::decode_chunk;
 pub use index::BlockHandle;
-pub use merge::{merge_runs, MergeSpec, MergeStats, Stitching};
+pub use stitch::{merge_runs, MergeSpec, MergeStats};
+#[cfg(test)]
+pub(crate) use {
+    block::tests::{counted_payload, whole_keys_payload},
+    block::BlockWriter,
+    index::encode_chunks,
+};
 
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
-use crate::memtable::{Entry, EntryRef, Value};
-use crate::merge::LazySource;
-use crate::range_del::RangeTombstone;
+use crate::entry::{Entry, EntryRef, RangeTombstone, Value};
+use crate::merge_iter::LazySource;
 use crate::{Error, Result};
-use block::{Block, Framing};
+pub(crate) use block::{Block, Framing};
 use search::BlockSearch;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -497,7 +503,7 @@ impl Run {
 
 impl Run {
     /// All entries up to `end`, backwards: keys descending, a key's versions oldest first
-    /// (wrap it in `merge::NewestFirst`).
+    /// (wrap it in `merge_iter::NewestFirst`).
     pub fn iter_rev(self: &Arc<Self>, end: Bound<&[u8]>) -> RunRevIter {
         let block = match end {
             Bound::Included(k) | Bound::Excluded(k) => {

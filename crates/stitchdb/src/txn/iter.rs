@@ -1,8 +1,7 @@
 //! A transaction's range scan: the snapshot's pairs merged with the transaction's own writes.
 
 use crate::db::DbIter;
-use crate::memtable::Value;
-use crate::range_del::within_any;
+use crate::entry::{within_any, Value};
 use crate::Result;
 use std::iter::Peekable;
 

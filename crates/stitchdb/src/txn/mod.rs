@@ -14,22 +14,17 @@
 //! Nested transactions ([`Transaction::begin_nested`]) are savepoints over the private writes.
 
 mod iter;
-mod locks;
-mod oracle;
 mod spill;
 mod write_set;
 
 pub use iter::TxnIter;
-pub(crate) use locks::{HeldLocks, LockError, LockManager, LockMode};
-pub(crate) use oracle::Oracle;
 
 use crate::batch::{RangeOp, TableId, WriteBatch};
+use crate::concurrency::{HeldLocks, LockError, LockManager, LockMode, Oracle, TableKey};
 use crate::db::{get_at, lock_exclusive, scan_at, Committer, Db, ReaderGuard, Span};
-use crate::memtable::Value;
+use crate::entry::{within, within_any, Value};
 use crate::options::Durability;
-use crate::range_del::{within, within_any};
 use crate::{Error, Result};
-use oracle::TableKey;
 use spill::Spilled;
 use std::collections::BTreeSet;
 use std::ops::{Bound, Deref, DerefMut};
@@ -139,6 +134,7 @@ impl Db {
 }
 
 impl<'db> Transaction<'db> {
+    /// How this transaction is isolated.
     pub fn isolation(&self) -> Isolation {
         self.isolation
     }
@@ -316,6 +312,8 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
+    /// Sets `key` of `table` to `value` when the transaction commits (seen by its own reads
+    /// at once).
     pub fn put(
         &mut self,
         table: TableId,
@@ -325,6 +323,7 @@ impl<'db> Transaction<'db> {
         self.write(table, key.as_ref(), Some(value.as_ref().to_vec()))
     }
 
+    /// Deletes `key` of `table` when the transaction commits (seen by its own reads at once).
     pub fn delete(&mut self, table: TableId, key: impl AsRef<[u8]>) -> Result<()> {
         self.write(table, key.as_ref(), None)
     }

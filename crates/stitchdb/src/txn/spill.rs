@@ -10,9 +10,8 @@
 use crate::batch::{RangeOp, TableId};
 use crate::db::{build_filter, PrivateRuns};
 use crate::dtable::{filtered_run, DTable, Overlay};
-use crate::memtable::{EntryRef, Value};
-use crate::merge::{Newest, Source};
-use crate::range_del::{RangeDeletes, RangeTombstone};
+use crate::entry::{EntryRef, RangeDeletes, RangeTombstone, Value};
+use crate::merge_iter::{Newest, Source};
 use crate::run::{Run, RunBuilder, Storage};
 use crate::Result;
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 //! insertions would cost O(n) each, so the set moves into a tree.
 
 use crate::batch::TableId;
-use crate::memtable::Value;
+use crate::entry::Value;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Bound;

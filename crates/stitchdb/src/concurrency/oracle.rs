@@ -7,7 +7,7 @@
 //! the writes that overlap some open transaction's life. Lives under the write lock.
 
 use crate::batch::{RangeOp, TableId};
-use crate::range_del::within;
+use crate::entry::within;
 use crate::seq_counts::SeqCounts;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;

@@ -1,8 +1,7 @@
 //! Merging sorted sources: every version in (key ascending, newest first) order, and the two
 //! views over it — what a reader at a snapshot sees, and what a merge must keep.
 
-use crate::memtable::{Entry, Value};
-use crate::range_del::RangeDeletes;
+use crate::entry::{Entry, RangeDeletes, Value};
 use crate::Result;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;

@@ -7,9 +7,9 @@
 
 use super::block::Block;
 use super::{BlockHandle, Reused, Run, RunBuilder, Storage};
-use crate::memtable::EntryRef;
-use crate::merge::VersionFilter;
-use crate::range_del::{RangeDeletes, RangeTombstone};
+use crate::entry::{EntryRef, RangeDeletes, RangeTombstone};
+use crate::merge_iter::VersionFilter;
+use crate::options::Stitching;
 use crate::Result;
 use std::cmp::Reverse;
 use std::collections::VecDeque;
@@ -18,26 +18,12 @@ use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
 use stitch_zone::Stream;
 
-/// When a merge may stitch blocks instead of copying them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stitching {
-    /// Stitch spans of non-overlapping, contiguous blocks of at least this many bytes.
-    Threshold(u64),
-    /// Copy everything.
-    Never,
-}
-
-impl Default for Stitching {
-    /// The paper's 64 KiB.
-    fn default() -> Self {
-        Stitching::Threshold(64 * 1024)
-    }
-}
-
 /// What a merge did, for `stats` and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MergeStats {
+    /// Bytes of blocks decoded and written anew.
     pub copied_bytes: u64,
+    /// Bytes of blocks stitched into the output where they lie.
     pub stitched_bytes: u64,
     /// The new run lists its inputs' index extents instead of writing its own.
     pub index_shared: bool,
@@ -383,7 +369,7 @@ fn stitchable_span(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memtable::Value;
+    use crate::entry::Value;
     use std::sync::atomic::{AtomicU64, Ordering};
     use stitch_io::{Disk, MemDisk};
     use stitch_patch::{BlockCache, CacheConfig};

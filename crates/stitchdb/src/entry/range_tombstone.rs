@@ -68,13 +68,21 @@ impl RangeDeletes {
 
     /// The newest tombstone a reader at `snapshot` sees over `key`.
     pub fn covering(&self, key: &[u8], snapshot: u64) -> Option<u64> {
-        crate::dtable::covering(&self.list, key, snapshot)
+        covering(&self.list, key, snapshot)
     }
 
     /// Whether a reader at `snapshot` sees the version (`key`, `seq`) deleted by a range.
     pub fn hides(&self, key: &[u8], seq: u64, snapshot: u64) -> bool {
         self.covering(key, snapshot).is_some_and(|t| t > seq)
     }
+}
+
+/// The newest tombstone of `list` a reader at `snapshot` sees over `key`.
+pub fn covering(list: &[RangeTombstone], key: &[u8], snapshot: u64) -> Option<u64> {
+    list.iter()
+        .filter(|t| t.seq <= snapshot && t.covers(key))
+        .map(|t| t.seq)
+        .max()
 }
 
 #[cfg(test)]
