@@ -9,6 +9,7 @@ mod error;
 mod file;
 mod mem;
 mod sim;
+mod sys;
 
 pub use error::{IoError, IoErrorKind, IoOp, Result};
 pub use file::{FileDisk, LockMode};

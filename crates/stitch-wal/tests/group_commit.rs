@@ -1,5 +1,7 @@
 //! Group commit, concurrent appends, background flushing and write failures.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

@@ -1,5 +1,7 @@
 //! `stitchdb bench`: db_bench's flags in, db_bench's result lines out.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::Path;
 use std::process::{Command, Output};
 

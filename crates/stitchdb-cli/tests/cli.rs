@@ -1,5 +1,7 @@
 //! Runs the built `stitchdb` binary against stores in temporary directories.
 
+#![allow(clippy::unwrap_used)]
+
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;

@@ -45,8 +45,6 @@
 //! 15. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
 //!     targets (hidden from the documentation).
 
-#![forbid(unsafe_code)]
-
 mod batch;
 mod bounds;
 mod codec;

@@ -1,4 +1,6 @@
 //! Helpers shared by the integration tests.
+
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 use parking_lot::Mutex;
