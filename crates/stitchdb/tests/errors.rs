@@ -252,7 +252,9 @@ fn a_failed_create_leaves_no_file_and_never_removes_an_existing_one() {
 
     std::fs::write(&path, b"someone's data").unwrap();
     let err = Db::create(&path, Options::default()).err().unwrap();
-    let io = err.io_error().unwrap_or_else(|| panic!("not a disk error: {err}"));
+    let io = err
+        .io_error()
+        .unwrap_or_else(|| panic!("not a disk error: {err}"));
     assert_eq!(io.op, stitchdb::IoOp::Open, "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), b"someone's data");
 

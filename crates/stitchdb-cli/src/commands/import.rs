@@ -77,16 +77,14 @@ pub fn run(args: ImportArgs) -> CliResult {
     // store still can; what is reported is what was.
     let synced = importer.sync();
     let (summary, lines) = (importer.durable_summary(), importer.durable.records);
-    let closed = synced.and_then(|()| db.close().map_err(CliError::from));
+    let closed = synced.and_then(|()| {
+        db.close()
+            .map_err(|e| CliError::from(e).prefix("closing the store"))
+    });
     match (outcome, closed) {
         (Ok(()), Ok(())) => {}
-        (Ok(()), Err(e)) => return Err(e.note(summary)),
-        (Err(e), Ok(())) => return Err(e.note(summary)),
-        (Err(e), Err(closing)) => {
-            return Err(e
-                .note(summary)
-                .note(format_args!("closing the store failed too: {closing}")))
-        }
+        (Ok(()), Err(e)) | (Err(e), Ok(())) => return Err(e.note(summary)),
+        (Err(e), Err(then)) => return Err(e.note(summary).note(format_args!("and then {then}"))),
     }
 
     let seconds = started.elapsed().as_secs_f64();
@@ -214,19 +212,58 @@ impl<'a> Importer<'a> {
 
     /// What of the input is durable in the store, for the error of a failed import.
     fn durable_summary(&self) -> String {
-        let Mark { records, line } = self.durable;
-        let kept = match records {
-            0 => "no line is durably imported".to_string(),
-            _ => format!("{} up to line {line} imported and durable", count(records)),
-        };
-        if self.durable == self.committed {
-            format!("{kept}; no later line was imported")
-        } else {
-            format!(
-                "{kept}; the lines after it up to line {} were committed but the store \
-                 could not make them durable: some or all may be lost",
-                self.committed.line
-            )
-        }
+        durable_summary(self.durable, self.committed)
+    }
+}
+
+/// What of the input is durable, given where the durable and the committed batches end.
+fn durable_summary(durable: Mark, committed: Mark) -> String {
+    let Mark { records, line } = durable;
+    match (records, durable == committed) {
+        (0, true) => "no line was imported".to_string(),
+        (0, false) => format!(
+            "no line is durably imported; lines 1 to {} were committed but the store could \
+             not make them durable: some or all may be lost",
+            committed.line
+        ),
+        (_, true) => format!(
+            "{} up to line {line} imported and durable; no later line was imported",
+            count(records)
+        ),
+        (_, false) => format!(
+            "{} up to line {line} imported and durable; lines {} to {} were committed but the \
+             store could not make them durable: some or all may be lost",
+            count(records),
+            line + 1,
+            committed.line
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_says_what_is_durable_and_what_is_in_doubt() {
+        let mark = |records, line| Mark { records, line };
+        assert_eq!(
+            durable_summary(mark(0, 0), mark(0, 0)),
+            "no line was imported"
+        );
+        assert_eq!(
+            durable_summary(mark(1, 3), mark(1, 3)),
+            "1 line up to line 3 imported and durable; no later line was imported"
+        );
+        assert_eq!(
+            durable_summary(mark(0, 0), mark(1000, 1002)),
+            "no line is durably imported; lines 1 to 1002 were committed but the store could \
+             not make them durable: some or all may be lost"
+        );
+        assert_eq!(
+            durable_summary(mark(2000, 2000), mark(3000, 3000)),
+            "2000 lines up to line 2000 imported and durable; lines 2001 to 3000 were \
+             committed but the store could not make them durable: some or all may be lost"
+        );
     }
 }
