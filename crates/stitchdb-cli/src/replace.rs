@@ -53,6 +53,12 @@ impl Replacing {
         Ok(replacing)
     }
 
+    /// Whether the destination is written in place, so that a failure leaves part of the
+    /// output in it (a device or a FIFO) rather than leaving it as it was.
+    pub fn in_place(&self) -> bool {
+        self.rename.is_none()
+    }
+
     /// Makes what was written durable and puts it in place of the destination. Dropping a
     /// `Replacing` without committing it removes the temporary file.
     pub fn commit(mut self) -> CliResult {
@@ -191,7 +197,7 @@ mod tests {
     fn a_device_is_written_in_place() {
         use std::os::unix::fs::FileTypeExt;
         let mut out = Replacing::create(Path::new("/dev/null")).unwrap();
-        assert!(out.rename.is_none());
+        assert!(out.in_place());
         out.write_all(b"gone").unwrap();
         out.commit().unwrap();
         assert!(std::fs::metadata("/dev/null")

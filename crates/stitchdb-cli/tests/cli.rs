@@ -679,8 +679,12 @@ fn a_failed_export_leaves_the_destination_as_it_was() {
     // JSON cannot hold the value \xff: the export fails after writing the first pairs.
     let err = f.fails(FAILED, "export", &[&dest]);
     assert!(err.contains("not UTF-8"), "{err}");
+    assert!(err.contains("out.jsonl was left as it was"), "{err}");
     assert_eq!(std::fs::read(&dest).unwrap(), old);
     assert_eq!(entries(f.dir.path()), before, "a temporary file was left");
+    let err = f.fails(FAILED, "export", &[&f.path("new.jsonl")]);
+    assert!(err.contains("new.jsonl was not created"), "{err}");
+    assert_eq!(entries(f.dir.path()), before, "a file was left");
 
     // The disk fills while the export is written.
     let args = f.args("export", &[&dest, "--format", "tsv"]);

@@ -46,15 +46,25 @@ pub fn run(args: ExportArgs) -> CliResult {
     match &file {
         Some(path) => {
             let destination = path.display().to_string();
+            let existed = path.exists();
             let file = Replacing::create(path)?;
+            let in_place = file.in_place();
             let mut out = RecordWriter::new(BufWriter::new(file), format, destination.clone());
-            range.write_to(&source, table, None, &mut out)?;
-            let file = out
-                .finish()?
-                .into_inner()
-                .map_err(|e| e.into_error())
-                .context(format_args!("writing {destination}"))?;
-            file.commit()
+            let written = range
+                .write_to(&source, table, None, &mut out)
+                .and_then(|_| {
+                    out.finish()?
+                        .into_inner()
+                        .map_err(|e| e.into_error())
+                        .context(format_args!("writing {destination}"))?
+                        .commit()
+                });
+            // Say what became of the file, which the pairs' count alone does not.
+            written.map_err(|e| match (in_place, existed) {
+                (true, _) => e,
+                (false, true) => e.note(format_args!("{destination} was left as it was")),
+                (false, false) => e.note(format_args!("{destination} was not created")),
+            })
         }
         None => {
             let stdout = BufWriter::new(std::io::stdout().lock());
