@@ -11,7 +11,9 @@ use std::ffi::OsString;
 pub struct PutArgs {
     #[command(flatten)]
     store: StoreArg,
+    /// The key: the argument's bytes, or with --escaped its TSV escapes decoded
     key: OsString,
+    /// The value, read like KEY
     value: OsString,
     #[command(flatten)]
     table: TableArg,
@@ -23,6 +25,7 @@ pub struct PutArgs {
 pub struct GetArgs {
     #[command(flatten)]
     store: StoreArg,
+    /// The key: the argument's bytes, or with --escaped its TSV escapes decoded
     key: OsString,
     #[command(flatten)]
     table: TableArg,
@@ -36,6 +39,7 @@ pub struct GetArgs {
 pub struct KeyArgs {
     #[command(flatten)]
     store: StoreArg,
+    /// The key: the argument's bytes, or with --escaped its TSV escapes decoded
     key: OsString,
     #[command(flatten)]
     table: TableArg,
