@@ -74,8 +74,12 @@ pub fn run(args: ImportArgs) -> CliResult {
     let outcome = importer.run(&mut reader, &progress);
     progress.finish();
     // Whether or not the import stopped early, what was committed is made durable if the
-    // store still can; what is reported is what was.
-    let synced = importer.sync();
+    // store still can; what is reported is what was. A store that failed (turned read-only)
+    // can sync nothing more, and the import's error already says why.
+    let synced = match (&outcome, db.failure()) {
+        (Err(_), Some(_)) => Ok(()),
+        _ => importer.sync(),
+    };
     let (summary, lines) = (importer.durable_summary(), importer.durable.records);
     let closed = synced.and_then(|()| {
         db.close()
