@@ -488,6 +488,8 @@ impl Db {
     }
 
     /// Flushes everything and closes the store. Dropping a `Db` does the same, ignoring errors.
+    /// A store that turned read-only after a failed write closes with that failure as its error
+    /// (`Error::ReadOnly`), since what was written before it may not be durable.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
     }
@@ -500,8 +502,11 @@ impl Db {
         for handle in self.threads.drain(..) {
             let _ = handle.join();
         }
-        if self.inner.wal.is_none() || self.inner.failure.lock().is_some() {
+        if self.inner.wal.is_none() {
             return Ok(());
+        }
+        if let Some(why) = self.inner.failure.lock().clone() {
+            return Err(Error::ReadOnly(why));
         }
         checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Close)?;
         self.inner.cache.flush_all()?;
@@ -511,8 +516,10 @@ impl Db {
 
 impl Drop for Db {
     fn drop(&mut self) {
-        if let Err(e) = self.shutdown() {
-            tracing::error!("closing the store: {e}");
+        match self.shutdown() {
+            // The failure that turned the store read-only was logged when it happened.
+            Ok(()) | Err(Error::ReadOnly(_)) => {}
+            Err(e) => tracing::error!("closing the store: {e}"),
         }
     }
 }
