@@ -49,6 +49,10 @@ pub enum IoErrorKind {
     },
     /// Another process holds the store's lock.
     Locked,
+    /// The file does not exist (ENOENT).
+    NotFound,
+    /// The operating system refused access to the file (EACCES, EPERM).
+    PermissionDenied,
     /// Any other operating-system error, with its message.
     Os(String),
 }
@@ -98,6 +102,8 @@ impl IoError {
         let kind = match e.raw_os_error() {
             Some(libc::ENOSPC) => IoErrorKind::NoSpace,
             Some(libc::EIO) => IoErrorKind::Eio,
+            Some(libc::ENOENT) => IoErrorKind::NotFound,
+            Some(libc::EACCES | libc::EPERM) => IoErrorKind::PermissionDenied,
             _ => IoErrorKind::Os(e.to_string()),
         };
         IoError::new(op, disk, offset, len, kind)
@@ -115,6 +121,8 @@ impl fmt::Display for IoError {
             IoErrorKind::Locked => {
                 "the store is locked by another process (or another handle in this one)".to_string()
             }
+            IoErrorKind::NotFound => "no such file or directory".to_string(),
+            IoErrorKind::PermissionDenied => "permission denied".to_string(),
             IoErrorKind::Os(m) => m.clone(),
         };
         match self.op {

@@ -100,6 +100,11 @@ impl FileDisk {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Whether this is a raw block device rather than a regular file.
+    pub fn is_block_device(&self) -> bool {
+        self.block_device
+    }
 }
 
 /// What one `pread`, `preadv` or `pwritev` returned: the bytes it moved, `None` if a signal

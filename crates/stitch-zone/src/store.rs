@@ -65,7 +65,9 @@ impl Default for ZoneConfig {
 pub const DEFAULT_RECYCLE_BYTES: u64 = 1 << 30;
 
 impl ZoneConfig {
-    fn validate(&self) -> Result<()> {
+    /// Checks the settings a new store would be made with (an existing store's zone size is
+    /// its superblock's).
+    pub fn validate(&self) -> Result<()> {
         if self.zone_size < MIN_ZONE_SIZE || self.zone_size % 4096 != 0 || self.zone_size >= 1 << 32
         {
             return Err(ZoneError::Config(format!(

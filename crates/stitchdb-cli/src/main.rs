@@ -9,6 +9,7 @@ mod format;
 mod logging;
 mod output;
 mod progress;
+mod replace;
 mod store;
 
 use clap::Parser;
@@ -24,7 +25,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///
 /// STORE is the path of a store file or block device.
 #[derive(Parser)]
-#[command(name = "stitchdb", version, after_help = format::FORMATS_HELP)]
+#[command(name = "stitchdb", version, after_help = format!("{}\n\n{}", format::FORMATS_HELP, error::exit_status_help()))]
 struct Cli {
     /// Diagnostics on stderr: a level (error, warn, info, debug, trace) or a filter such as
     /// `stitchdb=debug`; overrides RUST_LOG [default: warn]
@@ -50,14 +51,16 @@ fn disable_transparent_huge_pages() {
 
 fn main() -> ExitCode {
     disable_transparent_huge_pages();
-    // Usage errors exit with status 2 here (clap's convention).
+    // Usage errors clap finds exit here with status 2, `Exit::Usage`.
     let cli = Cli::parse();
     logging::init(cli.log.as_deref());
     match cli.command.run() {
-        Ok(()) | Err(CliError::OutputClosed) => ExitCode::SUCCESS,
-        Err(CliError::Failed(message)) => {
-            eprintln!("stitchdb: error: {message}");
-            ExitCode::FAILURE
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let CliError::Failed { message, .. } = &e {
+                eprintln!("stitchdb: error: {message}");
+            }
+            ExitCode::from(e.exit().code())
         }
     }
 }
