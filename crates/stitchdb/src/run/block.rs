@@ -15,11 +15,12 @@ use crate::entry::Entry;
 use crate::entry::EntryRef;
 use std::cmp::Ordering;
 
+/// The version merges and flushes write: keys share prefixes, and the first key and the
+/// entry count are in the index handle only (docs/format.md).
 const BLOCK_VERSION: u8 = 3;
-/// Blocks written before the first key and the count were left to the index: tags, and the
-/// count at the end.
+/// A version still read: each entry tagged, the entry count at the end of the block.
 const BLOCK_VERSION_COUNTED: u8 = 2;
-/// Blocks written before keys shared prefixes: whole keys and an offset table.
+/// A version still read: whole keys, and a table of the entries' offsets.
 const BLOCK_VERSION_WHOLE_KEYS: u8 = 1;
 const NO_VALUE: u32 = u32::MAX;
 /// The fewest bytes an entry takes (shared, key length, sequence number, value; version 2's
@@ -521,7 +522,7 @@ pub(super) mod tests {
         assert_eq!(b.seek(b"c"), 3);
     }
 
-    /// A version 1 payload of `entries`, as blocks were written before keys shared prefixes.
+    /// A version 1 payload of `entries` (whole keys, an offset table).
     pub(crate) fn whole_keys_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_WHOLE_KEYS];
         let mut offsets = Vec::new();
@@ -541,8 +542,7 @@ pub(super) mod tests {
         body
     }
 
-    /// A version 2 payload of `entries`, as blocks were written before they left their first
-    /// key and count to the index.
+    /// A version 2 payload of `entries` (tagged entries, the count at the end).
     pub(crate) fn counted_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_COUNTED];
         let mut prev: &[u8] = &[];
