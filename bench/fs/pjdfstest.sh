@@ -58,6 +58,21 @@ if [ ! -d "$DIR" ]; then
     echo "pjdfstest.sh: $DIR is not a directory" >&2
     exit 2
 fi
+# The cases switch to other users, who must be able to reach DIR.
+d=$(realpath "$DIR")
+while [ "$d" != / ]; do
+    d=$(dirname "$d")
+    if [ $((8#$(stat -c %a "$d") & 1)) -eq 0 ]; then
+        echo "pjdfstest.sh: $d is not searchable by other users (chmod o+x it), whom the cases switch to" >&2
+        exit 2
+    fi
+done
+fstype_opts=$(findmnt -n -o FSTYPE,OPTIONS -T "$DIR")
+case "$fstype_opts" in
+    fuse*allow_other*) ;;
+    fuse*) echo "pjdfstest.sh: $DIR is a FUSE mount without allow_other, which keeps out the other users the cases switch to; mount it with -o allow_other" >&2
+           exit 2 ;;
+esac
 if [ -n "$secondary" ] && [ "$(stat -c %d "$secondary")" = "$(stat -c %d "$DIR")" ]; then
     echo "pjdfstest.sh: $secondary is on the same file system as $DIR" >&2
     exit 2
