@@ -295,6 +295,18 @@ impl ZoneStore {
         self.config.zone_size
     }
 
+    /// How many bytes the disk is short of a whole number of zones. A store grows by whole
+    /// zones, so anything but 0 means the file was cut: extents or log records past the cut
+    /// are gone.
+    pub fn truncated_by(&self) -> u64 {
+        let partial = self.cache.disk().len() % self.config.zone_size;
+        if partial == 0 {
+            0
+        } else {
+            self.config.zone_size - partial
+        }
+    }
+
     /// The disk byte where `zone` starts.
     pub fn zone_offset(&self, zone: ZoneId) -> u64 {
         zone as u64 * self.config.zone_size

@@ -141,6 +141,23 @@ impl Error {
         }
     }
 
+    /// Adds to a corruption's place where the structure sits (its table, say), keeping what
+    /// the structure is: a damaged run filter stays a "run filter".
+    pub(crate) fn placed_in(self, outer: impl fmt::Display) -> Error {
+        match self {
+            Error::Corrupt {
+                what,
+                place,
+                detail,
+            } => Error::Corrupt {
+                what,
+                place: format!("{outer}, {place}"),
+                detail,
+            },
+            other => other,
+        }
+    }
+
     pub(crate) fn corrupt(
         what: &'static str,
         place: impl fmt::Display,

@@ -139,8 +139,9 @@ fn open_levels(
         let run = match opened.get(&meta.id) {
             Some(run) => run.clone(),
             None => {
+                // Run::open names the structure (run index, run filter) and the run.
                 let run = Run::open(storage, meta.clone())
-                    .map_err(|e| e.within("run index", format!("table {}", table.name)))?;
+                    .map_err(|e| e.placed_in(format!("table {}", table.name)))?;
                 opened.insert(meta.id, run.clone());
                 run
             }
