@@ -174,6 +174,17 @@ impl RunMeta {
     }
 }
 
+/// Keys of a run that damage put out of reach (see [`Run::open_salvaging`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostRange {
+    pub start: Bound<Vec<u8>>,
+    pub end: Bound<Vec<u8>>,
+    /// How many entries (versions) were lost, when the index says.
+    pub entries: Option<u64>,
+    /// Why ("its block 7 is damaged").
+    pub why: String,
+}
+
 /// A quotient filter over the keys of some of a run's blocks: the next `blocks` of them after
 /// the blocks of the parts before it. A run written from entries has one part; a merge that
 /// stitched its inputs whole, one after another, lists their parts (no key is reread, no
@@ -222,36 +233,7 @@ impl Run {
             index::decode_chunk(&payload, &mut blocks)
                 .map_err(|d| Error::corrupt("run index", format!("run {} {addr}", meta.id), d))?;
         }
-        if let [only] = meta.filters.as_mut_slice() {
-            if only.blocks == ALL_BLOCKS {
-                only.blocks = blocks.len() as u64;
-            }
-        }
-        let covered: u64 = meta
-            .filters
-            .iter()
-            .map(|p| p.blocks)
-            .fold(0, u64::saturating_add);
-        if !meta.filters.is_empty() && covered != blocks.len() as u64 {
-            return Err(Error::corrupt(
-                "run filter",
-                format!("run {}", meta.id),
-                format!("filter parts cover {covered} blocks of {}", blocks.len()),
-            ));
-        }
-        let mut filters = Vec::with_capacity(meta.filters.len());
-        let mut end = 0;
-        for part in &meta.filters {
-            let addr = part.addr;
-            let payload = storage
-                .zones
-                .read(addr, ExtentKind::RUN_FILTER)
-                .map_err(|e| Error::from(e).within("run filter", format!("run {}", meta.id)))?;
-            let filter = QuotientFilter::decode(&payload)
-                .map_err(|e| Error::corrupt("run filter", format!("run {} {addr}", meta.id), e))?;
-            end += part.blocks as usize;
-            filters.push((end, Arc::new(filter)));
-        }
+        let filters = Self::read_filters(storage, &mut meta, blocks.len())?;
         let entries: u64 = blocks.iter().map(|b| b.entries).sum();
         if entries != meta.entries {
             return Err(Error::corrupt(
@@ -275,6 +257,174 @@ impl Run {
             storage,
             obsolete: AtomicBool::new(false),
         }))
+    }
+
+    /// [`open`](Self::open) for `check` and `repair`: opens what can be read of a damaged
+    /// run instead of failing at the first problem. Index extents that cannot be read are
+    /// skipped (their blocks cannot be: a block's first key and count are in the index only),
+    /// a damaged filter is dropped (a filter only saves reads), and every block is read and
+    /// verified, the damaged ones left out. Returns the run (`None` if nothing of it is
+    /// left), every problem found (naming the structure: run index, run filter, run block)
+    /// and the key ranges lost. Nothing is marked live: the store is only read.
+    pub fn open_salvaging(
+        storage: &Arc<Storage>,
+        mut meta: RunMeta,
+    ) -> (Option<Arc<Run>>, Vec<Error>, Vec<LostRange>) {
+        let mut problems = Vec::new();
+        let mut lost = Vec::new();
+        let mut blocks: Vec<BlockHandle> = Vec::new();
+        // Where in `blocks` the handles of unreadable index extents would have been.
+        let mut gaps: Vec<usize> = Vec::new();
+        for &addr in &meta.index {
+            let read = storage
+                .zones
+                .read(addr, ExtentKind::RUN_INDEX)
+                .map_err(|e| Error::from(e).within("run index", format!("run {}", meta.id)))
+                .and_then(|payload| {
+                    let mut chunk = Vec::new();
+                    index::decode_chunk(&payload, &mut chunk)
+                        .map_err(|d| {
+                            Error::corrupt("run index", format!("run {} {addr}", meta.id), d)
+                        })
+                        .map(|()| chunk)
+                });
+            match read {
+                Ok(chunk) => blocks.extend(chunk),
+                Err(e) => {
+                    problems.push(e);
+                    if gaps.last() != Some(&blocks.len()) {
+                        gaps.push(blocks.len());
+                    }
+                }
+            }
+        }
+        for &g in &gaps {
+            let start = g.checked_sub(1).map_or(Bound::Unbounded, |p| {
+                Bound::Excluded(blocks[p].last_key.clone())
+            });
+            let end = blocks
+                .get(g)
+                .map_or(Bound::Unbounded, |h| Bound::Excluded(h.first_key.clone()));
+            lost.push(LostRange {
+                start,
+                end,
+                entries: None,
+                why: "its run index extent is damaged".into(),
+            });
+        }
+        let entries: u64 = blocks.iter().map(|b| b.entries).sum();
+        if gaps.is_empty() && entries != meta.entries {
+            problems.push(Error::corrupt(
+                "run index",
+                format!("run {}", meta.id),
+                format!(
+                    "blocks hold {entries} entries, the manifest says {}",
+                    meta.entries
+                ),
+            ));
+        }
+        let filters = match Self::read_filters(storage, &mut meta, blocks.len()) {
+            Ok(filters) if gaps.is_empty() => filters,
+            Ok(_) => Vec::new(),
+            Err(e) => {
+                problems.push(e);
+                Vec::new()
+            }
+        };
+        let whole = Run {
+            search: BlockSearch::new(&blocks),
+            blocks,
+            filters,
+            storage: storage.clone(),
+            obsolete: AtomicBool::new(false),
+            meta,
+        };
+        let mut bad = Vec::new();
+        for i in 0..whole.blocks.len() {
+            if let Err(e) = whole.read_block(i) {
+                let h = &whole.blocks[i];
+                lost.push(LostRange {
+                    start: Bound::Included(h.first_key.clone()),
+                    end: Bound::Included(h.last_key.clone()),
+                    entries: Some(h.entries),
+                    why: format!("its block {i} is damaged"),
+                });
+                problems.push(e);
+                bad.push(i);
+            }
+        }
+        if !gaps.is_empty() || !bad.is_empty() {
+            // Only the readable blocks stay; the filter's parts map blocks by position.
+            // `whole` is never marked obsolete: dropping it releases nothing.
+            let (mut meta, mut blocks) = (whole.meta.clone(), whole.blocks.clone());
+            let storage = whole.storage.clone();
+            for &i in bad.iter().rev() {
+                blocks.remove(i);
+            }
+            meta.entries = blocks.iter().map(|b| b.entries).sum();
+            meta.filters.clear();
+            if blocks.is_empty() && meta.ranges.is_empty() {
+                return (None, problems, lost);
+            }
+            let run = Run {
+                search: BlockSearch::new(&blocks),
+                blocks,
+                filters: Vec::new(),
+                storage,
+                obsolete: AtomicBool::new(false),
+                meta,
+            };
+            return (Some(Arc::new(run)), problems, lost);
+        }
+        (Some(Arc::new(whole)), problems, lost)
+    }
+
+    /// Reads and checks the filter parts of a run with `blocks` blocks; on any problem the
+    /// run's filter is dropped from `meta` and the problem returned.
+    fn read_filters(
+        storage: &Arc<Storage>,
+        meta: &mut RunMeta,
+        blocks: usize,
+    ) -> Result<Vec<(usize, Arc<QuotientFilter>)>> {
+        if let [only] = meta.filters.as_mut_slice() {
+            if only.blocks == ALL_BLOCKS {
+                only.blocks = blocks as u64;
+            }
+        }
+        let read = || -> Result<Vec<(usize, Arc<QuotientFilter>)>> {
+            let covered: u64 = meta
+                .filters
+                .iter()
+                .map(|p| p.blocks)
+                .fold(0, u64::saturating_add);
+            if !meta.filters.is_empty() && covered != blocks as u64 {
+                return Err(Error::corrupt(
+                    "run filter",
+                    format!("run {}", meta.id),
+                    format!("filter parts cover {covered} blocks of {blocks}"),
+                ));
+            }
+            let mut filters = Vec::with_capacity(meta.filters.len());
+            let mut end = 0;
+            for part in &meta.filters {
+                let addr = part.addr;
+                let payload = storage
+                    .zones
+                    .read(addr, ExtentKind::RUN_FILTER)
+                    .map_err(|e| Error::from(e).within("run filter", format!("run {}", meta.id)))?;
+                let filter = QuotientFilter::decode(&payload).map_err(|e| {
+                    Error::corrupt("run filter", format!("run {} {addr}", meta.id), e)
+                })?;
+                end += part.blocks as usize;
+                filters.push((end, Arc::new(filter)));
+            }
+            Ok(filters)
+        };
+        let result = read();
+        if result.is_err() {
+            meta.filters.clear();
+        }
+        result
     }
 
     fn extents_of<'a>(
