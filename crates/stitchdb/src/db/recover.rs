@@ -18,6 +18,9 @@ use stitch_io::Disk;
 use stitch_wal::{LogRecord, OpRegistry, Wal, WalError};
 use stitch_zone::{ExtentAddr, ExtentKind, ZoneId, ZoneStore};
 
+/// Bytes that hold both superblock slots (the second starts at 4096 and fits in a sector).
+const SUPERBLOCK_BYTES: u64 = 4096 + 512;
+
 /// What recovery hands to the database.
 pub(crate) struct Recovered {
     pub version: Version,
@@ -66,6 +69,15 @@ fn recover_with(
     opts: &Options,
     mut salvage: Option<&mut Salvage>,
 ) -> Result<(Arc<Storage>, Recovered, Option<ExtentAddr>)> {
+    // A file too short for both superblock slots was cut (creating a store writes both).
+    let len = disk.len();
+    if len > 0 && len < SUPERBLOCK_BYTES {
+        return Err(Error::corrupt(
+            "store file",
+            disk.describe(),
+            format!("the store is {len} bytes, too short for its superblocks: truncated?"),
+        ));
+    }
     let cache = Db::cache_for(disk, opts);
     let slots = stitch_zone::read_slots(&cache)?;
     let (zones, superblock) = ZoneStore::open(cache, opts.zone_config())?;
