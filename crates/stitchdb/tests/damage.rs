@@ -3,7 +3,8 @@
 //! The suite: a store written with every structure present (runs with indexes and filters,
 //! manifests, two tables, a named snapshot, a log holding synced and unsynced records), then
 //! for each structure and both superblock slots, bytes overwritten and, separately, the file
-//! cut in the middle of it. For each: `check` names the damage, `open` recovers exactly (a
+//! cut in the middle of it (the store is a crash image taken while the last commit's sync
+//! was under way, so its log ends in a record no sync covered). For each: `check` names the damage, `open` recovers exactly (a
 //! torn log tail) or refuses naming the damage, no read returns wrong data, nothing panics,
 //! and `repair` leaves a store that passes `check` holding every key whose block is intact.
 //!
@@ -13,12 +14,14 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitchdb::{
     Db, Disk, Durability, Error, LostKeys, MemDisk, Options, RepairReport, SimConfig, SimDisk,
-    WriteBatch,
 };
 
 const ZONE: u64 = 1 << 20;
@@ -42,10 +45,9 @@ fn value(i: u64) -> Vec<u8> {
     format!("value of key {i:08}, some bytes to make a record").into_bytes()
 }
 
-/// A store holding `n` keys, each committed with `Sync`, then `unsynced` more committed with
-/// `Async`, and what a crash (seeded by `seed`) then leaves: every `Sync` commit is durable,
-/// and only in the log; the `Async` ones are a tail the crash may have torn anywhere.
-fn commits_in_the_log(n: u64, unsynced: u64, seed: u64) -> SimDisk {
+/// A store holding `n` keys, each committed with `Sync`, and what a crash then leaves: every
+/// commit is durable, and only in the log.
+fn synced_commits_in_the_log(n: u64) -> SimDisk {
     let sim = Arc::new(SimDisk::new(SimConfig {
         seed: 7,
         len: 0,
@@ -56,12 +58,7 @@ fn commits_in_the_log(n: u64, unsynced: u64, seed: u64) -> SimDisk {
     for i in 0..n {
         db.put(t, key(i), value(i)).unwrap();
     }
-    for i in n..n + unsynced {
-        let mut batch = WriteBatch::new();
-        batch.put(t, key(i), value(i));
-        db.write(&batch, Durability::Async).unwrap();
-    }
-    let image = sim.crash(seed);
+    let image = sim.crash(1);
     drop(db);
     image
 }
@@ -85,7 +82,7 @@ fn log_zone(disk: &dyn Disk) -> u64 {
 #[test]
 fn log_overwritten_in_its_middle_is_refused_not_truncated() {
     let n = 10_251;
-    let image = commits_in_the_log(n, 0, 1);
+    let image = synced_commits_in_the_log(n);
     let damaged_at = log_zone(&image) * ZONE + 100_000;
     image.write_at(damaged_at, &[0xA5; 16]).unwrap();
     let disk: Arc<dyn Disk> = Arc::new(image);
@@ -106,32 +103,6 @@ fn log_overwritten_in_its_middle_is_refused_not_truncated() {
     assert!(text.contains("out of reach"), "{text}");
     // Read-only opening refuses too: nothing silently hides the lost commits.
     assert!(Db::open_read_only_on(disk, options()).is_err());
-}
-
-#[test]
-fn log_torn_at_its_tail_recovers_every_synced_commit_and_a_prefix_of_the_rest() {
-    let (n, unsynced) = (1_000, 300);
-    for seed in 0..8 {
-        let disk: Arc<dyn Disk> = Arc::new(commits_in_the_log(n, unsynced, seed));
-        let db = Db::open_on(disk, options()).unwrap();
-        let t = db.default_table();
-        let held: Vec<bool> = (0..n + unsynced)
-            .map(|i| {
-                let got = db.get(t, key(i)).unwrap();
-                assert!(
-                    got.is_none() || got == Some(value(i)),
-                    "seed {seed} key {i}"
-                );
-                got.is_some()
-            })
-            .collect();
-        let prefix = held.iter().take_while(|&&h| h).count();
-        assert!(prefix >= n as usize, "seed {seed}: synced commits lost");
-        assert!(
-            held[prefix..].iter().all(|&h| !h),
-            "seed {seed}: not a prefix"
-        );
-    }
 }
 
 // ---- the damage suite --------------------------------------------------------------------
@@ -171,16 +142,12 @@ fn suite_value(i: u64, round: u32) -> Vec<u8> {
     format!("v{round}-{i:05}-{}", "z".repeat(40)).into_bytes()
 }
 
-/// The bytes of the suite's store: runs in two tables (merged, with filters), a snapshot, and
-/// a log holding `Sync` commits (keys 600..700) and a crash-torn tail of `Async` ones
-/// (700..720).
-fn suite_store() -> Vec<u8> {
-    let sim = Arc::new(SimDisk::new(SimConfig {
-        seed: 11,
-        len: 0,
-        capacity: None,
-    }));
-    let db = Db::create_on(sim.clone(), suite_options(8 * 1024)).unwrap();
+/// The bytes of the suite's store and the key of its unsynced last commit: runs in two
+/// tables (merged, with filters), a snapshot, and a log holding `Sync` commits (keys
+/// 600..700), the last of which was written but not yet synced when the crash came.
+fn suite_store() -> (Vec<u8>, u64) {
+    let disk = support::new_crashing(11);
+    let db = Db::create_on(disk.clone(), suite_options(8 * 1024)).unwrap();
     let t = db.default_table();
     let second = db.create_table("second").unwrap();
     for i in 0..600 {
@@ -199,21 +166,33 @@ fn suite_store() -> Vec<u8> {
         db.delete(t, key(i)).unwrap();
     }
     db.close().unwrap();
-    // Reopened with a large memtable: what follows stays in the log.
-    let db = Db::open_on(sim.clone(), suite_options(1 << 20)).unwrap();
+    // Reopened with a large memtable: what follows stays in the log. Crash images are taken
+    // at every write and sync of the last commits.
+    let db = Db::open_on(disk.clone(), suite_options(1 << 20)).unwrap();
     for i in 600..700 {
+        if i == 690 {
+            *disk.probability.lock() = 1.0;
+        }
+        disk.issued.store(i + 1, Ordering::SeqCst);
         db.put(t, key(i), suite_value(i, 1)).unwrap();
+        disk.acked.store(i + 1, Ordering::SeqCst);
     }
-    for i in 700..720 {
-        let mut batch = WriteBatch::new();
-        batch.put(t, key(i), suite_value(i, 1));
-        db.write(&batch, Durability::Async).unwrap();
-    }
-    let image = sim.crash(5);
+    *disk.probability.lock() = 0.0;
     drop(db);
-    let mut bytes = vec![0u8; image.len() as usize];
-    image.read_at(0, &mut bytes).unwrap();
-    bytes
+    // The first image holding a commit whose sync had not returned.
+    let images: Vec<_> = disk.images.lock().drain(..).collect();
+    for (image, acked, issued) in images {
+        if acked == issued {
+            continue;
+        }
+        let mut bytes = vec![0u8; image.len() as usize];
+        image.read_at(0, &mut bytes).unwrap();
+        let db = Db::open_read_only_on(disk_of(&bytes), suite_options(1 << 20)).unwrap();
+        if db.get(t, key(issued - 1)).unwrap().is_some() {
+            return (bytes, issued - 1);
+        }
+    }
+    panic!("no crash image holds an unsynced commit");
 }
 
 fn disk_of(bytes: &[u8]) -> Arc<dyn Disk> {
@@ -221,6 +200,10 @@ fn disk_of(bytes: &[u8]) -> Arc<dyn Disk> {
     disk.write_at(0, bytes).unwrap();
     Arc::new(disk)
 }
+
+/// What the unsynced last log record is: overwriting it tears the log's tail, which is not
+/// damage.
+const TORN_TAIL: &str = "torn log tail";
 
 /// One way to damage the store, and what `check` must call it.
 struct Case {
@@ -248,7 +231,7 @@ fn position(bytes: &[u8], needle: &[u8], within: (u64, u64)) -> Option<u64> {
 /// Every case: each structure of `layout` (data blocks: the first, a middle and the last of
 /// each run), both superblock slots, the log's segment header, a synced record in the
 /// middle of the log and the last unsynced one; each overwritten, and the file cut inside.
-fn cases(bytes: &[u8], layout: &[stitchdb::Placed]) -> Vec<Case> {
+fn cases(bytes: &[u8], unsynced: u64, layout: &[stitchdb::Placed]) -> Vec<Case> {
     let mut targets: Vec<(String, &'static str, u64, u64)> = vec![
         ("superblock slot 0".into(), "superblock slot", 0, 64),
         ("superblock slot 1".into(), "superblock slot", 4096, 64),
@@ -271,13 +254,9 @@ fn cases(bytes: &[u8], layout: &[stitchdb::Placed]) -> Vec<Case> {
                 // Key 650 was committed with Sync, and others after it.
                 let synced = position(bytes, &suite_value(650, 1), zone).unwrap();
                 targets.push(("synced log record".into(), "log", synced - 8, 16));
-                // The newest Async commit the crash left whole: damaging it tears the tail.
-                if let Some(at) = (700..720)
-                    .rev()
-                    .find_map(|i| position(bytes, &suite_value(i, 1), zone))
-                {
-                    targets.push(("last unsynced log record".into(), "", at - 8, 16));
-                }
+                // The commit whose sync never returned: damaging it tears the tail.
+                let at = position(bytes, &suite_value(unsynced, 1), zone).unwrap();
+                targets.push(("unsynced last log record".into(), TORN_TAIL, at - 8, 16));
             }
             what => targets.push((format!("{what} {}", p.label), what, p.disk_offset, p.len)),
         }
@@ -300,7 +279,7 @@ fn cases(bytes: &[u8], layout: &[stitchdb::Placed]) -> Vec<Case> {
         out.push(Case {
             name: format!("{name}: 16 bytes overwritten"),
             names,
-            torn_tail: names.is_empty(),
+            torn_tail: names == TORN_TAIL,
             damage: Damage::Overwrite {
                 at,
                 bytes: bytes[at as usize..at as usize + 16]
@@ -517,7 +496,7 @@ fn repaired_holds_what_survived(
 
 #[test]
 fn every_structure_damaged_is_named_refused_or_recovered_and_repaired() {
-    let bytes = suite_store();
+    let (bytes, unsynced) = suite_store();
     let base = Db::open_read_only_on(disk_of(&bytes), suite_options(1 << 20)).unwrap();
     let expected = contents(&base);
     let expected_snap = snapshot_contents(&base, "snap");
@@ -539,11 +518,12 @@ fn every_structure_damaged_is_named_refused_or_recovered_and_repaired() {
         );
     }
     assert!(
-        expected["default"].contains_key(&key(699)),
+        expected["default"].contains_key(&key(unsynced)),
         "synced commits are in the store"
     );
-    let cases = cases(&bytes, &layout);
+    let cases = cases(&bytes, unsynced, &layout);
     assert!(cases.len() > 20, "{} cases", cases.len());
+    assert!(cases.iter().any(|c| c.torn_tail));
     let mut kinds: Vec<&str> = cases.iter().map(|c| c.names).collect();
     kinds.sort_unstable();
     kinds.dedup();
@@ -584,12 +564,8 @@ fn every_structure_damaged_is_named_refused_or_recovered_and_repaired() {
                         .keys()
                         .filter(|k| !got["default"].contains_key(*k))
                         .collect();
-                    assert!(lost.len() <= 20, "{}: {} keys lost", case.name, lost.len());
-                    assert!(
-                        lost.iter().all(|k| k.as_slice() >= key(700).as_slice()),
-                        "{}: synced commits lost",
-                        case.name
-                    );
+                    // Exactly the unsynced commit is gone: every synced one is there.
+                    assert_eq!(lost, vec![&key(unsynced)], "{}", case.name);
                     for (name, pairs) in &got {
                         for (k, v) in pairs {
                             assert_eq!(expected[name].get(k), Some(v), "{}", case.name);
