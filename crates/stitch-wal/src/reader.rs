@@ -89,8 +89,11 @@ impl fmt::Display for LogEnd {
 /// A stretch of log a salvaging reader skipped: from the bad record at `at` to `resume`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkippedDamage {
+    /// Where the bad record is.
     pub at: LogPosition,
+    /// What is wrong with it.
     pub record: RecordError,
+    /// Where reading resumed: the first valid record of the log past it.
     pub resume: LogPosition,
 }
 

@@ -71,7 +71,9 @@ pub struct LostKeys {
     pub table: String,
     /// The run that held them.
     pub run: u64,
+    /// Where the lost keys start.
     pub start: Bound<Vec<u8>>,
+    /// Where they end.
     pub end: Bound<Vec<u8>>,
     /// How many entries (key versions) were lost, when known.
     pub entries: Option<u64>,
@@ -106,6 +108,8 @@ impl fmt::Display for LostKeys {
 /// What a salvaging open found: every damaged structure and the keys lost with it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Salvage {
+    /// Every damaged structure, in the order found.
     pub damage: Vec<Damage>,
+    /// The keys the damage put out of reach.
     pub lost: Vec<LostKeys>,
 }

@@ -177,7 +177,9 @@ impl RunMeta {
 /// Keys of a run that damage put out of reach (see [`Run::open_salvaging`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostRange {
+    /// Where the lost keys start.
     pub start: Bound<Vec<u8>>,
+    /// Where they end.
     pub end: Bound<Vec<u8>>,
     /// How many entries (versions) were lost, when the index says.
     pub entries: Option<u64>,
