@@ -295,6 +295,15 @@ impl<'a> LogReader<'a> {
         if !zone_in_store(self.zones, next) || self.chain.contains(&next) {
             return Ok(None);
         }
+        // A zone whose first block is all zeros was never written (a fresh preallocated
+        // zone, the usual case at a log's end): not read whole.
+        let mut first = vec![0u8; self.zones.cache().block_size()];
+        self.zones
+            .cache()
+            .read(self.zones.zone_offset(next), &mut first)?;
+        if first.iter().all(|&b| b == 0) {
+            return Ok(None);
+        }
         let buf = read_zone(self.zones, next)?;
         let there = search(
             &buf,
@@ -472,8 +481,19 @@ fn search(buf: &[u8], from: usize, version: u32, epoch: u64, lsn: Lsn) -> Found 
     let mut found = Found::default();
     let mut at = from;
     let end = buf.len().saturating_sub(header_len(version));
+
+    let header = header_len(version);
     while at < end {
         let bytes = &buf[at..];
+        if bytes[..header].iter().all(|&b| b == 0) {
+            // Unwritten space (the usual rest of a segment): skip to the first header that
+            // could hold the next non-zero byte.
+            match bytes[header..].iter().position(|&b| b != 0) {
+                Some(p) => at += p + 1,
+                None => break,
+            }
+            continue;
+        }
         if !crate::record::may_follow(bytes, version, lsn) {
             at += 1;
             continue;

@@ -568,6 +568,42 @@ impl ZoneStore {
         extent::decode(addr, kind, bytes, disk_offset)
     }
 
+    /// Every intact extent found in `zone`, in the order they lie: checked at each aligned
+    /// offset, stepping over each one found. Dead extents are found too (whatever of an
+    /// earlier life of the zone is intact): for repair, which looks for the blocks a damaged
+    /// run index no longer lists and must check what it finds against the run.
+    pub fn extents_in(&self, zone: ZoneId) -> Result<Vec<(ExtentAddr, ExtentKind)>> {
+        let size = self.config.zone_size as usize;
+        let fits = (zone as u64 + 1) * self.config.zone_size <= self.cache.disk().len();
+        if zone == 0 || !fits {
+            return Ok(Vec::new());
+        }
+        let mut buf = vec![0u8; size];
+        self.cache.read(self.zone_offset(zone), &mut buf)?;
+        let mut found = Vec::new();
+        let mut at = 0usize;
+        while at + EXTENT_HEADER_LEN <= size {
+            let header = &buf[at..at + EXTENT_HEADER_LEN];
+            let payload = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+            let len = payload as usize + EXTENT_HEADER_LEN;
+            let addr = ExtentAddr {
+                zone,
+                offset: at as u32,
+                len: len as u32,
+            };
+            let kind = ExtentKind(header[3]);
+            let intact =
+                at + len <= size && extent::verify(addr, kind, &buf[at..at + len], 0).is_ok();
+            at = if intact {
+                found.push((addr, kind));
+                addr.aligned_end() as usize
+            } else {
+                at + EXTENT_ALIGN as usize
+            };
+        }
+        Ok(found)
+    }
+
     /// [`read`](Self::read) straight from the disk, bypassing the block cache: for extents
     /// known to be durable (a run's blocks once the checkpoint naming the run is), so a read
     /// costs one disk read and no cache churn. Returns the verified extent whole: its payload

@@ -78,14 +78,15 @@ mod tests {
     }
 
     /// A well-formed input for each decoder, written by the formats' own encoders.
-    fn well_formed() -> [(&'static str, Decoder, Vec<u8>); 5] {
+    fn well_formed() -> [(&'static str, Decoder, Vec<u8>); 6] {
         use crate::batch::TableId;
         use crate::codec::{put_bytes, put_varint};
         use crate::entry::{Entry, EntryRef};
         use crate::manifest::{LogStart, SnapshotMeta, TableMeta};
         use crate::options::Stitching;
         use crate::run::{
-            counted_payload, encode_chunks, whole_keys_payload, BlockHandle, BlockWriter,
+            counted_payload, elided_payload, encode_chunks, whole_keys_payload, BlockHandle,
+            BlockWriter,
         };
         use stitch_zone::{ExtentAddr, EXTENT_HEADER_LEN};
 
@@ -142,6 +143,7 @@ mod tests {
         let block = behind_handle(&writer.finish().framed()[EXTENT_HEADER_LEN..]);
         let block_v1 = behind_handle(&whole_keys_payload(&entries));
         let block_v2 = behind_handle(&counted_payload(&entries));
+        let block_v3 = behind_handle(&elided_payload(&entries));
 
         let handles: Vec<BlockHandle> = (0..3u32)
             .map(|i| BlockHandle {
@@ -162,6 +164,7 @@ mod tests {
             ("run block", decode_run_block, block),
             ("run block version 1", decode_run_block, block_v1),
             ("run block version 2", decode_run_block, block_v2),
+            ("run block version 3", decode_run_block, block_v3),
             ("run index", decode_run_index, index),
         ]
     }

@@ -16,7 +16,7 @@ pub use index::BlockHandle;
 pub use stitch::{merge_runs, MergeSpec, MergeStats};
 #[cfg(test)]
 pub(crate) use {
-    block::tests::{counted_payload, whole_keys_payload},
+    block::tests::{counted_payload, elided_payload, whole_keys_payload},
     block::BlockWriter,
     index::encode_chunks,
 };
@@ -262,8 +262,9 @@ impl Run {
     }
 
     /// [`open`](Self::open) for `check` and `repair`: opens what can be read of a damaged
-    /// run instead of failing at the first problem. Index extents that cannot be read are
-    /// skipped (their blocks cannot be: a block's first key and count are in the index only),
+    /// run instead of failing at the first problem. If every index extent is lost, the index
+    /// is rebuilt from the run's blocks where they can be found ([`Self::rebuild_index`]);
+    /// otherwise the blocks of unreadable index extents are left out (lost ranges),
     /// a damaged filter is dropped (a filter only saves reads), and every block is read and
     /// verified, the damaged ones left out. Returns the run (`None` if nothing of it is
     /// left), every problem found (naming the structure: run index, run filter, run block)
@@ -298,6 +299,21 @@ impl Run {
                         gaps.push(blocks.len());
                     }
                 }
+            }
+        }
+        if blocks.is_empty() && !gaps.is_empty() {
+            // Every index extent lost: the run's own blocks lie right before its filter and
+            // index, and version 4 blocks can be read without their handles.
+            match Self::rebuild_index(storage, &meta) {
+                Ok(rebuilt) => {
+                    blocks = rebuilt;
+                    gaps.clear();
+                }
+                Err(why) => problems.push(Error::corrupt(
+                    "run index",
+                    format!("run {}", meta.id),
+                    format!("not rebuilt from the run's blocks: {why}"),
+                )),
             }
         }
         for &g in &gaps {
@@ -379,6 +395,83 @@ impl Run {
             return (Some(Arc::new(run)), problems, lost);
         }
         (Some(Arc::new(whole)), problems, lost)
+    }
+
+    /// The index handles of a run whose index extents are all lost, found from its blocks:
+    /// the intact extents of the zone its filter (or else its first index extent) is in,
+    /// walked back from there through the run blocks that lie one right after another, each
+    /// read without a handle (block version 4), until they hold exactly the entries the
+    /// manifest gives the run. Every block must sort before the one after it, hold only
+    /// sequence numbers of the run, and follow the one before on disk. A run whose blocks lie
+    /// elsewhere (stitched from other runs, or spanning zones) is not rebuilt.
+    fn rebuild_index(
+        storage: &Arc<Storage>,
+        meta: &RunMeta,
+    ) -> std::result::Result<Vec<BlockHandle>, String> {
+        let anchor = meta
+            .filters
+            .first()
+            .map(|p| p.addr)
+            .or_else(|| meta.index.first().copied())
+            .ok_or("the manifest lists no extent of the run")?;
+        let extents = storage
+            .zones
+            .extents_in(anchor.zone)
+            .map_err(|e| e.to_string())?;
+        // The extents before the anchor, nearest first; the run's filter and index extents
+        // (written after its blocks) are stepped over.
+        let mut before = extents
+            .iter()
+            .rev()
+            .filter(|(a, _)| a.offset < anchor.offset)
+            .skip_while(|(_, kind)| {
+                *kind == ExtentKind::RUN_FILTER || *kind == ExtentKind::RUN_INDEX
+            });
+        let in_run =
+            |seq: u64| meta.seq_override.is_some() || (meta.min_seq..=meta.max_seq).contains(&seq);
+        let mut handles: Vec<BlockHandle> = Vec::new();
+        let mut entries = 0u64;
+        while entries < meta.entries {
+            let Some(&(addr, kind)) = before.next() else {
+                return Err(format!(
+                    "{entries} of {} entries found before the zone's start",
+                    meta.entries
+                ));
+            };
+            let next = handles.last();
+            if kind != ExtentKind::RUN_BLOCK || next.is_some_and(|n| !n.addr.follows(&addr)) {
+                return Err(format!(
+                    "{entries} of {} entries found in blocks lying one after another",
+                    meta.entries
+                ));
+            }
+            let framed = storage
+                .zones
+                .read_durable_framed(addr, ExtentKind::RUN_BLOCK)
+                .map_err(|e| e.to_string())?;
+            let block = Block::parse_standalone(framed, stitch_zone::EXTENT_HEADER_LEN)
+                .map_err(|e| format!("{addr}: {e}"))?;
+            let (first, last) = (block.entry(0), block.entry(block.len() - 1));
+            let sorted = next.is_none_or(|n| last.key < n.first_key.as_slice());
+            if !sorted || !(0..block.len()).all(|i| in_run(block.entry(i).seq)) {
+                return Err(format!("{addr} is not a block of the run"));
+            }
+            entries += block.len() as u64;
+            handles.push(BlockHandle {
+                first_key: first.key.to_vec(),
+                last_key: last.key.to_vec(),
+                entries: block.len() as u64,
+                addr,
+            });
+        }
+        if entries != meta.entries {
+            return Err(format!(
+                "blocks hold {entries} entries, the manifest says {}",
+                meta.entries
+            ));
+        }
+        handles.reverse();
+        Ok(handles)
     }
 
     /// Reads and checks the filter parts of a run with `blocks` blocks; on any problem the
