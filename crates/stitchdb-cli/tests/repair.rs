@@ -27,6 +27,9 @@ fn text(bytes: &[u8]) -> String {
 }
 
 const KEYS: usize = 20_000;
+/// Exit statuses (README, "Exit statuses").
+const FAILED: i32 = 3;
+const CORRUPT: i32 = 4;
 
 /// A store holding `key000000..` in runs (imported, so checkpointed at close).
 fn store(dir: &TempDir) -> String {
@@ -82,7 +85,7 @@ fn check_lists_every_damaged_structure_and_repair_salvages_the_rest() {
         }
     }
     let out = stitchdb(&["check", &path], b"");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(CORRUPT));
     let report = text(&out.stdout);
     assert!(
         report.contains(&format!("damaged superblock slot at byte {older}")),
@@ -119,7 +122,7 @@ fn check_lists_every_damaged_structure_and_repair_salvages_the_rest() {
     }
     // A second repair finds nothing more to do but refuses to overwrite the kept copy.
     let out = stitchdb(&["repair", &path], b"");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(FAILED));
     assert!(
         text(&out.stderr).contains(".damaged exists"),
         "{}",
@@ -135,7 +138,7 @@ fn check_reports_a_cut_file() {
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(len - 5000).unwrap();
     let out = stitchdb(&["check", &path], b"");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(CORRUPT));
     let report = text(&out.stdout);
     assert!(
         report.contains("the store is 5000 bytes shorter than its zones: truncated?"),
@@ -143,6 +146,7 @@ fn check_reports_a_cut_file() {
     );
     // Opening refuses it too.
     let out = stitchdb(&["get", &path, "key000001"], b"");
+    assert_eq!(out.status.code(), Some(CORRUPT));
     assert!(
         text(&out.stderr).contains("truncated?"),
         "{}",
@@ -158,14 +162,14 @@ fn a_damaged_newest_superblock_refuses_open_and_repair_keeps_what_the_older_one_
     overwrite(&path, newer + 20, &[0xFF; 8]);
     // Opening from the older slot alone could go back a checkpoint without a word.
     let out = stitchdb(&["get", &path, "key000001"], b"");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(CORRUPT));
     let err = text(&out.stderr);
     assert!(
         err.contains(&format!("superblock slot at byte {newer}")),
         "{err}"
     );
     let out = stitchdb(&["check", &path], b"");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(CORRUPT));
     let out = stitchdb(&["repair", &path], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = stitchdb(&["check", &path], b"");

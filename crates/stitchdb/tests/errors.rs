@@ -116,7 +116,11 @@ fn a_failed_sync_turns_the_store_read_only() {
     let err = db.put(db.default_table(), b"x", b"y").unwrap_err();
     assert!(err.to_string().contains("sync"), "{err}");
     assert!(db.failure().is_some());
-    drop(db);
+    // Closing a failed store does not claim success: the failure is its error.
+    match db.close() {
+        Err(Error::ReadOnly(why)) => assert!(why.contains("sync"), "{why}"),
+        other => panic!("close of a failed store returned {other:?}"),
+    }
     let db = Db::open_on(disk, options()).unwrap();
     assert!(count(&db) >= 20);
 }
@@ -236,6 +240,32 @@ fn a_second_writer_gets_a_clear_error() {
         Db::create(&path, Options::default()).is_err(),
         "create refuses an existing store"
     );
+}
+
+#[test]
+fn a_failed_create_leaves_no_file_and_never_removes_an_existing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.store");
+    let bad = Options {
+        zone_size: 1000,
+        ..Options::default()
+    };
+    let err = Db::create(&path, bad).err().unwrap();
+    assert!(matches!(err, Error::Config(_)), "{err}");
+    assert!(!path.exists(), "a refused create left a file");
+
+    std::fs::write(&path, b"someone's data").unwrap();
+    let err = Db::create(&path, Options::default()).err().unwrap();
+    let io = err
+        .io_error()
+        .unwrap_or_else(|| panic!("not a disk error: {err}"));
+    assert_eq!(io.op, stitchdb::IoOp::Open, "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"someone's data");
+
+    let missing = dir.path().join("no-such-dir").join("a.store");
+    let err = Db::open(&missing, Options::default()).err().unwrap();
+    let kind = err.io_error().map(|io| io.kind.clone());
+    assert_eq!(kind, Some(stitchdb::IoErrorKind::NotFound), "{err}");
 }
 
 #[test]

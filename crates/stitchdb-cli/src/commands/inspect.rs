@@ -1,14 +1,14 @@
 //! `check` and `stats`: look at a store without changing it.
 
-use crate::error::{CliError, CliResult};
+use crate::error::{CliError, CliResult, Exit};
 use crate::output;
 use crate::store::{self, StoreArg};
 use stitchdb::{CheckReport, Db, Options};
 
 /// Verifies every checksum and structure, reporting every damaged structure (both superblock
 /// slots, the manifest, each run's index, filter and blocks, the log, a cut file) with its
-/// place, one per line, and the key ranges the damage put out of reach; exit status 1 if
-/// anything is damaged. Works on a store that no longer opens.
+/// place, one per line, and the key ranges the damage put out of reach; exit status 4
+/// ([`Exit::Corrupt`]) if anything is damaged. Works on a store that no longer opens.
 pub fn check(args: StoreArg) -> CliResult {
     let found = Db::check_store(&args.path, Options::default())?;
     if found.is_ok() {
@@ -20,12 +20,15 @@ pub fn check(args: StoreArg) -> CliResult {
     for lost in &found.lost {
         output::print(format_args!("lost: {lost}\n"))?;
     }
-    Err(CliError::new(format!(
-        "{} found damaged in {} ({}); `stitchdb repair` salvages what is readable",
-        plural(found.damage.len(), "structure"),
-        args.path.display(),
-        describe(&found.report)
-    )))
+    Err(CliError::with_exit(
+        Exit::Corrupt,
+        format!(
+            "{} found damaged in {} ({}); `stitchdb repair` salvages what is readable",
+            plural(found.damage.len(), "structure"),
+            args.path.display(),
+            describe(&found.report)
+        ),
+    ))
 }
 
 fn plural(n: usize, what: &str) -> String {

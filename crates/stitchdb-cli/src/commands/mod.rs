@@ -25,8 +25,10 @@ pub enum Command {
     /// Set KEY to VALUE
     Put(kv::PutArgs),
     /// Print KEY's value and a newline (exit status 1 if KEY is absent)
+    #[command(after_help = crate::error::exit_status_help())]
     Get(kv::GetArgs),
     /// Delete KEY (nothing happens if it is absent)
+    #[command(visible_alias = "delete")]
     Del(kv::KeyArgs),
     /// Print key<TAB>value lines (TSV, see `stitchdb help`) in key order
     Scan(scan::ScanArgs),
@@ -41,7 +43,7 @@ pub enum Command {
     /// List the tables
     Tables(StoreArg),
     /// Verify every checksum and structure; list every damaged structure and its place
-    /// (exit status 1 on damage)
+    /// (exit status 4 on damage)
     Check(StoreArg),
     /// Salvage everything readable of a damaged store into a new one, listing what was lost
     /// (the damaged file is kept as STORE.damaged)

@@ -1,7 +1,7 @@
 //! `repair`: salvage everything readable of a damaged store into a new one (LevelDB's
 //! `RepairDB`), saying what was lost.
 
-use crate::error::CliResult;
+use crate::error::{CliError, CliResult};
 use crate::output;
 use crate::store::StoreArg;
 use stitchdb::{Db, Options};
@@ -10,7 +10,12 @@ use stitchdb::{Db, Options};
 /// it as `STORE.damaged`. Prints the damage found, the key ranges lost, the keys that may
 /// now hold an older version, and what the new store holds.
 pub fn run(args: StoreArg) -> CliResult {
-    let report = Db::repair(&args.path, Options::default())?;
+    // Its refusals (a kept damaged copy in the way, a file it cannot rename) are failures,
+    // not usage errors.
+    let report = Db::repair(&args.path, Options::default()).map_err(|e| match e {
+        stitchdb::Error::Config(message) => CliError::new(message),
+        e => CliError::from(e),
+    })?;
     for damage in &report.salvage.damage {
         output::print(format_args!("{damage}\n"))?;
     }

@@ -205,10 +205,26 @@ pub struct Db {
 }
 
 impl Db {
-    /// Creates a new store in the file (or on the block device) at `path`.
+    /// Creates a new store in the file (or on the block device) at `path`. On failure no file
+    /// is left behind: options are checked before the file is made, and a file this call made
+    /// is removed if writing the new store into it fails (a full disk, say), so that trying
+    /// again does not meet a half-made store that "already exists".
     pub fn create(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let disk: Arc<dyn Disk> = Arc::new(FileDisk::create(path.as_ref())?);
-        Self::create_on(disk, opts)
+        let path = path.as_ref();
+        opts.validate_new()?;
+        let file = FileDisk::create(path)?;
+        let made_file = !file.is_block_device();
+        let created = Self::create_on(Arc::new(file), opts);
+        if created.is_err() && made_file {
+            // The file is this call's own (`create_new`), so nobody else's data goes with it.
+            if let Err(e) = std::fs::remove_file(path) {
+                tracing::warn!(
+                    "removing {} after failing to create a store in it: {e}",
+                    path.display()
+                );
+            }
+        }
+        created
     }
 
     /// Opens an existing store for reading and writing. A second opener gets an error.
@@ -225,7 +241,7 @@ impl Db {
 
     /// Creates a store on any [`Disk`] (a `MemDisk` or `SimDisk` in tests).
     pub fn create_on(disk: Arc<dyn Disk>, opts: Options) -> Result<Db> {
-        opts.validate()?;
+        opts.validate_new()?;
         let cache = Self::cache_for(disk, &opts);
         let zones = Arc::new(ZoneStore::create(cache, opts.zone_config())?);
         let storage = Storage::new(zones, opts.read_cache_bytes, opts.background);
@@ -478,6 +494,8 @@ impl Db {
     }
 
     /// Flushes everything and closes the store. Dropping a `Db` does the same, ignoring errors.
+    /// A store that turned read-only after a failed write closes with that failure as its error
+    /// (`Error::ReadOnly`), since what was written before it may not be durable.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
     }
@@ -490,8 +508,11 @@ impl Db {
         for handle in self.threads.drain(..) {
             let _ = handle.join();
         }
-        if self.inner.wal.is_none() || self.inner.failure.lock().is_some() {
+        if self.inner.wal.is_none() {
             return Ok(());
+        }
+        if let Some(why) = self.inner.failure.lock().clone() {
+            return Err(Error::ReadOnly(why));
         }
         checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Close)?;
         self.inner.cache.flush_all()?;
@@ -501,8 +522,10 @@ impl Db {
 
 impl Drop for Db {
     fn drop(&mut self) {
-        if let Err(e) = self.shutdown() {
-            tracing::error!("closing the store: {e}");
+        match self.shutdown() {
+            // The failure that turned the store read-only was logged when it happened.
+            Ok(()) | Err(Error::ReadOnly(_)) => {}
+            Err(e) => tracing::error!("closing the store: {e}"),
         }
     }
 }

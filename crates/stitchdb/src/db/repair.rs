@@ -127,15 +127,12 @@ impl Db {
         let old = match Self::open_salvaging_on(damaged, opts.clone(), &mut salvage) {
             Ok(db) => db,
             Err(e) => {
-                return Err(Error::Config(format!(
-                    "nothing can be salvaged: {e} (found: {})",
-                    salvage
-                        .damage
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                )))
+                let found: Vec<String> = salvage.damage.iter().map(ToString::to_string).collect();
+                return Err(Error::corrupt(
+                    "store",
+                    "its superblocks and manifests",
+                    format!("nothing can be salvaged: {e} (found: {})", found.join("; ")),
+                ));
             }
         };
         // The new store keeps the damaged one's zone size.
