@@ -119,6 +119,29 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the store or its device is full: the failed write itself, or a later write
+    /// refused because a write failed for want of space (the store turned read-only then).
+    /// A file system answers these with `ENOSPC`.
+    pub fn is_no_space(&self) -> bool {
+        fn io_full(e: &stitch_io::IoError) -> bool {
+            e.kind == stitch_io::IoErrorKind::NoSpace
+        }
+        match self {
+            Error::Io(e) => io_full(e),
+            Error::Patch(stitch_patch::PatchError::Io(e)) => io_full(e),
+            Error::Zone(stitch_zone::ZoneError::NoSpace(_)) => true,
+            Error::Zone(stitch_zone::ZoneError::Io(e)) => io_full(e),
+            Error::Zone(stitch_zone::ZoneError::Patch(stitch_patch::PatchError::Io(e))) => {
+                io_full(e)
+            }
+            // The log and a failed cache or store keep only the failure's text.
+            Error::Log(_)
+            | Error::Patch(stitch_patch::PatchError::Failed(_))
+            | Error::ReadOnly(_) => self.to_string().contains("no space"),
+            _ => false,
+        }
+    }
+
     /// Adds what the damaged bytes were to a corruption found by a lower layer, which knows
     /// only where they are ("corrupt run block at table t run 4 block 7, extent zone 3 ...").
     pub(crate) fn within(self, what: &'static str, place: impl fmt::Display) -> Error {
