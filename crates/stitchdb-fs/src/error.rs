@@ -11,6 +11,8 @@ pub enum FsError {
     Store(stitchdb::Error),
     /// A file system record failed its checks: which record, and what is wrong with it.
     Corrupt(String),
+    /// A read-only mount of a store that holds no file system yet (why).
+    NoFileSystem(String),
 }
 
 /// A result whose error is an [`FsError`].
@@ -25,6 +27,7 @@ impl FsError {
             FsError::Store(e) if e.is_no_space() => libc::ENOSPC,
             FsError::Store(stitchdb::Error::ReadOnly(_)) => libc::EROFS,
             FsError::Store(_) | FsError::Corrupt(_) => libc::EIO,
+            FsError::NoFileSystem(_) => libc::ENODEV,
         }
     }
 }
@@ -41,6 +44,7 @@ impl fmt::Display for FsError {
             FsError::Errno(e) => write!(f, "{}", std::io::Error::from_raw_os_error(*e)),
             FsError::Store(e) => write!(f, "{e}"),
             FsError::Corrupt(what) => write!(f, "corrupt file system record: {what}"),
+            FsError::NoFileSystem(why) => write!(f, "no file system in the store: {why}"),
         }
     }
 }

@@ -42,6 +42,9 @@ pub struct FsOptions {
     pub root_owner: (u32, u32, u32),
     /// Where time stamps come from.
     pub clock: Clock,
+    /// Mount without writing anything (the store may be open read-only): the file system
+    /// must exist, and orphans are left for the next read-write mount.
+    pub read_only: bool,
 }
 
 impl Default for FsOptions {
@@ -50,6 +53,7 @@ impl Default for FsOptions {
             durability: Durability::Ordered,
             root_owner: (0, 0, 0o755),
             clock: system_clock(),
+            read_only: false,
         }
     }
 }
@@ -85,9 +89,20 @@ impl Fs {
     /// Opens the file system in `db`, creating it if the store holds none; unlinked files
     /// that were still open when the store was last closed (or crashed) are deleted.
     pub fn mount(db: Db, opts: FsOptions) -> FsResult<Fs> {
-        let tables = Tables::open_or_create(&db)?;
+        let tables = if opts.read_only {
+            Tables::find(&db)?.ok_or_else(|| {
+                FsError::NoFileSystem("a first read-write mount creates it".into())
+            })?
+        } else {
+            Tables::open_or_create(&db)?
+        };
         match db.get(tables.sup, SUPER_KEY)? {
             Some(v) => check_super(&v)?,
+            None if opts.read_only => {
+                return Err(FsError::NoFileSystem(
+                    "its superblock record is missing".into(),
+                ));
+            }
             None => create(&db, &tables, &opts)?,
         }
         let next_ino = match db
@@ -106,7 +121,9 @@ impl Fs {
                 open: HashMap::new(),
             }),
         };
-        fs.purge_orphans()?;
+        if !fs.opts.read_only {
+            fs.purge_orphans()?;
+        }
         Ok(fs)
     }
 
