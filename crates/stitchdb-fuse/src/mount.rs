@@ -193,6 +193,9 @@ fn check_mountpoint(mp: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// How long a mount waits for another process to let go of the store.
+const LOCK_WAIT: Duration = Duration::from_secs(3);
+
 /// Opens the store for the mount, with errors that say what to do.
 fn open_store(c: &MountConfig) -> Result<Db, String> {
     let shown = c.store.display();
@@ -201,17 +204,29 @@ fn open_store(c: &MountConfig) -> Result<Db, String> {
             "no store at {shown} (create one with `stitchdb init {shown}`)"
         ));
     }
-    let opened = if c.read_only {
-        Db::open_read_only(&c.store, Options::default())
-    } else {
-        Db::open(&c.store, Options::default())
-    };
-    opened.map_err(|e| match &e {
-        stitchdb::Error::Io(io) if io.kind == IoErrorKind::Locked => format!(
-            "store {shown} is in use by another process (is it mounted already? see `mount | grep {shown}`)"
-        ),
-        _ => format!("cannot open store {shown}: {e}"),
-    })
+    // A daemon that was just unmounted may still be closing the store: wait a little for
+    // its lock before calling the store in use.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        let opened = if c.read_only {
+            Db::open_read_only(&c.store, Options::default())
+        } else {
+            Db::open(&c.store, Options::default())
+        };
+        match opened {
+            Ok(db) => return Ok(db),
+            Err(stitchdb::Error::Io(io)) if io.kind == IoErrorKind::Locked => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(format!(
+                        "store {shown} is in use by another process (is it mounted already? \
+                         see `mount | grep {shown}`)"
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(format!("cannot open store {shown}: {e}")),
+        }
+    }
 }
 
 /// Unmounts `mp`: normally, or lazily (detached once the last user lets go) if it is busy.
