@@ -224,7 +224,9 @@ impl Attr {
 }
 
 /// Encoded size of an inode record, version 1.
-const ATTR_LEN: usize = 1 + 1 + 4 * 5 + 8 + 4 + 12 * 4 + 8 + 8;
+/// Version, kind, four u32 (perm, uid, gid, nlink), size, rdev, four times, parent, next
+/// cookie, flags: 98 bytes.
+const ATTR_LEN: usize = 1 + 1 + 4 * 4 + 8 + 4 + 12 * 4 + 8 + 8 + 4;
 
 /// Writes an inode's attributes (version 1).
 pub fn encode_attr(a: &Attr) -> Vec<u8> {
