@@ -33,16 +33,62 @@ pub struct AdapterOptions {
     pub store_path: PathBuf,
 }
 
-/// The FUSE file system: every request becomes a call on the [`Fs`].
+/// Threads serving requests that only read (lookups, getattr, reads, readdir, xattrs).
+const READERS: usize = 4;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The FUSE file system: every request becomes a call on the [`Fs`]. Requests that change
+/// something are served in the order they arrive, on the session's thread (each is one
+/// commit); requests that only read are handed to reader threads, so a slow read (a cold
+/// block) does not hold up the requests behind it. A read runs against committed state, so
+/// it sees a change the kernel sent before it, and the kernel orders what must be ordered by
+/// waiting for replies.
 pub struct KvFuse {
     fs: Arc<Fs>,
     opts: AdapterOptions,
+    readers: Option<crossbeam::channel::Sender<Job>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl KvFuse {
     /// Serves `fs`.
     pub fn new(fs: Arc<Fs>, opts: AdapterOptions) -> KvFuse {
-        KvFuse { fs, opts }
+        let (tx, rx) = crossbeam::channel::unbounded::<Job>();
+        let threads = (0..READERS)
+            .filter_map(|i| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("kvfs-read-{i}"))
+                    .spawn(move || {
+                        for job in rx {
+                            job();
+                        }
+                    })
+                    .ok()
+            })
+            .collect();
+        KvFuse {
+            fs,
+            opts,
+            readers: Some(tx),
+            threads,
+        }
+    }
+
+    /// Runs `job` on a reader thread (on this one if none could be started).
+    fn read_job(&self, job: impl FnOnce(&Fs, Duration) + Send + 'static) {
+        let fs = self.fs.clone();
+        let ttl = self.opts.ttl;
+        let job: Job = Box::new(move || job(&fs, ttl));
+        match &self.readers {
+            Some(tx) if !self.threads.is_empty() => {
+                if let Err(e) = tx.send(job) {
+                    (e.0)();
+                }
+            }
+            _ => job(),
+        }
     }
 
     fn entry_reply(&self, r: Result<stitchdb_fs::Attr, FsError>, reply: ReplyEntry) {
@@ -119,21 +165,30 @@ impl Filesystem for KvFuse {
     }
 
     fn destroy(&mut self) {
+        // Finish the reads in flight, then make everything durable.
+        drop(self.readers.take());
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
         if let Err(e) = self.fs.fsync() {
             tracing::error!("sync at unmount failed: {e}");
         }
     }
 
     fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let r = self.fs.lookup(&caller(req), parent, name.as_bytes());
-        self.entry_reply(r, reply);
+        let who = caller(req);
+        let name = name.as_bytes().to_vec();
+        self.read_job(move |fs, ttl| match fs.lookup(&who, parent, &name) {
+            Ok(a) => reply.entry(&ttl, &file_attr(&a), 0),
+            Err(e) => reply.error(errno(&e)),
+        });
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        match self.fs.getattr(ino) {
-            Ok(a) => reply.attr(&self.opts.ttl, &file_attr(&a)),
+        self.read_job(move |fs, ttl| match fs.getattr(ino) {
+            Ok(a) => reply.attr(&ttl, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
-        }
+        });
     }
 
     fn setattr(
@@ -170,10 +225,10 @@ impl Filesystem for KvFuse {
     }
 
     fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
-        match self.fs.readlink(ino) {
+        self.read_job(move |fs, _| match fs.readlink(ino) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
-        }
+        });
     }
 
     fn mknod(
@@ -296,10 +351,10 @@ impl Filesystem for KvFuse {
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(libc::EINVAL);
         };
-        match self.fs.read(ino, offset, size as usize) {
+        self.read_job(move |fs, _| match fs.read(ino, offset, size as usize) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
-        }
+        });
     }
 
     fn write(
