@@ -47,22 +47,26 @@ type Job = Box<dyn FnOnce() + Send>;
 pub struct KvFuse {
     fs: Arc<Fs>,
     opts: AdapterOptions,
-    readers: Option<crossbeam::channel::Sender<Job>>,
+    readers: Option<std::sync::mpsc::Sender<Job>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl KvFuse {
     /// Serves `fs`.
     pub fn new(fs: Arc<Fs>, opts: AdapterOptions) -> KvFuse {
-        let (tx, rx) = crossbeam::channel::unbounded::<Job>();
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let rx = Arc::new(parking_lot::Mutex::new(rx));
         let threads = (0..READERS)
             .filter_map(|i| {
                 let rx = rx.clone();
                 std::thread::Builder::new()
                     .name(format!("kvfs-read-{i}"))
-                    .spawn(move || {
-                        for job in rx {
-                            job();
+                    .spawn(move || loop {
+                        // The lock is held only to take the next job, not to run it.
+                        let job = rx.lock().recv();
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return,
                         }
                     })
                     .ok()
