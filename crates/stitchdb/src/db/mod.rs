@@ -35,14 +35,17 @@ mod background;
 mod check;
 mod checkpoint;
 mod compact;
+mod damage;
 mod defrag;
 mod link;
 mod log;
 mod patchgroup;
 mod read;
 mod recover;
+mod repair;
 mod snapshot;
 mod stats;
+mod verify;
 mod write;
 
 pub(crate) use checkpoint::build_filter;
@@ -51,11 +54,14 @@ pub(crate) use read::{get_at, scan_at, ReaderGuard};
 pub(crate) use write::{commit_batch, lock_exclusive, Committer, Span};
 
 pub use check::CheckReport;
+pub use damage::{Damage, LostKeys, Salvage};
 pub use defrag::DefragReport;
 pub use patchgroup::{Engaged, PatchGroup};
 pub use read::DbIter;
+pub use repair::RepairReport;
 pub use snapshot::{Snapshot, SnapshotInfo};
 pub use stats::{AppendedBytes, Stats, TableStats};
+pub use verify::{Placed, StoreCheck};
 
 use crate::batch::TableId;
 use crate::concurrency::{LockError, LockManager, Oracle};
