@@ -363,11 +363,16 @@ def main():
     load_after = os.getloadavg()
 
     out = table(results, sides, args)
+    setup = []
+    if wanted & FIO_PHASES:
+        setup.append(f"fio file {args.size // MIB} MiB, random writes over {args.rand_size // MIB} MiB, "
+                     f"runtime cap {args.runtime} s")
+    if wanted & FILE_PHASES:
+        setup.append(f"{args.files:,} files of {args.file_bytes} bytes")
     header = (
         f"Run {started.strftime('%Y-%m-%d %H:%M UTC')}, kernel {os.uname().release}, "
-        f"load average {load_before[0]:.1f} before and {load_after[0]:.1f} after; "
-        f"fio file {args.size // MIB} MiB, random writes over {args.rand_size // MIB} MiB, "
-        f"runtime cap {args.runtime} s; {args.files:,} files of {args.file_bytes} bytes.\n"
+        f"load average {load_before[0]:.1f} before and {load_after[0]:.1f} after"
+        + "".join("; " + part for part in setup) + ".\n"
         f"Ratios: the side's figure divided by ext4's (MiB/s and IOPS: higher is better; "
         f"seconds: lower is better).\n"
     )
