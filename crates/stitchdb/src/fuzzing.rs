@@ -171,7 +171,7 @@ mod tests {
     /// A well-formed input for each decoder (blocks of every version).
     fn well_formed() -> Vec<(String, Decoder, Vec<u8>)> {
         use crate::entry::Entry;
-        use crate::run::{counted_payload, whole_keys_payload};
+        use crate::run::{counted_payload, elided_payload, whole_keys_payload};
 
         let mut inputs: Vec<(String, Decoder, Vec<u8>)> = sample_inputs()
             .into_iter()
@@ -196,6 +196,8 @@ mod tests {
         let v2 = behind_handle(&sample_entries(), &counted_payload(&entries));
         inputs.push(("run block version 1".into(), decode_run_block, v1));
         inputs.push(("run block version 2".into(), decode_run_block, v2));
+        let v3 = behind_handle(&sample_entries(), &elided_payload(&entries));
+        inputs.push(("run block version 3".into(), decode_run_block, v3));
         inputs
     }
 
