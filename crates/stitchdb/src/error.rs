@@ -186,6 +186,23 @@ impl Error {
         }
     }
 
+    /// Adds to a corruption's place where the structure sits (its table, say), keeping what
+    /// the structure is: a damaged run filter stays a "run filter".
+    pub(crate) fn placed_in(self, outer: impl fmt::Display) -> Error {
+        match self {
+            Error::Corrupt {
+                what,
+                place,
+                detail,
+            } => Error::Corrupt {
+                what,
+                place: format!("{outer}, {place}"),
+                detail,
+            },
+            other => other,
+        }
+    }
+
     pub(crate) fn corrupt(
         what: &'static str,
         place: impl fmt::Display,
@@ -232,7 +249,7 @@ fn zone_is_corruption(e: &stitch_zone::ZoneError) -> bool {
 
 fn wal_is_corruption(e: &stitch_wal::WalError) -> bool {
     match e {
-        stitch_wal::WalError::Corrupt { .. } => true,
+        stitch_wal::WalError::Corrupt { .. } | stitch_wal::WalError::Damaged(_) => true,
         stitch_wal::WalError::Zone(e) => zone_is_corruption(e),
         stitch_wal::WalError::Failed(e) => wal_is_corruption(e),
         _ => false,
