@@ -7,6 +7,8 @@
 //! [`BlockCache`](stitch_patch::BlockCache), so callers can order them by dependencies.
 
 mod extent;
+#[doc(hidden)]
+pub mod fuzzing;
 mod store;
 mod superblock;
 

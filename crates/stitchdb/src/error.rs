@@ -119,6 +119,27 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the store or its device is full: the failed write itself, or a later write
+    /// refused because a write failed for want of space (the store turned read-only then).
+    /// A file system answers these with `ENOSPC`.
+    pub fn is_no_space(&self) -> bool {
+        if self
+            .io_error()
+            .is_some_and(|e| e.kind == stitch_io::IoErrorKind::NoSpace)
+        {
+            return true;
+        }
+        match self {
+            Error::Zone(stitch_zone::ZoneError::NoSpace(_))
+            | Error::Log(stitch_wal::WalError::Zone(stitch_zone::ZoneError::NoSpace(_))) => true,
+            // A failed log, cache or store keeps only the failure's text.
+            Error::Log(_)
+            | Error::Patch(stitch_patch::PatchError::Failed(_))
+            | Error::ReadOnly(_) => self.to_string().contains("no space"),
+            _ => false,
+        }
+    }
+
     /// The failed disk operation underneath this error, through the layers that wrap it, if
     /// one is what failed: its [`IoErrorKind`](stitch_io::IoErrorKind) tells a missing file, a
     /// refused permission or a held lock apart without reading the message.

@@ -9,6 +9,7 @@ mod init;
 mod inspect;
 mod kv;
 mod maintain;
+mod mount;
 mod repair;
 mod scan;
 mod snapshot;
@@ -57,6 +58,8 @@ pub enum Command {
     Snapshot(snapshot::SnapshotCommand),
     /// Evacuate under-used zones, moving their live data and freeing them
     Defrag(maintain::DefragArgs),
+    /// Mount the store's file system on a directory (KVFS over FUSE; a daemon unless -f)
+    Mount(mount::MountArgs),
     /// Run RocksDB db_bench's benchmarks (same flags, same result lines) and the VT-tree
     /// paper's randomappend and seqinsert on a scratch store
     Bench(bench::BenchArgs),
@@ -83,6 +86,7 @@ impl Command {
             Command::Compact(args) => maintain::compact(args),
             Command::Snapshot(cmd) => snapshot::run(cmd),
             Command::Defrag(args) => maintain::defrag(args),
+            Command::Mount(args) => mount::run(args),
             Command::Bench(args) => bench::run(args),
             Command::Demo(args) => demo::run(args),
         }

@@ -1,13 +1,14 @@
 //! Data blocks: a run's sorted entries, a few KiB at a time, each block one extent.
 //!
 //! A block's payload is a version byte and its entries back to back, each key stored as the
-//! bytes it does not share with the key before it. The first key and the entry count are its
-//! index handle's: a block is only ever read through its handle, so neither is stored twice.
+//! bytes it does not share with the key before it; the first key is stored whole, so a block
+//! can be read without its index handle (repair rebuilds a run whose index is lost from its
+//! blocks).
 //! Sorted keys share long prefixes (a run of 16-byte keys typically shares 10 or more bytes
 //! between neighbours), so storing only what differs saves a tenth of a small-value block. A
 //! block is parsed whole once (then cached): keys are rebuilt into one buffer, every entry is
-//! validated, and lookups binary-search the parsed entries. Versions 1 to 3 are read, version
-//! 3 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
+//! validated, and lookups binary-search the parsed entries. Versions 1 to 4 are read, version
+//! 4 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
 
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
@@ -15,14 +16,15 @@ use crate::entry::Entry;
 use crate::entry::EntryRef;
 use std::cmp::Ordering;
 
+/// The version merges and flushes write: keys share prefixes, the first key is stored whole
+/// (so a block can be read without its index handle: repair rebuilds a run from its blocks),
+/// and the entry count is implied by the payload's end (docs/format.md).
 const BLOCK_VERSION: u8 = 4;
-/// Blocks written before they held their first key again: the first entry's key was left to
-/// the index handle alone, so a block whose index extent is lost could not be read.
+/// A version still read: the first key and the entry count in the index handle only.
 const BLOCK_VERSION_ELIDED: u8 = 3;
-/// Blocks written before the first key and the count were left to the index: tags, and the
-/// count at the end.
+/// A version still read: each entry tagged, the entry count at the end of the block.
 const BLOCK_VERSION_COUNTED: u8 = 2;
-/// Blocks written before keys shared prefixes: whole keys and an offset table.
+/// A version still read: whole keys, and a table of the entries' offsets.
 const BLOCK_VERSION_WHOLE_KEYS: u8 = 1;
 const NO_VALUE: u32 = u32::MAX;
 /// The fewest bytes an entry takes (shared, key length, sequence number, value; version 2's
@@ -554,7 +556,7 @@ pub(super) mod tests {
         assert_eq!(b.seek(b"c"), 3);
     }
 
-    /// A version 1 payload of `entries`, as blocks were written before keys shared prefixes.
+    /// A version 1 payload of `entries` (whole keys, an offset table).
     pub(crate) fn whole_keys_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_WHOLE_KEYS];
         let mut offsets = Vec::new();
@@ -574,8 +576,7 @@ pub(super) mod tests {
         body
     }
 
-    /// A version 2 payload of `entries`, as blocks were written before they left their first
-    /// key and count to the index.
+    /// A version 2 payload of `entries` (tagged entries, the count at the end).
     pub(crate) fn counted_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_COUNTED];
         let mut prev: &[u8] = &[];

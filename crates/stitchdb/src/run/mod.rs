@@ -9,17 +9,14 @@ mod search;
 mod stitch;
 mod write_behind;
 
+#[cfg(test)]
+pub(crate) use block::tests::{counted_payload, elided_payload, whole_keys_payload};
 pub use build::{Reused, RunBuilder};
 pub use cache::ReadCache;
 pub(crate) use index::decode_chunk;
 pub use index::BlockHandle;
 pub use stitch::{merge_runs, MergeSpec, MergeStats};
-#[cfg(test)]
-pub(crate) use {
-    block::tests::{counted_payload, elided_payload, whole_keys_payload},
-    block::BlockWriter,
-    index::encode_chunks,
-};
+pub(crate) use {block::BlockWriter, index::encode_chunks};
 
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
