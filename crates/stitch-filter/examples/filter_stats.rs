@@ -4,6 +4,8 @@
 //! Run in release mode: `cargo run --release -p stitch-filter --example filter_stats`
 //! (add `-- --quick` to skip the 10-million-entry filters).
 
+#![allow(clippy::unwrap_used)]
+
 use std::hint::black_box;
 use std::time::Instant;
 

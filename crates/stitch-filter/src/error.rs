@@ -11,26 +11,45 @@ pub enum FilterError {
     InvalidFpRate(f64),
     /// More entries than any filter is built for ([`MAX_CAPACITY`](crate::MAX_CAPACITY)).
     #[error("capacity {capacity} exceeds the maximum of {max} entries")]
-    CapacityTooLarge { capacity: u64, max: u64 },
+    CapacityTooLarge {
+        /// The capacity asked for.
+        capacity: u64,
+        /// The largest there is.
+        max: u64,
+    },
     /// The requested fingerprint width is outside `1..=64`.
     #[error("fingerprint width of {0} bits is outside 1..=64")]
     InvalidFingerprintBits(u32),
     /// The capacity, rate and spare bits asked for need fingerprints wider than the 64-bit
     /// hash.
     #[error("the filter would need {needed}-bit fingerprints; the hash has 64 bits")]
-    FingerprintTooWide { needed: u32 },
+    FingerprintTooWide {
+        /// The fingerprint bits needed.
+        needed: u32,
+    },
     /// The table could not be allocated.
     #[error("cannot allocate a slot table of {bytes} bytes")]
-    OutOfMemory { bytes: u64 },
+    OutOfMemory {
+        /// The table's size.
+        bytes: u64,
+    },
     /// The filter already holds `capacity` distinct fingerprints.
     #[error("the filter is full: it holds its capacity of {capacity} fingerprints")]
-    Full { capacity: u64 },
+    Full {
+        /// The filter's capacity.
+        capacity: u64,
+    },
     /// [`QuotientFilter::merge`](crate::QuotientFilter::merge) was given no filters.
     #[error("a merge needs at least one input filter")]
     NoInputs,
     /// The encoding is shorter than the smallest possible filter.
     #[error("an encoded filter needs at least {min} bytes; got {len}")]
-    TooShort { len: usize, min: usize },
+    TooShort {
+        /// The encoding's length.
+        len: usize,
+        /// The smallest filter's.
+        min: usize,
+    },
     /// The encoding does not start with the filter magic.
     #[error("not an encoded quotient filter (bad magic)")]
     BadMagic,
@@ -39,7 +58,12 @@ pub enum FilterError {
     UnsupportedVersion(u32),
     /// The CRC32C of the encoding does not match its contents.
     #[error("filter checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    ChecksumMismatch { stored: u32, computed: u32 },
+    ChecksumMismatch {
+        /// The checksum the encoding carries.
+        stored: u32,
+        /// The checksum of its contents.
+        computed: u32,
+    },
     /// The encoding's checksum matches but its contents are not a filter this code writes.
     #[error("corrupt filter encoding: {0}")]
     Corrupt(&'static str),

@@ -178,6 +178,7 @@ impl QuotientFilter {
         self.len
     }
 
+    /// Whether the filter holds no fingerprint.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -1,5 +1,7 @@
 //! Encoding: round trips, and damage is always an error, never a panic.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{filled, key_hashes};

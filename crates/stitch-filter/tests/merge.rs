@@ -1,5 +1,7 @@
 //! Merging: the merged filter equals the one built from scratch and has no false negatives.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{filled, key_hashes};

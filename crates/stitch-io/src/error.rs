@@ -4,12 +4,19 @@ use std::fmt;
 /// Which disk operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IoOp {
+    /// Opening or creating the store.
     Open,
+    /// [`Disk::read_at`] and the vector reads.
     Read,
+    /// [`Disk::write_at`] and [`Disk::write_parts_at`].
     Write,
+    /// [`Disk::sync`], the barrier.
     Sync,
+    /// [`Disk::grow`].
     Grow,
+    /// [`Disk::punch_hole`].
     PunchHole,
+    /// Taking the store's lock against other openers.
     Lock,
 }
 
@@ -36,9 +43,16 @@ pub enum IoErrorKind {
     /// The device is full (ENOSPC), real or simulated.
     NoSpace,
     /// The range lies outside the disk.
-    OutOfRange { len: u64 },
+    OutOfRange {
+        /// The disk's length.
+        len: u64,
+    },
     /// Another process holds the store's lock.
     Locked,
+    /// The file does not exist (ENOENT).
+    NotFound,
+    /// The operating system refused access to the file (EACCES, EPERM).
+    PermissionDenied,
     /// Any other operating-system error, with its message.
     Os(String),
 }
@@ -46,14 +60,20 @@ pub enum IoErrorKind {
 /// A failed disk operation: what, where, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IoError {
+    /// The operation that failed.
     pub op: IoOp,
+    /// The disk it failed on, as [`Disk::describe`] names it.
     pub disk: String,
+    /// Where the operation's range starts (0 for operations without one).
     pub offset: u64,
+    /// The operation's length in bytes (0 for operations without one).
     pub len: u64,
+    /// Why it failed.
     pub kind: IoErrorKind,
 }
 
 impl IoError {
+    /// An error of `op` on `disk` over `len` bytes at `offset`, for the reason `kind`.
     pub fn new(
         op: IoOp,
         disk: impl Into<String>,
@@ -70,6 +90,8 @@ impl IoError {
         }
     }
 
+    /// The error of `op` for an operating-system error: EIO and ENOSPC become
+    /// [`IoErrorKind::Eio`] and [`IoErrorKind::NoSpace`], anything else [`IoErrorKind::Os`].
     pub fn from_os(
         op: IoOp,
         disk: impl Into<String>,
@@ -80,6 +102,8 @@ impl IoError {
         let kind = match e.raw_os_error() {
             Some(libc::ENOSPC) => IoErrorKind::NoSpace,
             Some(libc::EIO) => IoErrorKind::Eio,
+            Some(libc::ENOENT) => IoErrorKind::NotFound,
+            Some(libc::EACCES | libc::EPERM) => IoErrorKind::PermissionDenied,
             _ => IoErrorKind::Os(e.to_string()),
         };
         IoError::new(op, disk, offset, len, kind)
@@ -97,6 +121,8 @@ impl fmt::Display for IoError {
             IoErrorKind::Locked => {
                 "the store is locked by another process (or another handle in this one)".to_string()
             }
+            IoErrorKind::NotFound => "no such file or directory".to_string(),
+            IoErrorKind::PermissionDenied => "permission denied".to_string(),
             IoErrorKind::Os(m) => m.clone(),
         };
         match self.op {
@@ -135,4 +161,5 @@ pub(crate) fn check_range(
     }
 }
 
+/// A result whose error is an [`IoError`].
 pub type Result<T> = std::result::Result<T, IoError>;

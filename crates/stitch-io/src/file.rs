@@ -1,10 +1,14 @@
 //! A regular file or a raw block device as a [`Disk`].
 
 use crate::error::{check_range, IoError, IoErrorKind, IoOp, Result};
+use crate::sys;
 use crate::Disk;
+use rustix::buffer::spare_capacity;
+use rustix::fs::FlockOperation;
+use rustix::io::Errno;
 use std::fs::{File, OpenOptions};
+use std::io::IoSlice;
 use std::os::unix::fs::{FileExt, FileTypeExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// How a [`FileDisk`] is locked against other openers (`flock(2)` on the store itself, so a
@@ -16,9 +20,6 @@ pub enum LockMode {
     /// Any number of read-only openers, but no writer.
     Shared,
 }
-
-/// The most buffers one `pwritev` takes (Linux's `IOV_MAX`).
-const MAX_IOVECS: usize = 1024;
 
 /// A store kept in a regular file or on a raw block device.
 #[derive(Debug)]
@@ -62,17 +63,14 @@ impl FileDisk {
     fn finish(file: File, path: &Path, mode: LockMode) -> Result<Self> {
         let describe = format!("file {}", path.display());
         let op = match mode {
-            LockMode::Exclusive => libc::LOCK_EX,
-            LockMode::Shared => libc::LOCK_SH,
+            LockMode::Exclusive => FlockOperation::NonBlockingLockExclusive,
+            LockMode::Shared => FlockOperation::NonBlockingLockShared,
         };
-        // SAFETY: flock on a valid, open file descriptor owned by `file`.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            let kind = if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        if let Err(e) = rustix::fs::flock(&file, op) {
+            let kind = if e == Errno::WOULDBLOCK {
                 IoErrorKind::Locked
             } else {
-                IoErrorKind::Os(e.to_string())
+                IoErrorKind::Os(std::io::Error::from(e).to_string())
             };
             return Err(IoError::new(IoOp::Lock, describe, 0, 0, kind));
         }
@@ -98,26 +96,27 @@ impl FileDisk {
         })
     }
 
+    /// The path the store was opened at.
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Whether this is a raw block device rather than a regular file.
+    pub fn is_block_device(&self) -> bool {
+        self.block_device
+    }
 }
 
-/// What one `pread` or `pwritev` returned: the bytes it moved, `None` if a signal
+/// What one `pread`, `preadv` or `pwritev` returned: the bytes it moved, `None` if a signal
 /// interrupted it (call again), or its error; `at_zero` when it moved nothing (the file ended,
 /// or the device is full).
-fn moved(n: isize, at_zero: std::io::ErrorKind) -> std::io::Result<Option<usize>> {
-    if n < 0 {
-        let e = std::io::Error::last_os_error();
-        return match e.kind() {
-            std::io::ErrorKind::Interrupted => Ok(None),
-            _ => Err(e),
-        };
+fn moved(r: std::io::Result<usize>, at_zero: std::io::ErrorKind) -> std::io::Result<Option<usize>> {
+    match r {
+        Ok(0) => Err(at_zero.into()),
+        Ok(n) => Ok(Some(n)),
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(None),
+        Err(e) => Err(e),
     }
-    if n == 0 {
-        return Err(at_zero.into());
-    }
-    Ok(Some(n as usize))
 }
 
 impl Disk for FileDisk {
@@ -133,25 +132,17 @@ impl Disk for FileDisk {
         let fail = |e| IoError::from_os(IoOp::Read, self.describe(), offset, len as u64, e);
         let mut buf = Vec::<u8>::with_capacity(len);
         while buf.len() < len {
-            let done = buf.len();
-            let spare = buf.spare_capacity_mut();
-            // SAFETY: pread writes at most `spare.len()` bytes into the vector's unused
-            // capacity through a raw pointer (no reference to uninitialized bytes is formed).
-            let n = unsafe {
-                libc::pread(
-                    self.file.as_raw_fd(),
-                    spare.as_mut_ptr() as *mut libc::c_void,
-                    spare.len(),
-                    (offset + done as u64) as libc::off_t,
-                )
-            };
-            let Some(n) = moved(n, std::io::ErrorKind::UnexpectedEof).map_err(fail)? else {
-                continue;
-            };
-            // SAFETY: the `n` bytes after the first `done` were just written by pread, and
-            // `done + n <= len <= capacity`.
-            unsafe { buf.set_len(done + n) };
+            let at = offset + buf.len() as u64;
+            // Into the unused capacity, which pread extends the length over: no zeroing first.
+            let r = rustix::io::pread(&self.file, spare_capacity(&mut buf), at);
+            moved(
+                r.map_err(std::io::Error::from),
+                std::io::ErrorKind::UnexpectedEof,
+            )
+            .map_err(fail)?;
         }
+        // The capacity may exceed `len`, and a read fill past it.
+        buf.truncate(len);
         Ok(buf)
     }
 
@@ -174,43 +165,9 @@ impl Disk for FileDisk {
                 part += 1;
                 continue;
             }
-            let iov: Vec<libc::iovec> = bufs[part..]
-                .iter_mut()
-                .take(MAX_IOVECS)
-                .map(|b| {
-                    let spare = b.spare_capacity_mut();
-                    libc::iovec {
-                        iov_base: spare.as_mut_ptr() as *mut libc::c_void,
-                        iov_len: spare.len(),
-                    }
-                })
-                .collect();
-            // SAFETY: every iovec points at the unused capacity of a vector in `bufs`, which
-            // lives through the call and is not touched meanwhile; preadv writes at most
-            // `iov_len` bytes into each (no reference to uninitialized bytes is formed).
-            let n = unsafe {
-                libc::preadv(
-                    self.file.as_raw_fd(),
-                    iov.as_ptr(),
-                    iov.len() as libc::c_int,
-                    at as libc::off_t,
-                )
-            };
-            let Some(mut read) = moved(n, std::io::ErrorKind::UnexpectedEof).map_err(fail)? else {
-                continue;
-            };
-            at += read as u64;
-            // Step past what was read (a short read ends anywhere).
-            while read > 0 {
-                let b = &mut bufs[part];
-                let step = read.min(lens[part] - b.len());
-                // SAFETY: preadv filled the `step` bytes after the vector's length, within
-                // its capacity (`lens[part]`).
-                unsafe { b.set_len(b.len() + step) };
-                read -= step;
-                if b.len() == lens[part] {
-                    part += 1;
-                }
+            let r = sys::preadv_spare(&self.file, &mut bufs[part..], &lens[part..], at);
+            if let Some(read) = moved(r, std::io::ErrorKind::UnexpectedEof).map_err(fail)? {
+                at += read as u64;
             }
         }
         Ok(bufs)
@@ -227,29 +184,14 @@ impl Disk for FileDisk {
                 (part, skip) = (part + 1, 0);
                 continue;
             }
-            let iov: Vec<libc::iovec> = parts[part..]
+            let iov: Vec<IoSlice<'_>> = parts[part..]
                 .iter()
-                .take(MAX_IOVECS)
+                .take(sys::MAX_IOVECS)
                 .enumerate()
-                .map(|(i, p)| {
-                    let p = if i == 0 { &p[skip..] } else { p };
-                    libc::iovec {
-                        iov_base: p.as_ptr() as *mut libc::c_void,
-                        iov_len: p.len(),
-                    }
-                })
+                .map(|(i, p)| IoSlice::new(if i == 0 { &p[skip..] } else { p }))
                 .collect();
-            // SAFETY: every iovec points into a slice of `parts`, alive and unmodified for
-            // the whole call; the count matches the vector's length.
-            let n = unsafe {
-                libc::pwritev(
-                    self.file.as_raw_fd(),
-                    iov.as_ptr(),
-                    iov.len() as libc::c_int,
-                    at as libc::off_t,
-                )
-            };
-            let Some(mut written) = moved(n, std::io::ErrorKind::WriteZero).map_err(fail)? else {
+            let r = rustix::io::pwritev(&self.file, &iov, at).map_err(std::io::Error::from);
+            let Some(mut written) = moved(r, std::io::ErrorKind::WriteZero).map_err(fail)? else {
                 continue;
             };
             // Step past what was written (a short write ends anywhere).
@@ -268,16 +210,7 @@ impl Disk for FileDisk {
     }
 
     fn start_writeback(&self, offset: u64, len: u64) {
-        // SAFETY: sync_file_range on a valid, open descriptor; it reads no memory of ours.
-        // Failure only means the writeback starts at the next sync instead.
-        unsafe {
-            libc::sync_file_range(
-                self.file.as_raw_fd(),
-                offset as libc::off64_t,
-                len as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            );
-        }
+        sys::start_writeback(&self.file, offset, len);
     }
 
     fn sync(&self) -> Result<()> {
@@ -315,15 +248,11 @@ impl Disk for FileDisk {
 
     fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
         check_range(self, IoOp::PunchHole, offset, len, self.len())?;
-        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-        // SAFETY: fallocate on a valid file descriptor with in-range arguments.
-        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, offset as i64, len as i64) };
-        if rc == 0 {
-            return Ok(());
-        }
+        let mode = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
         // Devices and file systems without hole punching keep the old bytes: punching only
         // returns space, and StitchDB never reads a range it has not written since. Writing
         // zeros instead would cost a full write of every freed zone on a raw device.
+        let _ = rustix::fs::fallocate(&self.file, mode, offset, len);
         Ok(())
     }
 

@@ -4,12 +4,16 @@
 //! file system directly, so tests can swap the real file for [`MemDisk`] or for [`SimDisk`],
 //! the deterministic fault injector that simulates crashes (unsynced writes dropped, reordered
 //! or torn at 512-byte sectors), I/O errors and full disks.
+//! [`CountingDisk`] wraps any of them to count (and hook) the requests the layers above make.
 
+mod counting;
 mod error;
 mod file;
 mod mem;
 mod sim;
+mod sys;
 
+pub use counting::{CountingDisk, DiskRequest};
 pub use error::{IoError, IoErrorKind, IoOp, Result};
 pub use file::{FileDisk, LockMode};
 pub use mem::MemDisk;

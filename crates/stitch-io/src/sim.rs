@@ -48,9 +48,11 @@ pub struct SimConfig {
 /// Counters of what a [`SimDisk`] did. Failed operations are not counted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SimStats {
+    /// Calls to `read_at` and the vector reads.
     pub reads: u64,
     /// Calls to `write_at` (hole punches are not counted here).
     pub writes: u64,
+    /// Calls to `sync`.
     pub syncs: u64,
     /// Bytes written by `write_at`.
     pub bytes_written: u64,
@@ -78,6 +80,7 @@ struct State {
 }
 
 impl SimDisk {
+    /// A disk of `config.len` zero bytes, nothing pending.
     pub fn new(config: SimConfig) -> Self {
         Self::with_image(config, Image::default())
     }
@@ -156,6 +159,7 @@ impl SimDisk {
         self.state.lock().capacity = capacity;
     }
 
+    /// What the disk has done so far.
     pub fn stats(&self) -> SimStats {
         let state = self.state.lock();
         SimStats {

@@ -1,5 +1,7 @@
 //! FileDisk on a temporary file: round trips, range checks, locking, error messages.
 
+#![allow(clippy::unwrap_used)]
+
 use stitch_io::{Disk, FileDisk, IoErrorKind, IoOp, LockMode};
 
 fn store() -> (tempfile::TempDir, std::path::PathBuf) {

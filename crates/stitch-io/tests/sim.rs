@@ -1,5 +1,7 @@
 //! SimDisk: reads, sync, the crash model, fault injection, capacity.
 
+#![allow(clippy::unwrap_used)]
+
 use proptest::prelude::*;
 use stitch_io::{Disk, IoErrorKind, IoOp, SimConfig, SimDisk, SimStats, SECTOR_SIZE};
 

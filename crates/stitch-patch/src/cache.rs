@@ -23,6 +23,7 @@ use stitch_io::{Disk, IoError, IoErrorKind, IoOp};
 pub struct PatchId(pub u64);
 
 impl PatchId {
+    /// The patch that is always committed: depending on it is depending on nothing.
     pub const NONE: PatchId = PatchId(0);
 }
 
@@ -37,6 +38,7 @@ pub enum PatchState {
     Committed,
 }
 
+/// How a [`BlockCache`] is sized.
 #[derive(Debug, Clone)]
 pub struct CacheConfig {
     /// Bytes per block (4096). Patches never span blocks. Taken as at least 1 and at most
@@ -72,6 +74,7 @@ pub struct CacheStats {
     pub undo_bytes: u64,
     /// Bytes of blocks with uncommitted patches.
     pub dirty_bytes: u64,
+    /// Blocks with uncommitted patches.
     pub dirty_blocks: u64,
     /// Patch records made (a write merged into an existing patch makes none).
     pub patches_created: u64,
@@ -83,6 +86,7 @@ pub struct CacheStats {
     pub reverts: u64,
     /// Blocks written (adjacent blocks share one disk request).
     pub block_writes: u64,
+    /// Barriers issued to the disk.
     pub syncs: u64,
     /// Patches dropped unwritten by [`BlockCache::discard`].
     pub patches_discarded: u64,
@@ -146,6 +150,7 @@ pub struct BlockCache {
 }
 
 impl BlockCache {
+    /// A cache over `disk`, empty.
     pub fn new(disk: Arc<dyn Disk>, config: CacheConfig) -> Self {
         let block_size = config.block_size.clamp(1, MAX_BLOCK_SIZE);
         if block_size != config.block_size {
@@ -171,10 +176,12 @@ impl BlockCache {
         }
     }
 
+    /// The disk the cache writes to.
     pub fn disk(&self) -> &Arc<dyn Disk> {
         &self.disk
     }
 
+    /// Bytes per block, as configured (clamped to 1 byte .. 1 GiB).
     pub fn block_size(&self) -> usize {
         self.block_size
     }
@@ -419,6 +426,7 @@ impl BlockCache {
         committed.ids.len()
     }
 
+    /// Where `patch` is on its way to the disk.
     pub fn state(&self, patch: PatchId) -> PatchState {
         self.state.lock().graph.state(patch.0)
     }

@@ -49,6 +49,7 @@ pub use groups::{
 /// Errors of the patch layer.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum PatchError {
+    /// The disk failed.
     #[error(transparent)]
     Io(#[from] stitch_io::IoError),
     /// A previous write or sync failed; the cache accepts no more flushes.
@@ -62,7 +63,13 @@ pub enum PatchError {
     Frozen(PatchId),
     /// The dependency would create a cycle.
     #[error("dependency {after:?} -> {before:?} would create a cycle")]
-    Cycle { after: PatchId, before: PatchId },
+    Cycle {
+        /// The patch that was to depend on `before`.
+        after: PatchId,
+        /// The patch it was to depend on.
+        before: PatchId,
+    },
 }
 
+/// A result whose error is a [`PatchError`].
 pub type Result<T> = std::result::Result<T, PatchError>;

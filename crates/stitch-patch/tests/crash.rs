@@ -8,9 +8,9 @@ use parking_lot::Mutex;
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
-use stitch_io::SimDisk;
+use stitch_io::{CountingDisk, DiskRequest, SimDisk};
 use stitch_patch::{BlockCache, PatchId};
-use support::{cache_on, read_cache, read_disk, sim_disk, CountingDisk, DiskOp, BLOCK};
+use support::{cache_on, read_cache, read_disk, sim_disk, BLOCK};
 
 const BLOCKS: u64 = 4;
 /// Crash images taken at each write and sync.
@@ -202,7 +202,7 @@ fn crashed_image(sim: &SimDisk, seed: u64) -> Vec<u8> {
 /// first violation found.
 fn run(ops: &[Op], seed: u64) -> Result<(), String> {
     let sim = sim_disk(BLOCKS, seed);
-    let counting = CountingDisk::new(sim.clone());
+    let counting = Arc::new(CountingDisk::new(sim.clone()));
     let cache = cache_on(counting.clone());
     let model = Arc::new(Mutex::new(Model::default()));
     let violation = Arc::new(Mutex::new(None::<String>));
@@ -211,7 +211,7 @@ fn run(ops: &[Op], seed: u64) -> Result<(), String> {
         let mut crashes = 0;
         counting.set_hook(move |op| {
             // Crash after every write and sync (reads change nothing).
-            if matches!(op, DiskOp::Read { .. }) {
+            if matches!(op, DiskRequest::Read { .. }) {
                 return;
             }
             let model = model.lock();

@@ -7,10 +7,11 @@ mod support;
 
 use parking_lot::Mutex;
 use std::sync::Arc;
+use stitch_io::{CountingDisk, DiskRequest};
 use stitch_patch::{
     BlockCache, GroupId, PatchContext, PatchGroupError, PatchGroups, PatchId, PatchState,
 };
-use support::{read_disk, setup, DiskOp, BLOCK};
+use support::{read_disk, setup, BLOCK};
 
 /// A write as an application makes it: carrying the groups engaged in the calling thread's
 /// current context along.
@@ -37,7 +38,7 @@ fn setup_groups(
     blocks: u64,
 ) -> (
     Arc<stitch_io::SimDisk>,
-    Arc<support::CountingDisk>,
+    Arc<CountingDisk>,
     Arc<BlockCache>,
     PatchGroups,
 ) {
@@ -159,7 +160,7 @@ fn a_group_reaches_the_disk_only_after_the_groups_it_depends_on() {
     let mut seed = 0;
     counting.set_hook(move |op| {
         // Crash after every write and sync (reads change nothing).
-        if matches!(op, DiskOp::Read { .. }) {
+        if matches!(op, DiskRequest::Read { .. }) {
             return;
         }
         for _ in 0..8 {

@@ -5,11 +5,9 @@ mod support;
 
 use parking_lot::Mutex;
 use std::sync::Arc;
-use stitch_io::{Disk, MemDisk};
+use stitch_io::{CountingDisk, Disk, DiskRequest, MemDisk};
 use stitch_patch::{PatchId, PatchState};
-use support::{
-    cache_on, read_cache, read_disk, setup, small_cache_on, CountingDisk, DiskOp, BLOCK,
-};
+use support::{cache_on, read_cache, read_disk, setup, small_cache_on, BLOCK};
 
 /// What the disk held after each sync, captured by the counting disk's hook.
 fn images_after_syncs(
@@ -20,7 +18,7 @@ fn images_after_syncs(
     let images = Arc::new(Mutex::new(Vec::new()));
     let sink = images.clone();
     counting.set_hook(move |op| {
-        if op == DiskOp::Sync {
+        if op == DiskRequest::Sync {
             sink.lock().push(read_disk(&*disk, 0, len));
         }
     });
@@ -31,7 +29,9 @@ fn images_after_syncs(
 fn independent_chains_flush_with_one_sync_per_link() {
     const CHAINS: u64 = 24;
     const LINKS: u64 = 5;
-    let counting = CountingDisk::new(Arc::new(MemDisk::new(CHAINS * LINKS * BLOCK)));
+    let counting = Arc::new(CountingDisk::new(Arc::new(MemDisk::new(
+        CHAINS * LINKS * BLOCK,
+    ))));
     let cache = cache_on(counting.clone());
     let mut tips = Vec::new();
     for chain in 0..CHAINS {
@@ -68,7 +68,7 @@ fn independent_chains_flush_with_one_sync_per_link() {
 
 #[test]
 fn flushing_one_chain_writes_only_that_chain() {
-    let counting = CountingDisk::new(Arc::new(MemDisk::new(64 * BLOCK)));
+    let counting = Arc::new(CountingDisk::new(Arc::new(MemDisk::new(64 * BLOCK))));
     let cache = cache_on(counting.clone());
     let mut tips = Vec::new();
     for chain in 0..4u64 {
@@ -417,7 +417,7 @@ fn range_actions_wait_for_older_writes_in_the_range_too() {
 
 #[test]
 fn reads_see_every_patch_and_survive_eviction() {
-    let counting = CountingDisk::new(Arc::new(MemDisk::new(16 * BLOCK)));
+    let counting = Arc::new(CountingDisk::new(Arc::new(MemDisk::new(16 * BLOCK))));
     let cache = small_cache_on(counting.clone(), 2);
     // Bytes already on the disk, in a block the cache will have to load.
     counting.write_at(5 * BLOCK + 2000, &[99; 10]).unwrap();
@@ -534,12 +534,12 @@ fn writers_and_flushers_run_concurrently() {
 
 #[test]
 fn a_read_racing_a_flush_does_not_cache_stale_bytes() {
-    let counting = CountingDisk::new(Arc::new(MemDisk::new(4 * BLOCK)));
+    let counting = Arc::new(CountingDisk::new(Arc::new(MemDisk::new(4 * BLOCK))));
     let cache = small_cache_on(counting.clone(), 1);
     let racer = cache.clone();
     let mut raced = false;
     counting.set_hook(move |op| {
-        if matches!(op, DiskOp::Read { offset: 0, .. }) && !raced {
+        if matches!(op, DiskRequest::Read { offset: 0, .. }) && !raced {
             raced = true;
             // While the read below holds block 0's old bytes: rewrite the block, make it
             // durable, and push it out of the one-block clean cache.
@@ -569,7 +569,7 @@ fn appends_read_only_the_bytes_before_them() {
     let reads = Arc::new(Mutex::new(Vec::new()));
     let seen = reads.clone();
     counting.set_hook(move |op| {
-        if let DiskOp::Read { offset, .. } = op {
+        if let DiskRequest::Read { offset, .. } = op {
             seen.lock().push(offset);
         }
     });
@@ -610,7 +610,7 @@ fn appends_into_reused_block_buffers_reach_the_disk_exactly() {
     let reads = Arc::new(Mutex::new(0));
     let seen = reads.clone();
     counting.set_hook(move |op| {
-        if let DiskOp::Read { .. } = op {
+        if let DiskRequest::Read { .. } = op {
             *seen.lock() += 1;
         }
     });
@@ -655,7 +655,7 @@ fn a_reverted_append_never_reaches_the_disk_before_its_dependency() {
 #[test]
 fn discarded_writes_never_reach_the_disk_and_free_their_dependents() {
     let mem: Arc<dyn Disk> = Arc::new(MemDisk::new(8 * BLOCK));
-    let counting = CountingDisk::new(mem.clone());
+    let counting = Arc::new(CountingDisk::new(mem.clone()));
     let cache = cache_on(counting.clone());
     // Blocks 0 and 1 hold obsolete data, block 3 depends on block 1; block 2 is durable.
     let kept = cache.write(2 * BLOCK, &[2; 64], &[]).unwrap();

@@ -3,59 +3,25 @@
 //! Each thread loops: append one 100-byte AUTOCOMMIT record, `sync_to` it. Run with
 //! `cargo run --release -p stitch-wal --example group_commit [seconds per run] [dir]`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stitch_io::{Disk, FileDisk};
+use stitch_io::{CountingDisk, FileDisk};
 use stitch_patch::{BlockCache, CacheConfig};
 use stitch_wal::{Flags, Wal};
 use stitch_zone::{ZoneConfig, ZoneStore};
 
-/// Counts the syncs that reach the file.
-#[derive(Debug)]
-struct Counting {
-    inner: FileDisk,
-    syncs: AtomicU64,
-}
-
-impl Disk for Counting {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> stitch_io::Result<()> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> stitch_io::Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn sync(&self) -> stitch_io::Result<()> {
-        self.syncs.fetch_add(1, Ordering::Relaxed);
-        self.inner.sync()
-    }
-    fn len(&self) -> u64 {
-        self.inner.len()
-    }
-    fn grow(&self, new_len: u64) -> stitch_io::Result<()> {
-        self.inner.grow(new_len)
-    }
-    fn punch_hole(&self, offset: u64, len: u64) -> stitch_io::Result<()> {
-        self.inner.punch_hole(offset, len)
-    }
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-}
-
 fn run(dir: &std::path::Path, threads: usize, secs: f64) -> Result<(), Box<dyn std::error::Error>> {
     let path = dir.join(format!("group-commit-{threads}.store"));
     let _ = std::fs::remove_file(&path);
-    let disk = Arc::new(Counting {
-        inner: FileDisk::create(&path)?,
-        syncs: AtomicU64::new(0),
-    });
+    // Counts the syncs that reach the file.
+    let disk = Arc::new(CountingDisk::new(Arc::new(FileDisk::create(&path)?)));
     let cache = Arc::new(BlockCache::new(disk.clone(), CacheConfig::default()));
     let zones = Arc::new(ZoneStore::create(cache, ZoneConfig::default())?);
     let wal = Arc::new(Wal::create(zones.clone(), 1, 1)?);
     zones.cache().flush_patch(wal.start_patch())?;
     let stop = Arc::new(AtomicBool::new(false));
-    let syncs_before = disk.syncs.load(Ordering::Relaxed);
+    let syncs_before = disk.syncs();
     let started = Instant::now();
     let workers: Vec<_> = (0..threads)
         .map(|t| {
@@ -79,7 +45,7 @@ fn run(dir: &std::path::Path, threads: usize, secs: f64) -> Result<(), Box<dyn s
         commits += w.join().map_err(|_| "worker panicked")??;
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let syncs = disk.syncs.load(Ordering::Relaxed) - syncs_before;
+    let syncs = disk.syncs() - syncs_before;
     println!(
         "{threads:>2} thread(s): {:>9.0} Sync commits/s  ({commits} commits, {syncs} syncs, {:.1} commits per sync)",
         commits as f64 / elapsed,

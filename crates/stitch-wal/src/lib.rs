@@ -66,8 +66,11 @@ pub type OpId = u16;
 /// Where the record with `lsn` starts (or will be written): byte `offset` of zone `zone`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LogPosition {
+    /// The segment's zone.
     pub zone: ZoneId,
+    /// The byte offset in that zone.
     pub offset: u32,
+    /// The record's log sequence number.
     pub lsn: Lsn,
 }
 

@@ -21,6 +21,7 @@ impl Flags {
     pub const ABORT: Flags = Flags(4);
     const ALL: u8 = 1 | 2 | 4;
 
+    /// True when every bit of `other` (which must not be [`Flags::NONE`]) is set.
     pub fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
     }
@@ -51,10 +52,15 @@ impl std::ops::BitOr for Flags {
 /// One log record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
+    /// Its log sequence number: one more than the record before it.
     pub lsn: Lsn,
+    /// The transaction it belongs to.
     pub txn: TxnId,
+    /// The registered operation that redoes (and undoes) it.
     pub op: OpId,
+    /// Whether it ends its transaction, and how.
     pub flags: Flags,
+    /// The operation's argument, opaque to the log.
     pub payload: Vec<u8>,
 }
 
@@ -69,17 +75,40 @@ impl LogRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordError {
     /// Fewer bytes are left than a record header needs.
-    NoRoom { left: usize },
+    NoRoom {
+        /// The bytes left.
+        left: usize,
+    },
     /// The header is all zeros: nothing was ever written here.
     Zeros,
     /// The length field runs past the end of the segment.
-    BadLength { len: u64, left: usize },
+    BadLength {
+        /// The payload length the header gives.
+        len: u64,
+        /// The bytes left after the header.
+        left: usize,
+    },
     /// The CRC does not match: a torn or corrupt record, or a record of another epoch.
-    Checksum { stored: u32, computed: u32 },
+    Checksum {
+        /// The CRC the header carries.
+        stored: u32,
+        /// The CRC of what is there.
+        computed: u32,
+    },
     /// The CRC matches but the flags or reserved bits are not valid.
-    BadFlags { flags: u8, reserved: u8 },
+    BadFlags {
+        /// The flags byte.
+        flags: u8,
+        /// The reserved byte.
+        reserved: u8,
+    },
     /// A valid record of this epoch, but not the next LSN (stale, or a gap).
-    UnexpectedLsn { found: Lsn, expected: Lsn },
+    UnexpectedLsn {
+        /// The record's LSN.
+        found: Lsn,
+        /// The LSN the log continues with.
+        expected: Lsn,
+    },
 }
 
 impl fmt::Display for RecordError {

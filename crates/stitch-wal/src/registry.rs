@@ -48,6 +48,7 @@ impl fmt::Debug for OpRegistry {
 }
 
 impl OpRegistry {
+    /// A registry with no operation.
     pub fn new() -> Self {
         Self::default()
     }
@@ -82,6 +83,7 @@ impl OpRegistry {
         Ok(())
     }
 
+    /// The name `op` was registered under, if it was.
     pub fn name(&self, op: OpId) -> Option<&str> {
         self.ops.get(&op).map(|o| o.name.as_str())
     }
@@ -91,10 +93,12 @@ impl OpRegistry {
         self.ops.get(&op).map(|o| o.undo.is_some())
     }
 
+    /// Operations registered.
     pub fn len(&self) -> usize {
         self.ops.len()
     }
 
+    /// Whether no operation is registered.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }

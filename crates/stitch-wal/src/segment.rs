@@ -15,6 +15,7 @@ const BODY: usize = 40;
 /// The header of one segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The log's epoch: a record checks against it, so one of an older log does not pass.
     pub epoch: u64,
     /// 0 for the first segment of a log, +1 for each following one.
     pub seq: u64,
@@ -25,6 +26,7 @@ pub struct SegmentHeader {
 }
 
 impl SegmentHeader {
+    /// The header's bytes, CRC included.
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_LEN] {
         let mut out = [0u8; SEGMENT_HEADER_LEN];
         out[0..8].copy_from_slice(SEGMENT_MAGIC);

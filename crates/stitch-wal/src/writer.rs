@@ -226,6 +226,7 @@ impl Wal {
         })
     }
 
+    /// The log's epoch.
     pub fn epoch(&self) -> u64 {
         self.epoch
     }

@@ -6,6 +6,8 @@
 //! recovered winners are a prefix of the commit order), contain every record a returned
 //! `sync_to` covered, and redo exactly the winners' records.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use parking_lot::Mutex;

@@ -1,17 +1,19 @@
 //! Group commit, concurrent appends, background flushing and write failures.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stitch_io::{Disk, SimConfig, SimDisk};
+use stitch_io::{CountingDisk, Disk, SimConfig, SimDisk};
 use stitch_wal::*;
 
 /// `threads` threads each append and `sync_to` `per_thread` autocommit records; returns
 /// (commits, syncs the disk saw).
 fn commit_loop(threads: usize, per_thread: usize) -> (u64, u64) {
-    let disk = Arc::new(CountingDisk::new(mem_disk(), Duration::from_micros(300)));
+    let disk = Arc::new(CountingDisk::new(mem_disk()).with_sync_delay(Duration::from_micros(300)));
     let (_zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
     let wal = Arc::new(wal);
     let before = disk.syncs();
@@ -93,7 +95,7 @@ fn concurrent_appends_get_consecutive_lsns_and_all_recover() {
 
 #[test]
 fn flush_async_makes_records_durable_without_sync_to() {
-    let disk = Arc::new(CountingDisk::new(mem_disk(), Duration::ZERO));
+    let disk = Arc::new(CountingDisk::new(mem_disk()));
     let (_zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
     let wal = Arc::new(wal);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

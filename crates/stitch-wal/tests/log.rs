@@ -1,5 +1,7 @@
 //! Writing and reading logs: segments, positions, every way a log can end, releasing zones.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

@@ -1,6 +1,8 @@
 //! Recovery semantics: analysis, redo (repeat history for undoable ops, winners only for
 //! redo-only ops), undo of losers, idempotence, and errors.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

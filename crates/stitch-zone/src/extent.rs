@@ -7,6 +7,7 @@
 use crate::{Result, ZoneError};
 use std::fmt;
 
+/// Bytes of an extent's header, before its payload.
 pub const EXTENT_HEADER_LEN: usize = 16;
 /// Extents start at multiples of this many bytes within their zone.
 pub const EXTENT_ALIGN: u64 = 16;
@@ -16,12 +17,16 @@ const EXTENT_VERSION: u8 = 1;
 /// Where an extent lives: `len` counts the header and the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ExtentAddr {
+    /// The zone it lies in.
     pub zone: u32,
+    /// Its byte offset in the zone (a multiple of [`EXTENT_ALIGN`]).
     pub offset: u32,
+    /// Its length in bytes, header included.
     pub len: u32,
 }
 
 impl ExtentAddr {
+    /// Bytes of an encoded address (three little-endian `u32`s: zone, offset, length).
     pub const ENCODED_LEN: usize = 12;
 
     /// True when this extent starts where `prev` ends on disk (the next aligned offset).
@@ -45,10 +50,12 @@ impl ExtentAddr {
         (self.offset as u64 + self.len as u64).next_multiple_of(EXTENT_ALIGN)
     }
 
+    /// Bytes of the payload (the length without the header).
     pub fn payload_len(&self) -> usize {
         self.len as usize - EXTENT_HEADER_LEN
     }
 
+    /// Appends the address's [`Self::ENCODED_LEN`] bytes to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.zone.to_le_bytes());
         out.extend_from_slice(&self.offset.to_le_bytes());
@@ -58,7 +65,7 @@ impl ExtentAddr {
     /// Decodes an address; `None` if `bytes` is too short.
     pub fn decode(bytes: &[u8]) -> Option<ExtentAddr> {
         let b = bytes.get(..Self::ENCODED_LEN)?;
-        let word = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         Some(ExtentAddr {
             zone: word(0),
             offset: word(4),
@@ -82,9 +89,13 @@ impl fmt::Display for ExtentAddr {
 pub struct ExtentKind(pub u8);
 
 impl ExtentKind {
+    /// A checkpoint's manifest.
     pub const MANIFEST: ExtentKind = ExtentKind(1);
+    /// A data block of a sorted run.
     pub const RUN_BLOCK: ExtentKind = ExtentKind(2);
+    /// A sorted run's index.
     pub const RUN_INDEX: ExtentKind = ExtentKind(3);
+    /// A sorted run's quotient filter.
     pub const RUN_FILTER: ExtentKind = ExtentKind(4);
 }
 
@@ -157,14 +168,14 @@ pub(crate) fn verify(
             bytes[3], kind.0
         )));
     }
-    let len = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+    let len = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
     if len != addr.payload_len() {
         return Err(corrupt(format!(
             "payload length {len} does not match the address ({})",
             addr.payload_len()
         )));
     }
-    let stored = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    let stored = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
     let computed = checksum(
         addr,
         &bytes[..EXTENT_HEADER_LEN],

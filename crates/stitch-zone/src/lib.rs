@@ -19,28 +19,46 @@ pub use superblock::{Superblock, FORMAT_VERSION};
 /// Errors of the zone layer. Every corruption error names the structure and its place.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ZoneError {
+    /// The disk failed.
     #[error(transparent)]
     Io(#[from] stitch_io::IoError),
+    /// The block cache failed (a write failed earlier, or a dependency was refused).
     #[error(transparent)]
     Patch(#[from] stitch_patch::PatchError),
+    /// A stored structure failed its checks.
     #[error("corrupt {what} at {place}: {detail}")]
     Corrupt {
+        /// Which structure (an extent, a superblock slot, a zone header ...).
         what: &'static str,
+        /// Where it lies.
         place: String,
+        /// What is wrong with it.
         detail: String,
     },
+    /// Neither superblock slot holds a valid superblock.
     #[error("not a StitchDB store: {0}")]
     NotAStore(String),
+    /// A valid superblock of a format version this build does not read.
     #[error("unsupported format version {found} (this build reads version {supported})")]
-    Version { found: u32, supported: u32 },
+    Version {
+        /// The store's format version.
+        found: u32,
+        /// The one this build reads.
+        supported: u32,
+    },
+    /// No zone is free and the disk cannot grow.
     #[error("no space: {0}")]
     NoSpace(String),
+    /// An extent longer than a zone (the address asked for, and the zone size).
     #[error("extent {0} is too large for a zone ({1} bytes)")]
     TooLarge(ExtentAddr, u64),
+    /// A configuration the store cannot use.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A release of an extent whose reference count is already zero.
     #[error("extent {0} is not live (reference count already zero)")]
     Dead(ExtentAddr),
 }
 
+/// A result whose error is a [`ZoneError`].
 pub type Result<T> = std::result::Result<T, ZoneError>;

@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use stitch_patch::{BlockCache, PatchId};
 
+/// A zone's number: zone `z` covers bytes `z * zone_size ..` of the disk (zone 0 holds the
+/// superblocks).
 pub type ZoneId = u32;
 
 /// Runs when an extent's reference count drops to zero (Goby's per-type garbage handler):
@@ -35,6 +37,7 @@ pub enum Stream {
 const STREAMS: usize = 4;
 const MIN_ZONE_SIZE: u64 = 64 * 1024;
 
+/// How a [`ZoneStore`] divides and grows its disk.
 #[derive(Debug, Clone)]
 pub struct ZoneConfig {
     /// Bytes per zone: a multiple of 4096, at least 64 KiB and below 4 GiB.
@@ -62,7 +65,9 @@ impl Default for ZoneConfig {
 pub const DEFAULT_RECYCLE_BYTES: u64 = 1 << 30;
 
 impl ZoneConfig {
-    fn validate(&self) -> Result<()> {
+    /// Checks the settings a new store would be made with (an existing store's zone size is
+    /// its superblock's).
+    pub fn validate(&self) -> Result<()> {
         if self.zone_size < MIN_ZONE_SIZE || self.zone_size % 4096 != 0 || self.zone_size >= 1 << 32
         {
             return Err(ZoneError::Config(format!(
@@ -154,14 +159,21 @@ fn file_free_zone(
 /// Counts for `stitchdb stats` and defragmentation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ZoneStats {
+    /// Bytes per zone.
     pub zone_size: u64,
+    /// Zones the disk holds.
     pub zones: u64,
+    /// Zones holding nothing (or being freed).
     pub free_zones: u64,
     /// Free zones kept allocated in the file for reuse (see [`ZoneConfig::recycle_bytes`]).
     pub recycled_zones: u64,
+    /// Zones owned whole by a user of the store (log segments).
     pub owned_zones: u64,
+    /// Zones extents are appended to (open or full).
     pub extent_zones: u64,
+    /// Extents with a nonzero reference count.
     pub live_extents: u64,
+    /// Bytes of those extents (headers included).
     pub live_bytes: u64,
     /// Bytes of extent zones not holding live extents (holes left by released extents).
     pub dead_bytes: u64,
@@ -287,10 +299,12 @@ impl ZoneStore {
         }
     }
 
+    /// The block cache every write of the store goes through.
     pub fn cache(&self) -> &Arc<BlockCache> {
         &self.cache
     }
 
+    /// Bytes per zone.
     pub fn zone_size(&self) -> u64 {
         self.config.zone_size
     }
@@ -320,6 +334,7 @@ impl ZoneStore {
         self.state.lock().superblock_patch
     }
 
+    /// Makes `handler` run on every extent of `kind` whose reference count drops to zero.
     pub fn set_release_handler(&self, kind: ExtentKind, handler: ReleaseHandler) {
         self.state.lock().handlers.insert(kind, handler);
     }
@@ -885,6 +900,7 @@ impl ZoneStore {
             .map_or(0, |(_, entry)| entry.refs)
     }
 
+    /// Counts of the zones and extents as they stand.
     pub fn stats(&self) -> ZoneStats {
         let st = self.state.lock();
         let mut s = ZoneStats {

@@ -17,7 +17,9 @@ pub(crate) const SLOT_OFFSETS: [u64; 2] = [0, 4096];
 pub struct Superblock {
     /// Grows by one with every superblock written; the newer valid slot wins at open.
     pub seq: u64,
+    /// Bytes per zone.
     pub zone_size: u64,
+    /// Bytes per block of the block cache.
     pub block_size: u32,
     /// The upper layer's root extent (the manifest), if one was written yet.
     pub root: Option<ExtentAddr>,
@@ -57,12 +59,22 @@ impl Superblock {
             return Ok(None);
         }
         const BODY: usize = 8 + 4 + 8 + 8 + 4 + 1 + ExtentAddr::ENCODED_LEN;
-        let stored = u32::from_le_bytes(bytes[BODY..BODY + 4].try_into().unwrap());
+        let stored = u32::from_le_bytes([
+            bytes[BODY],
+            bytes[BODY + 1],
+            bytes[BODY + 2],
+            bytes[BODY + 3],
+        ]);
         if crc32c::crc32c(&bytes[..BODY]) != stored {
             return Ok(None);
         }
-        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().unwrap());
-        let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
+        let u32_at =
+            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut w = [0; 8];
+            w.copy_from_slice(&bytes[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
         let version = u32_at(8);
         if version != FORMAT_VERSION {
             return Err(ZoneError::Version {

@@ -1,5 +1,7 @@
 //! Zone store: superblocks, extents, reference counts and zone reuse.
 
+#![allow(clippy::unwrap_used)]
+
 use parking_lot::Mutex;
 use std::sync::Arc;
 use stitch_io::{Disk, MemDisk, SimConfig, SimDisk};

@@ -9,6 +9,7 @@ mod format;
 mod logging;
 mod output;
 mod progress;
+mod replace;
 mod store;
 
 use clap::Parser;
@@ -24,7 +25,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 ///
 /// STORE is the path of a store file or block device.
 #[derive(Parser)]
-#[command(name = "stitchdb", version, after_help = format::FORMATS_HELP)]
+#[command(name = "stitchdb", version, after_help = format!("{}\n\n{}", format::FORMATS_HELP, error::exit_status_help()))]
 struct Cli {
     /// Diagnostics on stderr: a level (error, warn, info, debug, trace) or a filter such as
     /// `stitchdb=debug`; overrides RUST_LOG [default: warn]
@@ -40,25 +41,26 @@ struct Cli {
 /// cache's tables) made that a tenth of a flush's time. Off, `randomappend` at 4 KiB ran
 /// 46,700 against 42,900 ops/s with a quarter less system time (medians of six, see
 /// docs/benchmarks.md); 100-byte fills and reads did not move.
+///
+/// The flag belongs to the process's memory map, so every thread started later has it too.
+/// Failing (a kernel without it) leaves huge pages on, which costs speed only.
 fn disable_transparent_huge_pages() {
     #[cfg(target_os = "linux")]
-    // SAFETY: PR_SET_THP_DISABLE takes integer arguments only and changes a flag of this
-    // process; it cannot touch memory.
-    unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
-    }
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
 }
 
 fn main() -> ExitCode {
     disable_transparent_huge_pages();
-    // Usage errors exit with status 2 here (clap's convention).
+    // Usage errors clap finds exit here with status 2, `Exit::Usage`.
     let cli = Cli::parse();
     logging::init(cli.log.as_deref());
     match cli.command.run() {
-        Ok(()) | Err(CliError::OutputClosed) => ExitCode::SUCCESS,
-        Err(CliError::Failed(message)) => {
-            eprintln!("stitchdb: error: {message}");
-            ExitCode::FAILURE
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let CliError::Failed { message, .. } = &e {
+                eprintln!("stitchdb: error: {message}");
+            }
+            ExitCode::from(e.exit().code())
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Opening stores and naming tables the way every command does.
 
-use crate::error::{CliError, CliResult};
+use crate::error::{CliError, CliResult, Exit};
+use crate::format::tsv;
 use std::ffi::OsString;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -48,9 +49,10 @@ impl Source {
             None => Ok(Source::Live(db)),
             Some(name) => {
                 let snap = db.open_snapshot(name).map_err(|e| match e {
-                    stitchdb::Error::NoSuchSnapshot(_) => {
-                        CliError::new(format!("{e} (see `stitchdb snapshot list`)"))
-                    }
+                    stitchdb::Error::NoSuchSnapshot(_) => CliError::with_exit(
+                        Exit::Missing,
+                        format!("{e} (see `stitchdb snapshot list`)"),
+                    ),
                     other => other.into(),
                 })?;
                 Ok(Source::Snapshot(db, snap))
@@ -106,9 +108,10 @@ impl TableArg {
 
     fn found(table: stitchdb::Result<TableId>) -> CliResult<TableId> {
         table.map_err(|e| match e {
-            stitchdb::Error::NoSuchTable(_) => CliError::new(format!(
-                "{e} (see `stitchdb tables` and `stitchdb create-table`)"
-            )),
+            stitchdb::Error::NoSuchTable(_) => CliError::with_exit(
+                Exit::Missing,
+                format!("{e} (see `stitchdb tables` and `stitchdb create-table`)"),
+            ),
             other => other.into(),
         })
     }
@@ -123,8 +126,30 @@ impl std::fmt::Display for TableArg {
     }
 }
 
-/// A key, value or prefix from the command line, as bytes. On Unix these are exactly the
-/// bytes the shell passed, so any key can be named (e.g. bash's `$'\x01'`).
-pub fn arg_bytes(arg: OsString) -> Vec<u8> {
-    arg.into_encoded_bytes()
+/// `--escaped`, which commands taking keys, values or key bounds on the command line share.
+#[derive(clap::Args)]
+pub struct EscapedArg {
+    /// Read keys, values and key bounds given on the command line with the TSV escapes
+    /// (\\ \t \n \r \xHH), so they can hold any byte, NUL included; `get` prints the value
+    /// escaped too. Without it they are the argument's bytes as they are
+    #[arg(long)]
+    escaped: bool,
+}
+
+impl EscapedArg {
+    /// The bytes `arg` stands for: on Unix, exactly the bytes the shell passed (any but NUL,
+    /// which no argument can hold), or with `--escaped` those bytes unescaped. `what` names the
+    /// argument in the error for a bad escape.
+    pub fn bytes(&self, what: &str, arg: OsString) -> CliResult<Vec<u8>> {
+        let raw = arg.into_encoded_bytes();
+        if !self.escaped {
+            return Ok(raw);
+        }
+        tsv::unescape(&raw).map_err(|e| CliError::usage(format!("{what}: {e}")))
+    }
+
+    /// Whether `--escaped` was given.
+    pub fn given(&self) -> bool {
+        self.escaped
+    }
 }

@@ -1,5 +1,7 @@
 //! Runs the built `stitchdb` binary against stores in temporary directories.
 
+#![allow(clippy::unwrap_used)]
+
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -50,17 +52,52 @@ fn ok_text<S: AsRef<OsStr>>(args: &[S]) -> String {
     String::from_utf8(ok(args)).unwrap()
 }
 
-/// Runs a command that must fail with exit status 1; returns its stderr.
-fn fails<S: AsRef<OsStr>>(args: &[S]) -> String {
-    fails_with_input(args, b"")
+// The exit statuses the README documents; scripts depend on these numbers.
+const NOT_FOUND: i32 = 1;
+const USAGE: i32 = 2;
+const FAILED: i32 = 3;
+const CORRUPT: i32 = 4;
+const LOCKED: i32 = 5;
+const PERMISSION: i32 = 6;
+const MISSING: i32 = 7;
+
+/// Runs a command that must fail with exit status `status`; returns its stderr.
+fn fails<S: AsRef<OsStr>>(status: i32, args: &[S]) -> String {
+    fails_with_input(status, args, b"")
 }
 
-fn fails_with_input<S: AsRef<OsStr>>(args: &[S], stdin: &[u8]) -> String {
+fn fails_with_input<S: AsRef<OsStr>>(status: i32, args: &[S], stdin: &[u8]) -> String {
     let out = run_with_input(args, stdin);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(args, &out));
+    assert_eq!(out.status.code(), Some(status), "{}", describe(args, &out));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.starts_with("stitchdb: error: "), "{stderr}");
     stderr
+}
+
+/// Runs `stitchdb ARGS` with the files it writes limited to `blocks` (`ulimit -f` units of the
+/// shell), so that a file it grows fills up as on a full disk: writes past the limit fail
+/// (EFBIG) instead of killing the process, as SIGXFSZ is ignored.
+fn run_with_file_limit<S: AsRef<OsStr>>(blocks: u32, args: &[S]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f {blocks} && trap '' XFSZ && exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_stitchdb"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("start sh")
+}
+
+/// The names in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// A temporary directory with a new, empty store in it.
@@ -88,8 +125,8 @@ impl Fixture {
         ok_text(&self.args(command, rest))
     }
 
-    fn fails(&self, command: &str, rest: &[&str]) -> String {
-        fails(&self.args(command, rest))
+    fn fails(&self, status: i32, command: &str, rest: &[&str]) -> String {
+        fails(status, &self.args(command, rest))
     }
 
     fn file(&self, name: &str, contents: &[u8]) -> String {
@@ -116,11 +153,11 @@ impl Fixture {
 fn init_creates_a_store_and_refuses_an_existing_path() {
     let f = Fixture::new();
     assert!(f.store.is_file());
-    let err = f.fails("init", &[]);
+    let err = f.fails(FAILED, "init", &[]);
     assert!(err.contains("already exists"), "{err}");
 
     let other = f.file("not-a-store", b"hello");
-    let err = fails(&["init", &other]);
+    let err = fails(FAILED, &["init", &other]);
     assert!(err.contains("already exists"), "{err}");
     assert_eq!(
         std::fs::read(&other).unwrap(),
@@ -139,8 +176,31 @@ fn init_takes_a_zone_size_and_rejects_a_bad_one() {
     assert_eq!(ok_text(&["get", store, "k"]), "v\n");
 
     let bad = dir.path().join("bad.store");
-    let err = fails(&["init", bad.to_str().unwrap(), "--zone-size", "1000"]);
+    let err = fails(
+        USAGE,
+        &["init", bad.to_str().unwrap(), "--zone-size", "1000"],
+    );
     assert!(err.contains("zone size"), "{err}");
+}
+
+#[test]
+fn a_failed_init_leaves_no_file_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("new.store");
+    let store_arg = store.to_str().unwrap();
+    // The disk fills while the store is made (its first zone alone is 8 MiB).
+    let args = ["init", store_arg];
+    let out = run_with_file_limit(1000, &args);
+    assert_eq!(out.status.code(), Some(FAILED), "{}", describe(&args, &out));
+    assert!(!store.exists(), "{}", describe(&args, &out));
+    // A bad option is refused before any file is made.
+    let err = fails(USAGE, &["init", store_arg, "--zone-size", "1000"]);
+    assert!(err.contains("zone size 1000"), "{err}");
+    assert_eq!(entries(dir.path()), Vec::<String>::new());
+    // So init simply works the next time.
+    ok(&["init", store_arg]);
+    ok(&["put", store_arg, "k", "v"]);
+    assert_eq!(ok_text(&["get", store_arg, "k"]), "v\n");
 }
 
 #[test]
@@ -151,14 +211,14 @@ fn put_get_del() {
     f.ok("put", &["greeting", "bye"]);
     assert_eq!(f.ok("get", &["greeting"]), "bye\n");
     f.ok("del", &["greeting"]);
-    f.fails("get", &["greeting"]);
+    f.fails(NOT_FOUND, "get", &["greeting"]);
     f.ok("del", &["never-there"]);
 }
 
 #[test]
 fn get_of_a_missing_key_exits_1_saying_not_found() {
     let f = Fixture::new();
-    let err = f.fails("get", &["nope"]);
+    let err = f.fails(NOT_FOUND, "get", &["nope"]);
     assert!(err.contains("not found"), "{err}");
     assert!(err.contains("\"nope\""), "{err}");
 }
@@ -179,8 +239,112 @@ fn keys_and_values_from_the_command_line_are_raw_bytes() {
 fn a_missing_store_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("absent.store");
-    let err = fails(&["get", store.to_str().unwrap(), "k"]);
+    let err = fails(MISSING, &["get", store.to_str().unwrap(), "k"]);
     assert!(err.contains("absent.store"), "{err}");
+}
+
+// ---- exit statuses and escaped keys ---------------------------------------------------------
+
+#[test]
+fn each_exit_status_means_what_the_readme_says() {
+    let f = Fixture::new();
+    f.ok("put", &["k", "v"]);
+    assert_eq!(f.ok("get", &["k"]), "v\n");
+    let err = f.fails(NOT_FOUND, "get", &["absent"]);
+    assert!(err.contains("not found"), "{err}");
+
+    // Usage: what clap finds, and what the tool finds (a bad escape).
+    let args = f.args("get", &[]);
+    assert_eq!(run(&args).status.code(), Some(USAGE));
+    let err = f.fails(USAGE, "get", &["--escaped", "bad\\q"]);
+    assert!(err.contains("KEY: invalid escape \"\\q\""), "{err}");
+    let err = f.fails(USAGE, "scan", &["--escaped", "--start", "\\x4"]);
+    assert!(err.contains("--start: invalid escape"), "{err}");
+
+    let input = f.file("bad.tsv", b"no tab\n");
+    f.fails(FAILED, "import", &[&input]);
+
+    let junk = f.file("junk.store", &[0x5a; 16384]);
+    let err = fails(CORRUPT, &["get", &junk, "k"]);
+    assert!(err.contains("not a StitchDB store"), "{err}");
+
+    let db = stitchdb::Db::open(&f.store, stitchdb::Options::default()).unwrap();
+    f.fails(LOCKED, "get", &["k"]);
+    f.fails(LOCKED, "put", &["k", "v2"]);
+    db.close().unwrap();
+
+    fails(MISSING, &["get", &f.path("absent.store"), "k"]);
+    f.fails(MISSING, "get", &["k", "--table", "nope"]);
+    f.fails(MISSING, "get", &["k", "--snapshot", "nope"]);
+    let err = f.fails(MISSING, "import", &[&f.path("absent.tsv")]);
+    assert!(err.contains("absent.tsv"), "{err}");
+    assert_eq!(f.ok("get", &["k"]), "v\n");
+}
+
+#[test]
+fn permission_denied_has_its_own_exit_status() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    let f = Fixture::new();
+    std::fs::set_permissions(&f.store, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_stitchdb"));
+    command.args(f.args("get", &["k"])).env_remove("RUST_LOG");
+    // Root reads any file whatever its mode: run as nobody instead.
+    if std::fs::metadata("/proc/self").unwrap().uid() == 0 {
+        command.uid(65534).gid(65534);
+    }
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(PERMISSION), "{stderr}");
+    assert!(stderr.contains("permission denied"), "{stderr}");
+}
+
+#[test]
+fn help_lists_the_exit_statuses() {
+    for args in [vec!["--help"], vec!["get", "--help"]] {
+        let help = ok_text(&args);
+        for line in [
+            "Exit status:",
+            "  1  get: the key is not in the table",
+            "  4  the store is damaged, or is not a StitchDB store",
+            "  7  no such store, table, snapshot or input file",
+        ] {
+            assert!(help.contains(line), "{args:?} lacks {line:?}:\n{help}");
+        }
+    }
+}
+
+#[test]
+fn keys_with_nul_bytes_round_trip_through_import_get_put_scan_and_delete() {
+    let f = Fixture::new();
+    f.import(b"a\\x00b\tnul\\x00value\nplain\tv\nz\\x00\t\\x00\n", &[]);
+    assert_eq!(f.ok("get", &["--escaped", "a\\x00b"]), "nul\\x00value\n");
+    // Without --escaped an argument is its bytes as they are: a backslash, an x ...
+    f.fails(NOT_FOUND, "get", &["a\\x00b"]);
+
+    f.ok("put", &["--escaped", "a\\x00c", "two\\nlines"]);
+    // The value printed escaped stays on one line.
+    assert_eq!(f.ok("get", &["--escaped", "a\\x00c"]), "two\\nlines\n");
+    assert_eq!(
+        f.ok("scan", &["--escaped", "--prefix", "a\\x00"]),
+        "a\\x00b\tnul\\x00value\na\\x00c\ttwo\\nlines\n"
+    );
+    assert_eq!(
+        keys(&f.ok(
+            "scan",
+            &["--escaped", "--start", "a\\x00c", "--end", "z\\x00"]
+        )),
+        ["a\\x00c", "plain"]
+    );
+    assert_eq!(
+        f.ok("export", &["-", "--escaped", "--prefix", "z\\x00"]),
+        "z\\x00\t\\x00\n"
+    );
+
+    f.ok("del", &["--escaped", "a\\x00b"]);
+    f.ok("delete", &["--escaped", "z\\x00"]);
+    f.fails(NOT_FOUND, "get", &["--escaped", "a\\x00b"]);
+    assert_eq!(keys(&f.ok("scan", &[])), ["a\\x00c", "plain"]);
 }
 
 // ---- tables -------------------------------------------------------------------------------
@@ -197,17 +361,17 @@ fn tables_are_created_listed_and_kept_apart() {
     assert_eq!(f.ok("get", &["k"]), "in default\n");
     assert_eq!(f.ok("scan", &["--table", "users"]), "k\tin users\n");
 
-    let err = f.fails("create-table", &["users"]);
+    let err = f.fails(FAILED, "create-table", &["users"]);
     assert!(err.contains("already exists"), "{err}");
 }
 
 #[test]
 fn using_a_missing_table_errors_clearly() {
     let f = Fixture::new();
-    let err = f.fails("put", &["k", "v", "--table", "nope"]);
+    let err = f.fails(MISSING, "put", &["k", "v", "--table", "nope"]);
     assert!(err.contains("no table named \"nope\""), "{err}");
     assert!(err.contains("create-table"), "{err}");
-    let err = f.fails("scan", &["--table", "nope"]);
+    let err = f.fails(MISSING, "scan", &["--table", "nope"]);
     assert!(err.contains("no table named \"nope\""), "{err}");
 }
 
@@ -357,7 +521,7 @@ fn jsonl_import_accepts_spaced_objects_and_any_field_order() {
 fn jsonl_export_of_binary_data_is_an_error_suggesting_tsv() {
     let f = Fixture::new();
     f.import(b"ok\tfine\nzz\t\\xff\n", &[]);
-    let err = f.fails("export", &["--format", "jsonl"]);
+    let err = f.fails(FAILED, "export", &["--format", "jsonl"]);
     assert!(
         err.contains("not UTF-8") && err.contains("--format tsv"),
         "{err}"
@@ -397,10 +561,13 @@ fn a_malformed_line_stops_import_naming_it_and_keeps_earlier_batches() {
         "bad.tsv",
         b"k1\tv\nk2\tv\nk3\tv\nk4\tv\nk5\tv\nk6\tbad\\q\nk7\tv\n",
     );
-    let err = f.fails("import", &[&input, "--batch", "2"]);
+    let err = f.fails(FAILED, "import", &[&input, "--batch", "2"]);
     assert!(err.contains("line 6"), "{err}");
     assert!(err.contains("invalid escape \"\\q\""), "{err}");
-    assert!(err.contains("committing 4 lines"), "{err}");
+    assert!(
+        err.contains("4 lines up to line 4 imported and durable; no later line was imported"),
+        "{err}"
+    );
     // Two whole batches went in; the batch holding line 5 never was committed.
     assert_eq!(keys(&f.ok("scan", &[])), ["k1", "k2", "k3", "k4"]);
 }
@@ -426,7 +593,7 @@ fn malformed_lines_of_each_kind_are_named() {
     ];
     for (name, contents, expected) in cases {
         let input = f.file(name, contents);
-        let err = f.fails("import", &[&input]);
+        let err = f.fails(FAILED, "import", &[&input]);
         assert!(err.contains(expected), "{name}: {err}");
     }
 }
@@ -438,7 +605,7 @@ fn an_oversized_key_is_refused_naming_its_line() {
     input.extend(vec![b'k'; stitchdb::MAX_KEY_LEN + 1]);
     input.extend(b"\tv\n");
     let input = f.file("big.tsv", &input);
-    let err = f.fails("import", &[&input]);
+    let err = f.fails(FAILED, "import", &[&input]);
     assert!(
         err.contains("line 2: key of 16385 bytes is over the limit"),
         "{err}"
@@ -451,6 +618,135 @@ fn export_by_prefix_and_table() {
     assert_eq!(f.ok("export", &["--prefix", "ab"]), "ab\t12\nabc\t123\n");
     f.ok("create-table", &["t"]);
     assert_eq!(f.ok("export", &["--table", "t"]), "");
+}
+
+/// Imports 200,000 lines into a new store in `dir` through `run`, which must stop it with the
+/// disk full; checks that the error reports some lines durable and that, reopened, the store
+/// holds every one of them with its value and passes `check`.
+fn import_until_the_disk_is_full(dir: &Path, run: impl Fn(&[&str]) -> Output) {
+    let store = dir.join("small.store");
+    let store = store.to_str().unwrap();
+    ok(&["init", store, "--zone-size", "1048576"]);
+    let line = |i: u64| format!("key{i:07}\tvalue-{i:07}-{}", "x".repeat(100));
+    let mut text = String::new();
+    for i in 0..200_000 {
+        text += &line(i);
+        text.push('\n');
+    }
+    // The input is kept off the disk that fills.
+    let input = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(input.path(), text).unwrap();
+
+    let args = [
+        "import",
+        store,
+        input.path().to_str().unwrap(),
+        "--sync-every",
+        "1048576",
+    ];
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(FAILED), "{}", describe(&args, &out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // "... (24000 lines up to line 24000 imported and durable; ...)"
+    let (before, _) = stderr
+        .split_once(" lines up to line ")
+        .unwrap_or_else(|| panic!("no durable count: {stderr}"));
+    let durable: usize = before.rsplit(['(', ' ']).next().unwrap().parse().unwrap();
+    assert!(durable > 0 && durable < 200_000, "{stderr}");
+    assert!(
+        stderr.contains(&format!("up to line {durable} imported and durable")),
+        "{stderr}"
+    );
+
+    // Reopened, the store holds every line reported durable, with its value.
+    let scan = ok_text(&["scan", store]);
+    let kept: Vec<&str> = scan.lines().collect();
+    assert!(kept.len() >= durable, "{} < {durable}", kept.len());
+    for (i, kept) in kept.iter().enumerate().take(durable) {
+        assert_eq!(*kept, line(i as u64));
+    }
+    assert!(ok_text(&["check", store]).starts_with("ok: "));
+}
+
+#[test]
+fn an_import_stopped_by_a_file_size_limit_reports_only_what_is_durable() {
+    // The store's file cannot grow past 8 MiB (16,000 blocks of 512 bytes; 16 MiB where the
+    // shell counts in KiB): growing it fails, as on a disk without room for another zone.
+    let dir = tempfile::tempdir().unwrap();
+    import_until_the_disk_is_full(dir.path(), |args| run_with_file_limit(16_000, args));
+}
+
+/// A tmpfs of `bytes` mounted on a new temporary directory, unmounted when dropped, a failing
+/// test included.
+struct Tmpfs(TempDir);
+
+impl Tmpfs {
+    /// `None` where mounting is not allowed (not root, or no tmpfs).
+    fn mount(bytes: u64) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        mounted.then_some(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let unmounted = Command::new("umount").arg(self.0.path()).status();
+        if !unmounted.is_ok_and(|status| status.success()) {
+            eprintln!("could not unmount the tmpfs at {}", self.0.path().display());
+        }
+    }
+}
+
+#[test]
+fn an_import_stopped_by_a_full_tmpfs_reports_only_what_is_durable() {
+    // A real full disk: writes into the store's sparse zones fail with ENOSPC wherever they
+    // land (the log, a run, the manifest), not only when the file grows.
+    let Some(tmpfs) = Tmpfs::mount(12 << 20) else {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    };
+    import_until_the_disk_is_full(tmpfs.0.path(), |args| run(args));
+}
+
+#[test]
+fn a_failed_export_leaves_the_destination_as_it_was() {
+    let f = Fixture::new();
+    let mut input = b"ok\tfine\nzz\t\\xff\n".to_vec();
+    for i in 0..100 {
+        writeln!(input, "row{i:03}\t{}", "y".repeat(50)).unwrap();
+    }
+    f.import(&input, &[]);
+    let old = b"the previous export\n";
+    let dest = f.file("out.jsonl", old);
+    let before = entries(f.dir.path());
+
+    // JSON cannot hold the value \xff: the export fails after writing the first pairs.
+    let err = f.fails(FAILED, "export", &[&dest]);
+    assert!(err.contains("not UTF-8"), "{err}");
+    assert!(err.contains("out.jsonl was left as it was"), "{err}");
+    assert_eq!(std::fs::read(&dest).unwrap(), old);
+    assert_eq!(entries(f.dir.path()), before, "a temporary file was left");
+    let err = f.fails(FAILED, "export", &[&f.path("new.jsonl")]);
+    assert!(err.contains("new.jsonl was not created"), "{err}");
+    assert_eq!(entries(f.dir.path()), before, "a file was left");
+
+    // The disk fills while the export is written.
+    let args = f.args("export", &[&dest, "--format", "tsv"]);
+    let out = run_with_file_limit(1, &args);
+    assert_eq!(out.status.code(), Some(FAILED), "{}", describe(&args, &out));
+    assert_eq!(std::fs::read(&dest).unwrap(), old);
+    assert_eq!(entries(f.dir.path()), before, "a temporary file was left");
+
+    // A successful export replaces it whole.
+    f.ok("export", &[&dest, "--format", "tsv"]);
+    assert_eq!(std::fs::read(&dest).unwrap(), ok(&f.args("export", &[])));
+    assert_eq!(entries(f.dir.path()), before);
 }
 
 // ---- check and stats ----------------------------------------------------------------------
@@ -499,7 +795,7 @@ fn check_fails_naming_the_place_after_data_is_corrupted() {
     }
     std::fs::write(&f.store, &bytes).unwrap();
 
-    let err = f.fails("check", &[]);
+    let err = f.fails(CORRUPT, "check", &[]);
     assert!(err.contains("corrupt"), "{err}");
     assert!(err.contains("zone"), "the error must say where: {err}");
 }
@@ -510,9 +806,9 @@ fn check_fails_naming_the_place_after_data_is_corrupted() {
 fn a_second_writer_gets_the_locked_error() {
     let f = Fixture::new();
     let db = stitchdb::Db::open(&f.store, stitchdb::Options::default()).unwrap();
-    let err = f.fails("put", &["k", "v"]);
+    let err = f.fails(LOCKED, "put", &["k", "v"]);
     assert!(err.contains("locked"), "{err}");
-    let err = f.fails("get", &["k"]);
+    let err = f.fails(LOCKED, "get", &["k"]);
     assert!(err.contains("locked"), "{err}");
     db.close().unwrap();
     f.ok("put", &["k", "v"]);
@@ -601,7 +897,10 @@ fn demo_runs_twice_on_the_same_store() {
         assert!(out.contains("summary:"), "{out}");
     }
     assert_eq!(ok_text(&["tables", store]), "default\nusers\n");
-    let err = fails(&["get", store, "user:000100", "--table", "users"]);
+    let err = fails(
+        NOT_FOUND,
+        &["get", store, "user:000100", "--table", "users"],
+    );
     assert!(err.contains("not found"), "{err}");
 }
 
@@ -643,7 +942,7 @@ fn compact_and_defrag_reorganize_without_changing_contents() {
     let defragged = f.ok("defrag", &["--max-live", "0.9"]);
     assert!(defragged.starts_with("evacuated "), "{defragged}");
     assert!(f
-        .fails("defrag", &["--max-live", "0"])
+        .fails(USAGE, "defrag", &["--max-live", "0"])
         .contains("--max-live"));
     assert_eq!(f.ok("scan", &[]), before);
     assert!(f.ok("check", &[]).starts_with("ok: "));
@@ -675,13 +974,13 @@ fn snapshots_are_created_listed_read_and_dropped() {
     assert_eq!(f.ok("scan", &[]), "k\tnew\n");
     let listed = ok_text(&["snapshot", "list", store]);
     assert!(listed.starts_with("v1\tseq "), "{listed}");
-    let err = fails(&["snapshot", "create", store, "v1"]);
+    let err = fails(FAILED, &["snapshot", "create", store, "v1"]);
     assert!(err.contains("already exists"), "{err}");
-    let err = f.fails("get", &["k", "--snapshot", "nope"]);
+    let err = f.fails(MISSING, "get", &["k", "--snapshot", "nope"]);
     assert!(err.contains("no snapshot named \"nope\""), "{err}");
     ok(&["snapshot", "drop", store, "v1"]);
     assert_eq!(ok_text(&["snapshot", "list", store]), "");
-    let err = fails(&["snapshot", "drop", store, "v1"]);
+    let err = fails(MISSING, &["snapshot", "drop", store, "v1"]);
     assert!(err.contains("no snapshot named"), "{err}");
     f.ok("check", &[]);
 }

@@ -119,6 +119,30 @@ pub enum Error {
 }
 
 impl Error {
+    /// The failed disk operation underneath this error, through the layers that wrap it, if
+    /// one is what failed: its [`IoErrorKind`](stitch_io::IoErrorKind) tells a missing file, a
+    /// refused permission or a held lock apart without reading the message.
+    pub fn io_error(&self) -> Option<&stitch_io::IoError> {
+        match self {
+            Error::Io(e) => Some(e),
+            Error::Zone(e) => zone_io_error(e),
+            Error::Patch(e) => patch_io_error(e),
+            Error::Log(e) => wal_io_error(e),
+            _ => None,
+        }
+    }
+
+    /// Whether this error says the store's bytes are damaged, or are not a StitchDB store at
+    /// all: a failed checksum or structure check at any layer.
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            Error::Corrupt { .. } => true,
+            Error::Zone(e) => zone_is_corruption(e),
+            Error::Log(e) => wal_is_corruption(e),
+            _ => false,
+        }
+    }
+
     /// Adds what the damaged bytes were to a corruption found by a lower layer, which knows
     /// only where they are ("corrupt run block at table t run 4 block 7, extent zone 3 ...").
     pub(crate) fn within(self, what: &'static str, place: impl fmt::Display) -> Error {
@@ -154,12 +178,92 @@ impl Error {
     }
 }
 
+fn zone_io_error(e: &stitch_zone::ZoneError) -> Option<&stitch_io::IoError> {
+    match e {
+        stitch_zone::ZoneError::Io(e) => Some(e),
+        stitch_zone::ZoneError::Patch(e) => patch_io_error(e),
+        _ => None,
+    }
+}
+
+fn patch_io_error(e: &stitch_patch::PatchError) -> Option<&stitch_io::IoError> {
+    match e {
+        stitch_patch::PatchError::Io(e) => Some(e),
+        _ => None,
+    }
+}
+
+fn wal_io_error(e: &stitch_wal::WalError) -> Option<&stitch_io::IoError> {
+    match e {
+        stitch_wal::WalError::Zone(e) => zone_io_error(e),
+        stitch_wal::WalError::Patch(e) => patch_io_error(e),
+        stitch_wal::WalError::Failed(e) => wal_io_error(e),
+        _ => None,
+    }
+}
+
+fn zone_is_corruption(e: &stitch_zone::ZoneError) -> bool {
+    matches!(
+        e,
+        stitch_zone::ZoneError::Corrupt { .. } | stitch_zone::ZoneError::NotAStore(_)
+    )
+}
+
+fn wal_is_corruption(e: &stitch_wal::WalError) -> bool {
+    match e {
+        stitch_wal::WalError::Corrupt { .. } => true,
+        stitch_wal::WalError::Zone(e) => zone_is_corruption(e),
+        stitch_wal::WalError::Failed(e) => wal_is_corruption(e),
+        _ => false,
+    }
+}
+
 /// A result whose error is StitchDB's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_disk_error_and_corruption_are_found_through_every_layer() {
+        use stitch_io::{IoError, IoErrorKind, IoOp};
+        let io = IoError::new(IoOp::Open, "file s", 0, 0, IoErrorKind::PermissionDenied);
+        let zone = stitch_zone::ZoneError::Io(io.clone());
+        let patch = stitch_patch::PatchError::Io(io.clone());
+        let wrapped = [
+            Error::Io(io.clone()),
+            Error::Zone(zone.clone()),
+            Error::Patch(patch.clone()),
+            Error::Zone(stitch_zone::ZoneError::Patch(patch.clone())),
+            Error::Log(stitch_wal::WalError::Zone(zone)),
+            Error::Log(stitch_wal::WalError::Failed(Box::new(
+                stitch_wal::WalError::Patch(patch),
+            ))),
+        ];
+        for e in wrapped {
+            assert_eq!(e.io_error(), Some(&io), "{e:?}");
+            assert!(!e.is_corruption(), "{e:?}");
+        }
+        assert_eq!(Error::Closed.io_error(), None);
+
+        let corrupt = [
+            Error::corrupt("manifest", "zone 1", "bad checksum"),
+            Error::Zone(stitch_zone::ZoneError::NotAStore("no magic".into())),
+            Error::Log(stitch_wal::WalError::Failed(Box::new(
+                stitch_wal::WalError::Corrupt {
+                    what: "log record",
+                    place: "zone 2".into(),
+                    detail: "bad checksum".into(),
+                },
+            ))),
+        ];
+        for e in corrupt {
+            assert!(e.is_corruption(), "{e:?}");
+            assert_eq!(e.io_error(), None, "{e:?}");
+        }
+        assert!(!Error::Closed.is_corruption());
+    }
 
     #[test]
     fn a_log_error_keeps_its_source_and_its_message() {

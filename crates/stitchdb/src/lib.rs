@@ -45,8 +45,6 @@
 //! 15. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
 //!     targets (hidden from the documentation).
 
-#![forbid(unsafe_code)]
-
 mod batch;
 mod bounds;
 mod codec;
@@ -74,7 +72,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};
 pub use run::MergeStats;
-pub use stitch_io::{Disk, FileDisk, IoError, IoErrorKind, MemDisk, SimConfig, SimDisk};
+pub use stitch_io::{Disk, FileDisk, IoError, IoErrorKind, IoOp, MemDisk, SimConfig, SimDisk};
 pub use stitch_patch::{CacheStats, ContextGuard, GroupId, PatchContext};
 pub use stitch_zone::ZoneStats;
 pub use txn::{Isolation, Nested, Transaction, TxnIter};

@@ -185,4 +185,14 @@ impl Options {
         }
         Ok(())
     }
+
+    /// [`validate`](Self::validate), and the settings only a new store takes (an existing
+    /// store's zone size is its own).
+    pub(crate) fn validate_new(&self) -> Result<()> {
+        self.validate()?;
+        self.zone_config().validate().map_err(|e| match e {
+            stitch_zone::ZoneError::Config(why) => Error::Config(why),
+            other => other.into(),
+        })
+    }
 }

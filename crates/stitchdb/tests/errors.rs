@@ -239,6 +239,32 @@ fn a_second_writer_gets_a_clear_error() {
 }
 
 #[test]
+fn a_failed_create_leaves_no_file_and_never_removes_an_existing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.store");
+    let bad = Options {
+        zone_size: 1000,
+        ..Options::default()
+    };
+    let err = Db::create(&path, bad).err().unwrap();
+    assert!(matches!(err, Error::Config(_)), "{err}");
+    assert!(!path.exists(), "a refused create left a file");
+
+    std::fs::write(&path, b"someone's data").unwrap();
+    let err = Db::create(&path, Options::default()).err().unwrap();
+    let io = err
+        .io_error()
+        .unwrap_or_else(|| panic!("not a disk error: {err}"));
+    assert_eq!(io.op, stitchdb::IoOp::Open, "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"someone's data");
+
+    let missing = dir.path().join("no-such-dir").join("a.store");
+    let err = Db::open(&missing, Options::default()).err().unwrap();
+    let kind = err.io_error().map(|io| io.kind.clone());
+    assert_eq!(kind, Some(stitchdb::IoErrorKind::NotFound), "{err}");
+}
+
+#[test]
 fn use_after_close_is_an_error() {
     let db = Db::create_on(Arc::new(MemDisk::new(0)), options()).unwrap();
     let t = db.default_table();

@@ -1,66 +1,18 @@
 //! Helpers shared by the integration tests.
+
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use stitch_io::{Disk, MemDisk};
 use stitch_patch::{BlockCache, CacheConfig};
 use stitch_wal::{Flags, LogRecord, OpRegistry, Wal};
 use stitch_zone::{ZoneConfig, ZoneStore};
 
 pub const SMALL_ZONE: u64 = 64 * 1024;
-
-/// A disk that counts syncs and can make each one take a while (like a real device).
-#[derive(Debug)]
-pub struct CountingDisk {
-    pub inner: Arc<dyn Disk>,
-    pub syncs: AtomicU64,
-    pub sync_delay: Duration,
-}
-
-impl CountingDisk {
-    pub fn new(inner: Arc<dyn Disk>, sync_delay: Duration) -> Self {
-        CountingDisk {
-            inner,
-            syncs: AtomicU64::new(0),
-            sync_delay,
-        }
-    }
-    pub fn syncs(&self) -> u64 {
-        self.syncs.load(Ordering::SeqCst)
-    }
-}
-
-impl Disk for CountingDisk {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> stitch_io::Result<()> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> stitch_io::Result<()> {
-        self.inner.write_at(offset, data)
-    }
-    fn sync(&self) -> stitch_io::Result<()> {
-        if !self.sync_delay.is_zero() {
-            std::thread::sleep(self.sync_delay);
-        }
-        self.syncs.fetch_add(1, Ordering::SeqCst);
-        self.inner.sync()
-    }
-    fn len(&self) -> u64 {
-        self.inner.len()
-    }
-    fn grow(&self, new_len: u64) -> stitch_io::Result<()> {
-        self.inner.grow(new_len)
-    }
-    fn punch_hole(&self, offset: u64, len: u64) -> stitch_io::Result<()> {
-        self.inner.punch_hole(offset, len)
-    }
-    fn describe(&self) -> String {
-        format!("counting {}", self.inner.describe())
-    }
-}
 
 pub fn mem_disk() -> Arc<dyn Disk> {
     Arc::new(MemDisk::new(0))

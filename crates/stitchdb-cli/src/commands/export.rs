@@ -3,18 +3,19 @@
 use super::dump::KeyRange;
 use crate::error::{CliResult, IoContext};
 use crate::format::{Format, RecordWriter};
-use crate::store::{self, SnapshotArg, Source, StoreArg, TableArg};
+use crate::replace::Replacing;
+use crate::store::{EscapedArg, SnapshotArg, Source, StoreArg, TableArg};
 use clap::Args;
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct ExportArgs {
     #[command(flatten)]
     store: StoreArg,
-    /// File to write (replaced if it exists); stdout if absent or `-`
+    /// File to write, replaced whole once every pair is written and synced (a failed export
+    /// leaves it as it was); stdout if absent or `-`
     file: Option<PathBuf>,
     #[command(flatten)]
     table: TableArg,
@@ -26,25 +27,50 @@ pub struct ExportArgs {
     /// Only keys starting with P
     #[arg(long, value_name = "P")]
     prefix: Option<OsString>,
+    #[command(flatten)]
+    escaped: EscapedArg,
 }
 
 pub fn run(args: ExportArgs) -> CliResult {
+    let range = KeyRange {
+        prefix: match args.prefix {
+            Some(prefix) => args.escaped.bytes("--prefix", prefix)?,
+            None => Vec::new(),
+        },
+        ..KeyRange::default()
+    };
     let source = Source::open(&args.store.path, &args.snapshot)?;
     let table = args.table.resolve_in(&source)?;
     let file = args.file.filter(|f| f.as_os_str() != "-");
     let format = Format::choose(args.format, file.as_deref());
-    let (out, destination): (Box<dyn Write>, String) = match &file {
+    match &file {
         Some(path) => {
-            let f = File::create(path).context(format_args!("creating {}", path.display()))?;
-            (Box::new(f), path.display().to_string())
+            let destination = path.display().to_string();
+            let existed = path.exists();
+            let file = Replacing::create(path)?;
+            let in_place = file.in_place();
+            let mut out = RecordWriter::new(BufWriter::new(file), format, destination.clone());
+            let written = range
+                .write_to(&source, table, None, &mut out)
+                .and_then(|_| {
+                    out.finish()?
+                        .into_inner()
+                        .map_err(|e| e.into_error())
+                        .context(format_args!("writing {destination}"))?
+                        .commit()
+                });
+            // Say what became of the file, which the pairs' count alone does not.
+            written.map_err(|e| match (in_place, existed) {
+                (true, _) => e,
+                (false, true) => e.note(format_args!("{destination} was left as it was")),
+                (false, false) => e.note(format_args!("{destination} was not created")),
+            })
         }
-        None => (Box::new(std::io::stdout().lock()), "stdout".into()),
-    };
-    let mut out = RecordWriter::new(BufWriter::new(out), format, destination);
-    let range = KeyRange {
-        prefix: args.prefix.map(store::arg_bytes).unwrap_or_default(),
-        ..KeyRange::default()
-    };
-    range.write_to(&source, table, None, &mut out)?;
-    out.finish()
+        None => {
+            let stdout = BufWriter::new(std::io::stdout().lock());
+            let mut out = RecordWriter::new(stdout, format, "stdout".into());
+            range.write_to(&source, table, None, &mut out)?;
+            out.finish().map(drop)
+        }
+    }
 }

@@ -1,8 +1,11 @@
 //! `import`: load pairs from a TSV or JSON lines file, committing them in batches.
 //!
-//! Batches are written with `Durability::Async` and made durable by one sync at the end: a
-//! sync per batch would cost a disk flush each, and the log keeps batches in order anyway, so
-//! a crash midway leaves a prefix of the input, never a patchwork.
+//! Batches are written with `Durability::Async` and made durable by a sync every
+//! `--sync-every` bytes of batches and one at the end: a sync per batch would cost a disk
+//! flush each, and the log keeps batches in order anyway, so a crash midway leaves a prefix of
+//! the input, never a patchwork. What an import that fails reports as imported is what the last
+//! successful sync made durable, never more: batches committed after it may be lost with the
+//! store's failure (a full disk turns the store read-only before they reach the disk).
 
 use crate::error::{CliError, CliResult, IoContext};
 use crate::format::{Format, Record, RecordReader};
@@ -36,6 +39,13 @@ pub struct ImportArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     #[arg(value_parser = clap::value_parser!(u64).range(1..))]
     batch: u64,
+    /// Make the committed batches durable each time this many bytes of them have been
+    /// committed since the last sync (and at the end). If the import fails, what it reports
+    /// as imported is what a sync made durable, so this bounds what is left in doubt; each
+    /// sync costs a log write that a checkpoint would otherwise make unnecessary
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
+    #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+    sync_every: u64,
 }
 
 pub fn run(args: ImportArgs) -> CliResult {
@@ -59,25 +69,26 @@ pub fn run(args: ImportArgs) -> CliResult {
     let started = Instant::now();
     let db = store::open(&args.store.path)?;
     let table = args.table.resolve(&db)?;
-    let mut importer = Importer::new(&db, table, args.batch);
+    let mut importer = Importer::new(&db, table, args.batch, args.sync_every);
     let progress = Progress::bytes(size);
     let outcome = importer.run(&mut reader, &progress);
     progress.finish();
-    let lines = importer.committed;
-    let outcome = outcome.map_err(|e| {
-        e.note(format_args!(
-            "import stopped after committing {} in whole batches; later lines were not imported",
-            count(lines)
-        ))
+    // Whether or not the import stopped early, what was committed is made durable if the
+    // store still can; what is reported is what was. A store that failed (turned read-only)
+    // can sync nothing more, and the import's error already says why.
+    let synced = match (&outcome, db.failure()) {
+        (Err(_), Some(_)) => Ok(()),
+        _ => importer.sync(),
+    };
+    let (summary, lines) = (importer.durable_summary(), importer.durable.records);
+    let closed = synced.and_then(|()| {
+        db.close()
+            .map_err(|e| CliError::from(e).prefix("closing the store"))
     });
-    // Whether or not the import stopped early, what was committed is made durable.
-    let closed = db.sync().and_then(|()| db.close()).map_err(CliError::from);
     match (outcome, closed) {
         (Ok(()), Ok(())) => {}
-        (Err(e), Ok(())) | (Ok(()), Err(e)) => return Err(e),
-        (Err(e), Err(closing)) => {
-            return Err(e.note(format_args!("closing the store failed too: {closing}")))
-        }
+        (Ok(()), Err(e)) | (Err(e), Ok(())) => return Err(e.note(summary)),
+        (Err(e), Err(then)) => return Err(e.note(summary).note(format_args!("and then {then}"))),
     }
 
     let seconds = started.elapsed().as_secs_f64();
@@ -98,19 +109,34 @@ fn count(lines: u64) -> String {
     }
 }
 
-/// Commits records in batches and counts what it committed.
+/// How far through the input some state of the import reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Mark {
+    /// Records (non-empty lines) up to here.
+    records: u64,
+    /// The input line the last of them was on.
+    line: u64,
+}
+
+/// Commits records in batches and counts what it committed and what of that is durable.
 struct Importer<'a> {
     db: &'a Db,
     table: TableId,
     batch_lines: u64,
     max_value: usize,
     batch: WriteBatch,
-    /// Records in committed batches.
-    committed: u64,
+    /// Where the committed batches end.
+    committed: Mark,
+    /// Where the batches the last successful sync made durable end.
+    durable: Mark,
+    /// Bytes of batches committed since the last sync.
+    unsynced_bytes: u64,
+    /// How many such bytes call for a sync.
+    sync_every: u64,
 }
 
 impl<'a> Importer<'a> {
-    fn new(db: &'a Db, table: TableId, batch_lines: u64) -> Self {
+    fn new(db: &'a Db, table: TableId, batch_lines: u64, sync_every: u64) -> Self {
         let max_value = stitchdb::max_value_len(db.stats().zones.zone_size);
         Importer {
             db,
@@ -118,7 +144,10 @@ impl<'a> Importer<'a> {
             batch_lines,
             max_value,
             batch: WriteBatch::new(),
-            committed: 0,
+            committed: Mark::default(),
+            durable: Mark::default(),
+            unsynced_bytes: 0,
+            sync_every,
         }
     }
 
@@ -156,12 +185,89 @@ impl<'a> Importer<'a> {
             return Ok(());
         }
         self.db.write(&self.batch, Durability::Async).map_err(|e| {
-            CliError::new(format!(
-                "committing the batch ending at line {last_line}: {e}"
+            CliError::from(e).prefix(format_args!(
+                "committing the batch ending at line {last_line}"
             ))
         })?;
-        self.committed += self.batch.len() as u64;
+        self.committed = Mark {
+            records: self.committed.records + self.batch.len() as u64,
+            line: last_line,
+        };
+        self.unsynced_bytes += self.batch.size() as u64;
         self.batch.clear();
+        if self.unsynced_bytes >= self.sync_every {
+            self.sync()?;
+        }
         Ok(())
+    }
+
+    /// Makes every committed batch durable.
+    fn sync(&mut self) -> CliResult {
+        self.db.sync().map_err(|e| {
+            CliError::from(e).prefix(format_args!(
+                "syncing the batches up to line {}",
+                self.committed.line
+            ))
+        })?;
+        self.durable = self.committed;
+        self.unsynced_bytes = 0;
+        Ok(())
+    }
+
+    /// What of the input is durable in the store, for the error of a failed import.
+    fn durable_summary(&self) -> String {
+        durable_summary(self.durable, self.committed)
+    }
+}
+
+/// What of the input is durable, given where the durable and the committed batches end.
+fn durable_summary(durable: Mark, committed: Mark) -> String {
+    let Mark { records, line } = durable;
+    match (records, durable == committed) {
+        (0, true) => "no line was imported".to_string(),
+        (0, false) => format!(
+            "no line is durably imported; lines 1 to {} were committed but the store could \
+             not make them durable: some or all may be lost",
+            committed.line
+        ),
+        (_, true) => format!(
+            "{} up to line {line} imported and durable; no later line was imported",
+            count(records)
+        ),
+        (_, false) => format!(
+            "{} up to line {line} imported and durable; lines {} to {} were committed but the \
+             store could not make them durable: some or all may be lost",
+            count(records),
+            line + 1,
+            committed.line
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_says_what_is_durable_and_what_is_in_doubt() {
+        let mark = |records, line| Mark { records, line };
+        assert_eq!(
+            durable_summary(mark(0, 0), mark(0, 0)),
+            "no line was imported"
+        );
+        assert_eq!(
+            durable_summary(mark(1, 3), mark(1, 3)),
+            "1 line up to line 3 imported and durable; no later line was imported"
+        );
+        assert_eq!(
+            durable_summary(mark(0, 0), mark(1000, 1002)),
+            "no line is durably imported; lines 1 to 1002 were committed but the store could \
+             not make them durable: some or all may be lost"
+        );
+        assert_eq!(
+            durable_summary(mark(2000, 2000), mark(3000, 3000)),
+            "2000 lines up to line 2000 imported and durable; lines 2001 to 3000 were \
+             committed but the store could not make them durable: some or all may be lost"
+        );
     }
 }

@@ -14,13 +14,15 @@ pub fn compact(args: StoreArg) -> CliResult {
     let bar = Progress::spinner("merging runs");
     db.compact()?;
     bar.finish();
-    output::print(format_args!(
+    let report = format!(
         "compacted in {:.2} s\n{}",
         started.elapsed().as_secs_f64(),
         db.stats()
-    ))?;
+    );
+    // Reported once closing has made it durable, so a failed close is not preceded by a
+    // report of success.
     db.close()?;
-    Ok(())
+    output::print(report)
 }
 
 #[derive(Args)]
@@ -35,7 +37,7 @@ pub struct DefragArgs {
 /// Evacuates under-used zones, with a progress bar over the runs rewritten.
 pub fn defrag(args: DefragArgs) -> CliResult {
     if !(args.max_live > 0.0 && args.max_live <= 1.0) {
-        return Err(CliError::new(format!(
+        return Err(CliError::usage(format!(
             "--max-live {} must be in (0, 1]",
             args.max_live
         )));
@@ -54,7 +56,8 @@ pub fn defrag(args: DefragArgs) -> CliResult {
     // Flushing lets the evacuated zones go once no reader holds the old runs.
     db.flush()?;
     let after = db.stats().zones;
-    output::print(format_args!(
+    // Reported once closing has made it durable, like `compact`.
+    let report = format!(
         "evacuated {} zones: moved {} blocks ({} bytes), rewrote {} runs in {:.2} s\n\
          dead bytes in extent zones: {} -> {}; free zones: {} -> {}\n",
         report.zones.len(),
@@ -66,7 +69,7 @@ pub fn defrag(args: DefragArgs) -> CliResult {
         after.dead_bytes,
         before.free_zones,
         after.free_zones,
-    ))?;
+    );
     db.close()?;
-    Ok(())
+    output::print(report)
 }

@@ -24,8 +24,10 @@ pub enum Command {
     /// Set KEY to VALUE
     Put(kv::PutArgs),
     /// Print KEY's value and a newline (exit status 1 if KEY is absent)
+    #[command(after_help = crate::error::exit_status_help())]
     Get(kv::GetArgs),
     /// Delete KEY (nothing happens if it is absent)
+    #[command(visible_alias = "delete")]
     Del(kv::KeyArgs),
     /// Print key<TAB>value lines (TSV, see `stitchdb help`) in key order
     Scan(scan::ScanArgs),
@@ -39,7 +41,7 @@ pub enum Command {
     CreateTable(tables::CreateTableArgs),
     /// List the tables
     Tables(StoreArg),
-    /// Verify every checksum and structure (exit status 1 and where, on damage)
+    /// Verify every checksum and structure (exit status 4 and where, on damage)
     Check(StoreArg),
     /// Print statistics: tables, levels, stitched vs copied bytes, zones, cache, commits
     Stats(StoreArg),

@@ -3,7 +3,7 @@
 use super::dump::KeyRange;
 use crate::error::CliResult;
 use crate::format::{Format, RecordWriter};
-use crate::store::{self, SnapshotArg, Source, StoreArg, TableArg};
+use crate::store::{EscapedArg, SnapshotArg, Source, StoreArg, TableArg};
 use clap::Args;
 use std::ffi::OsString;
 use std::io::BufWriter;
@@ -28,18 +28,22 @@ pub struct ScanArgs {
     /// At most N pairs
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+    #[command(flatten)]
+    escaped: EscapedArg,
 }
 
 pub fn run(args: ScanArgs) -> CliResult {
+    let escaped = &args.escaped;
+    let bound = |what, arg: Option<OsString>| arg.map(|a| escaped.bytes(what, a)).transpose();
+    let range = KeyRange {
+        prefix: bound("--prefix", args.prefix)?.unwrap_or_default(),
+        start: bound("--start", args.start)?,
+        end: bound("--end", args.end)?,
+    };
     let source = Source::open(&args.store.path, &args.snapshot)?;
     let table = args.table.resolve_in(&source)?;
-    let range = KeyRange {
-        prefix: args.prefix.map(store::arg_bytes).unwrap_or_default(),
-        start: args.start.map(store::arg_bytes),
-        end: args.end.map(store::arg_bytes),
-    };
     let stdout = BufWriter::new(std::io::stdout().lock());
     let mut out = RecordWriter::new(stdout, Format::Tsv, "stdout".into());
     range.write_to(&source, table, args.limit, &mut out)?;
-    out.finish()
+    out.finish().map(drop)
 }

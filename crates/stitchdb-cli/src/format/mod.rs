@@ -159,11 +159,12 @@ impl<W: Write> RecordWriter<W> {
             .context(format_args!("writing {}", self.destination))
     }
 
-    /// Flushes what is buffered.
-    pub fn finish(mut self) -> CliResult {
+    /// Flushes what is buffered; returns the output.
+    pub fn finish(mut self) -> CliResult<W> {
         self.out
             .flush()
-            .context(format_args!("writing {}", self.destination))
+            .context(format_args!("writing {}", self.destination))?;
+        Ok(self.out)
     }
 }
 

@@ -199,10 +199,26 @@ pub struct Db {
 }
 
 impl Db {
-    /// Creates a new store in the file (or on the block device) at `path`.
+    /// Creates a new store in the file (or on the block device) at `path`. On failure no file
+    /// is left behind: options are checked before the file is made, and a file this call made
+    /// is removed if writing the new store into it fails (a full disk, say), so that trying
+    /// again does not meet a half-made store that "already exists".
     pub fn create(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let disk: Arc<dyn Disk> = Arc::new(FileDisk::create(path.as_ref())?);
-        Self::create_on(disk, opts)
+        let path = path.as_ref();
+        opts.validate_new()?;
+        let file = FileDisk::create(path)?;
+        let made_file = !file.is_block_device();
+        let created = Self::create_on(Arc::new(file), opts);
+        if created.is_err() && made_file {
+            // The file is this call's own (`create_new`), so nobody else's data goes with it.
+            if let Err(e) = std::fs::remove_file(path) {
+                tracing::warn!(
+                    "removing {} after failing to create a store in it: {e}",
+                    path.display()
+                );
+            }
+        }
+        created
     }
 
     /// Opens an existing store for reading and writing. A second opener gets an error.
@@ -219,7 +235,7 @@ impl Db {
 
     /// Creates a store on any [`Disk`] (a `MemDisk` or `SimDisk` in tests).
     pub fn create_on(disk: Arc<dyn Disk>, opts: Options) -> Result<Db> {
-        opts.validate()?;
+        opts.validate_new()?;
         let cache = Self::cache_for(disk, &opts);
         let zones = Arc::new(ZoneStore::create(cache, opts.zone_config())?);
         let storage = Storage::new(zones, opts.read_cache_bytes, opts.background);

@@ -370,42 +370,9 @@ fn stitchable_span(
 mod tests {
     use super::*;
     use crate::entry::Value;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use stitch_io::{Disk, MemDisk};
+    use stitch_io::{CountingDisk, MemDisk};
     use stitch_patch::{BlockCache, CacheConfig};
     use stitch_zone::{ZoneConfig, ZoneStore};
-
-    /// A memory disk counting its read requests.
-    #[derive(Debug)]
-    struct CountingReads {
-        disk: MemDisk,
-        reads: AtomicU64,
-    }
-
-    impl Disk for CountingReads {
-        fn read_at(&self, offset: u64, buf: &mut [u8]) -> stitch_io::Result<()> {
-            self.reads.fetch_add(1, Ordering::Relaxed);
-            self.disk.read_at(offset, buf)
-        }
-        fn write_at(&self, offset: u64, data: &[u8]) -> stitch_io::Result<()> {
-            self.disk.write_at(offset, data)
-        }
-        fn sync(&self) -> stitch_io::Result<()> {
-            self.disk.sync()
-        }
-        fn len(&self) -> u64 {
-            self.disk.len()
-        }
-        fn grow(&self, new_len: u64) -> stitch_io::Result<()> {
-            self.disk.grow(new_len)
-        }
-        fn punch_hole(&self, offset: u64, len: u64) -> stitch_io::Result<()> {
-            self.disk.punch_hole(offset, len)
-        }
-        fn describe(&self) -> String {
-            "counting reads".into()
-        }
-    }
 
     /// A run of one-block entries: for each range `r`, key `r`/`suffix`.
     fn run_of(storage: &Arc<Storage>, id: u64, suffix: u8, ranges: u32) -> Arc<Run> {
@@ -431,17 +398,14 @@ mod tests {
         // Like randomappend's first merges: each input holds one block per key range, and
         // the two alternate range by range, so no span is long enough to stitch and every
         // block is copied. The merge reads them in requests of up to 64 KiB, not 4 KiB.
-        let disk = Arc::new(CountingReads {
-            disk: MemDisk::new(0),
-            reads: AtomicU64::new(0),
-        });
+        let disk = Arc::new(CountingDisk::new(Arc::new(MemDisk::new(0))));
         let cache = Arc::new(BlockCache::new(disk.clone(), CacheConfig::default()));
         let zones = Arc::new(ZoneStore::create(cache, ZoneConfig::default()).unwrap());
         let storage = Storage::new(zones, 0, false);
         let ranges = 300;
         let older = run_of(&storage, 1, 1, ranges);
         let newer = run_of(&storage, 2, 2, ranges);
-        let before = disk.reads.load(Ordering::Relaxed);
+        let before = disk.reads();
         let spec = MergeSpec {
             id: 3,
             level: 1,
@@ -454,7 +418,7 @@ mod tests {
         let (merged, patch, stats) = merge_runs(&storage, &[newer, older], spec)
             .unwrap()
             .unwrap();
-        let reads = disk.reads.load(Ordering::Relaxed) - before;
+        let reads = disk.reads() - before;
         storage.zones.cache().flush_patch(patch).unwrap();
         assert_eq!(stats.stitched_bytes, 0);
         assert!(reads <= 2 * 40, "{reads} reads for {} blocks", 2 * ranges);

@@ -170,20 +170,20 @@ fn durability(sync: bool, disable_wal: bool) -> CliResult<Durability> {
 /// Checks the flags and derives what the benchmarks share.
 fn setup(args: &BenchArgs) -> CliResult<Setup> {
     if !(1..=MAX_KEY_LEN).contains(&args.key_size) {
-        return Err(CliError::new(format!(
+        return Err(CliError::usage(format!(
             "--key_size={} must be between 1 and {MAX_KEY_LEN}",
             args.key_size
         )));
     }
     let max_value = stitchdb::max_value_len(Options::default().zone_size);
     if args.value_size > max_value {
-        return Err(CliError::new(format!(
+        return Err(CliError::usage(format!(
             "--value_size={} is larger than StitchDB's largest value, {max_value} bytes",
             args.value_size
         )));
     }
     if !(1..=MAX_THREADS).contains(&args.threads) {
-        return Err(CliError::new(format!(
+        return Err(CliError::usage(format!(
             "--threads={} must be between 1 and {MAX_THREADS}",
             args.threads
         )));

@@ -4,7 +4,7 @@
 //! Unlike db_bench, which destroys whatever is at `--db`, this never deletes a file it did not
 //! create in this run: `--db` must not exist unless `--use_existing_db=1` is given.
 
-use crate::error::{CliError, CliResult, IoContext};
+use crate::error::{CliError, CliResult, Exit, IoContext};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use stitchdb::{Db, Options};
@@ -36,10 +36,13 @@ impl BenchStore {
                 db
             }
             (true, false) => {
-                return Err(CliError::new(format!(
-                    "--use_existing_db=1 but there is no store at {}",
-                    path.display()
-                )))
+                return Err(CliError::with_exit(
+                    Exit::Missing,
+                    format!(
+                        "--use_existing_db=1 but there is no store at {}",
+                        path.display()
+                    ),
+                ))
             }
             (false, true) => {
                 return Err(CliError::new(format!(
