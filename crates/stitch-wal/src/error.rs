@@ -21,6 +21,10 @@ pub enum WalError {
         /// What is wrong with it.
         detail: String,
     },
+    /// Valid records past a bad one vouch that it was durable: the log was damaged after it
+    /// was synced, and the records from the bad one on are out of reach.
+    #[error("{0}")]
+    Damaged(Box<crate::LogEnd>),
     #[error(
         "log record payload of {len} bytes is larger than the {max} bytes one segment can hold"
     )]

@@ -19,10 +19,12 @@
 //! version [`WAL_FORMAT_VERSION`], the log's epoch, the segment's sequence number, its first
 //! LSN and the zone preallocated for the next segment, under a CRC32C); records follow back to
 //! back, each a [`RECORD_HEADER_LEN`]-byte header (CRC32C over the epoch, the header and the
-//! payload; length, LSN, transaction, operation, flags) and its payload. A log is read as a
-//! prefix: from a [`LogPosition`] and its epoch, record by record while each is valid and has
-//! the next LSN, into the next segment while its header continues the log, and a torn or stale
-//! tail ends it cleanly. The byte-level format and the reading rules are specified in the
+//! payload; length, LSN, transaction, operation, flags, and how far back the log was durable
+//! when the record was appended) and its payload. A log is read as a prefix: from a
+//! [`LogPosition`] and its epoch, record by record while each is valid and has the next LSN,
+//! into the next segment while its header continues the log, and a torn or stale tail ends it
+//! cleanly. A bad record that later valid records vouch for (they were appended once it was
+//! durable) is damage, not an end: recovery refuses it ([`WalError::Damaged`]). The byte-level format and the reading rules are specified in the
 //! repository's `docs/format.md` ("Write-ahead log") and only there.
 //!
 //! # Durability protocol (what the upper layer must do)
@@ -47,11 +49,16 @@ mod segment;
 mod writer;
 
 pub use error::{Result, WalError};
-pub use reader::{LogEnd, LogReader};
-pub use record::{decode_record, encode_record, Flags, LogRecord, RecordError, RECORD_HEADER_LEN};
+pub use reader::{LogDamage, LogEnd, LogReader, SkippedDamage};
+pub use record::{
+    decode_record, encode_record, encode_record_vouching, Flags, LogRecord, RecordError,
+    RECORD_HEADER_LEN, RECORD_HEADER_LEN_V1,
+};
 pub use recovery::RecoveryReport;
 pub use registry::{OpFn, OpRegistry, OP_NOOP};
-pub use segment::{SegmentHeader, SEGMENT_HEADER_LEN, SEGMENT_MAGIC, WAL_FORMAT_VERSION};
+pub use segment::{
+    SegmentHeader, OLDEST_WAL_FORMAT_VERSION, SEGMENT_HEADER_LEN, SEGMENT_MAGIC, WAL_FORMAT_VERSION,
+};
 pub use writer::Wal;
 
 use stitch_zone::ZoneId;

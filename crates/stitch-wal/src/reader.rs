@@ -1,13 +1,21 @@
 //! Reading a log: records in LSN order from a position, across segments, to the first thing
-//! that is not valid (the log's end).
+//! that is not valid (the log's end), telling a torn tail from damage.
+//!
+//! Where the records stop, the rest of the segment and the zone preallocated for the next one
+//! are searched for valid records of the log past the expected LSN. If one of them *vouches*
+//! for the bad record (it was appended when that record was already durable: format 2's
+//! vouched-for field), the bad record was damaged after it was synced and everything past it
+//! is out of reach: the end is damage, not a torn tail. A torn tail holds only records no
+//! sync covered, which vouch for none of the records they follow.
 
-use crate::record::{decode_record, LogRecord, RecordError};
+use crate::record::{decode_any_lsn, decode_versioned, header_len, LogRecord, RecordError};
 use crate::segment::{SegmentHeader, SEGMENT_HEADER_LEN};
 use crate::{LogPosition, Lsn, Result, WalError};
 use std::fmt;
 use stitch_zone::{ZoneId, ZoneStore};
 
-/// Where and why a log ended. Every log ends somewhere; none of these is an error.
+/// Where and why a log ended. A clean or torn end is normal; an end with
+/// [`damage`](Self::damage) is not (recovery refuses it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogEnd {
     /// Where the next record would have been (just after the last valid one).
@@ -16,27 +24,94 @@ pub struct LogEnd {
     pub record: RecordError,
     /// Why the log does not continue in the next segment's zone.
     pub next_segment: String,
+    /// Valid records of the log past `at` that prove the bytes at `at` were durable.
+    pub damage: Option<LogDamage>,
+}
+
+/// Records of a log past a bad record that vouch for it: the log was damaged there after it
+/// was synced, so the records from the bad one on are out of reach of a plain read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDamage {
+    /// The first valid record of the log past the bad one (reading can resume here).
+    pub resume: LogPosition,
+    /// A record past the bad one appended once the bad one was durable.
+    pub vouched_by: Lsn,
+    /// The newest record of the log readable past the damage (following it from `resume`).
+    pub last_lsn: Lsn,
 }
 
 impl LogEnd {
     /// True when nothing but unwritten or stale bytes follow the last record; false for a
-    /// torn or corrupt record (normal after a crash, but worth a note).
+    /// torn or corrupt record (normal after a crash, but worth a note) or damage.
     pub fn is_clean(&self) -> bool {
-        matches!(
-            self.record,
-            RecordError::Zeros | RecordError::NoRoom { .. } | RecordError::UnexpectedLsn { .. }
-        )
+        self.damage.is_none()
+            && matches!(
+                self.record,
+                RecordError::Zeros | RecordError::NoRoom { .. } | RecordError::UnexpectedLsn { .. }
+            )
+    }
+
+    /// Records out of reach past a damaged end (the bad one included): 0 for a clean or torn
+    /// end.
+    pub fn out_of_reach(&self) -> u64 {
+        self.damage
+            .as_ref()
+            .map_or(0, |d| d.last_lsn.saturating_sub(self.at.lsn) + 1)
     }
 }
 
 impl fmt::Display for LogEnd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "log ends at {}: {}; next segment: {}",
-            self.at, self.record, self.next_segment
-        )
+        match &self.damage {
+            None => write!(
+                f,
+                "log ends at {}: {}; next segment: {}",
+                self.at, self.record, self.next_segment
+            ),
+            Some(d) => write!(
+                f,
+                "log damaged at {}: {}; {} records (lsn {}..={}) are out of reach past it \
+                 (lsn {} at zone {} offset {} vouches that lsn {} was durable)",
+                self.at,
+                self.record,
+                self.out_of_reach(),
+                self.at.lsn,
+                d.last_lsn,
+                d.vouched_by,
+                d.resume.zone,
+                d.resume.offset,
+                self.at.lsn
+            ),
+        }
     }
+}
+
+/// A stretch of log a salvaging reader skipped: from the bad record at `at` to `resume`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedDamage {
+    /// Where the bad record is.
+    pub at: LogPosition,
+    /// What is wrong with it.
+    pub record: RecordError,
+    /// Where reading resumed: the first valid record of the log past it.
+    pub resume: LogPosition,
+}
+
+/// Where reading resumes past damage.
+struct Resume {
+    position: LogPosition,
+    vouched_by: Lsn,
+    /// The header and bytes of the zone it is in, when that is not the current segment.
+    segment: Option<(SegmentHeader, Vec<u8>)>,
+}
+
+/// What searching one zone's bytes past a bad record found.
+#[derive(Default)]
+struct Found {
+    /// The first valid record of the log at or past the expected LSN: (offset, lsn).
+    first: Option<(usize, Lsn)>,
+    /// A record vouching for the expected LSN.
+    vouched_by: Option<Lsn>,
 }
 
 /// Reads the records of one log. It only reads (through the block cache): it claims nothing.
@@ -51,6 +126,9 @@ pub struct LogReader<'a> {
     expected: Lsn,
     chain: Vec<ZoneId>,
     end: Option<LogEnd>,
+    /// Reading on past damage (repair) instead of ending there.
+    salvage: bool,
+    skipped: Vec<SkippedDamage>,
 }
 
 impl<'a> LogReader<'a> {
@@ -114,34 +192,203 @@ impl<'a> LogReader<'a> {
             expected: start.lsn,
             chain: vec![start.zone],
             end: None,
+            salvage: false,
+            skipped: Vec::new(),
         })
     }
 
+    /// [`open`](Self::open) for salvage: damage does not end the log, reading resumes at the
+    /// first valid record past it ([`skipped`](Self::skipped) lists where); the log ends at
+    /// the first clean or torn end.
+    pub fn open_salvaging(
+        zones: &'a ZoneStore,
+        start: LogPosition,
+        epoch: u64,
+    ) -> Result<LogReader<'a>> {
+        let mut reader = Self::open(zones, start, epoch)?;
+        reader.salvage = true;
+        Ok(reader)
+    }
+
+    /// The damaged stretches a salvaging reader skipped so far.
+    pub fn skipped(&self) -> &[SkippedDamage] {
+        &self.skipped
+    }
+
     /// The next record and where it starts; `None` at the log's end (see [`end`](Self::end)).
-    /// Errors are I/O errors only: invalid bytes end the log.
+    /// Errors are I/O errors only: invalid bytes end the log (see [`LogEnd`] for damage).
     pub fn next_record(&mut self) -> Result<Option<(LogPosition, LogRecord)>> {
         loop {
             if self.end.is_some() {
                 return Ok(None);
             }
             let at = self.position();
-            match decode_record(&self.buf[self.offset..], self.epoch, self.expected) {
-                Ok((record, used)) => {
-                    self.offset += used;
+            let bytes = &self.buf[self.offset..];
+            match decode_versioned(bytes, self.header.version, self.epoch, self.expected) {
+                Ok(decoded) => {
+                    self.offset += decoded.len;
                     self.expected += 1;
-                    return Ok(Some((at, record)));
+                    return Ok(Some((at, decoded.record)));
                 }
                 Err(record) => {
-                    if let Err(next_segment) = self.enter_next_segment()? {
+                    let Err(next_segment) = self.enter_next_segment()? else {
+                        continue;
+                    };
+                    let Some(resume) = self.find_damage()? else {
                         self.end = Some(LogEnd {
                             at,
                             record,
                             next_segment,
+                            damage: None,
                         });
+                        continue;
+                    };
+                    if self.salvage {
+                        self.skipped.push(SkippedDamage {
+                            at,
+                            record,
+                            resume: resume.position,
+                        });
+                        self.jump(resume);
+                        continue;
                     }
+                    let damage = self.follow(resume)?;
+                    self.end = Some(LogEnd {
+                        at,
+                        record,
+                        next_segment,
+                        damage: Some(damage),
+                    });
                 }
             }
         }
+    }
+
+    /// Searches the rest of the current segment, then the zone preallocated for the next,
+    /// for a record of this log vouching for the expected LSN; if there is one, reading can
+    /// resume at the first valid record of the log past the expected position.
+    fn find_damage(&self) -> Result<Option<Resume>> {
+        if self.header.version < 2 {
+            // Format 1 records vouch for nothing: a bad record ends the log, as it always did.
+            return Ok(None);
+        }
+        let here = search(
+            &self.buf,
+            self.offset + 1,
+            self.header.version,
+            self.epoch,
+            self.expected,
+        );
+        let in_current = |offset: usize, lsn: Lsn| LogPosition {
+            zone: self.zone,
+            offset: offset as u32,
+            lsn,
+        };
+        if let (Some((offset, lsn)), Some(vouched_by)) = (here.first, here.vouched_by) {
+            return Ok(Some(Resume {
+                position: in_current(offset, lsn),
+                vouched_by,
+                segment: None,
+            }));
+        }
+        let next = self.header.next_zone;
+        if !zone_in_store(self.zones, next) || self.chain.contains(&next) {
+            return Ok(None);
+        }
+        // A zone whose first block is all zeros was never written (a fresh preallocated
+        // zone, the usual case at a log's end): not read whole.
+        let mut first = vec![0u8; self.zones.cache().block_size()];
+        self.zones
+            .cache()
+            .read(self.zones.zone_offset(next), &mut first)?;
+        if first.iter().all(|&b| b == 0) {
+            return Ok(None);
+        }
+        let buf = read_zone(self.zones, next)?;
+        let there = search(
+            &buf,
+            SEGMENT_HEADER_LEN,
+            self.header.version,
+            self.epoch,
+            self.expected,
+        );
+        let Some(vouched_by) = there.vouched_by else {
+            return Ok(None);
+        };
+        if let Some((offset, lsn)) = here.first {
+            return Ok(Some(Resume {
+                position: in_current(offset, lsn),
+                vouched_by,
+                segment: None,
+            }));
+        }
+        let Some((offset, lsn)) = there.first else {
+            return Ok(None);
+        };
+        // The next segment's header may be the damage: then the zone after it is found by
+        // its header (this log's epoch, the sequence number after), if any zone has one.
+        let seq = self.header.seq + 1;
+        let header = match SegmentHeader::decode(&buf) {
+            Ok(h) if h.epoch == self.epoch && h.seq == seq => h,
+            _ => SegmentHeader {
+                version: self.header.version,
+                epoch: self.epoch,
+                seq,
+                first_lsn: lsn,
+                next_zone: find_segment(self.zones, self.epoch, seq + 1)?.unwrap_or(0),
+            },
+        };
+        Ok(Some(Resume {
+            position: LogPosition {
+                zone: next,
+                offset: offset as u32,
+                lsn,
+            },
+            vouched_by,
+            segment: Some((header, buf)),
+        }))
+    }
+
+    /// Moves reading to `resume`.
+    fn jump(&mut self, resume: Resume) {
+        if let Some((header, buf)) = resume.segment {
+            self.header = header;
+            self.buf = buf;
+            self.chain.push(resume.position.zone);
+        }
+        self.zone = resume.position.zone;
+        self.offset = resume.position.offset as usize;
+        self.expected = resume.position.lsn;
+    }
+
+    /// Follows the log past damage from `resume` (salvaging, on a copy of this reader) to
+    /// learn how far it goes.
+    fn follow(&self, resume: Resume) -> Result<LogDamage> {
+        let position = resume.position;
+        let vouched_by = resume.vouched_by;
+        let mut rest = LogReader {
+            zones: self.zones,
+            epoch: self.epoch,
+            zone: self.zone,
+            header: self.header,
+            buf: self.buf.clone(),
+            offset: self.offset,
+            expected: self.expected,
+            chain: self.chain.clone(),
+            end: None,
+            salvage: true,
+            skipped: Vec::new(),
+        };
+        rest.jump(resume);
+        let mut last_lsn = position.lsn;
+        while let Some((_, record)) = rest.next_record()? {
+            last_lsn = record.lsn;
+        }
+        Ok(LogDamage {
+            resume: position,
+            vouched_by,
+            last_lsn,
+        })
     }
 
     /// Where the next record is (or would be).
@@ -207,6 +454,63 @@ impl<'a> LogReader<'a> {
 fn zone_in_store(zones: &ZoneStore, zone: ZoneId) -> bool {
     let end = (zone as u64 + 1).checked_mul(zones.zone_size());
     zone != 0 && end.is_some_and(|end| end <= zones.cache().disk().len())
+}
+
+/// The zone holding the header of segment `seq` of the log of epoch `epoch`, if one does.
+fn find_segment(zones: &ZoneStore, epoch: u64, seq: u64) -> Result<Option<ZoneId>> {
+    let count = zones.cache().disk().len() / zones.zone_size();
+    for zone in 1..count {
+        let Ok(zone) = ZoneId::try_from(zone) else {
+            break;
+        };
+        let mut bytes = [0u8; SEGMENT_HEADER_LEN];
+        zones.cache().read(zones.zone_offset(zone), &mut bytes)?;
+        if let Ok(h) = SegmentHeader::decode(&bytes) {
+            if h.epoch == epoch && h.seq == seq {
+                return Ok(Some(zone));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Searches `buf` (a segment of log format `version`) from byte `from` for valid records of
+/// epoch `epoch` with an LSN of at least `lsn`, stepping over each one found: the first, and
+/// whether one vouches for `lsn`.
+fn search(buf: &[u8], from: usize, version: u32, epoch: u64, lsn: Lsn) -> Found {
+    let mut found = Found::default();
+    let mut at = from;
+    let end = buf.len().saturating_sub(header_len(version));
+
+    let header = header_len(version);
+    while at < end {
+        let bytes = &buf[at..];
+        if bytes[..header].iter().all(|&b| b == 0) {
+            // Unwritten space (the usual rest of a segment): skip to the first header that
+            // could hold the next non-zero byte.
+            match bytes[header..].iter().position(|&b| b != 0) {
+                Some(p) => at += p + 1,
+                None => break,
+            }
+            continue;
+        }
+        if !crate::record::may_follow(bytes, version, lsn) {
+            at += 1;
+            continue;
+        }
+        match decode_any_lsn(bytes, version, epoch) {
+            Ok(d) if d.record.lsn >= lsn => {
+                found.first.get_or_insert((at, d.record.lsn));
+                if d.vouched >= lsn {
+                    found.vouched_by = Some(d.record.lsn);
+                    return found;
+                }
+                at += d.len;
+            }
+            _ => at += 1,
+        }
+    }
+    found
 }
 
 fn read_zone(zones: &ZoneStore, zone: ZoneId) -> Result<Vec<u8>> {

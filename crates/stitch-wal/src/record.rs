@@ -3,8 +3,10 @@
 use crate::{Lsn, OpId, TxnId};
 use std::fmt;
 
-/// Bytes of a record header (the payload follows).
-pub const RECORD_HEADER_LEN: usize = 28;
+/// Bytes of a record header in the current log format (the payload follows).
+pub const RECORD_HEADER_LEN: usize = 32;
+/// Bytes of a record header in log format version 1 (no vouched-for field).
+pub const RECORD_HEADER_LEN_V1: usize = 28;
 
 /// A record's flags: how it ends its transaction, if it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -139,14 +141,22 @@ fn checksum(epoch: u64, header_tail: &[u8], payload: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, payload)
 }
 
-/// The bytes of `record` in a segment of epoch `epoch`. The payload must fit in a `u32`
-/// (the writer guarantees it: a record never exceeds one zone).
+/// The bytes of `record` in a segment of epoch `epoch` (current format), vouching for no
+/// earlier record. The payload must fit in a `u32` (the writer guarantees it: a record never
+/// exceeds one zone).
 pub fn encode_record(epoch: u64, record: &LogRecord) -> Vec<u8> {
+    encode_record_vouching(epoch, record, 0)
+}
+
+/// [`encode_record`] for a record appended when every record up to `durable` was durable:
+/// the record vouches for them (a reader finding it valid past a bad record up to `durable`
+/// knows the bad record was damaged after it was synced, not torn by a crash).
+pub fn encode_record_vouching(epoch: u64, record: &LogRecord, durable: Lsn) -> Vec<u8> {
     let mut out = Vec::with_capacity(RECORD_HEADER_LEN + record.payload.len());
     encode_parts(
         &mut out,
         epoch,
-        record.lsn,
+        (record.lsn, durable),
         record.txn,
         record.op,
         record.flags,
@@ -157,10 +167,11 @@ pub fn encode_record(epoch: u64, record: &LogRecord) -> Vec<u8> {
 
 /// [`encode_record`] without building a [`LogRecord`] first, appended to `out`; the payload is
 /// the pieces laid end to end.
+/// `(lsn, durable)`: the record's LSN and the newest LSN durable when it was appended.
 pub(crate) fn encode_parts(
     out: &mut Vec<u8>,
     epoch: u64,
-    lsn: Lsn,
+    (lsn, durable): (Lsn, Lsn),
     txn: TxnId,
     op: OpId,
     flags: Flags,
@@ -176,6 +187,7 @@ pub(crate) fn encode_parts(
     out.extend_from_slice(&op.to_le_bytes());
     out.push(flags.0);
     out.push(0);
+    out.extend_from_slice(&vouch_distance(lsn, durable).to_le_bytes());
     let header = checksum(epoch, &out[start + 4..start + RECORD_HEADER_LEN], &[]);
     let crc = payload
         .iter()
@@ -186,14 +198,90 @@ pub(crate) fn encode_parts(
     }
 }
 
+/// How many records back from `lsn` the newest durable one is, as stored: a record that
+/// vouches for nothing (or for a prefix too far back to say) stores `u32::MAX`.
+fn vouch_distance(lsn: Lsn, durable: Lsn) -> u32 {
+    if durable == 0 {
+        return u32::MAX;
+    }
+    u32::try_from(lsn.saturating_sub(durable)).unwrap_or(u32::MAX)
+}
+
+/// A record decoded from a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    pub record: LogRecord,
+    /// Bytes it takes.
+    pub len: usize,
+    /// Every record up to this LSN was durable when this one was appended (0: none known;
+    /// always 0 in format version 1).
+    pub vouched: Lsn,
+}
+
 /// Decodes the record at the start of `bytes` (the rest of a segment), which must be the
-/// record `expected_lsn` of a log of epoch `epoch`. Returns it and the bytes it takes.
+/// record `expected_lsn` of a log of epoch `epoch` (current format). Returns it and the
+/// bytes it takes.
 pub fn decode_record(
     bytes: &[u8],
     epoch: u64,
     expected_lsn: Lsn,
 ) -> Result<(LogRecord, usize), RecordError> {
-    let Some(header) = bytes.get(..RECORD_HEADER_LEN) else {
+    let d = decode_versioned(bytes, crate::WAL_FORMAT_VERSION, epoch, expected_lsn)?;
+    Ok((d.record, d.len))
+}
+
+/// [`decode_record`] for a segment of log format `version` (1 or 2).
+pub(crate) fn decode_versioned(
+    bytes: &[u8],
+    version: u32,
+    epoch: u64,
+    expected_lsn: Lsn,
+) -> Result<Decoded, RecordError> {
+    let d = decode_any_lsn(bytes, version, epoch)?;
+    if d.record.lsn != expected_lsn {
+        return Err(RecordError::UnexpectedLsn {
+            found: d.record.lsn,
+            expected: expected_lsn,
+        });
+    }
+    Ok(d)
+}
+
+/// The header length of log format `version`.
+pub(crate) fn header_len(version: u32) -> usize {
+    if version == 1 {
+        RECORD_HEADER_LEN_V1
+    } else {
+        RECORD_HEADER_LEN
+    }
+}
+
+/// Cheap test run before [`decode_any_lsn`] when searching a segment for records past a bad
+/// one: could `bytes` start a record of format `version` with an LSN of at least `lsn`?
+/// (Sane length, known flags, zero reserved byte, LSN in range.)
+pub(crate) fn may_follow(bytes: &[u8], version: u32, lsn: Lsn) -> bool {
+    let Some(h) = bytes.get(..header_len(version)) else {
+        return false;
+    };
+    let len = u32::from_le_bytes([h[4], h[5], h[6], h[7]]) as usize;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&h[8..16]);
+    let found = u64::from_le_bytes(word);
+    h[27] == 0
+        && Flags(h[26]).is_valid()
+        && len <= bytes.len() - h.len()
+        && found >= lsn
+        && found - lsn < 1 << 32
+}
+
+/// Decodes the record at the start of `bytes` whatever its LSN.
+pub(crate) fn decode_any_lsn(
+    bytes: &[u8],
+    version: u32,
+    epoch: u64,
+) -> Result<Decoded, RecordError> {
+    let header_len = header_len(version);
+    let Some(header) = bytes.get(..header_len) else {
         return Err(RecordError::NoRoom { left: bytes.len() });
     };
     if header.iter().all(|&b| b == 0) {
@@ -206,7 +294,7 @@ pub fn decode_record(
         b.copy_from_slice(&header[i..i + 8]);
         u64::from_le_bytes(b)
     };
-    let left = bytes.len() - RECORD_HEADER_LEN;
+    let left = bytes.len() - header_len;
     let len = u32_at(4) as usize;
     if len > left {
         return Err(RecordError::BadLength {
@@ -214,7 +302,7 @@ pub fn decode_record(
             left,
         });
     }
-    let payload = &bytes[RECORD_HEADER_LEN..RECORD_HEADER_LEN + len];
+    let payload = &bytes[header_len..header_len + len];
     let stored = u32_at(0);
     let computed = checksum(epoch, &header[4..], payload);
     if stored != computed {
@@ -228,12 +316,14 @@ pub fn decode_record(
         });
     }
     let lsn = u64_at(8);
-    if lsn != expected_lsn {
-        return Err(RecordError::UnexpectedLsn {
-            found: lsn,
-            expected: expected_lsn,
-        });
-    }
+    // u32::MAX: nothing vouched for (or a prefix too far back to store).
+    let vouched = match version {
+        1 => 0,
+        _ => match u32_at(28) {
+            u32::MAX => 0,
+            distance => lsn.saturating_sub(u64::from(distance)),
+        },
+    };
     let record = LogRecord {
         lsn,
         txn: u64_at(16),
@@ -241,7 +331,11 @@ pub fn decode_record(
         flags,
         payload: payload.to_vec(),
     };
-    Ok((record, RECORD_HEADER_LEN + len))
+    Ok(Decoded {
+        record,
+        len: header_len + len,
+        vouched,
+    })
 }
 
 #[cfg(test)]
@@ -359,6 +453,38 @@ mod tests {
                 Err(RecordError::BadFlags { .. })
             ));
         }
+    }
+
+    #[test]
+    fn format_1_records_are_read_and_vouch_for_nothing() {
+        // A format 1 record: the format 2 bytes without the vouched-for field, CRC redone.
+        let r = sample();
+        let v2 = encode_record_vouching(5, &r, 41);
+        let mut v1 = v2[..RECORD_HEADER_LEN_V1].to_vec();
+        v1.extend_from_slice(&v2[RECORD_HEADER_LEN..]);
+        let crc = checksum(5, &v1[4..RECORD_HEADER_LEN_V1], &v1[RECORD_HEADER_LEN_V1..]);
+        v1[..4].copy_from_slice(&crc.to_le_bytes());
+        let d = decode_versioned(&v1, 1, 5, 42).unwrap();
+        assert_eq!((d.record, d.len, d.vouched), (r.clone(), v1.len(), 0));
+        let d = decode_versioned(&v2, 2, 5, 42).unwrap();
+        assert_eq!((d.record, d.len, d.vouched), (r, v2.len(), 41));
+        assert!(decode_versioned(&v1, 2, 5, 42).is_err());
+    }
+
+    #[test]
+    fn vouched_for_lsn_round_trips_and_saturates() {
+        let r = sample(); // lsn 42
+        for (durable, vouched) in [(0, 0), (41, 41), (42, 42), (1000, 42), (7, 7), (1, 1)] {
+            let bytes = encode_record_vouching(1, &r, durable);
+            assert_eq!(decode_versioned(&bytes, 2, 1, 42).unwrap().vouched, vouched);
+        }
+        let far = LogRecord {
+            lsn: 1 << 40,
+            ..sample()
+        };
+        let bytes = encode_record_vouching(1, &far, 1);
+        // Too far back to store: vouches for a shorter prefix, never a longer one.
+        assert!(decode_versioned(&bytes, 2, 1, 1 << 40).unwrap().vouched <= 1);
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! records, no appends), so a crash during recovery just means running it again; see the
 //! contract for redo and undo functions in [`OpRegistry`].
 //!
-//! * **Analysis** reads every valid record from the start position. Winners: each AUTOCOMMIT
+//! * **Analysis** reads every valid record from the start position. A log that ends in
+//!   damage (valid records past a bad one vouch that it was durable: see [`LogEnd`]) is an
+//!   error, [`WalError::Damaged`]; [`Wal::recover_salvaging`] (for repair) reads on past it
+//!   instead. Winners: each AUTOCOMMIT
 //!   record (a transaction by itself) and each transaction with a COMMIT record. Losers: every
 //!   other transaction (ABORT, or no end record before the log's end). Every record's op must
 //!   be registered (or be [`OP_NOOP`](crate::OP_NOOP)): an unknown op is an error before
@@ -15,7 +18,7 @@
 //! Transaction ids must be unique within a log (AUTOCOMMIT records aside: their txn field is
 //! not used).
 
-use crate::reader::{LogEnd, LogReader};
+use crate::reader::{LogEnd, LogReader, SkippedDamage};
 use crate::registry::{OpRegistry, OP_NOOP};
 use crate::{LogPosition, LogRecord, Lsn, Result, TxnId, Wal, WalError};
 use std::collections::{HashMap, HashSet};
@@ -49,6 +52,12 @@ pub struct RecoveryReport {
     /// The zones of the log, in order, including the preallocated next one. They were
     /// claimed in the zone store; release them once a checkpoint no longer names this log.
     pub zones: Vec<ZoneId>,
+    /// Salvage only: the damaged stretches read past, in log order.
+    pub skipped: Vec<SkippedDamage>,
+    /// Salvage only: committed transactions not redone because damage may have taken some
+    /// of their records (a damaged stretch lies between their first record read and their
+    /// commit), ascending.
+    pub incomplete_txns: Vec<TxnId>,
 }
 
 /// What the analysis pass learns.
@@ -62,6 +71,8 @@ struct Analysis {
     /// The losers' records that have an undo function, in LSN order.
     to_undo: Vec<LogRecord>,
     zones: Vec<ZoneId>,
+    skipped: Vec<SkippedDamage>,
+    incomplete: Vec<TxnId>,
 }
 
 impl Wal {
@@ -74,11 +85,33 @@ impl Wal {
         epoch: u64,
         registry: &OpRegistry,
     ) -> Result<RecoveryReport> {
-        let analysis = analyze(zones, start, epoch, registry)?;
+        Self::recover_reading(zones, start, epoch, registry, false)
+    }
+
+    /// [`recover`](Self::recover) for repair: damage does not stop it. Reading resumes at the
+    /// first valid record past each damaged stretch; what was read past and the committed
+    /// transactions not redone because damage may have taken part of them are in the report.
+    pub fn recover_salvaging(
+        zones: &ZoneStore,
+        start: LogPosition,
+        epoch: u64,
+        registry: &OpRegistry,
+    ) -> Result<RecoveryReport> {
+        Self::recover_reading(zones, start, epoch, registry, true)
+    }
+
+    fn recover_reading(
+        zones: &ZoneStore,
+        start: LogPosition,
+        epoch: u64,
+        registry: &OpRegistry,
+        salvage: bool,
+    ) -> Result<RecoveryReport> {
+        let analysis = analyze(zones, start, epoch, registry, salvage)?;
         for &zone in &analysis.zones {
             zones.claim_zone(zone)?;
         }
-        let redone = redo(zones, start, epoch, registry, &analysis)?;
+        let redone = redo(zones, start, epoch, registry, &analysis, salvage)?;
         let mut undone = 0;
         for record in analysis.to_undo.iter().rev() {
             registry.undo(record)?;
@@ -98,6 +131,8 @@ impl Wal {
             redone,
             undone,
             zones: analysis.zones,
+            skipped: analysis.skipped,
+            incomplete_txns: analysis.incomplete,
         };
         tracing::info!(
             records = report.records,
@@ -117,14 +152,18 @@ fn analyze(
     start: LogPosition,
     epoch: u64,
     registry: &OpRegistry,
+    salvage: bool,
 ) -> Result<Analysis> {
-    let mut reader = LogReader::open(zones, start, epoch)?;
+    let mut reader = open_reader(zones, start, epoch, salvage)?;
     let mut records = 0;
     let mut autocommits = 0;
     let mut committed = HashSet::new();
     let mut seen = HashSet::new();
     // Undoable records of transactions not known to have committed.
     let mut undoable: HashMap<TxnId, Vec<LogRecord>> = HashMap::new();
+    // Each transaction's first record read, and its commit record's LSN.
+    let mut first_seen: HashMap<TxnId, Lsn> = HashMap::new();
+    let mut commit_lsn: HashMap<TxnId, Lsn> = HashMap::new();
     while let Some((_, record)) = reader.next_record()? {
         records += 1;
         let has_undo = match record.op {
@@ -140,12 +179,30 @@ fn analyze(
             continue;
         }
         seen.insert(record.txn);
+        first_seen.entry(record.txn).or_insert(record.lsn);
         if record.flags.contains(crate::Flags::COMMIT) {
             committed.insert(record.txn);
+            commit_lsn.insert(record.txn, record.lsn);
             undoable.remove(&record.txn);
         } else if has_undo {
             undoable.entry(record.txn).or_default().push(record);
         }
+    }
+    let skipped = reader.skipped().to_vec();
+    // A damaged stretch between a transaction's first record read and its commit may have
+    // held records of it: not redone (a salvaging read only; otherwise nothing is skipped).
+    let mut incomplete: Vec<TxnId> = committed
+        .iter()
+        .copied()
+        .filter(|txn| {
+            skipped
+                .iter()
+                .any(|d| d.at.lsn < commit_lsn[txn] && d.resume.lsn >= first_seen[txn])
+        })
+        .collect();
+    incomplete.sort_unstable();
+    for txn in &incomplete {
+        committed.remove(txn);
     }
     let mut losers: Vec<TxnId> = seen.difference(&committed).copied().collect();
     losers.sort_unstable();
@@ -155,6 +212,9 @@ fn analyze(
         .end()
         .cloned()
         .ok_or_else(|| WalError::Invalid("log reader stopped early".into()))?;
+    if end_reason.damage.is_some() {
+        return Err(WalError::Damaged(Box::new(end_reason)));
+    }
     Ok(Analysis {
         end: reader.position(),
         end_reason,
@@ -164,7 +224,22 @@ fn analyze(
         losers,
         to_undo,
         zones: reader.zones(),
+        skipped,
+        incomplete,
     })
+}
+
+fn open_reader(
+    zones: &ZoneStore,
+    start: LogPosition,
+    epoch: u64,
+    salvage: bool,
+) -> Result<LogReader<'_>> {
+    if salvage {
+        LogReader::open_salvaging(zones, start, epoch)
+    } else {
+        LogReader::open(zones, start, epoch)
+    }
 }
 
 /// The redo pass: reads the log again, up to where analysis found its end.
@@ -174,8 +249,9 @@ fn redo(
     epoch: u64,
     registry: &OpRegistry,
     analysis: &Analysis,
+    salvage: bool,
 ) -> Result<u64> {
-    let mut reader = LogReader::open(zones, start, epoch)?;
+    let mut reader = open_reader(zones, start, epoch, salvage)?;
     let mut redone = 0;
     while reader.position().lsn < analysis.end.lsn {
         let Some((_, record)) = reader.next_record()? else {

@@ -7,14 +7,19 @@ use stitch_zone::ZoneId;
 pub const SEGMENT_HEADER_LEN: usize = 64;
 /// The first bytes of every segment.
 pub const SEGMENT_MAGIC: &[u8; 8] = b"STWALSEG";
-/// The log format this build writes and reads.
-pub const WAL_FORMAT_VERSION: u32 = 1;
+/// The log format this build writes. It reads this one and version 1 (whose records do not
+/// vouch for earlier ones: see `docs/format.md`).
+pub const WAL_FORMAT_VERSION: u32 = 2;
+/// The oldest log format this build reads.
+pub const OLDEST_WAL_FORMAT_VERSION: u32 = 1;
 /// Bytes the CRC covers.
 const BODY: usize = 40;
 
 /// The header of one segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The log format of the segment's records.
+    pub version: u32,
     /// The log's epoch: a record checks against it, so one of an older log does not pass.
     pub epoch: u64,
     /// 0 for the first segment of a log, +1 for each following one.
@@ -30,7 +35,7 @@ impl SegmentHeader {
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_LEN] {
         let mut out = [0u8; SEGMENT_HEADER_LEN];
         out[0..8].copy_from_slice(SEGMENT_MAGIC);
-        out[8..12].copy_from_slice(&WAL_FORMAT_VERSION.to_le_bytes());
+        out[8..12].copy_from_slice(&self.version.to_le_bytes());
         out[12..16].copy_from_slice(&self.next_zone.to_le_bytes());
         out[16..24].copy_from_slice(&self.epoch.to_le_bytes());
         out[24..32].copy_from_slice(&self.seq.to_le_bytes());
@@ -63,12 +68,13 @@ impl SegmentHeader {
             return Err(format!("segment header checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"));
         }
         let version = u32_at(8);
-        if version != WAL_FORMAT_VERSION {
+        if !(OLDEST_WAL_FORMAT_VERSION..=WAL_FORMAT_VERSION).contains(&version) {
             return Err(format!(
-                "unsupported log format version {version} (this build reads {WAL_FORMAT_VERSION})"
+                "unsupported log format version {version} (this build reads {OLDEST_WAL_FORMAT_VERSION} to {WAL_FORMAT_VERSION})"
             ));
         }
         Ok(SegmentHeader {
+            version,
             next_zone: u32_at(12),
             epoch: u64_at(16),
             seq: u64_at(24),
@@ -82,6 +88,7 @@ mod tests {
     use super::*;
 
     const H: SegmentHeader = SegmentHeader {
+        version: WAL_FORMAT_VERSION,
         epoch: 5,
         seq: 3,
         first_lsn: 1000,
@@ -108,12 +115,14 @@ mod tests {
     #[test]
     fn other_version_is_rejected() {
         let mut bytes = H.encode();
-        bytes[8] = 2;
+        bytes[8] = 3;
         let crc = crc32c::crc32c(&bytes[..BODY]);
         bytes[40..44].copy_from_slice(&crc.to_le_bytes());
         assert!(SegmentHeader::decode(&bytes)
             .unwrap_err()
-            .contains("version 2"));
+            .contains("version 3"));
+        let old = SegmentHeader { version: 1, ..H };
+        assert_eq!(SegmentHeader::decode(&old.encode()), Ok(old));
     }
 
     proptest::proptest! {

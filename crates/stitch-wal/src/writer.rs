@@ -3,7 +3,7 @@
 
 use crate::group::SyncState;
 use crate::record::{encode_parts, Flags, RECORD_HEADER_LEN};
-use crate::segment::{SegmentHeader, SEGMENT_HEADER_LEN};
+use crate::segment::{SegmentHeader, SEGMENT_HEADER_LEN, WAL_FORMAT_VERSION};
 use crate::{LogPosition, Lsn, OpId, Result, TxnId, WalError};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
@@ -173,6 +173,7 @@ impl Wal {
             }
         };
         let header = SegmentHeader {
+            version: WAL_FORMAT_VERSION,
             epoch,
             seq: 0,
             first_lsn,
@@ -367,7 +368,18 @@ impl Wal {
             offset: w.offset as u32,
             lsn,
         };
-        encode_parts(w.buffer(), self.epoch, lsn, txn, op, flags, payload);
+        // The record vouches for every record already durable: a reader finding it past a bad
+        // one it vouches for knows that one was damaged after its sync, not torn by a crash.
+        let durable = self.durable_lsn();
+        encode_parts(
+            w.buffer(),
+            self.epoch,
+            (lsn, durable),
+            txn,
+            op,
+            flags,
+            payload,
+        );
         w.offset += len;
         w.next_lsn += 1;
         self.last.store(lsn, Ordering::Release);
@@ -418,6 +430,7 @@ impl Wal {
         let cur = w.current();
         let zone = w.next_zone;
         let header = SegmentHeader {
+            version: WAL_FORMAT_VERSION,
             epoch: self.epoch,
             seq: cur.seq + 1,
             first_lsn: w.next_lsn,

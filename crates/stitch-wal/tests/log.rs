@@ -187,6 +187,144 @@ fn disk_offset(pos: LogPosition) -> u64 {
     pos.zone as u64 * SMALL_ZONE + pos.offset as u64
 }
 
+/// A log of `n` autocommit records of `len` bytes, each synced as it is appended (every
+/// record vouches for the one before it).
+fn log_synced_per_record(
+    n: u64,
+    len: usize,
+    epoch: u64,
+) -> (Arc<dyn Disk>, Vec<LogPosition>, LogPosition) {
+    let disk = mem_disk();
+    let (_zones, wal) = new_log(disk.clone(), SMALL_ZONE, epoch);
+    let positions = (0..n)
+        .map(|i| {
+            let (lsn, pos) = wal
+                .append(9, 1, Flags::AUTOCOMMIT, &payload(i, len))
+                .unwrap();
+            wal.sync_to(lsn).unwrap();
+            pos
+        })
+        .collect();
+    (disk, positions, wal.start_position())
+}
+
+/// Reads the log past damage; returns the LSNs read and the stretches skipped.
+fn salvage_all(
+    zones: &ZoneStore,
+    start: LogPosition,
+    epoch: u64,
+) -> (Vec<u64>, Vec<SkippedDamage>) {
+    let mut reader = LogReader::open_salvaging(zones, start, epoch).unwrap();
+    let mut lsns = Vec::new();
+    while let Some((_, r)) = reader.next_record().unwrap() {
+        lsns.push(r.lsn);
+    }
+    (lsns, reader.skipped().to_vec())
+}
+
+#[test]
+fn bad_record_that_later_records_vouch_for_is_damage() {
+    let (disk, positions, start) = log_synced_per_record(100, 200, 3);
+    // 16 bytes overwritten inside record 51 (index 50).
+    disk.write_at(disk_offset(positions[50]) + 40, &[0xEE; 16])
+        .unwrap();
+    let zones = reopen(disk);
+    let (records, end, _) = read_all(&zones, start, 3);
+    assert_eq!(records.len(), 50, "a plain read stops at the damage");
+    assert_eq!(end.at, positions[50]);
+    let damage = end.damage.clone().expect("damage, not a torn tail");
+    assert_eq!(damage.resume, positions[51]);
+    assert_eq!(damage.last_lsn, 100);
+    assert_eq!(end.out_of_reach(), 50);
+    assert!(!end.is_clean());
+    let text = end.to_string();
+    assert!(
+        text.contains("damaged") && text.contains("50 records"),
+        "{text}"
+    );
+    // Recovery refuses it, naming the place.
+    let mut registry = OpRegistry::new();
+    let nothing = |_: &LogRecord| -> std::result::Result<(), String> { Ok(()) };
+    registry
+        .register(1, "test", Box::new(nothing), None)
+        .unwrap();
+    let err = Wal::recover(&zones, start, 3, &registry).unwrap_err();
+    assert!(matches!(err, WalError::Damaged(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("offset {}", positions[50].offset)),
+        "{err}"
+    );
+    // A salvaging read skips the damaged record and reads everything else.
+    let (lsns, skipped) = salvage_all(&zones, start, 3);
+    assert_eq!(lsns, (1..=100).filter(|&l| l != 51).collect::<Vec<_>>());
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0].at, positions[50]);
+    assert_eq!(skipped[0].resume, positions[51]);
+}
+
+#[test]
+fn damage_at_a_segments_end_or_in_the_next_header_is_found_in_the_next_segment() {
+    // Records of 3000 bytes: about 21 per 64 KiB segment, so the log spans several.
+    let (disk, positions, start) = log_synced_per_record(60, 3000, 4);
+    let last_of_first = positions
+        .iter()
+        .rposition(|p| p.zone == start.zone)
+        .unwrap();
+    let second_zone = positions[last_of_first + 1].zone;
+    for (what, at) in [
+        (
+            "the last record of a segment",
+            disk_offset(positions[last_of_first]) + 100,
+        ),
+        (
+            "the next segment's header",
+            second_zone as u64 * SMALL_ZONE + 20,
+        ),
+    ] {
+        let mut saved = [0u8; 16];
+        disk.read_at(at, &mut saved).unwrap();
+        disk.write_at(at, &[0x55; 16]).unwrap();
+        let zones = reopen(disk.clone());
+        let (_, end, _) = read_all(&zones, start, 4);
+        assert!(end.damage.is_some(), "{what}: {end}");
+        let (lsns, skipped) = salvage_all(&zones, start, 4);
+        assert_eq!(skipped.len(), 1, "{what}");
+        assert_eq!(
+            *lsns.last().unwrap(),
+            60,
+            "{what}: salvage reads to the end"
+        );
+        disk.write_at(at, &saved).unwrap();
+        let (records, end, _) = read_all(&reopen(disk.clone()), start, 4);
+        assert_eq!((records.len(), end.damage), (60, None), "{what}: restored");
+    }
+}
+
+#[test]
+fn unsynced_records_past_a_bad_one_are_a_torn_tail() {
+    // Synced up to record 50; records 51..=100 appended after, never synced: none vouches
+    // for record 51, so a bad record 51 is a torn tail, whatever follows it.
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 3);
+    let mut positions = Vec::new();
+    for i in 0..100 {
+        let (lsn, pos) = wal
+            .append(9, 1, Flags::AUTOCOMMIT, &payload(i, 200))
+            .unwrap();
+        positions.push(pos);
+        if lsn == 50 {
+            wal.sync_to(50).unwrap();
+        }
+    }
+    zones.cache().flush_all().unwrap();
+    disk.write_at(disk_offset(positions[50]) + 40, &[0xEE; 16])
+        .unwrap();
+    let (records, end, _) = read_all(&reopen(disk), wal.start_position(), 3);
+    assert_eq!(records.len(), 50);
+    assert_eq!(end.damage, None, "{end}");
+}
+
 #[test]
 fn flipped_byte_ends_the_log_at_that_record() {
     let (disk, positions, start) = synced_log(100, 3);

@@ -50,9 +50,10 @@ impl ExtentAddr {
         (self.offset as u64 + self.len as u64).next_multiple_of(EXTENT_ALIGN)
     }
 
-    /// Bytes of the payload (the length without the header).
+    /// Bytes of the payload (the length without the header; 0 for an address too short to
+    /// hold one, which no extent has, so reading it fails the length check).
     pub fn payload_len(&self) -> usize {
-        self.len as usize - EXTENT_HEADER_LEN
+        (self.len as usize).saturating_sub(EXTENT_HEADER_LEN)
     }
 
     /// Appends the address's [`Self::ENCODED_LEN`] bytes to `out`.

@@ -7,6 +7,8 @@
 //! [`BlockCache`](stitch_patch::BlockCache), so callers can order them by dependencies.
 
 mod extent;
+#[doc(hidden)]
+pub mod fuzzing;
 mod store;
 mod superblock;
 
@@ -14,7 +16,7 @@ pub use extent::{ExtentAddr, ExtentKind, EXTENT_HEADER_LEN};
 pub use store::{
     ReleaseHandler, Stream, ZoneConfig, ZoneId, ZoneStats, ZoneStore, DEFAULT_RECYCLE_BYTES,
 };
-pub use superblock::{Superblock, FORMAT_VERSION};
+pub use superblock::{read_slots, SlotState, Superblock, FORMAT_VERSION};
 
 /// Errors of the zone layer. Every corruption error names the structure and its place.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

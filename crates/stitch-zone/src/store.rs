@@ -309,6 +309,18 @@ impl ZoneStore {
         self.config.zone_size
     }
 
+    /// How many bytes the disk is short of a whole number of zones. A store grows by whole
+    /// zones, so anything but 0 means the file was cut: extents or log records past the cut
+    /// are gone.
+    pub fn truncated_by(&self) -> u64 {
+        let partial = self.cache.disk().len() % self.config.zone_size;
+        if partial == 0 {
+            0
+        } else {
+            self.config.zone_size - partial
+        }
+    }
+
     /// The disk byte where `zone` starts.
     pub fn zone_offset(&self, zone: ZoneId) -> u64 {
         zone as u64 * self.config.zone_size
@@ -569,6 +581,42 @@ impl ZoneStore {
         let disk_offset = self.extent_offset(addr);
         self.cache.read(disk_offset, &mut bytes)?;
         extent::decode(addr, kind, bytes, disk_offset)
+    }
+
+    /// Every intact extent found in `zone`, in the order they lie: checked at each aligned
+    /// offset, stepping over each one found. Dead extents are found too (whatever of an
+    /// earlier life of the zone is intact): for repair, which looks for the blocks a damaged
+    /// run index no longer lists and must check what it finds against the run.
+    pub fn extents_in(&self, zone: ZoneId) -> Result<Vec<(ExtentAddr, ExtentKind)>> {
+        let size = self.config.zone_size as usize;
+        let fits = (zone as u64 + 1) * self.config.zone_size <= self.cache.disk().len();
+        if zone == 0 || !fits {
+            return Ok(Vec::new());
+        }
+        let mut buf = vec![0u8; size];
+        self.cache.read(self.zone_offset(zone), &mut buf)?;
+        let mut found = Vec::new();
+        let mut at = 0usize;
+        while at + EXTENT_HEADER_LEN <= size {
+            let header = &buf[at..at + EXTENT_HEADER_LEN];
+            let payload = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+            let len = payload as usize + EXTENT_HEADER_LEN;
+            let addr = ExtentAddr {
+                zone,
+                offset: at as u32,
+                len: len as u32,
+            };
+            let kind = ExtentKind(header[3]);
+            let intact =
+                at + len <= size && extent::verify(addr, kind, &buf[at..at + len], 0).is_ok();
+            at = if intact {
+                found.push((addr, kind));
+                addr.aligned_end() as usize
+            } else {
+                at + EXTENT_ALIGN as usize
+            };
+        }
+        Ok(found)
     }
 
     /// [`read`](Self::read) straight from the disk, bypassing the block cache: for extents

@@ -25,6 +25,43 @@ pub struct Superblock {
     pub root: Option<ExtentAddr>,
 }
 
+/// What one superblock slot holds (for `check`, which reports a damaged slot even when the
+/// other is good).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotState {
+    /// A valid superblock that belongs in this slot.
+    Valid(Superblock),
+    /// Not a valid superblock: why.
+    Damaged(String),
+}
+
+/// Reads and decodes both superblock slots of `cache`'s disk: `(byte offset, state)` each.
+pub fn read_slots(cache: &stitch_patch::BlockCache) -> Result<Vec<(u64, SlotState)>> {
+    let disk_len = cache.disk().len();
+    let mut slots = Vec::with_capacity(SLOT_OFFSETS.len());
+    for (slot, &offset) in SLOT_OFFSETS.iter().enumerate() {
+        if offset + SUPERBLOCK_LEN as u64 > disk_len {
+            let why = format!("the store is {disk_len} bytes long: the slot is cut off");
+            slots.push((offset, SlotState::Damaged(why)));
+            continue;
+        }
+        let mut buf = vec![0u8; SUPERBLOCK_LEN];
+        cache.read(offset, &mut buf)?;
+        let state = match Superblock::decode(&buf) {
+            Ok(Some(sb)) if sb.slot() == slot => SlotState::Valid(sb),
+            Ok(Some(sb)) => SlotState::Damaged(format!(
+                "holds superblock seq {}, which belongs in the other slot",
+                sb.seq
+            )),
+            Ok(None) if buf.iter().all(|&b| b == 0) => SlotState::Damaged("all zeros".into()),
+            Ok(None) => SlotState::Damaged("bad magic or checksum".into()),
+            Err(e) => SlotState::Damaged(e.to_string()),
+        };
+        slots.push((offset, state));
+    }
+    Ok(slots)
+}
+
 impl Superblock {
     pub(crate) fn slot(&self) -> usize {
         (self.seq % 2) as usize

@@ -795,9 +795,23 @@ fn check_fails_naming_the_place_after_data_is_corrupted() {
     }
     std::fs::write(&f.store, &bytes).unwrap();
 
-    let err = f.fails(CORRUPT, "check", &[]);
-    assert!(err.contains("corrupt"), "{err}");
-    assert!(err.contains("zone"), "the error must say where: {err}");
+    // Every damaged structure is listed on stdout, with its place; the error sums up.
+    let args = f.args("check", &[]);
+    let out = run(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(CORRUPT),
+        "{}",
+        describe(&args, &out)
+    );
+    let report = String::from_utf8(out.stdout).unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(report.contains("damaged run block"), "{report}");
+    assert!(
+        report.contains("zone"),
+        "the report must say where: {report}"
+    );
+    assert!(err.contains("found damaged"), "{err}");
 }
 
 // ---- locking ------------------------------------------------------------------------------

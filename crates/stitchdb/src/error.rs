@@ -119,6 +119,27 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the store or its device is full: the failed write itself, or a later write
+    /// refused because a write failed for want of space (the store turned read-only then).
+    /// A file system answers these with `ENOSPC`.
+    pub fn is_no_space(&self) -> bool {
+        if self
+            .io_error()
+            .is_some_and(|e| e.kind == stitch_io::IoErrorKind::NoSpace)
+        {
+            return true;
+        }
+        match self {
+            Error::Zone(stitch_zone::ZoneError::NoSpace(_))
+            | Error::Log(stitch_wal::WalError::Zone(stitch_zone::ZoneError::NoSpace(_))) => true,
+            // A failed log, cache or store keeps only the failure's text.
+            Error::Log(_)
+            | Error::Patch(stitch_patch::PatchError::Failed(_))
+            | Error::ReadOnly(_) => self.to_string().contains("no space"),
+            _ => false,
+        }
+    }
+
     /// The failed disk operation underneath this error, through the layers that wrap it, if
     /// one is what failed: its [`IoErrorKind`](stitch_io::IoErrorKind) tells a missing file, a
     /// refused permission or a held lock apart without reading the message.
@@ -159,6 +180,23 @@ impl Error {
             } => Error::Corrupt {
                 what,
                 place: format!("{place}, {inner}"),
+                detail,
+            },
+            other => other,
+        }
+    }
+
+    /// Adds to a corruption's place where the structure sits (its table, say), keeping what
+    /// the structure is: a damaged run filter stays a "run filter".
+    pub(crate) fn placed_in(self, outer: impl fmt::Display) -> Error {
+        match self {
+            Error::Corrupt {
+                what,
+                place,
+                detail,
+            } => Error::Corrupt {
+                what,
+                place: format!("{outer}, {place}"),
                 detail,
             },
             other => other,
@@ -211,7 +249,7 @@ fn zone_is_corruption(e: &stitch_zone::ZoneError) -> bool {
 
 fn wal_is_corruption(e: &stitch_wal::WalError) -> bool {
     match e {
-        stitch_wal::WalError::Corrupt { .. } => true,
+        stitch_wal::WalError::Corrupt { .. } | stitch_wal::WalError::Damaged(_) => true,
         stitch_wal::WalError::Zone(e) => zone_is_corruption(e),
         stitch_wal::WalError::Failed(e) => wal_is_corruption(e),
         _ => false,

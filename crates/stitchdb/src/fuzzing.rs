@@ -3,10 +3,14 @@
 //! bytes; what it accepts it also walks, as a reader would, so the accessors of the decoded
 //! value are fuzzed too. Not part of the stable API.
 
-use crate::codec::Reader;
-use crate::manifest::Manifest;
-use crate::run::{decode_chunk, Block, Framing};
+use crate::batch::TableId;
+use crate::codec::{put_bytes, put_varint, Reader};
+use crate::entry::EntryRef;
+use crate::manifest::{LogStart, Manifest, SnapshotMeta, TableMeta};
+use crate::options::Stitching;
+use crate::run::{decode_chunk, encode_chunks, Block, BlockHandle, BlockWriter, Framing};
 use crate::{Error, Result};
+use stitch_zone::{ExtentAddr, EXTENT_HEADER_LEN};
 
 /// Where the bytes came from, for error messages.
 const PLACE: &str = "fuzz input";
@@ -48,6 +52,93 @@ pub fn decode_run_index(bytes: &[u8]) -> Result<()> {
     decode_chunk(bytes, &mut handles).map_err(|d| Error::corrupt("run index", PLACE, d))
 }
 
+/// A well-formed input of each decoder, as the formats' encoders write it, by the name of its
+/// fuzz target: `manifest`, `run_block` (the current block version) and `run_index`. The
+/// fuzz targets' seed corpus.
+pub fn sample_inputs() -> [(&'static str, Vec<u8>); 3] {
+    let table = TableMeta {
+        id: TableId(0),
+        name: "default".into(),
+        stitching: Stitching::default(),
+        runs: Vec::new(),
+    };
+    let manifest = Manifest {
+        checkpoint_lsn: 7,
+        log: LogStart {
+            zone: 1,
+            offset: 4096,
+            lsn: 8,
+            epoch: 2,
+        },
+        next_table_id: 1,
+        next_run_id: 3,
+        tables: vec![table.clone()],
+        snapshots: vec![SnapshotMeta {
+            name: "s".into(),
+            seq: 5,
+            tables: vec![table],
+        }],
+    }
+    .encode();
+
+    let entries = sample_entries();
+    let mut writer = BlockWriter::default();
+    for e in &entries {
+        writer.add(*e);
+    }
+    let block = behind_handle(&entries, &writer.finish().framed()[EXTENT_HEADER_LEN..]);
+
+    let handles: Vec<BlockHandle> = (0..3u32)
+        .map(|i| BlockHandle {
+            first_key: format!("k{i}a").into_bytes(),
+            last_key: format!("k{i}z").into_bytes(),
+            entries: 4,
+            addr: ExtentAddr {
+                zone: 1,
+                offset: 4096 * i,
+                len: 4000,
+            },
+        })
+        .collect();
+    let index = encode_chunks(&handles, 1 << 20).remove(0);
+    [
+        ("manifest", manifest),
+        ("run_block", block),
+        ("run_index", index),
+    ]
+}
+
+/// Three versions of keys, one a tombstone, in block order.
+fn sample_entries() -> [EntryRef<'static>; 3] {
+    [
+        EntryRef {
+            key: b"apple",
+            seq: 10,
+            value: Some(b"value"),
+        },
+        EntryRef {
+            key: b"apricot",
+            seq: 9,
+            value: None,
+        },
+        EntryRef {
+            key: b"banana",
+            seq: 8,
+            value: Some(b"value"),
+        },
+    ]
+}
+
+/// [`decode_run_block`]'s input for a block of `entries` with `payload`: the index handle's
+/// entry count and first key, then the payload.
+fn behind_handle(entries: &[EntryRef], payload: &[u8]) -> Vec<u8> {
+    let mut input = Vec::new();
+    put_varint(&mut input, entries.len() as u64);
+    put_bytes(&mut input, entries.first().map_or(&[][..], |e| e.key));
+    input.extend_from_slice(payload);
+    input
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,93 +168,37 @@ mod tests {
         }
     }
 
-    /// A well-formed input for each decoder, written by the formats' own encoders.
-    fn well_formed() -> [(&'static str, Decoder, Vec<u8>); 5] {
-        use crate::batch::TableId;
-        use crate::codec::{put_bytes, put_varint};
-        use crate::entry::{Entry, EntryRef};
-        use crate::manifest::{LogStart, SnapshotMeta, TableMeta};
-        use crate::options::Stitching;
-        use crate::run::{
-            counted_payload, encode_chunks, whole_keys_payload, BlockHandle, BlockWriter,
-        };
-        use stitch_zone::{ExtentAddr, EXTENT_HEADER_LEN};
+    /// A well-formed input for each decoder (blocks of every version).
+    fn well_formed() -> Vec<(String, Decoder, Vec<u8>)> {
+        use crate::entry::Entry;
+        use crate::run::{counted_payload, elided_payload, whole_keys_payload};
 
-        let table = TableMeta {
-            id: TableId(0),
-            name: "default".into(),
-            stitching: Stitching::default(),
-            runs: Vec::new(),
-        };
-        let manifest = Manifest {
-            checkpoint_lsn: 7,
-            log: LogStart {
-                zone: 1,
-                offset: 4096,
-                lsn: 8,
-                epoch: 2,
-            },
-            next_table_id: 1,
-            next_run_id: 3,
-            tables: vec![table.clone()],
-            snapshots: vec![SnapshotMeta {
-                name: "s".into(),
-                seq: 5,
-                tables: vec![table],
-            }],
-        }
-        .encode();
-
-        let entries: Vec<Entry> = [&b"apple"[..], b"apricot", b"banana"]
+        let mut inputs: Vec<(String, Decoder, Vec<u8>)> = sample_inputs()
             .into_iter()
-            .enumerate()
-            .map(|(i, key)| Entry {
-                key: key.to_vec(),
-                seq: 10 - i as u64,
-                value: (i != 1).then(|| b"value".to_vec()),
+            .map(|(name, bytes)| {
+                let decode = match name {
+                    "manifest" => decode_manifest as Decoder,
+                    "run_block" => decode_run_block,
+                    _ => decode_run_index,
+                };
+                (name.to_string(), decode, bytes)
             })
             .collect();
-        // Every block version behind the handle's entry count and first key.
-        let behind_handle = |payload: &[u8]| {
-            let mut input = Vec::new();
-            put_varint(&mut input, entries.len() as u64);
-            put_bytes(&mut input, &entries[0].key);
-            input.extend_from_slice(payload);
-            input
-        };
-        let mut writer = BlockWriter::default();
-        for e in &entries {
-            writer.add(EntryRef {
-                key: &e.key,
+        let entries: Vec<Entry> = sample_entries()
+            .iter()
+            .map(|e| Entry {
+                key: e.key.to_vec(),
                 seq: e.seq,
-                value: e.value.as_deref(),
-            });
-        }
-        let block = behind_handle(&writer.finish().framed()[EXTENT_HEADER_LEN..]);
-        let block_v1 = behind_handle(&whole_keys_payload(&entries));
-        let block_v2 = behind_handle(&counted_payload(&entries));
-
-        let handles: Vec<BlockHandle> = (0..3u32)
-            .map(|i| BlockHandle {
-                first_key: format!("k{i}a").into_bytes(),
-                last_key: format!("k{i}z").into_bytes(),
-                entries: 4,
-                addr: ExtentAddr {
-                    zone: 1,
-                    offset: 4096 * i,
-                    len: 4000,
-                },
+                value: e.value.map(<[u8]>::to_vec),
             })
             .collect();
-        let index = encode_chunks(&handles, 1 << 20).remove(0);
-
-        [
-            ("manifest", decode_manifest as Decoder, manifest),
-            ("run block", decode_run_block, block),
-            ("run block version 1", decode_run_block, block_v1),
-            ("run block version 2", decode_run_block, block_v2),
-            ("run index", decode_run_index, index),
-        ]
+        let v1 = behind_handle(&sample_entries(), &whole_keys_payload(&entries));
+        let v2 = behind_handle(&sample_entries(), &counted_payload(&entries));
+        inputs.push(("run block version 1".into(), decode_run_block, v1));
+        inputs.push(("run block version 2".into(), decode_run_block, v2));
+        let v3 = behind_handle(&sample_entries(), &elided_payload(&entries));
+        inputs.push(("run block version 3".into(), decode_run_block, v3));
+        inputs
     }
 
     #[test]

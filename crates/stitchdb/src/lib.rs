@@ -66,8 +66,9 @@ mod version;
 
 pub use batch::{TableId, WriteBatch};
 pub use db::{
-    AppendedBytes, CheckReport, Db, DbIter, DefragReport, Engaged, PatchGroup, Snapshot,
-    SnapshotInfo, Stats, TableStats, DEFAULT_TABLE,
+    AppendedBytes, CheckReport, Damage, Db, DbIter, DefragReport, Engaged, LostKeys, PatchGroup,
+    Placed, RepairReport, Salvage, Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats,
+    DEFAULT_TABLE,
 };
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};

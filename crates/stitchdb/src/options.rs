@@ -49,11 +49,11 @@ pub struct Options {
     /// levels) that writers may run up before they are slowed: one run past it holds each
     /// writer to 64 MiB/s, `n` runs to a `n`th of that. A backlog costs reads a look at each
     /// waiting run (point lookups mostly only at its filter; seeks at a block of each) until
-    /// merges catch up. 20 by default, RocksDB's level-0 slowdown trigger: at 8, pacing was
-    /// a third of a 4 KiB `randomappend`'s writer time while both merge threads had spare
-    /// time between bursts; at 20 fills run 30-50% faster, merges finish after the fill (as
-    /// RocksDB's level-0 compactions do), and point reads right after a fill are slower
-    /// until they have (docs/benchmarks.md).
+    /// merges catch up. 20 by default, RocksDB's level-0 slowdown trigger: a lower limit
+    /// paces writers while the merge threads still have time to spare between bursts; at 20
+    /// fills run at the merges' pace over the whole fill, merges may finish after it (as
+    /// RocksDB's level-0 compactions do), and point reads right after a fill are slower until
+    /// they have (figures in docs/benchmarks.md).
     pub slowdown_runs: usize,
     /// Threads merging levels in the background (1 or 2): a merge claims the levels it merges,
     /// so the second thread merges other tables, or levels of the same table no running merge

@@ -1,9 +1,10 @@
 //! Sequential inserts are the VT-tree's best case: every merge should stitch its inputs whole
-//! and list their index and filter instead of writing anything. Two things used to break that:
-//! a run whose blocks cross a zone boundary left a piece at the end of the zone shorter than
-//! the stitching threshold, which was copied (alone, into the merge's zone, where it stayed a
-//! short span and was copied again by every later merge); and a merge's manifest, appended
-//! to the flush's zone while a flush was writing its run, split that run the same way.
+//! and list their index and filter instead of writing anything. Two cases this checks could
+//! break that: a run whose blocks cross a zone boundary leaves a piece at the end of the zone
+//! shorter than the stitching threshold, which must still count as contiguous with the rest
+//! (or it is copied alone into the merge's zone, where it stays a short span and every later
+//! merge copies it again); and a merge's manifest appended while a flush writes its run must
+//! not land between that run's blocks (manifests have a stream of their own).
 
 #![allow(clippy::unwrap_used)]
 

@@ -76,14 +76,20 @@ pub fn run(args: ImportArgs) -> CliResult {
     // Whether or not the import stopped early, what was committed is made durable if the
     // store still can; what is reported is what was. A store that failed (turned read-only)
     // can sync nothing more, and the import's error already says why.
-    let synced = match (&outcome, db.failure()) {
-        (Err(_), Some(_)) => Ok(()),
-        _ => importer.sync(),
+    let store_failed = outcome.is_err() && db.failure().is_some();
+    let synced = if store_failed {
+        Ok(())
+    } else {
+        importer.sync()
     };
     let (summary, lines) = (importer.durable_summary(), importer.durable.records);
     let closed = synced.and_then(|()| {
-        db.close()
-            .map_err(|e| CliError::from(e).prefix("closing the store"))
+        let closed = db.close();
+        if store_failed {
+            // Its error is the store's failure, which the import's error already reports.
+            return Ok(());
+        }
+        closed.map_err(|e| CliError::from(e).prefix("closing the store"))
     });
     match (outcome, closed) {
         (Ok(()), Ok(())) => {}

@@ -9,6 +9,8 @@ mod init;
 mod inspect;
 mod kv;
 mod maintain;
+mod mount;
+mod repair;
 mod scan;
 mod snapshot;
 mod tables;
@@ -41,8 +43,12 @@ pub enum Command {
     CreateTable(tables::CreateTableArgs),
     /// List the tables
     Tables(StoreArg),
-    /// Verify every checksum and structure (exit status 4 and where, on damage)
+    /// Verify every checksum and structure; list every damaged structure and its place
+    /// (exit status 4 on damage)
     Check(StoreArg),
+    /// Salvage everything readable of a damaged store into a new one, listing what was lost
+    /// (the damaged file is kept as STORE.damaged)
+    Repair(StoreArg),
     /// Print statistics: tables, levels, stitched vs copied bytes, zones, cache, commits
     Stats(StoreArg),
     /// Merge every table's runs into one (stitching what the table's threshold allows)
@@ -52,6 +58,8 @@ pub enum Command {
     Snapshot(snapshot::SnapshotCommand),
     /// Evacuate under-used zones, moving their live data and freeing them
     Defrag(maintain::DefragArgs),
+    /// Mount the store's file system on a directory (KVFS over FUSE; a daemon unless -f)
+    Mount(mount::MountArgs),
     /// Run RocksDB db_bench's benchmarks (same flags, same result lines) and the VT-tree
     /// paper's randomappend and seqinsert on a scratch store
     Bench(bench::BenchArgs),
@@ -73,10 +81,12 @@ impl Command {
             Command::CreateTable(args) => tables::create(args),
             Command::Tables(args) => tables::list(args),
             Command::Check(args) => inspect::check(args),
+            Command::Repair(args) => repair::run(args),
             Command::Stats(args) => inspect::stats(args),
             Command::Compact(args) => maintain::compact(args),
             Command::Snapshot(cmd) => snapshot::run(cmd),
             Command::Defrag(args) => maintain::defrag(args),
+            Command::Mount(args) => mount::run(args),
             Command::Bench(args) => bench::run(args),
             Command::Demo(args) => demo::run(args),
         }

@@ -35,14 +35,17 @@ mod background;
 mod check;
 mod checkpoint;
 mod compact;
+mod damage;
 mod defrag;
 mod link;
 mod log;
 mod patchgroup;
 mod read;
 mod recover;
+mod repair;
 mod snapshot;
 mod stats;
+mod verify;
 mod write;
 
 pub(crate) use checkpoint::build_filter;
@@ -51,11 +54,14 @@ pub(crate) use read::{get_at, scan_at, ReaderGuard};
 pub(crate) use write::{commit_batch, lock_exclusive, Committer, Span};
 
 pub use check::CheckReport;
+pub use damage::{Damage, LostKeys, Salvage};
 pub use defrag::DefragReport;
 pub use patchgroup::{Engaged, PatchGroup};
 pub use read::DbIter;
+pub use repair::RepairReport;
 pub use snapshot::{Snapshot, SnapshotInfo};
 pub use stats::{AppendedBytes, Stats, TableStats};
+pub use verify::{Placed, StoreCheck};
 
 use crate::batch::TableId;
 use crate::concurrency::{LockError, LockManager, Oracle};
@@ -488,6 +494,8 @@ impl Db {
     }
 
     /// Flushes everything and closes the store. Dropping a `Db` does the same, ignoring errors.
+    /// A store that turned read-only after a failed write closes with that failure as its error
+    /// (`Error::ReadOnly`), since what was written before it may not be durable.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
     }
@@ -500,8 +508,11 @@ impl Db {
         for handle in self.threads.drain(..) {
             let _ = handle.join();
         }
-        if self.inner.wal.is_none() || self.inner.failure.lock().is_some() {
+        if self.inner.wal.is_none() {
             return Ok(());
+        }
+        if let Some(why) = self.inner.failure.lock().clone() {
+            return Err(Error::ReadOnly(why));
         }
         checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Close)?;
         self.inner.cache.flush_all()?;
@@ -511,8 +522,10 @@ impl Db {
 
 impl Drop for Db {
     fn drop(&mut self) {
-        if let Err(e) = self.shutdown() {
-            tracing::error!("closing the store: {e}");
+        match self.shutdown() {
+            // The failure that turned the store read-only was logged when it happened.
+            Ok(()) | Err(Error::ReadOnly(_)) => {}
+            Err(e) => tracing::error!("closing the store: {e}"),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Opening a store: superblock, manifest, runs, then replay of the log since the checkpoint.
 
+use super::damage::{Damage, LostKeys, Salvage};
 use super::snapshot::{NamedSnapshot, SnapshotTable};
 use super::{log, Db};
 use crate::batch::{decode_ops, TableId};
@@ -16,6 +17,9 @@ use std::sync::Arc;
 use stitch_io::Disk;
 use stitch_wal::{LogRecord, OpRegistry, Wal, WalError};
 use stitch_zone::{ExtentAddr, ExtentKind, ZoneId, ZoneStore};
+
+/// Bytes that hold both superblock slots (the second starts at 4096 and fits in a sector).
+const SUPERBLOCK_BYTES: u64 = 4096 + 512;
 
 /// What recovery hands to the database.
 pub(crate) struct Recovered {
@@ -45,10 +49,52 @@ pub(crate) fn recover(
     disk: Arc<dyn Disk>,
     opts: &Options,
 ) -> Result<(Arc<Storage>, Recovered, Option<ExtentAddr>)> {
+    recover_with(disk, opts, None)
+}
+
+/// [`recover`] for `check` and `repair`: every damaged structure is recorded in `salvage`
+/// instead of failing the open, and what can be read around it is opened (the older
+/// superblock's manifest if the newest is damaged, the readable blocks of damaged runs, the
+/// log past damage). Fails only when nothing can be opened (no valid superblock).
+pub(crate) fn recover_salvaging(
+    disk: Arc<dyn Disk>,
+    opts: &Options,
+    salvage: &mut Salvage,
+) -> Result<(Arc<Storage>, Recovered, Option<ExtentAddr>)> {
+    recover_with(disk, opts, Some(salvage))
+}
+
+fn recover_with(
+    disk: Arc<dyn Disk>,
+    opts: &Options,
+    mut salvage: Option<&mut Salvage>,
+) -> Result<(Arc<Storage>, Recovered, Option<ExtentAddr>)> {
+    // A file too short for both superblock slots was cut (creating a store writes both).
+    let len = disk.len();
+    if len > 0 && len < SUPERBLOCK_BYTES {
+        return Err(Error::corrupt(
+            "store file",
+            disk.describe(),
+            format!("the store is {len} bytes, too short for its superblocks: truncated?"),
+        ));
+    }
     let cache = Db::cache_for(disk, opts);
+    let slots = stitch_zone::read_slots(&cache)?;
     let (zones, superblock) = ZoneStore::open(cache, opts.zone_config())?;
     let storage = Storage::new(Arc::new(zones), opts.read_cache_bytes, opts.background);
     let zones = &storage.zones;
+    let short = zones.truncated_by();
+    if short > 0 {
+        let damage = Damage::new(
+            "store file",
+            zones.cache().disk().describe(),
+            format!("the store is {short} bytes shorter than its zones: truncated?"),
+        );
+        match salvage.as_deref_mut() {
+            Some(s) => s.damage.push(damage),
+            None => return Err(Error::corrupt("store file", damage.place, damage.detail)),
+        }
+    }
     let root = superblock.root.ok_or_else(|| {
         Error::corrupt(
             "superblock",
@@ -56,17 +102,46 @@ pub(crate) fn recover(
             "names no manifest: the store's creation never finished (create it again)",
         )
     })?;
-    let payload = zones
-        .read(root, ExtentKind::MANIFEST)
-        .map_err(|e| Error::from(e).within("manifest", "the root"))?;
-    let manifest = Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))?;
-    zones.mark_live(root, ExtentKind::MANIFEST)?;
+    // Once creation finished (a root is named), superblocks are written alternately, each
+    // within one sector a crash cannot tear, so a damaged slot is damage, never a crash: and it may have been the newer of the two, so
+    // opening from the other could silently go back to the checkpoint before.
+    for (offset, slot) in &slots {
+        if let stitch_zone::SlotState::Damaged(why) = slot {
+            let detail = format!(
+                "{why}; the other slot (superblock seq {}) may be older than the store's last \
+                 checkpoint",
+                superblock.seq
+            );
+            let place = format!("byte {offset}");
+            match salvage.as_deref_mut() {
+                Some(s) => s.damage.push(Damage::new("superblock slot", place, detail)),
+                None => return Err(Error::corrupt("superblock slot", place, detail)),
+            }
+        }
+    }
+    let read_manifest = |root: ExtentAddr| -> Result<Manifest> {
+        let payload = zones
+            .read(root, ExtentKind::MANIFEST)
+            .map_err(|e| Error::from(e).within("manifest", "the root"))?;
+        Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))
+    };
+    let (manifest, root) = match (read_manifest(root), salvage.as_deref_mut()) {
+        (Ok(m), _) => (m, root),
+        (Err(e), None) => return Err(e),
+        (Err(e), Some(s)) => {
+            s.damage.push(Damage::from_error(&e, "manifest", root));
+            older_manifest(&slots, superblock.seq, &read_manifest, s)?
+        }
+    };
+    if salvage.is_none() {
+        zones.mark_live(root, ExtentKind::MANIFEST)?;
+    }
     // A run the mainline and snapshots share is opened once (its extents counted once).
     let mut opened: HashMap<u64, Arc<Run>> = HashMap::new();
     let mut version = Version::default();
     for t in &manifest.tables {
         let mut table = TableState::new(t.id, t.name.clone(), t.stitching);
-        table.levels = open_levels(&storage, t, &mut opened)?;
+        table.levels = open_levels(&storage, t, &t.name, &mut opened, salvage.as_deref_mut())?;
         table.rebuild_view();
         version.names.insert(t.name.clone(), t.id);
         version.tables.insert(t.id, Arc::new(table));
@@ -77,11 +152,12 @@ pub(crate) fn recover(
             .tables
             .iter()
             .map(|t| {
+                let label = format!("snapshot {}, table {}", snap.name, t.name);
                 Ok(SnapshotTable {
                     id: t.id,
                     name: t.name.clone(),
                     stitching: t.stitching,
-                    levels: open_levels(&storage, t, &mut opened)?,
+                    levels: open_levels(&storage, t, &label, &mut opened, salvage.as_deref_mut())?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -99,15 +175,15 @@ pub(crate) fn recover(
         stitching: opts.stitching,
     }));
     let registry = registry(&replay).map_err(log::log_err)?;
-    let report = Wal::recover(
-        zones,
-        log::to_position(&manifest.log),
-        manifest.log.epoch,
-        &registry,
-    )
-    .map_err(log::log_err)?;
+    let start = log::to_position(&manifest.log);
+    let report = match salvage.as_deref_mut() {
+        None => Wal::recover(zones, start, manifest.log.epoch, &registry).map_err(log::log_err)?,
+        Some(s) => salvage_log(zones, &manifest, &registry, s)?,
+    };
     drop(registry);
-    zones.finish_open()?;
+    if salvage.is_none() {
+        zones.finish_open()?;
+    }
     // The registry, the only other holder, is gone: what replay built is taken whole.
     let replay = std::mem::take(&mut *replay.lock());
     let last_lsn = report
@@ -127,20 +203,149 @@ pub(crate) fn recover(
     Ok((storage, recovered, Some(root)))
 }
 
+/// The manifest of the older superblock slot, when the newest one's (of superblock `seq`) is
+/// damaged: what the store held at the checkpoint before. Nothing at all if it is damaged
+/// too (every run is then out of reach: reported).
+fn older_manifest(
+    slots: &[(u64, stitch_zone::SlotState)],
+    seq: u64,
+    read_manifest: &dyn Fn(ExtentAddr) -> Result<Manifest>,
+    salvage: &mut Salvage,
+) -> Result<(Manifest, ExtentAddr)> {
+    let older = slots.iter().find_map(|(_, slot)| match slot {
+        stitch_zone::SlotState::Valid(sb) if sb.seq < seq => sb.root,
+        _ => None,
+    });
+    if let Some(root) = older {
+        match read_manifest(root) {
+            Ok(m) => {
+                salvage.damage.push(Damage::new(
+                    "manifest",
+                    root,
+                    "(note) read the older superblock's manifest instead: what the newest \
+                     checkpoint wrote to runs is lost, except what the log still holds",
+                ));
+                return Ok((m, root));
+            }
+            Err(e) => salvage
+                .damage
+                .push(Damage::from_error(&e, "manifest", root)),
+        }
+    }
+    Err(Error::corrupt(
+        "manifest",
+        "both superblocks' roots",
+        "no readable manifest: no table, run or log of the store can be found",
+    ))
+}
+
+/// Replays the log past damage, recording what was read past and what was not redone.
+/// A log that cannot be read at all is recorded as damage and nothing is replayed.
+fn salvage_log(
+    zones: &ZoneStore,
+    manifest: &Manifest,
+    registry: &OpRegistry,
+    salvage: &mut Salvage,
+) -> Result<stitch_wal::RecoveryReport> {
+    let start = log::to_position(&manifest.log);
+    match Wal::recover_salvaging(zones, start, manifest.log.epoch, registry) {
+        Ok(report) => {
+            for skipped in &report.skipped {
+                salvage.damage.push(Damage::new(
+                    "log",
+                    skipped.at,
+                    format!(
+                        "{}; read on at {} (lsn {}..{} lost)",
+                        skipped.record, skipped.resume, skipped.at.lsn, skipped.resume.lsn
+                    ),
+                ));
+            }
+            if !report.incomplete_txns.is_empty() {
+                salvage.damage.push(Damage::new(
+                    "log",
+                    start,
+                    format!(
+                        "{} committed transactions not replayed: damage may have taken part \
+                         of them (txn ids {:?})",
+                        report.incomplete_txns.len(),
+                        report.incomplete_txns
+                    ),
+                ));
+            }
+            Ok(report)
+        }
+        Err(e) => {
+            salvage
+                .damage
+                .push(Damage::from_error(&log::log_err(e), "log", start));
+            Ok(stitch_wal::RecoveryReport {
+                start,
+                end: start,
+                end_reason: stitch_wal::LogEnd {
+                    at: start,
+                    record: stitch_wal::RecordError::NoRoom { left: 0 },
+                    next_segment: "not read: the log is damaged".into(),
+                    damage: None,
+                },
+                last_lsn: None,
+                next_lsn: start.lsn,
+                records: 0,
+                winners: 0,
+                losers: 0,
+                loser_txns: Vec::new(),
+                redone: 0,
+                undone: 0,
+                zones: Vec::new(),
+                skipped: Vec::new(),
+                incomplete_txns: Vec::new(),
+            })
+        }
+    }
+}
+
 /// Opens the runs `table` lists, by level (the manifest lists them by level, newest first
-/// within each), reusing those already in `opened`.
+/// within each), reusing those already in `opened`. `label` names the table in messages.
+/// With `salvage`, damaged runs are opened as far as they can be and the damage recorded.
 fn open_levels(
     storage: &Arc<Storage>,
     table: &TableMeta,
+    label: &str,
     opened: &mut HashMap<u64, Arc<Run>>,
+    mut salvage: Option<&mut Salvage>,
 ) -> Result<Vec<Vec<Arc<Run>>>> {
     let mut levels: Vec<Vec<Arc<Run>>> = Vec::new();
     for meta in &table.runs {
         let run = match opened.get(&meta.id) {
             Some(run) => run.clone(),
             None => {
-                let run = Run::open(storage, meta.clone())
-                    .map_err(|e| e.within("run index", format!("table {}", table.name)))?;
+                let run = match salvage.as_deref_mut() {
+                    // Run::open names the structure (run index, run filter) and the run.
+                    None => Run::open(storage, meta.clone())
+                        .map_err(|e| e.placed_in(format!("table {label}")))?,
+                    Some(s) => {
+                        let (run, problems, lost) = Run::open_salvaging(storage, meta.clone());
+                        let place = format!("table {label}, run {}", meta.id);
+                        s.damage.extend(problems.iter().map(|e| {
+                            Damage::from_error(
+                                &e.clone().placed_in(format!("table {label}")),
+                                "run",
+                                &place,
+                            )
+                        }));
+                        s.lost.extend(lost.into_iter().map(|l| LostKeys {
+                            table: label.to_string(),
+                            run: meta.id,
+                            start: l.start,
+                            end: l.end,
+                            entries: l.entries,
+                            why: l.why,
+                        }));
+                        match run {
+                            Some(run) => run,
+                            None => continue,
+                        }
+                    }
+                };
                 opened.insert(meta.id, run.clone());
                 run
             }

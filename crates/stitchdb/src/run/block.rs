@@ -1,13 +1,14 @@
 //! Data blocks: a run's sorted entries, a few KiB at a time, each block one extent.
 //!
 //! A block's payload is a version byte and its entries back to back, each key stored as the
-//! bytes it does not share with the key before it. The first key and the entry count are its
-//! index handle's: a block is only ever read through its handle, so neither is stored twice.
+//! bytes it does not share with the key before it; the first key is stored whole, so a block
+//! can be read without its index handle (repair rebuilds a run whose index is lost from its
+//! blocks).
 //! Sorted keys share long prefixes (a run of 16-byte keys typically shares 10 or more bytes
 //! between neighbours), so storing only what differs saves a tenth of a small-value block. A
 //! block is parsed whole once (then cached): keys are rebuilt into one buffer, every entry is
-//! validated, and lookups binary-search the parsed entries. Versions 1 to 3 are read, version
-//! 3 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
+//! validated, and lookups binary-search the parsed entries. Versions 1 to 4 are read, version
+//! 4 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
 
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
@@ -15,11 +16,15 @@ use crate::entry::Entry;
 use crate::entry::EntryRef;
 use std::cmp::Ordering;
 
-const BLOCK_VERSION: u8 = 3;
-/// Blocks written before the first key and the count were left to the index: tags, and the
-/// count at the end.
+/// The version merges and flushes write: keys share prefixes, the first key is stored whole
+/// (so a block can be read without its index handle: repair rebuilds a run from its blocks),
+/// and the entry count is implied by the payload's end (docs/format.md).
+const BLOCK_VERSION: u8 = 4;
+/// A version still read: the first key and the entry count in the index handle only.
+const BLOCK_VERSION_ELIDED: u8 = 3;
+/// A version still read: each entry tagged, the entry count at the end of the block.
 const BLOCK_VERSION_COUNTED: u8 = 2;
-/// Blocks written before keys shared prefixes: whole keys and an offset table.
+/// A version still read: whole keys, and a table of the entries' offsets.
 const BLOCK_VERSION_WHOLE_KEYS: u8 = 1;
 const NO_VALUE: u32 = u32::MAX;
 /// The fewest bytes an entry takes (shared, key length, sequence number, value; version 2's
@@ -75,8 +80,10 @@ impl BlockWriter {
             self.body.push(BLOCK_VERSION);
             self.first_key.clear();
             self.first_key.extend_from_slice(e.key);
-            // The first key is the index handle's to hold.
-            e.key.len()
+            // The first key is stored whole, though the index handle holds it too: a block
+            // whose index extent is damaged can then still be read (repair rebuilds the
+            // index from such blocks).
+            0
         } else {
             shared_prefix(&self.last_key, e.key)
         };
@@ -194,7 +201,7 @@ impl Block {
         }
         let version = data[start];
         let count = match version {
-            BLOCK_VERSION => handle.entries,
+            BLOCK_VERSION | BLOCK_VERSION_ELIDED => handle.entries,
             _ if payload_len < 5 => {
                 return Err(format!("block of {payload_len} bytes is too short"))
             }
@@ -210,12 +217,13 @@ impl Block {
             data: Vec::new(),
         };
         match version {
-            BLOCK_VERSION => {
-                block.parse_entries(&data, start, handle.first_key, count, Layout::V3)?
+            BLOCK_VERSION => block.parse_entries(&data, start, &[], Some(count), Layout::V3)?,
+            BLOCK_VERSION_ELIDED => {
+                block.parse_entries(&data, start, handle.first_key, Some(count), Layout::V3)?
             }
             BLOCK_VERSION_COUNTED => {
                 let entries = &data[..data.len() - 4];
-                block.parse_entries(entries, start, &[], count, Layout::V2)?
+                block.parse_entries(entries, start, &[], Some(count), Layout::V2)?
             }
             BLOCK_VERSION_WHOLE_KEYS => {
                 // Old blocks' offset tables count from the payload's start.
@@ -228,24 +236,50 @@ impl Block {
         Ok(block)
     }
 
-    /// Versions 2 and 3: entries one after another, each key sharing a prefix with the one
+    /// A version 4 block read without its index handle (repair, rebuilding a damaged index):
+    /// its entries up to the payload's end. Blocks of other versions need their handle.
+    pub fn parse_standalone(data: Vec<u8>, start: usize) -> Result<Block, String> {
+        match data.get(start) {
+            Some(&BLOCK_VERSION) => {}
+            Some(v) => {
+                return Err(format!(
+                    "a version {v} block cannot be read without its index"
+                ))
+            }
+            None => return Err("empty block".into()),
+        }
+        let mut block = Block {
+            keys: Vec::new(),
+            spans: Vec::new(),
+            data: Vec::new(),
+        };
+        block.parse_entries(&data, start, &[], None, Layout::V3)?;
+        if block.spans.is_empty() {
+            return Err("block without entries".into());
+        }
+        block.data = data;
+        Ok(block)
+    }
+
+    /// Versions 2 to 4: entries one after another, each key sharing a prefix with the one
     /// before (for the first, with `first_key`). Values are located by their position in
-    /// `data` (the payload starts at `start`).
+    /// `data` (the payload starts at `start`). `count` entries, or (`None`) up to the end.
     fn parse_entries(
         &mut self,
         data: &[u8],
         start: usize,
         first_key: &[u8],
-        count: usize,
+        count: Option<usize>,
         layout: Layout,
     ) -> Result<(), String> {
         let mut r = Reader::new(data);
         r.take(start + 1)?;
-        for i in 0..count {
+        let mut i = 0;
+        while count.map_or(!r.is_empty(), |count| i < count) {
             let span = self
                 .parse_entry(&mut r, first_key, layout)
                 .map_err(|e| format!("entry {i}: {e}"))?;
-            if i == 0 {
+            if let (0, Some(count)) = (i, count) {
                 // A run's keys are mostly of one length: size the buffer once, rather than
                 // growing it (and over-charging the read cache) as keys are rebuilt.
                 let len = (span.key.1 - span.key.0) as usize;
@@ -253,6 +287,7 @@ impl Block {
                     .reserve_exact(len.saturating_mul(count).min(1 << 20));
             }
             self.spans.push(span);
+            i += 1;
         }
         if !r.is_empty() {
             return Err("trailing bytes after the last entry".into());
@@ -521,7 +556,7 @@ pub(super) mod tests {
         assert_eq!(b.seek(b"c"), 3);
     }
 
-    /// A version 1 payload of `entries`, as blocks were written before keys shared prefixes.
+    /// A version 1 payload of `entries` (whole keys, an offset table).
     pub(crate) fn whole_keys_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_WHOLE_KEYS];
         let mut offsets = Vec::new();
@@ -541,8 +576,7 @@ pub(super) mod tests {
         body
     }
 
-    /// A version 2 payload of `entries`, as blocks were written before they left their first
-    /// key and count to the index.
+    /// A version 2 payload of `entries` (tagged entries, the count at the end).
     pub(crate) fn counted_payload(entries: &[Entry]) -> Vec<u8> {
         let mut body = vec![BLOCK_VERSION_COUNTED];
         let mut prev: &[u8] = &[];
@@ -559,6 +593,68 @@ pub(super) mod tests {
         }
         body.extend_from_slice(&(entries.len() as u32).to_le_bytes());
         body
+    }
+
+    /// A version 3 payload of `entries`: version 4's, with the first key left to the index.
+    pub(crate) fn elided_payload(entries: &[Entry]) -> Vec<u8> {
+        let mut body = vec![BLOCK_VERSION_ELIDED];
+        let mut prev: &[u8] = &[];
+        for (i, x) in entries.iter().enumerate() {
+            let shared = if i == 0 {
+                x.key.len()
+            } else {
+                shared_prefix(prev, &x.key)
+            };
+            put_varint(&mut body, shared as u64);
+            put_bytes(&mut body, &x.key[shared..]);
+            put_varint(&mut body, x.seq);
+            match &x.value {
+                Some(v) => put_bytes_plus_one(&mut body, v),
+                None => put_varint(&mut body, 0),
+            }
+            prev = &x.key;
+        }
+        body
+    }
+
+    fn put_bytes_plus_one(out: &mut Vec<u8>, v: &[u8]) {
+        put_varint(out, v.len() as u64 + 1);
+        out.extend_from_slice(v);
+    }
+
+    #[test]
+    fn version_3_blocks_are_read_through_their_handle_and_version_4_alone() {
+        let entries = vec![
+            e("apple", 7, Some("red")),
+            e("apple", 3, None),
+            e("apricot", 2, Some("")),
+        ];
+        let old = elided_payload(&entries);
+        assert_eq!(parsed(old.clone(), &entries), entries);
+        // Without its handle's first key a version 3 block cannot be read.
+        assert!(Block::parse_standalone(old.clone(), 0).is_err());
+        let wrong = Framing {
+            first_key: b"b",
+            entries: 3,
+        };
+        assert!(Block::parse(old, wrong).is_err());
+        // Version 4 holds its first key: read alone, entries up to the payload's end.
+        let new = written(&entries);
+        assert_eq!(new[0], BLOCK_VERSION);
+        let b = Block::parse_standalone(new.clone(), 0).unwrap();
+        let alone: Vec<Entry> = (0..b.len()).map(|i| b.entry(i).to_entry()).collect();
+        assert_eq!(alone, entries);
+        assert_eq!(parsed(new.clone(), &entries), entries);
+        // Every truncation of it fails, read alone or through the handle.
+        for cut in 1..new.len() {
+            let short = new[..cut].to_vec();
+            let alone = Block::parse_standalone(short.clone(), 0);
+            assert!(
+                alone.is_err() || alone.unwrap().len() < entries.len(),
+                "cut {cut}"
+            );
+            assert!(Block::parse(short, framing(&entries)).is_err(), "cut {cut}");
+        }
     }
 
     /// The payload of a block of `entries` (without the room for its header).
@@ -618,16 +714,15 @@ pub(super) mod tests {
 
     #[test]
     fn a_large_value_block_adds_little_to_its_entry() {
-        // One 4 KiB value and a 16-byte key: the version byte, the shared-prefix length and an
-        // empty rest of the key (the handle holds it), 3 bytes of sequence number and 2 of
-        // value length.
+        // One 4 KiB value and a 16-byte key: the version byte, the shared-prefix length (0),
+        // the key and its length, 3 bytes of sequence number and 2 of value length.
         let entry = Entry {
             key: b"0000000000123456".to_vec(),
             seq: 200_000,
             value: Some(vec![7; 4096]),
         };
         let payload = written(std::slice::from_ref(&entry));
-        assert_eq!(payload.len(), 4096 + 8);
+        assert_eq!(payload.len(), 4096 + 8 + 16);
         assert_eq!(
             counted_payload(std::slice::from_ref(&entry)).len(),
             4096 + 29
@@ -660,7 +755,19 @@ pub(super) mod tests {
     #[test]
     fn a_block_disagreeing_with_its_handle_is_an_error() {
         let entries = vec![e("key1", 3, Some("a")), e("key2", 2, Some("b"))];
-        let payload = written(&entries);
+        // Version 4 reads its first key from itself; the run's check of a block against its
+        // handle compares it.
+        let own = Block::parse(
+            written(&entries),
+            Framing {
+                first_key: b"kez1",
+                entries: 2,
+            },
+        )
+        .unwrap();
+        assert_eq!(own.entry(0).key, b"key1");
+        // Version 3 takes its first key from the handle.
+        let payload = elided_payload(&entries);
         let wrong = |first_key: &'static [u8], n: u64| {
             Block::parse(
                 payload.clone(),

@@ -9,17 +9,14 @@ mod search;
 mod stitch;
 mod write_behind;
 
+#[cfg(test)]
+pub(crate) use block::tests::{counted_payload, elided_payload, whole_keys_payload};
 pub use build::{Reused, RunBuilder};
 pub use cache::ReadCache;
 pub(crate) use index::decode_chunk;
 pub use index::BlockHandle;
 pub use stitch::{merge_runs, MergeSpec, MergeStats};
-#[cfg(test)]
-pub(crate) use {
-    block::tests::{counted_payload, whole_keys_payload},
-    block::BlockWriter,
-    index::encode_chunks,
-};
+pub(crate) use {block::BlockWriter, index::encode_chunks};
 
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
@@ -174,6 +171,19 @@ impl RunMeta {
     }
 }
 
+/// Keys of a run that damage put out of reach (see [`Run::open_salvaging`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostRange {
+    /// Where the lost keys start.
+    pub start: Bound<Vec<u8>>,
+    /// Where they end.
+    pub end: Bound<Vec<u8>>,
+    /// How many entries (versions) were lost, when the index says.
+    pub entries: Option<u64>,
+    /// Why ("its block 7 is damaged").
+    pub why: String,
+}
+
 /// A quotient filter over the keys of some of a run's blocks: the next `blocks` of them after
 /// the blocks of the parts before it. A run written from entries has one part; a merge that
 /// stitched its inputs whole, one after another, lists their parts (no key is reread, no
@@ -222,36 +232,7 @@ impl Run {
             index::decode_chunk(&payload, &mut blocks)
                 .map_err(|d| Error::corrupt("run index", format!("run {} {addr}", meta.id), d))?;
         }
-        if let [only] = meta.filters.as_mut_slice() {
-            if only.blocks == ALL_BLOCKS {
-                only.blocks = blocks.len() as u64;
-            }
-        }
-        let covered: u64 = meta
-            .filters
-            .iter()
-            .map(|p| p.blocks)
-            .fold(0, u64::saturating_add);
-        if !meta.filters.is_empty() && covered != blocks.len() as u64 {
-            return Err(Error::corrupt(
-                "run filter",
-                format!("run {}", meta.id),
-                format!("filter parts cover {covered} blocks of {}", blocks.len()),
-            ));
-        }
-        let mut filters = Vec::with_capacity(meta.filters.len());
-        let mut end = 0;
-        for part in &meta.filters {
-            let addr = part.addr;
-            let payload = storage
-                .zones
-                .read(addr, ExtentKind::RUN_FILTER)
-                .map_err(|e| Error::from(e).within("run filter", format!("run {}", meta.id)))?;
-            let filter = QuotientFilter::decode(&payload)
-                .map_err(|e| Error::corrupt("run filter", format!("run {} {addr}", meta.id), e))?;
-            end += part.blocks as usize;
-            filters.push((end, Arc::new(filter)));
-        }
+        let filters = Self::read_filters(storage, &mut meta, blocks.len())?;
         let entries: u64 = blocks.iter().map(|b| b.entries).sum();
         if entries != meta.entries {
             return Err(Error::corrupt(
@@ -275,6 +256,267 @@ impl Run {
             storage,
             obsolete: AtomicBool::new(false),
         }))
+    }
+
+    /// [`open`](Self::open) for `check` and `repair`: opens what can be read of a damaged
+    /// run instead of failing at the first problem. If every index extent is lost, the index
+    /// is rebuilt from the run's blocks where they can be found ([`Self::rebuild_index`]);
+    /// otherwise the blocks of unreadable index extents are left out (lost ranges),
+    /// a damaged filter is dropped (a filter only saves reads), and every block is read and
+    /// verified, the damaged ones left out. Returns the run (`None` if nothing of it is
+    /// left), every problem found (naming the structure: run index, run filter, run block)
+    /// and the key ranges lost. Nothing is marked live: the store is only read.
+    pub fn open_salvaging(
+        storage: &Arc<Storage>,
+        mut meta: RunMeta,
+    ) -> (Option<Arc<Run>>, Vec<Error>, Vec<LostRange>) {
+        let mut problems = Vec::new();
+        let mut lost = Vec::new();
+        let mut blocks: Vec<BlockHandle> = Vec::new();
+        // Where in `blocks` the handles of unreadable index extents would have been.
+        let mut gaps: Vec<usize> = Vec::new();
+        for &addr in &meta.index {
+            let read = storage
+                .zones
+                .read(addr, ExtentKind::RUN_INDEX)
+                .map_err(|e| Error::from(e).within("run index", format!("run {}", meta.id)))
+                .and_then(|payload| {
+                    let mut chunk = Vec::new();
+                    index::decode_chunk(&payload, &mut chunk)
+                        .map_err(|d| {
+                            Error::corrupt("run index", format!("run {} {addr}", meta.id), d)
+                        })
+                        .map(|()| chunk)
+                });
+            match read {
+                Ok(chunk) => blocks.extend(chunk),
+                Err(e) => {
+                    problems.push(e);
+                    if gaps.last() != Some(&blocks.len()) {
+                        gaps.push(blocks.len());
+                    }
+                }
+            }
+        }
+        if blocks.is_empty() && !gaps.is_empty() {
+            // Every index extent lost: the run's own blocks lie right before its filter and
+            // index, and version 4 blocks can be read without their handles.
+            match Self::rebuild_index(storage, &meta) {
+                Ok(rebuilt) => {
+                    blocks = rebuilt;
+                    gaps.clear();
+                }
+                Err(why) => problems.push(Error::corrupt(
+                    "run index",
+                    format!("run {}", meta.id),
+                    format!("not rebuilt from the run's blocks: {why}"),
+                )),
+            }
+        }
+        for &g in &gaps {
+            let start = g.checked_sub(1).map_or(Bound::Unbounded, |p| {
+                Bound::Excluded(blocks[p].last_key.clone())
+            });
+            let end = blocks
+                .get(g)
+                .map_or(Bound::Unbounded, |h| Bound::Excluded(h.first_key.clone()));
+            lost.push(LostRange {
+                start,
+                end,
+                entries: None,
+                why: "its run index extent is damaged".into(),
+            });
+        }
+        let entries: u64 = blocks.iter().map(|b| b.entries).sum();
+        if gaps.is_empty() && entries != meta.entries {
+            problems.push(Error::corrupt(
+                "run index",
+                format!("run {}", meta.id),
+                format!(
+                    "blocks hold {entries} entries, the manifest says {}",
+                    meta.entries
+                ),
+            ));
+        }
+        let filters = match Self::read_filters(storage, &mut meta, blocks.len()) {
+            Ok(filters) if gaps.is_empty() => filters,
+            Ok(_) => Vec::new(),
+            Err(e) => {
+                problems.push(e);
+                Vec::new()
+            }
+        };
+        let whole = Run {
+            search: BlockSearch::new(&blocks),
+            blocks,
+            filters,
+            storage: storage.clone(),
+            obsolete: AtomicBool::new(false),
+            meta,
+        };
+        let mut bad = Vec::new();
+        for i in 0..whole.blocks.len() {
+            if let Err(e) = whole.read_block(i) {
+                let h = &whole.blocks[i];
+                lost.push(LostRange {
+                    start: Bound::Included(h.first_key.clone()),
+                    end: Bound::Included(h.last_key.clone()),
+                    entries: Some(h.entries),
+                    why: format!("its block {i} is damaged"),
+                });
+                problems.push(e);
+                bad.push(i);
+            }
+        }
+        if !gaps.is_empty() || !bad.is_empty() {
+            // Only the readable blocks stay; the filter's parts map blocks by position.
+            // `whole` is never marked obsolete: dropping it releases nothing.
+            let (mut meta, mut blocks) = (whole.meta.clone(), whole.blocks.clone());
+            let storage = whole.storage.clone();
+            for &i in bad.iter().rev() {
+                blocks.remove(i);
+            }
+            meta.entries = blocks.iter().map(|b| b.entries).sum();
+            meta.filters.clear();
+            if blocks.is_empty() && meta.ranges.is_empty() {
+                return (None, problems, lost);
+            }
+            let run = Run {
+                search: BlockSearch::new(&blocks),
+                blocks,
+                filters: Vec::new(),
+                storage,
+                obsolete: AtomicBool::new(false),
+                meta,
+            };
+            return (Some(Arc::new(run)), problems, lost);
+        }
+        (Some(Arc::new(whole)), problems, lost)
+    }
+
+    /// The index handles of a run whose index extents are all lost, found from its blocks:
+    /// the intact extents of the zone its filter (or else its first index extent) is in,
+    /// walked back from there through the run blocks that lie one right after another, each
+    /// read without a handle (block version 4), until they hold exactly the entries the
+    /// manifest gives the run. Every block must sort before the one after it, hold only
+    /// sequence numbers of the run, and follow the one before on disk. A run whose blocks lie
+    /// elsewhere (stitched from other runs, or spanning zones) is not rebuilt.
+    fn rebuild_index(
+        storage: &Arc<Storage>,
+        meta: &RunMeta,
+    ) -> std::result::Result<Vec<BlockHandle>, String> {
+        let anchor = meta
+            .filters
+            .first()
+            .map(|p| p.addr)
+            .or_else(|| meta.index.first().copied())
+            .ok_or("the manifest lists no extent of the run")?;
+        let extents = storage
+            .zones
+            .extents_in(anchor.zone)
+            .map_err(|e| e.to_string())?;
+        // The extents before the anchor, nearest first; the run's filter and index extents
+        // (written after its blocks) are stepped over.
+        let mut before = extents
+            .iter()
+            .rev()
+            .filter(|(a, _)| a.offset < anchor.offset)
+            .skip_while(|(_, kind)| {
+                *kind == ExtentKind::RUN_FILTER || *kind == ExtentKind::RUN_INDEX
+            });
+        let in_run =
+            |seq: u64| meta.seq_override.is_some() || (meta.min_seq..=meta.max_seq).contains(&seq);
+        let mut handles: Vec<BlockHandle> = Vec::new();
+        let mut entries = 0u64;
+        while entries < meta.entries {
+            let Some(&(addr, kind)) = before.next() else {
+                return Err(format!(
+                    "{entries} of {} entries found before the zone's start",
+                    meta.entries
+                ));
+            };
+            let next = handles.last();
+            if kind != ExtentKind::RUN_BLOCK || next.is_some_and(|n| !n.addr.follows(&addr)) {
+                return Err(format!(
+                    "{entries} of {} entries found in blocks lying one after another",
+                    meta.entries
+                ));
+            }
+            let framed = storage
+                .zones
+                .read_durable_framed(addr, ExtentKind::RUN_BLOCK)
+                .map_err(|e| e.to_string())?;
+            let block = Block::parse_standalone(framed, stitch_zone::EXTENT_HEADER_LEN)
+                .map_err(|e| format!("{addr}: {e}"))?;
+            let (first, last) = (block.entry(0), block.entry(block.len() - 1));
+            let sorted = next.is_none_or(|n| last.key < n.first_key.as_slice());
+            if !sorted || !(0..block.len()).all(|i| in_run(block.entry(i).seq)) {
+                return Err(format!("{addr} is not a block of the run"));
+            }
+            entries += block.len() as u64;
+            handles.push(BlockHandle {
+                first_key: first.key.to_vec(),
+                last_key: last.key.to_vec(),
+                entries: block.len() as u64,
+                addr,
+            });
+        }
+        if entries != meta.entries {
+            return Err(format!(
+                "blocks hold {entries} entries, the manifest says {}",
+                meta.entries
+            ));
+        }
+        handles.reverse();
+        Ok(handles)
+    }
+
+    /// Reads and checks the filter parts of a run with `blocks` blocks; on any problem the
+    /// run's filter is dropped from `meta` and the problem returned.
+    fn read_filters(
+        storage: &Arc<Storage>,
+        meta: &mut RunMeta,
+        blocks: usize,
+    ) -> Result<Vec<(usize, Arc<QuotientFilter>)>> {
+        if let [only] = meta.filters.as_mut_slice() {
+            if only.blocks == ALL_BLOCKS {
+                only.blocks = blocks as u64;
+            }
+        }
+        let read = || -> Result<Vec<(usize, Arc<QuotientFilter>)>> {
+            let covered: u64 = meta
+                .filters
+                .iter()
+                .map(|p| p.blocks)
+                .fold(0, u64::saturating_add);
+            if !meta.filters.is_empty() && covered != blocks as u64 {
+                return Err(Error::corrupt(
+                    "run filter",
+                    format!("run {}", meta.id),
+                    format!("filter parts cover {covered} blocks of {blocks}"),
+                ));
+            }
+            let mut filters = Vec::with_capacity(meta.filters.len());
+            let mut end = 0;
+            for part in &meta.filters {
+                let addr = part.addr;
+                let payload = storage
+                    .zones
+                    .read(addr, ExtentKind::RUN_FILTER)
+                    .map_err(|e| Error::from(e).within("run filter", format!("run {}", meta.id)))?;
+                let filter = QuotientFilter::decode(&payload).map_err(|e| {
+                    Error::corrupt("run filter", format!("run {} {addr}", meta.id), e)
+                })?;
+                end += part.blocks as usize;
+                filters.push((end, Arc::new(filter)));
+            }
+            Ok(filters)
+        };
+        let result = read();
+        if result.is_err() {
+            meta.filters.clear();
+        }
+        result
     }
 
     fn extents_of<'a>(

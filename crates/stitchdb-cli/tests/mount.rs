@@ -1,0 +1,213 @@
+//! `stitchdb mount` as a user runs it: the daemon returns once mounted, errors for a busy or
+//! missing mount point and a store in use, SIGTERM unmounts leaving everything durable, and a
+//! daemon killed with SIGKILL while writing leaves a store that passes `check`, remounts, and
+//! holds every fsynced file. Every path unmounts (a guard runs `fusermount3 -u -z`).
+//! Skipped, saying why, where /dev/fuse or fusermount3 is missing.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+fn stitchdb(args: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stitchdb"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn fuse_unavailable() -> Option<&'static str> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist");
+    }
+    if Command::new("fusermount3").arg("-V").output().is_err() {
+        return Some("fusermount3 is not installed (apt-get install fuse3)");
+    }
+    None
+}
+
+fn mounted(mp: &Path) -> bool {
+    let canon = mp.canonicalize().unwrap_or_else(|_| mp.to_path_buf());
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(canon.to_str().unwrap()))
+}
+
+/// A store and a mount point in a temporary directory; unmounts and kills its daemon on drop.
+struct Scene {
+    tmp: tempfile::TempDir,
+    daemon: Option<Child>,
+}
+
+impl Scene {
+    fn new() -> Scene {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("mnt")).unwrap();
+        let s = Scene { tmp, daemon: None };
+        let out = stitchdb(&[Path::new("init"), &s.store()]);
+        assert!(out.status.success(), "{out:?}");
+        s
+    }
+    fn store(&self) -> PathBuf {
+        self.tmp.path().join("fs.store")
+    }
+    fn mp(&self) -> PathBuf {
+        self.tmp.path().join("mnt")
+    }
+    /// Mounts in the foreground as a child (so the test knows its pid) and waits until the
+    /// mount is ready.
+    fn mount_foreground(&mut self) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
+            .arg("mount")
+            .arg(self.store())
+            .arg(self.mp())
+            .arg("-f")
+            .env("STITCHDB_MOUNT_NOTIFY", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        self.daemon = Some(child);
+    }
+    fn unmount(&self) {
+        let out = Command::new("fusermount3")
+            .arg("-u")
+            .arg(self.mp())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    fn check(&self) -> String {
+        let out = stitchdb(&[Path::new("check"), &self.store()]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "check failed: {out:?}");
+        assert!(text.contains("ok: file system"), "{text}");
+        text
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg("-z")
+            .arg(self.mp())
+            .output();
+        if let Some(mut d) = self.daemon.take() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+    }
+}
+
+#[test]
+fn mount_errors_daemon_and_clean_unmount_on_sigterm() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let mut s = Scene::new();
+    let err = |args: &[&Path]| {
+        let out = stitchdb(args);
+        assert!(!out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let missing = s.tmp.path().join("nowhere");
+    assert!(err(&[Path::new("mount"), &s.store(), &missing]).contains("does not exist"));
+    let no_store = s.tmp.path().join("none.store");
+    assert!(err(&[Path::new("mount"), &no_store, &s.mp()]).contains("stitchdb init"));
+    // The daemon form returns once the mount is ready.
+    let out = stitchdb(&[Path::new("mount"), &s.store(), &s.mp()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(mounted(&s.mp()));
+    std::fs::write(s.mp().join("hello"), b"world").unwrap();
+    // Busy mount point; store in use.
+    assert!(err(&[Path::new("mount"), &s.store(), &s.mp()]).contains("busy"));
+    let other = s.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    assert!(err(&[Path::new("mount"), &s.store(), &other]).contains("in use"));
+    s.unmount();
+    // Foreground, written without fsync, then SIGTERM: unmounted, and the data is durable.
+    s.mount_foreground();
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(s.mp().join("big"), &data).unwrap();
+    let pid = s.daemon.as_ref().unwrap().id();
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    let status = s.daemon.take().unwrap().wait().unwrap();
+    assert!(status.success(), "the daemon exited with {status}");
+    assert!(!mounted(&s.mp()), "SIGTERM left the mount in place");
+    s.check();
+    s.mount_foreground();
+    assert_eq!(std::fs::read(s.mp().join("big")).unwrap(), data);
+    assert_eq!(std::fs::read(s.mp().join("hello")).unwrap(), b"world");
+    s.unmount();
+    assert!(s.daemon.take().unwrap().wait().unwrap().success());
+}
+
+#[test]
+fn a_daemon_killed_while_writing_leaves_a_store_that_remounts_with_every_fsynced_file() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let mut s = Scene::new();
+    s.mount_foreground();
+    let mp = s.mp();
+    // Files made durable with fsync before the kill.
+    let mut synced = Vec::new();
+    for i in 0..20u32 {
+        let path = mp.join(format!("synced{i}"));
+        let data: Vec<u8> = (0..(i * 10_007)).map(|j| (j ^ i) as u8).collect();
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&data).unwrap();
+        f.sync_all().unwrap();
+        synced.push((path, data));
+    }
+    // A writer still going when the daemon dies.
+    let writer_mp = mp.clone();
+    let writer = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while let Ok(mut f) = std::fs::File::create(writer_mp.join(format!("unsynced{n}"))) {
+            if f.write_all(&vec![n as u8; 256 << 10]).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        n
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut daemon = s.daemon.take().unwrap();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    let written = writer.join().unwrap();
+    // The dead mount stays until unmounted; a remount over it says so.
+    let out = stitchdb(&[Path::new("mount"), &s.store(), &mp]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("busy"),
+        "{out:?}"
+    );
+    s.unmount();
+    let report = s.check();
+    s.mount_foreground();
+    for (path, data) in &synced {
+        assert_eq!(&std::fs::read(path).unwrap(), data, "{}", path.display());
+    }
+    eprintln!("{written} unsynced files were being written; after remount: {report}");
+    s.unmount();
+    assert!(s.daemon.take().unwrap().wait().unwrap().success());
+    s.check();
+}

@@ -1,0 +1,33 @@
+//! KVFS: a POSIX file system whose files, directories and metadata are key-value pairs in
+//! tables of a StitchDB store (the VT-tree paper's KVFS; docs/kvfs.md). One store holds
+//! records and files: `stitchdb get/scan` read the file system's tables like any other.
+//!
+//! The modules, bottom up: `error` (errno), `schema` (tables and record encodings,
+//! docs/format.md), `kv` (what an operation reads and writes through, and its commit),
+//! `perm` (callers and permission checks), `ops` (the operations over a `Kv`), `fs` (the
+//! [`Fs`] handle: one commit per operation, open files, inode numbers), `check` (the
+//! invariants).
+
+#![forbid(unsafe_code)]
+
+mod check;
+mod error;
+mod fs;
+mod kv;
+mod ops;
+mod perm;
+mod schema;
+
+pub use check::{check_fs, FsCheckReport};
+pub use error::{FsError, FsResult};
+pub use fs::{system_clock, Clock, Fs, FsOptions, FsStat};
+pub use kv::{Batch, Kv};
+pub use ops::{
+    check_name, DirEntry, Op, SetAttr, TimeSet, RENAME_EXCHANGE, RENAME_NOREPLACE, SYMLINK_MAX,
+    XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
+};
+pub use perm::{Caller, R, W, X};
+pub use schema::{
+    Attr, Entry, Kind, Tables, Timespec, BLOCK_SIZE, LINK_MAX, MAX_FILE_SIZE, NAME_MAX, ROOT_INO,
+    TABLE_NAMES,
+};

@@ -1,0 +1,1009 @@
+//! The file system's operations over a [`Kv`]: what each call reads and writes, and the
+//! errors ext4 gives. An [`Op`] is one operation; whoever made it commits its writes (or
+//! drops them on an error), so every operation is atomic.
+
+use crate::error::{err, FsError, FsResult};
+use crate::kv::Kv;
+use crate::perm::{self, Caller, R, W, X};
+use crate::schema::{
+    decode_attr, decode_dirent, decode_name, decode_name_key, decode_pair_key, encode_attr,
+    encode_dirent, encode_name, ino_key, ino_range, name_key, pair_key, Attr, Entry, Kind, Tables,
+    Timespec, BLOCK_SIZE, FIRST_COOKIE, LINK_MAX, MAX_FILE_SIZE, NAME_MAX, ROOT_INO,
+};
+use std::collections::HashMap;
+
+/// `renameat2`'s `RENAME_NOREPLACE`.
+pub const RENAME_NOREPLACE: u32 = 1;
+/// `renameat2`'s `RENAME_EXCHANGE`.
+pub const RENAME_EXCHANGE: u32 = 2;
+/// `setxattr`'s `XATTR_CREATE`.
+pub const XATTR_CREATE: u32 = 1;
+/// `setxattr`'s `XATTR_REPLACE`.
+pub const XATTR_REPLACE: u32 = 2;
+/// The longest symlink target (`PATH_MAX` less its NUL).
+pub const SYMLINK_MAX: usize = 4095;
+/// The longest extended attribute name and value (Linux's `XATTR_NAME_MAX`, `XATTR_SIZE_MAX`).
+pub const XATTR_NAME_MAX: usize = 255;
+/// See [`XATTR_NAME_MAX`].
+pub const XATTR_SIZE_MAX: usize = 65536;
+
+/// A time to set with `utimensat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeSet {
+    /// The current time (`UTIME_NOW`).
+    Now,
+    /// This time.
+    At(Timespec),
+}
+
+/// What `setattr` changes (`None`: unchanged).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// New permission bits (`chmod`).
+    pub mode: Option<u32>,
+    /// New owner (`chown`).
+    pub uid: Option<u32>,
+    /// New group (`chown`).
+    pub gid: Option<u32>,
+    /// New size (`truncate`).
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime: Option<TimeSet>,
+    /// New modification time.
+    pub mtime: Option<TimeSet>,
+    /// The change comes through an open file (`ftruncate`): its open mode was checked then.
+    pub through_handle: bool,
+}
+
+/// One entry read from a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The inode its name links to.
+    pub ino: u64,
+    /// What the inode is.
+    pub kind: Kind,
+    /// The name.
+    pub name: Vec<u8>,
+    /// The offset to continue reading after this entry: stable while the directory changes.
+    pub offset: u64,
+}
+
+/// One operation: its reads and writes, the time it happens at, and who makes it.
+pub struct Op<'a, K: Kv> {
+    /// Where the operation reads and writes.
+    pub kv: K,
+    /// The file system's tables.
+    pub t: &'a Tables,
+    /// The time stamps it sets.
+    pub now: Timespec,
+    /// Who makes it.
+    pub caller: &'a Caller,
+    /// Open files by inode: an inode that loses its last name while open is kept (as an
+    /// orphan) until its last close.
+    pub open: &'a HashMap<u64, u32>,
+}
+
+/// Fails with `ENAMETOOLONG` over 255 bytes, `EINVAL` for a name no path can hold.
+pub fn check_name(name: &[u8]) -> FsResult<()> {
+    if name.len() > NAME_MAX {
+        return err(libc::ENAMETOOLONG);
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+impl<K: Kv> Op<'_, K> {
+    /// The attributes of `ino` (`ENOENT` if there is no such inode).
+    pub fn attr(&mut self, ino: u64) -> FsResult<Attr> {
+        match self.kv.get(self.t.inodes, &ino_key(ino))? {
+            Some(v) => decode_attr(ino, &v),
+            None => err(libc::ENOENT),
+        }
+    }
+
+    fn put_attr(&mut self, a: &Attr) {
+        self.kv.put(self.t.inodes, &ino_key(a.ino), encode_attr(a));
+    }
+
+    /// The attributes of directory `ino` (`ENOTDIR` if it is not one).
+    fn dir(&mut self, ino: u64) -> FsResult<Attr> {
+        let a = self.attr(ino)?;
+        if a.kind != Kind::Dir {
+            return err(libc::ENOTDIR);
+        }
+        Ok(a)
+    }
+
+    /// A directory the caller may add names to or remove names from.
+    fn writable_dir(&mut self, ino: u64) -> FsResult<Attr> {
+        let d = self.dir(ino)?;
+        perm::check(&d, self.caller, W | X)?;
+        if d.nlink == 0 {
+            // Removed while someone was in it: nothing may be created there.
+            return err(libc::ENOENT);
+        }
+        Ok(d)
+    }
+
+    fn entry(&mut self, parent: u64, name: &[u8]) -> FsResult<Option<Entry>> {
+        match self.kv.get(self.t.names, &name_key(parent, name))? {
+            Some(v) => decode_name(parent, name, &v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn add_entry(&mut self, dir: &mut Attr, name: &[u8], ino: u64, kind: Kind) {
+        let cookie = dir.next_cookie.max(FIRST_COOKIE);
+        dir.next_cookie = cookie + 1;
+        let e = Entry { ino, kind, cookie };
+        self.kv
+            .put(self.t.names, &name_key(dir.ino, name), encode_name(&e));
+        self.kv.put(
+            self.t.dirents,
+            &pair_key(dir.ino, cookie),
+            encode_dirent(ino, kind, name),
+        );
+    }
+
+    fn remove_entry(&mut self, dir: u64, name: &[u8], e: &Entry) {
+        self.kv.delete(self.t.names, &name_key(dir, name));
+        self.kv.delete(self.t.dirents, &pair_key(dir, e.cookie));
+    }
+
+    fn touch_dir(&mut self, d: &mut Attr) {
+        d.mtime = self.now;
+        d.ctime = self.now;
+    }
+
+    /// `lookup`: the inode `name` links to in directory `parent`.
+    pub fn lookup(&mut self, parent: u64, name: &[u8]) -> FsResult<Attr> {
+        let d = self.dir(parent)?;
+        perm::check(&d, self.caller, X)?;
+        if name == b"." {
+            return Ok(d);
+        }
+        if name == b".." {
+            let up = if d.ino == ROOT_INO {
+                ROOT_INO
+            } else {
+                d.parent
+            };
+            return self.attr(up);
+        }
+        check_name(name)?;
+        match self.entry(parent, name)? {
+            Some(e) => self.attr(e.ino),
+            None => err(libc::ENOENT),
+        }
+    }
+
+    /// `mknod`, `mkdir` and `create`: a new inode `ino` of `kind` named `name` in `parent`.
+    pub fn make(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        kind: Kind,
+        perm_bits: u32,
+        rdev: u32,
+        ino: u64,
+    ) -> FsResult<Attr> {
+        check_name(name)?;
+        let mut d = self.writable_dir(parent)?;
+        if is_dot(name) || self.entry(parent, name)?.is_some() {
+            return err(libc::EEXIST);
+        }
+        let mut perm_bits = perm_bits & 0o7777;
+        let gid = if d.perm & libc::S_ISGID != 0 {
+            // A set-group-id directory gives its group to what is made in it (and its
+            // set-group-id bit to subdirectories).
+            if kind == Kind::Dir {
+                perm_bits |= libc::S_ISGID;
+            }
+            d.gid
+        } else {
+            self.caller.gid
+        };
+        if kind != Kind::Dir
+            && perm_bits & libc::S_ISGID != 0
+            && !self.caller.is_root()
+            && !self.caller.in_group(gid)
+        {
+            perm_bits &= !libc::S_ISGID;
+        }
+        let is_dir = kind == Kind::Dir;
+        if is_dir {
+            if d.nlink >= LINK_MAX {
+                return err(libc::EMLINK);
+            }
+            d.nlink += 1;
+        }
+        let a = Attr {
+            ino,
+            kind,
+            perm: perm_bits,
+            uid: self.caller.uid,
+            gid,
+            nlink: if is_dir { 2 } else { 1 },
+            size: 0,
+            rdev: if matches!(kind, Kind::CharDev | Kind::BlockDev) {
+                rdev
+            } else {
+                0
+            },
+            atime: self.now,
+            mtime: self.now,
+            ctime: self.now,
+            crtime: self.now,
+            parent: if is_dir { parent } else { 0 },
+            next_cookie: if is_dir { FIRST_COOKIE } else { 0 },
+        };
+        self.add_entry(&mut d, name, ino, kind);
+        self.touch_dir(&mut d);
+        self.put_attr(&d);
+        self.put_attr(&a);
+        Ok(a)
+    }
+
+    /// `symlink`: a new symbolic link `ino` named `name` in `parent` pointing at `target`.
+    pub fn symlink(&mut self, parent: u64, name: &[u8], target: &[u8], ino: u64) -> FsResult<Attr> {
+        if target.len() > SYMLINK_MAX {
+            return err(libc::ENAMETOOLONG);
+        }
+        if target.is_empty() {
+            return err(libc::ENOENT);
+        }
+        let mut a = self.make(parent, name, Kind::Symlink, 0o777, 0, ino)?;
+        a.size = target.len() as u64;
+        self.put_attr(&a);
+        self.kv.put(self.t.symlinks, &ino_key(ino), target.to_vec());
+        Ok(a)
+    }
+
+    /// `readlink`: a symbolic link's target.
+    pub fn readlink(&mut self, ino: u64) -> FsResult<Vec<u8>> {
+        if self.attr(ino)?.kind != Kind::Symlink {
+            return err(libc::EINVAL);
+        }
+        self.kv
+            .get(self.t.symlinks, &ino_key(ino))?
+            .ok_or_else(|| FsError::Corrupt(format!("symlink {ino} has no target")))
+    }
+
+    /// Drops one link of `a` (whose name is already gone): deletes it with its data once the
+    /// last link is gone, unless it is open, when it becomes an orphan until its last close.
+    fn drop_link(&mut self, mut a: Attr) {
+        a.nlink = if a.kind == Kind::Dir {
+            0
+        } else {
+            a.nlink.saturating_sub(1)
+        };
+        a.ctime = self.now;
+        if a.nlink > 0 {
+            self.put_attr(&a);
+        } else if self.open.get(&a.ino).is_some_and(|&n| n > 0) {
+            self.put_attr(&a);
+            self.kv.put(self.t.orphans, &ino_key(a.ino), Vec::new());
+        } else {
+            self.purge(a.ino);
+        }
+    }
+
+    /// Deletes inode `ino` and everything it holds.
+    pub fn purge(&mut self, ino: u64) {
+        let key = ino_key(ino);
+        let (lo, hi) = ino_range(ino);
+        self.kv.delete(self.t.inodes, &key);
+        self.kv.delete(self.t.symlinks, &key);
+        self.kv.delete(self.t.orphans, &key);
+        self.kv.delete_range(self.t.data, &lo, &hi);
+        self.kv.delete_range(self.t.xattrs, &lo, &hi);
+        self.kv.delete_range(self.t.dirents, &lo, &hi);
+    }
+
+    /// `unlink`: removes the name `name` of a non-directory from `parent`.
+    pub fn unlink(&mut self, parent: u64, name: &[u8]) -> FsResult<()> {
+        check_name(name)?;
+        let mut d = self.writable_dir(parent)?;
+        if is_dot(name) {
+            return err(libc::EISDIR);
+        }
+        let e = self
+            .entry(parent, name)?
+            .ok_or(FsError::Errno(libc::ENOENT))?;
+        let a = self.attr(e.ino)?;
+        if a.kind == Kind::Dir {
+            return err(libc::EISDIR);
+        }
+        perm::check_sticky(&d, &a, self.caller)?;
+        self.remove_entry(parent, name, &e);
+        self.touch_dir(&mut d);
+        self.put_attr(&d);
+        self.drop_link(a);
+        Ok(())
+    }
+
+    fn is_empty_dir(&mut self, ino: u64) -> FsResult<bool> {
+        let (lo, hi) = ino_range(ino);
+        Ok(self.kv.scan(self.t.dirents, &lo, &hi, 1)?.is_empty())
+    }
+
+    /// `rmdir`: removes the empty directory `name` from `parent`.
+    pub fn rmdir(&mut self, parent: u64, name: &[u8]) -> FsResult<()> {
+        if name == b"." {
+            return err(libc::EINVAL);
+        }
+        if name == b".." {
+            return err(libc::ENOTEMPTY);
+        }
+        check_name(name)?;
+        let mut d = self.writable_dir(parent)?;
+        let e = self
+            .entry(parent, name)?
+            .ok_or(FsError::Errno(libc::ENOENT))?;
+        let a = self.attr(e.ino)?;
+        if a.kind != Kind::Dir {
+            return err(libc::ENOTDIR);
+        }
+        perm::check_sticky(&d, &a, self.caller)?;
+        if !self.is_empty_dir(a.ino)? {
+            return err(libc::ENOTEMPTY);
+        }
+        self.remove_entry(parent, name, &e);
+        d.nlink -= 1;
+        self.touch_dir(&mut d);
+        self.put_attr(&d);
+        self.drop_link(a);
+        Ok(())
+    }
+
+    /// `link`: a new name `name` in `parent` for the non-directory `ino`.
+    pub fn link(&mut self, ino: u64, parent: u64, name: &[u8]) -> FsResult<Attr> {
+        check_name(name)?;
+        let mut a = self.attr(ino)?;
+        if a.kind == Kind::Dir {
+            return err(libc::EPERM);
+        }
+        let mut d = self.writable_dir(parent)?;
+        if is_dot(name) || self.entry(parent, name)?.is_some() {
+            return err(libc::EEXIST);
+        }
+        if a.nlink == 0 {
+            return err(libc::ENOENT);
+        }
+        if a.nlink >= LINK_MAX {
+            return err(libc::EMLINK);
+        }
+        self.add_entry(&mut d, name, ino, a.kind);
+        self.touch_dir(&mut d);
+        self.put_attr(&d);
+        a.nlink += 1;
+        a.ctime = self.now;
+        self.put_attr(&a);
+        Ok(a)
+    }
+
+    /// Whether directory `anc` is `ino` or one of its ancestors.
+    fn is_ancestor(&mut self, anc: u64, mut ino: u64) -> FsResult<bool> {
+        // A tree deeper than this is damage (a cycle of parents), not a tree.
+        for _ in 0..1_000_000 {
+            if ino == anc {
+                return Ok(true);
+            }
+            if ino == ROOT_INO {
+                return Ok(false);
+            }
+            ino = self.attr(ino)?.parent;
+        }
+        Err(FsError::Corrupt(format!(
+            "directory {ino}: its parents form a cycle"
+        )))
+    }
+
+    /// `rename` and `renameat2` (flags [`RENAME_NOREPLACE`], [`RENAME_EXCHANGE`]).
+    pub fn rename(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        flags: u32,
+    ) -> FsResult<()> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
+            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
+        {
+            return err(libc::EINVAL);
+        }
+        check_name(name)?;
+        check_name(new_name)?;
+        if is_dot(name) || is_dot(new_name) {
+            return err(libc::EBUSY);
+        }
+        self.writable_dir(parent)?;
+        self.writable_dir(new_parent)?;
+        let src_e = self
+            .entry(parent, name)?
+            .ok_or(FsError::Errno(libc::ENOENT))?;
+        let dst_e = self.entry(new_parent, new_name)?;
+        if flags & RENAME_EXCHANGE != 0 && dst_e.is_none() {
+            return err(libc::ENOENT);
+        }
+        if flags & RENAME_NOREPLACE != 0 && dst_e.is_some() {
+            return err(libc::EEXIST);
+        }
+        let src = self.attr(src_e.ino)?;
+        let dst = match &dst_e {
+            Some(e) => Some(self.attr(e.ino)?),
+            None => None,
+        };
+        // Moving a directory under itself would cut it off from the tree.
+        if src.kind == Kind::Dir && parent != new_parent && self.is_ancestor(src.ino, new_parent)? {
+            return err(libc::EINVAL);
+        }
+        if flags & RENAME_EXCHANGE != 0 {
+            if let Some(d) = &dst {
+                if d.kind == Kind::Dir && parent != new_parent && self.is_ancestor(d.ino, parent)? {
+                    return err(libc::EINVAL);
+                }
+            }
+        }
+        if let Some(d) = &dst {
+            if d.ino == src.ino {
+                // Two names of one inode: POSIX says rename does nothing.
+                return Ok(());
+            }
+        }
+        let sticky_dir = self.attr(parent)?;
+        perm::check_sticky(&sticky_dir, &src, self.caller)?;
+        if let Some(d) = &dst {
+            let sticky_new = self.attr(new_parent)?;
+            perm::check_sticky(&sticky_new, d, self.caller)?;
+        }
+        // A directory moving to another parent rewrites its `..`: it must be writable.
+        if parent != new_parent {
+            if src.kind == Kind::Dir {
+                perm::check(&src, self.caller, W)?;
+            }
+            if let (Some(d), true) = (&dst, flags & RENAME_EXCHANGE != 0) {
+                if d.kind == Kind::Dir {
+                    perm::check(d, self.caller, W)?;
+                }
+            }
+        }
+        if flags & RENAME_EXCHANGE != 0 {
+            let (Some(dst), Some(dst_e)) = (dst, dst_e) else {
+                return err(libc::ENOENT);
+            };
+            return self.exchange(parent, name, src_e, src, new_parent, new_name, dst_e, dst);
+        }
+        if let Some(d) = &dst {
+            match (src.kind == Kind::Dir, d.kind == Kind::Dir) {
+                (true, false) => return err(libc::ENOTDIR),
+                (false, true) => return err(libc::EISDIR),
+                (true, true) if !self.is_empty_dir(d.ino)? => return err(libc::ENOTEMPTY),
+                _ => {}
+            }
+        }
+        let moves_dir = src.kind == Kind::Dir && parent != new_parent;
+        // The new parent gains a subdirectory unless it loses the one replaced.
+        if moves_dir && !dst.as_ref().is_some_and(|d| d.kind == Kind::Dir) {
+            let np = self.attr(new_parent)?;
+            if np.nlink >= LINK_MAX {
+                return err(libc::EMLINK);
+            }
+        }
+        self.remove_entry(parent, name, &src_e);
+        if let (Some(victim), Some(victim_e)) = (dst, dst_e) {
+            self.remove_entry(new_parent, new_name, &victim_e);
+            if victim.kind == Kind::Dir {
+                let mut np = self.attr(new_parent)?;
+                np.nlink -= 1;
+                self.put_attr(&np);
+            }
+            self.drop_link(victim);
+        }
+        let mut np = self.attr(new_parent)?;
+        self.add_entry(&mut np, new_name, src.ino, src.kind);
+        if moves_dir {
+            np.nlink += 1;
+        }
+        self.touch_dir(&mut np);
+        self.put_attr(&np);
+        let mut p = self.attr(parent)?;
+        if moves_dir {
+            p.nlink -= 1;
+        }
+        self.touch_dir(&mut p);
+        self.put_attr(&p);
+        let mut moved = self.attr(src.ino)?;
+        if moves_dir {
+            moved.parent = new_parent;
+        }
+        moved.ctime = self.now;
+        self.put_attr(&moved);
+        Ok(())
+    }
+
+    /// `RENAME_EXCHANGE`: swaps two names.
+    #[allow(clippy::too_many_arguments)]
+    fn exchange(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        src_e: Entry,
+        src: Attr,
+        new_parent: u64,
+        new_name: &[u8],
+        dst_e: Entry,
+        dst: Attr,
+    ) -> FsResult<()> {
+        self.remove_entry(parent, name, &src_e);
+        self.remove_entry(new_parent, new_name, &dst_e);
+        let mut p = self.attr(parent)?;
+        self.add_entry(&mut p, name, dst.ino, dst.kind);
+        self.touch_dir(&mut p);
+        self.put_attr(&p);
+        let mut np = self.attr(new_parent)?;
+        self.add_entry(&mut np, new_name, src.ino, src.kind);
+        self.touch_dir(&mut np);
+        self.put_attr(&np);
+        if parent != new_parent {
+            let (sd, dd) = (src.kind == Kind::Dir, dst.kind == Kind::Dir);
+            if sd != dd {
+                // One directory changes parent: the `..` link moves with it.
+                let (gains, loses) = if sd {
+                    (new_parent, parent)
+                } else {
+                    (parent, new_parent)
+                };
+                let mut g = self.attr(gains)?;
+                g.nlink += 1;
+                self.put_attr(&g);
+                let mut l = self.attr(loses)?;
+                l.nlink -= 1;
+                self.put_attr(&l);
+            }
+        }
+        for (ino, to) in [(src.ino, new_parent), (dst.ino, parent)] {
+            let mut a = self.attr(ino)?;
+            if a.kind == Kind::Dir {
+                a.parent = to;
+            }
+            a.ctime = self.now;
+            self.put_attr(&a);
+        }
+        Ok(())
+    }
+
+    /// `setattr`: chmod, chown, truncate, utimens.
+    pub fn setattr(&mut self, ino: u64, s: &SetAttr) -> FsResult<Attr> {
+        let mut a = self.attr(ino)?;
+        let caller = self.caller;
+        if let Some(mode) = s.mode {
+            if !caller.owns(&a) {
+                return err(libc::EPERM);
+            }
+            let mut p = mode & 0o7777;
+            if !caller.is_root() && !caller.in_group(a.gid) {
+                p &= !libc::S_ISGID;
+            }
+            a.perm = p;
+        }
+        if s.uid.is_some() || s.gid.is_some() {
+            let uid_changes = s.uid.is_some_and(|u| u != a.uid);
+            let gid_changes = s.gid.is_some_and(|g| g != a.gid);
+            if uid_changes && !caller.is_root() {
+                return err(libc::EPERM);
+            }
+            if gid_changes
+                && !caller.is_root()
+                && (caller.uid != a.uid || !s.gid.is_some_and(|g| caller.in_group(g)))
+            {
+                return err(libc::EPERM);
+            }
+            if let Some(u) = s.uid {
+                a.uid = u;
+            }
+            if let Some(g) = s.gid {
+                a.gid = g;
+            }
+            if a.kind != Kind::Dir {
+                // chown clears set-user-id, and set-group-id where it means "group execute".
+                a.perm &= !libc::S_ISUID;
+                if a.perm & 0o010 != 0 {
+                    a.perm &= !libc::S_ISGID;
+                }
+            }
+        }
+        if let Some(size) = s.size {
+            match a.kind {
+                Kind::File => {}
+                Kind::Dir => return err(libc::EISDIR),
+                _ => return err(libc::EINVAL),
+            }
+            if !s.through_handle {
+                perm::check(&a, caller, W)?;
+            }
+            if size > MAX_FILE_SIZE {
+                return err(libc::EFBIG);
+            }
+            self.truncate(&a, size)?;
+            a.size = size;
+            a.mtime = self.now;
+        }
+        for (which, time) in [(0, s.atime), (1, s.mtime)] {
+            let Some(time) = time else { continue };
+            let t = match time {
+                TimeSet::Now => {
+                    if !caller.owns(&a) && !perm::allowed(&a, caller, W) {
+                        return err(libc::EACCES);
+                    }
+                    self.now
+                }
+                TimeSet::At(t) => {
+                    if !caller.owns(&a) {
+                        return err(libc::EPERM);
+                    }
+                    t
+                }
+            };
+            if which == 0 {
+                a.atime = t;
+            } else {
+                a.mtime = t;
+            }
+        }
+        a.ctime = self.now;
+        self.put_attr(&a);
+        Ok(a)
+    }
+
+    /// Cuts or extends file `a`'s data to `size` bytes: blocks past it go, the block it ends
+    /// in is cut (so no block holds bytes past the size, and growing reads zeros).
+    fn truncate(&mut self, a: &Attr, size: u64) -> FsResult<()> {
+        if size >= a.size {
+            return Ok(());
+        }
+        let first_gone = size.div_ceil(BLOCK_SIZE);
+        let (_, hi) = ino_range(a.ino);
+        self.kv
+            .delete_range(self.t.data, &pair_key(a.ino, first_gone), &hi);
+        let tail = size % BLOCK_SIZE;
+        if tail != 0 {
+            let key = pair_key(a.ino, size / BLOCK_SIZE);
+            if let Some(mut block) = self.kv.get(self.t.data, &key)? {
+                if block.len() as u64 > tail {
+                    block.truncate(tail as usize);
+                    self.kv.put(self.t.data, &key, block);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `write`: `data` at `offset` of file `ino`; returns the bytes written (fewer than asked
+    /// only at the maximum file size).
+    pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> FsResult<usize> {
+        let mut a = self.attr(ino)?;
+        match a.kind {
+            Kind::File => {}
+            Kind::Dir => return err(libc::EISDIR),
+            _ => return err(libc::EINVAL),
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        if offset >= MAX_FILE_SIZE {
+            return err(libc::EFBIG);
+        }
+        let n = data.len().min((MAX_FILE_SIZE - offset) as usize);
+        let end = offset + n as u64;
+        let mut pos = offset;
+        while pos < end {
+            let block = pos / BLOCK_SIZE;
+            let within = (pos % BLOCK_SIZE) as usize;
+            let take = ((BLOCK_SIZE as usize) - within).min((end - pos) as usize);
+            let src = &data[(pos - offset) as usize..][..take];
+            let key = pair_key(ino, block);
+            let value = if within == 0 && take == BLOCK_SIZE as usize {
+                src.to_vec()
+            } else {
+                let mut b = if block * BLOCK_SIZE < a.size {
+                    self.kv.get(self.t.data, &key)?.unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                if b.len() < within + take {
+                    b.resize(within + take, 0);
+                }
+                b[within..within + take].copy_from_slice(src);
+                b
+            };
+            self.kv.put(self.t.data, &key, value);
+            pos += take as u64;
+        }
+        a.size = a.size.max(end);
+        a.mtime = self.now;
+        a.ctime = self.now;
+        if !self.caller.is_root() {
+            // A write by anyone but root clears set-user-id (and set-group-id where it means
+            // "group execute"), as ext4 does.
+            a.perm &= !libc::S_ISUID;
+            if a.perm & 0o010 != 0 {
+                a.perm &= !libc::S_ISGID;
+            }
+        }
+        self.put_attr(&a);
+        Ok(n)
+    }
+
+    /// `read`: up to `len` bytes at `offset` of file `ino` (holes read as zeros).
+    pub fn read(&mut self, ino: u64, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let a = self.attr(ino)?;
+        match a.kind {
+            Kind::File => {}
+            Kind::Dir => return err(libc::EISDIR),
+            _ => return err(libc::EINVAL),
+        }
+        if offset >= a.size || len == 0 {
+            return Ok(Vec::new());
+        }
+        let end = a.size.min(offset.saturating_add(len as u64));
+        let mut out = vec![0u8; (end - offset) as usize];
+        let first = offset / BLOCK_SIZE;
+        let last = (end - 1) / BLOCK_SIZE;
+        let blocks = self.kv.scan(
+            self.t.data,
+            &pair_key(ino, first),
+            &pair_key(ino, last + 1),
+            usize::MAX,
+        )?;
+        for (k, v) in blocks {
+            let (_, block) = decode_pair_key(&k)?;
+            let start = block * BLOCK_SIZE;
+            let (lo, hi) = (start.max(offset), (start + v.len() as u64).min(end));
+            if lo < hi {
+                out[(lo - offset) as usize..(hi - offset) as usize]
+                    .copy_from_slice(&v[(lo - start) as usize..(hi - start) as usize]);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `fallocate` with `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`: zeros `[offset,
+    /// offset + len)` of file `ino`, deleting the blocks wholly inside it.
+    pub fn punch_hole(&mut self, ino: u64, offset: u64, len: u64) -> FsResult<()> {
+        let mut a = self.attr(ino)?;
+        if a.kind != Kind::File {
+            return err(if a.kind == Kind::Dir {
+                libc::EISDIR
+            } else {
+                libc::ENODEV
+            });
+        }
+        let end = offset.saturating_add(len).min(a.size);
+        if offset >= end {
+            return Ok(());
+        }
+        let first_whole = offset.div_ceil(BLOCK_SIZE);
+        let end_whole = end / BLOCK_SIZE;
+        if first_whole < end_whole {
+            self.kv.delete_range(
+                self.t.data,
+                &pair_key(ino, first_whole),
+                &pair_key(ino, end_whole),
+            );
+        }
+        // The partial blocks at either end are zeroed in place.
+        let mut edges = vec![(offset, end.min(first_whole * BLOCK_SIZE))];
+        if end_whole >= first_whole {
+            edges.push(((end_whole * BLOCK_SIZE).max(offset), end));
+        }
+        for (lo, hi) in edges {
+            if lo >= hi {
+                continue;
+            }
+            let key = pair_key(ino, lo / BLOCK_SIZE);
+            if let Some(mut b) = self.kv.get(self.t.data, &key)? {
+                let base = (lo / BLOCK_SIZE) * BLOCK_SIZE;
+                let (s, e) = ((lo - base) as usize, ((hi - base) as usize).min(b.len()));
+                if s < e {
+                    b[s..e].fill(0);
+                    self.kv.put(self.t.data, &key, b);
+                }
+            }
+        }
+        a.mtime = self.now;
+        a.ctime = self.now;
+        self.put_attr(&a);
+        Ok(())
+    }
+
+    /// `fallocate` mode 0: makes the file at least `offset + len` bytes long (the store
+    /// allocates when written, so nothing is reserved).
+    pub fn allocate(&mut self, ino: u64, offset: u64, len: u64) -> FsResult<()> {
+        let mut a = self.attr(ino)?;
+        if a.kind != Kind::File {
+            return err(if a.kind == Kind::Dir {
+                libc::EISDIR
+            } else {
+                libc::ENODEV
+            });
+        }
+        let end = offset.checked_add(len).ok_or(FsError::Errno(libc::EFBIG))?;
+        if end > MAX_FILE_SIZE {
+            return err(libc::EFBIG);
+        }
+        if end > a.size {
+            a.size = end;
+            a.ctime = self.now;
+            self.put_attr(&a);
+        }
+        Ok(())
+    }
+
+    /// `readdir`: up to `limit` entries of directory `ino` after `offset` (0 to start; each
+    /// entry's `offset` to continue after it). Entries added while reading come after those
+    /// already there, and an entry is never returned twice.
+    pub fn readdir(&mut self, ino: u64, offset: u64, limit: usize) -> FsResult<Vec<DirEntry>> {
+        let d = self.dir(ino)?;
+        let mut out = Vec::new();
+        if offset < 1 && out.len() < limit {
+            out.push(DirEntry {
+                ino,
+                kind: Kind::Dir,
+                name: b".".to_vec(),
+                offset: 1,
+            });
+        }
+        if offset < 2 && out.len() < limit {
+            let up = if ino == ROOT_INO { ROOT_INO } else { d.parent };
+            out.push(DirEntry {
+                ino: up,
+                kind: Kind::Dir,
+                name: b"..".to_vec(),
+                offset: 2,
+            });
+        }
+        let from = offset.saturating_add(1).max(FIRST_COOKIE);
+        let (_, hi) = ino_range(ino);
+        let rest = limit - out.len();
+        for (k, v) in self
+            .kv
+            .scan(self.t.dirents, &pair_key(ino, from), &hi, rest)?
+        {
+            let (_, cookie) = decode_pair_key(&k)?;
+            let (child, kind, name) = decode_dirent(ino, cookie, &v)?;
+            out.push(DirEntry {
+                ino: child,
+                kind,
+                name,
+                offset: cookie,
+            });
+        }
+        Ok(out)
+    }
+
+    fn xattr_access(&mut self, a: &Attr, name: &[u8], write: bool) -> FsResult<()> {
+        if name.is_empty() || name.len() > XATTR_NAME_MAX {
+            return err(libc::ERANGE);
+        }
+        if name.starts_with(b"user.") {
+            if !matches!(a.kind, Kind::File | Kind::Dir) {
+                return err(if write { libc::EPERM } else { libc::ENODATA });
+            }
+            return perm::check(a, self.caller, if write { W } else { R });
+        }
+        if name.starts_with(b"trusted.") {
+            if !self.caller.is_root() {
+                return err(if write { libc::EPERM } else { libc::ENODATA });
+            }
+            return Ok(());
+        }
+        if name.starts_with(b"security.") {
+            if write && !self.caller.owns(a) {
+                return err(libc::EPERM);
+            }
+            return Ok(());
+        }
+        err(libc::EOPNOTSUPP)
+    }
+
+    /// `setxattr` (flags [`XATTR_CREATE`], [`XATTR_REPLACE`]).
+    pub fn setxattr(&mut self, ino: u64, name: &[u8], value: &[u8], flags: u32) -> FsResult<()> {
+        let mut a = self.attr(ino)?;
+        self.xattr_access(&a, name, true)?;
+        if value.len() > XATTR_SIZE_MAX {
+            return err(libc::E2BIG);
+        }
+        let key = name_key(ino, name);
+        let exists = self.kv.get(self.t.xattrs, &key)?.is_some();
+        if flags & XATTR_CREATE != 0 && exists {
+            return err(libc::EEXIST);
+        }
+        if flags & XATTR_REPLACE != 0 && !exists {
+            return err(libc::ENODATA);
+        }
+        self.kv.put(self.t.xattrs, &key, value.to_vec());
+        a.ctime = self.now;
+        self.put_attr(&a);
+        Ok(())
+    }
+
+    /// `getxattr`.
+    pub fn getxattr(&mut self, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
+        let a = self.attr(ino)?;
+        self.xattr_access(&a, name, false)?;
+        self.kv
+            .get(self.t.xattrs, &name_key(ino, name))?
+            .ok_or(FsError::Errno(libc::ENODATA))
+    }
+
+    /// `listxattr`: the names of `ino`'s attributes the caller may see, in order.
+    pub fn listxattr(&mut self, ino: u64) -> FsResult<Vec<Vec<u8>>> {
+        self.attr(ino)?;
+        let (lo, hi) = ino_range(ino);
+        let mut names = Vec::new();
+        for (k, _) in self.kv.scan(self.t.xattrs, &lo, &hi, usize::MAX)? {
+            let (_, name) = decode_name_key(&k)?;
+            if name.starts_with(b"trusted.") && !self.caller.is_root() {
+                continue;
+            }
+            names.push(name.to_vec());
+        }
+        Ok(names)
+    }
+
+    /// `removexattr`.
+    pub fn removexattr(&mut self, ino: u64, name: &[u8]) -> FsResult<()> {
+        let mut a = self.attr(ino)?;
+        self.xattr_access(&a, name, true)?;
+        let key = name_key(ino, name);
+        if self.kv.get(self.t.xattrs, &key)?.is_none() {
+            return err(libc::ENODATA);
+        }
+        self.kv.delete(self.t.xattrs, &key);
+        a.ctime = self.now;
+        self.put_attr(&a);
+        Ok(())
+    }
+
+    /// `SEEK_DATA` / `SEEK_HOLE`: the first offset at or after `offset` in data (or in a
+    /// hole); `ENXIO` past the end. Every stored block counts as data.
+    pub fn seek(&mut self, ino: u64, offset: u64, data: bool) -> FsResult<u64> {
+        let a = self.attr(ino)?;
+        if offset >= a.size {
+            return err(libc::ENXIO);
+        }
+        let (_, hi) = ino_range(ino);
+        let mut block = offset / BLOCK_SIZE;
+        loop {
+            let next = self
+                .kv
+                .scan(self.t.data, &pair_key(ino, block), &hi, 1)?
+                .into_iter()
+                .next()
+                .map(|(k, _)| decode_pair_key(&k))
+                .transpose()?
+                .map(|(_, b)| b);
+            if data {
+                return match next {
+                    Some(b) if b * BLOCK_SIZE < a.size => Ok((b * BLOCK_SIZE).max(offset)),
+                    _ => err(libc::ENXIO),
+                };
+            }
+            match next {
+                Some(b) if b == block => block += 1,
+                _ => return Ok((block * BLOCK_SIZE).max(offset).min(a.size)),
+            }
+            if block * BLOCK_SIZE >= a.size {
+                return Ok(a.size);
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Semantics the model test does not reach: readdir offsets while the directory changes,
+//! open-file orphans across a remount, permission checks for other users, a full store.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use stitchdb::{Db, SimConfig, SimDisk};
+use stitchdb_fs::{check_fs, Caller, Fs, FsOptions, SetAttr, TimeSet, ROOT_INO};
+use support::{new_fs, small_options};
+
+/// The errno of a call that must fail.
+fn e<T: std::fmt::Debug>(r: stitchdb_fs::FsResult<T>) -> i32 {
+    r.unwrap_err().errno()
+}
+
+fn ok(fs: &Fs) {
+    let r = check_fs(fs.db(), fs.tables()).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+}
+
+#[test]
+fn readdir_offsets_stay_valid_while_the_directory_changes() {
+    let fs = new_fs(1);
+    let root = Caller::root();
+    for i in 0..100 {
+        fs.mknod(
+            &root,
+            ROOT_INO,
+            format!("f{i:03}").as_bytes(),
+            libc::S_IFREG | 0o644,
+            0,
+        )
+        .unwrap();
+    }
+    let mut seen = BTreeSet::new();
+    let mut off = 0;
+    let mut round = 0;
+    loop {
+        let batch = fs.readdir(ROOT_INO, off, 7).unwrap();
+        let Some(last) = batch.last() else { break };
+        off = last.offset;
+        for e in batch {
+            assert!(seen.insert(e.name.clone()), "{:?} returned twice", e.name);
+        }
+        // Between reads: delete an entry not yet read, delete one already read, add a new one.
+        round += 1;
+        let _ = fs.unlink(&root, ROOT_INO, format!("f{:03}", 99 - round).as_bytes());
+        let _ = fs.unlink(&root, ROOT_INO, format!("f{:03}", round).as_bytes());
+        if round <= 10 {
+            fs.mknod(
+                &root,
+                ROOT_INO,
+                format!("new{round}").as_bytes(),
+                libc::S_IFREG,
+                0,
+            )
+            .unwrap();
+        }
+    }
+    // Entries added while reading come after those there before: all were returned.
+    for r in 1..=10 {
+        assert!(
+            seen.contains(format!("new{r}").as_bytes()),
+            "new{r} was skipped"
+        );
+    }
+    // Every entry that was there throughout was returned exactly once.
+    for i in 0..100 {
+        let name = format!("f{i:03}");
+        let removed = (1..=round).any(|r| i == 99 - r || i == r);
+        assert!(
+            removed || seen.contains(name.as_bytes()),
+            "{name} was skipped"
+        );
+    }
+    ok(&fs);
+}
+
+#[test]
+fn an_unlinked_open_file_keeps_its_data_until_closed_and_a_remount_deletes_it() {
+    let disk = Arc::new(SimDisk::new(SimConfig {
+        seed: 3,
+        len: 0,
+        capacity: None,
+    }));
+    let db = Db::create_on(disk.clone(), small_options()).unwrap();
+    let fs = Fs::mount(db, FsOptions::default()).unwrap();
+    let root = Caller::root();
+    let a = fs.create(&root, ROOT_INO, b"tmp", 0o600).unwrap();
+    fs.write(&root, a.ino, 0, &[7u8; 10_000]).unwrap();
+    let b = fs.create(&root, ROOT_INO, b"kept-open", 0o600).unwrap();
+    fs.write(&root, b.ino, 0, b"hello").unwrap();
+    fs.unlink(&root, ROOT_INO, b"tmp").unwrap();
+    fs.unlink(&root, ROOT_INO, b"kept-open").unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().nlink, 0);
+    assert_eq!(fs.read(a.ino, 0, 20_000).unwrap(), vec![7u8; 10_000]);
+    assert_eq!(
+        fs.lookup(&root, ROOT_INO, b"tmp").unwrap_err().errno(),
+        libc::ENOENT
+    );
+    assert_eq!(check_fs(fs.db(), fs.tables()).unwrap().orphans, 2);
+    ok(&fs);
+    fs.release(a.ino).unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap_err().errno(), libc::ENOENT);
+    ok(&fs);
+    // The store closes with `kept-open` still open (as a crash would): the next mount
+    // deletes it.
+    fs.close().unwrap();
+    let db = Db::open_on(disk, small_options()).unwrap();
+    let fs = Fs::mount(db, FsOptions::default()).unwrap();
+    assert_eq!(fs.getattr(b.ino).unwrap_err().errno(), libc::ENOENT);
+    let r = check_fs(fs.db(), fs.tables()).unwrap();
+    assert_eq!((r.orphans, r.blocks), (0, 0));
+    ok(&fs);
+}
+
+#[test]
+fn other_users_get_the_errors_ext4_gives() {
+    let fs = new_fs(2);
+    let root = Caller::root();
+    let alice = Caller {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![],
+    };
+    let bob = Caller {
+        uid: 1001,
+        gid: 1001,
+        groups: vec![1000],
+    };
+    // A root-owned 0755 directory: others may look but not add names.
+    let d = fs.mkdir(&root, ROOT_INO, b"d", 0o755).unwrap();
+    assert_eq!(
+        e(fs.mknod(&alice, d.ino, b"x", libc::S_IFREG | 0o644, 0)),
+        libc::EACCES
+    );
+    // A sticky world-writable directory: alice cannot remove bob's file.
+    let tmp = fs.mkdir(&root, ROOT_INO, b"tmp", 0o1777).unwrap();
+    let f = fs
+        .mknod(&bob, tmp.ino, b"bobs", libc::S_IFREG | 0o666, 0)
+        .unwrap();
+    assert_eq!(e(fs.unlink(&alice, tmp.ino, b"bobs")), libc::EPERM);
+    assert_eq!(
+        e(fs.rename(&alice, tmp.ino, b"bobs", tmp.ino, b"x", 0)),
+        libc::EPERM
+    );
+    // ... but may write it (0666), not chmod or chown it.
+    fs.open(&alice, f.ino, libc::O_WRONLY).unwrap();
+    fs.release(f.ino).unwrap();
+    let chmod = SetAttr {
+        mode: Some(0o600),
+        ..SetAttr::default()
+    };
+    assert_eq!(e(fs.setattr(&alice, f.ino, &chmod)), libc::EPERM);
+    let chown = SetAttr {
+        uid: Some(1000),
+        ..SetAttr::default()
+    };
+    assert_eq!(e(fs.setattr(&bob, f.ino, &chown)), libc::EPERM);
+    // bob may give his file to a group he is in, not to one he is not.
+    let to_1000 = SetAttr {
+        gid: Some(1000),
+        ..SetAttr::default()
+    };
+    fs.setattr(&bob, f.ino, &to_1000).unwrap();
+    let to_5 = SetAttr {
+        gid: Some(5),
+        ..SetAttr::default()
+    };
+    assert_eq!(e(fs.setattr(&bob, f.ino, &to_5)), libc::EPERM);
+    // Setting times to "now" needs write permission; to a given time, ownership.
+    let now = SetAttr {
+        mtime: Some(TimeSet::Now),
+        ..SetAttr::default()
+    };
+    fs.setattr(&alice, f.ino, &now).unwrap();
+    let at = SetAttr {
+        mtime: Some(TimeSet::At(stitchdb_fs::Timespec { secs: 5, nanos: 0 })),
+        ..SetAttr::default()
+    };
+    assert_eq!(e(fs.setattr(&alice, f.ino, &at)), libc::EPERM);
+    // A 0600 file of bob's: alice may not open it; bob may; truncate needs write permission.
+    let p = fs
+        .mknod(&bob, tmp.ino, b"private", libc::S_IFREG | 0o600, 0)
+        .unwrap();
+    assert_eq!(e(fs.open(&alice, p.ino, libc::O_RDONLY)), libc::EACCES);
+    let trunc = SetAttr {
+        size: Some(0),
+        ..SetAttr::default()
+    };
+    assert_eq!(e(fs.setattr(&alice, p.ino, &trunc)), libc::EACCES);
+    // A directory alice cannot search hides its names from her.
+    let closed = fs.mkdir(&root, ROOT_INO, b"closed", 0o700).unwrap();
+    fs.mknod(&root, closed.ino, b"x", libc::S_IFREG, 0).unwrap();
+    assert_eq!(e(fs.lookup(&alice, closed.ino, b"x")), libc::EACCES);
+    // Moving a directory to another parent needs write permission on it (its `..`).
+    let bobs_dir = fs.mkdir(&root, tmp.ino, b"rootdir", 0o755).unwrap();
+    let mine = fs.mkdir(&bob, tmp.ino, b"mine", 0o777).unwrap();
+    assert_eq!(
+        e(fs.rename(&bob, tmp.ino, b"rootdir", mine.ino, b"x", 0)),
+        libc::EPERM
+    );
+    let _ = bobs_dir;
+    // Names over 255 bytes; trusted xattrs for root only; unknown namespaces.
+    assert_eq!(
+        e(fs.mkdir(&root, ROOT_INO, &[b'x'; 256], 0o755)),
+        libc::ENAMETOOLONG
+    );
+    assert_eq!(
+        e(fs.setxattr(&alice, f.ino, b"trusted.a", b"v", 0)),
+        libc::EPERM
+    );
+    assert_eq!(
+        e(fs.setxattr(&root, f.ino, b"other.a", b"v", 0)),
+        libc::EOPNOTSUPP
+    );
+    fs.setxattr(&root, f.ino, b"trusted.a", b"v", 0).unwrap();
+    assert!(fs.listxattr(&alice, f.ino).unwrap().is_empty());
+    ok(&fs);
+}
+
+#[test]
+fn a_full_store_gives_enospc_and_keeps_what_was_fsynced() {
+    let disk = Arc::new(SimDisk::new(SimConfig {
+        seed: 4,
+        len: 0,
+        capacity: Some(24 << 20),
+    }));
+    let db = Db::create_on(disk.clone(), small_options()).unwrap();
+    let fs = Fs::mount(db, FsOptions::default()).unwrap();
+    let root = Caller::root();
+    let chunk = vec![0x5au8; 64 << 10];
+    let mut synced = Vec::new();
+    let mut errno = None;
+    for i in 0..10_000u32 {
+        let name = format!("f{i}");
+        let r = fs
+            .create(&root, ROOT_INO, name.as_bytes(), 0o644)
+            .and_then(|a| fs.write(&root, a.ino, 0, &chunk).map(|_| a.ino))
+            .and_then(|ino| fs.fsync().map(|_| ino));
+        match r {
+            Ok(_) => synced.push(name),
+            Err(e) => {
+                errno = Some(e.errno());
+                break;
+            }
+        }
+    }
+    assert_eq!(errno, Some(libc::ENOSPC), "after {} files", synced.len());
+    assert!(synced.len() > 10, "only {} files fitted", synced.len());
+    // The mount still reads everything written before the failure.
+    for name in &synced {
+        let a = fs.lookup(&root, ROOT_INO, name.as_bytes()).unwrap();
+        assert_eq!(fs.read(a.ino, 0, chunk.len() + 1).unwrap(), chunk, "{name}");
+    }
+    drop(fs);
+    // Recovery appends to the log, so a store that filled its device reopens once there is
+    // room again (stitchdb cannot yet reopen a full device without growing).
+    disk.set_capacity(None);
+    let db = Db::open_on(disk, small_options()).unwrap();
+    let fs = Fs::mount(db, FsOptions::default()).unwrap();
+    for name in &synced {
+        let a = fs.lookup(&root, ROOT_INO, name.as_bytes()).unwrap();
+        assert_eq!(fs.read(a.ino, 0, chunk.len() + 1).unwrap(), chunk, "{name}");
+    }
+    ok(&fs);
+}

@@ -1,0 +1,312 @@
+//! Mounting a store: the mount point's checks, `-o` options, the FUSE session, and a clean
+//! unmount on SIGTERM, SIGINT or SIGHUP that leaves everything durable.
+
+use crate::adapter::{AdapterOptions, KvFuse};
+use fuser::MountOption;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+use stitchdb::{Db, Durability, IoErrorKind, Options};
+use stitchdb_fs::{Fs, FsOptions};
+
+/// What to mount where, and how.
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    /// The store's path.
+    pub store: PathBuf,
+    /// The directory to mount on.
+    pub mountpoint: PathBuf,
+    /// `ro`: nothing is written.
+    pub read_only: bool,
+    /// `allow_other`: users other than the one mounting may use the mount.
+    pub allow_other: bool,
+    /// `allow_root`: root may use the mount too.
+    pub allow_root: bool,
+    /// `default_permissions`: the kernel checks permissions from the attributes (the file
+    /// system checks them too).
+    pub default_permissions: bool,
+    /// `sync`: every operation is durable when it returns.
+    pub sync: bool,
+    /// `attr_timeout=SECONDS` / `entry_timeout=SECONDS` (the smaller is used for both).
+    pub ttl: Duration,
+    /// `writeback_cache` (the default) or `no_writeback_cache`.
+    pub writeback_cache: bool,
+    /// Kernel mount flags passed through: `nodev`, `nosuid`, `noexec`, `dirsync` ...
+    pub flags: Vec<String>,
+}
+
+impl MountConfig {
+    /// A mount of `store` on `mountpoint` with the defaults, changed by `-o` option lists
+    /// (each a comma-separated list). Options `mount(8)` handles itself (`defaults`,
+    /// `noauto`, `nofail`, `_netdev`, `user`, `x-*`) are accepted and ignored.
+    pub fn parse(
+        store: PathBuf,
+        mountpoint: PathBuf,
+        lists: &[String],
+    ) -> Result<MountConfig, String> {
+        let mut c = MountConfig {
+            store,
+            mountpoint,
+            read_only: false,
+            allow_other: false,
+            allow_root: false,
+            default_permissions: false,
+            sync: false,
+            ttl: Duration::from_secs(1),
+            writeback_cache: true,
+            flags: Vec::new(),
+        };
+        let secs = |v: &str, o: &str| -> Result<Duration, String> {
+            v.parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| format!("mount option {o}: {v:?} is not a number of seconds"))
+        };
+        let mut ttl: Option<Duration> = None;
+        for o in lists
+            .iter()
+            .flat_map(|l| l.split(','))
+            .filter(|o| !o.is_empty())
+        {
+            match o.split_once('=') {
+                Some(("attr_timeout" | "entry_timeout", v)) => {
+                    let t = secs(v, o)?;
+                    ttl = Some(ttl.map_or(t, |old| old.min(t)));
+                }
+                Some(("fsname" | "subtype", _)) => {}
+                Some(_) if o.starts_with("x-") => {}
+                Some(_) => return Err(format!("unknown mount option {o:?}")),
+                None => match o {
+                    "ro" => c.read_only = true,
+                    "rw" => c.read_only = false,
+                    "allow_other" => c.allow_other = true,
+                    "allow_root" => c.allow_root = true,
+                    "default_permissions" => c.default_permissions = true,
+                    "sync" => c.sync = true,
+                    "async" => c.sync = false,
+                    "writeback_cache" => c.writeback_cache = true,
+                    "no_writeback_cache" => c.writeback_cache = false,
+                    // Access times are never written (as noatime): reads stay reads.
+                    "noatime" | "relatime" | "atime" | "strictatime" | "nodiratime" => {}
+                    "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "dirsync" => {
+                        c.flags.push(o.to_string())
+                    }
+                    "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "user" | "users"
+                    | "nouser" => {}
+                    _ if o.starts_with("x-") => {}
+                    _ => return Err(format!("unknown mount option {o:?}")),
+                },
+            }
+        }
+        if let Some(t) = ttl {
+            c.ttl = t;
+        }
+        Ok(c)
+    }
+
+    fn fuse_options(&self) -> Vec<MountOption> {
+        let mut v = vec![
+            MountOption::FSName(self.store.display().to_string()),
+            MountOption::Subtype("stitchdb".into()),
+            if self.read_only {
+                MountOption::RO
+            } else {
+                MountOption::RW
+            },
+        ];
+        if self.allow_other {
+            v.push(MountOption::AllowOther);
+        }
+        if self.allow_root {
+            v.push(MountOption::AllowRoot);
+        }
+        if self.default_permissions {
+            v.push(MountOption::DefaultPermissions);
+        }
+        for f in &self.flags {
+            v.push(match f.as_str() {
+                "dev" => MountOption::Dev,
+                "nodev" => MountOption::NoDev,
+                "suid" => MountOption::Suid,
+                "nosuid" => MountOption::NoSuid,
+                "exec" => MountOption::Exec,
+                "noexec" => MountOption::NoExec,
+                _ => MountOption::DirSync,
+            });
+        }
+        v
+    }
+}
+
+/// Whether `path` is a mount point now (per /proc/self/mountinfo).
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(canon) = path.canonicalize() else {
+        // A dead FUSE mount cannot even be resolved: look for the path as given.
+        return mountinfo_has(path);
+    };
+    mountinfo_has(&canon)
+}
+
+fn mountinfo_has(path: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = path.to_string_lossy();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|mp| unescape_mountinfo(mp) == want)
+}
+
+/// Mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape_mountinfo(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+/// Checks the mount point: it must exist, be a directory, and not be mounted on already.
+fn check_mountpoint(mp: &Path) -> Result<(), String> {
+    let shown = mp.display();
+    match std::fs::metadata(mp) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("mount point {shown} is not a directory")),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            return Err(format!(
+                "mount point {shown} is busy: a file system whose daemon died is still mounted \
+                 there (unmount it with `fusermount3 -u {shown}`)"
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!("mount point {shown} does not exist"))
+        }
+        Err(e) => return Err(format!("mount point {shown}: {e}")),
+    }
+    if is_mount_point(mp) {
+        return Err(format!(
+            "mount point {shown} is busy: something is already mounted there (unmount it \
+             first with `fusermount3 -u {shown}` or `umount {shown}`)"
+        ));
+    }
+    Ok(())
+}
+
+/// How long a mount waits for another process to let go of the store.
+const LOCK_WAIT: Duration = Duration::from_secs(3);
+
+/// Opens the store for the mount, with errors that say what to do.
+fn open_store(c: &MountConfig) -> Result<Db, String> {
+    let shown = c.store.display();
+    if !c.store.exists() {
+        return Err(format!(
+            "no store at {shown} (create one with `stitchdb init {shown}`)"
+        ));
+    }
+    // A daemon that was just unmounted may still be closing the store: wait a little for
+    // its lock before calling the store in use.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        let opened = if c.read_only {
+            Db::open_read_only(&c.store, Options::default())
+        } else {
+            Db::open(&c.store, Options::default())
+        };
+        match opened {
+            Ok(db) => return Ok(db),
+            Err(stitchdb::Error::Io(io)) if io.kind == IoErrorKind::Locked => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(format!(
+                        "store {shown} is in use by another process (is it mounted already? \
+                         see `mount | grep {shown}`)"
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(format!("cannot open store {shown}: {e}")),
+        }
+    }
+}
+
+/// Unmounts `mp`: normally, or lazily (detached once the last user lets go) if it is busy.
+pub fn unmount(mp: &Path) -> Result<(), String> {
+    let run = |args: &[&str]| {
+        Command::new("fusermount3")
+            .args(args)
+            .arg(mp)
+            .output()
+            .map_err(|e| format!("running fusermount3: {e}"))
+    };
+    let out = run(&["-u"])?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let lazy = run(&["-u", "-z"])?;
+    if lazy.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "unmounting {}: {}",
+        mp.display(),
+        String::from_utf8_lossy(&lazy.stderr).trim()
+    ))
+}
+
+/// Mounts and serves until unmounted (by `umount`, `fusermount3 -u`, or a SIGTERM, SIGINT
+/// or SIGHUP, which unmount); `on_ready` runs once the mount is in place. Everything is
+/// durable when it returns.
+pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
+    check_mountpoint(&c.mountpoint)?;
+    let db = open_store(c)?;
+    let fs = Fs::mount(
+        db,
+        FsOptions {
+            durability: if c.sync {
+                Durability::Sync
+            } else {
+                Durability::Ordered
+            },
+            read_only: c.read_only,
+            ..FsOptions::default()
+        },
+    )
+    .map_err(|e| format!("cannot mount the file system of {}: {e}", c.store.display()))?;
+    let fs = Arc::new(fs);
+    let adapter = KvFuse::new(
+        fs.clone(),
+        AdapterOptions {
+            ttl: c.ttl,
+            writeback_cache: c.writeback_cache && !c.read_only,
+            store_path: c.store.clone(),
+        },
+    );
+    let mut session = fuser::Session::new(adapter, &c.mountpoint, &c.fuse_options())
+        .map_err(|e| format!("mounting on {}: {e}", c.mountpoint.display()))?;
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ])
+    .map_err(|e| format!("installing signal handlers: {e}"))?;
+    let signal_handle = signals.handle();
+    let mp = c.mountpoint.clone();
+    let watcher = std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            tracing::info!("signal {sig}: unmounting {}", mp.display());
+            if let Err(e) = unmount(&mp) {
+                tracing::error!("{e}");
+            }
+        }
+    });
+    on_ready();
+    let served = session.run();
+    drop(session);
+    signal_handle.close();
+    let _ = watcher.join();
+    served.map_err(|e| format!("serving the mount: {e}"))?;
+    match Arc::try_unwrap(fs) {
+        Ok(fs) => fs.close().map_err(|e| format!("closing the store: {e}")),
+        Err(fs) => fs.fsync().map_err(|e| format!("syncing the store: {e}")),
+    }
+}

@@ -1,0 +1,432 @@
+//! Differential test: thousands of random file operations (failing ones included) applied
+//! through the mount and to a directory on the host's file system (ext4 here); results,
+//! error codes and then the whole tree (kinds, modes, link counts, sizes, data, symlink
+//! targets, extended attributes, listings) must agree after every step.
+//!
+//! STITCHDB_FUSE_STEPS sets the number of operations per run (default 3000).
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rustix::fs::{AtFlags, FallocateFlags, FileType, Mode, RenameFlags, XattrFlags, CWD};
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use support::Mounted;
+
+/// What an operation returned (compared between the two sides), or its errno.
+type Outcome = Result<Vec<u8>, i32>;
+
+fn io<T>(r: std::io::Result<T>) -> Result<T, i32> {
+    r.map_err(|e| e.raw_os_error().unwrap_or(-1))
+}
+
+fn rx<T>(r: rustix::io::Result<T>) -> Result<T, i32> {
+    r.map_err(|e| e.raw_os_error())
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create(String, bool, u32),
+    Write {
+        path: String,
+        off: u64,
+        len: usize,
+        seed: u8,
+        append: bool,
+        trunc: bool,
+    },
+    Read(String),
+    Truncate(String, u64),
+    Mkdir(String, u32),
+    Rmdir(String),
+    Unlink(String),
+    Rename(String, String, u32),
+    Link(String, String),
+    Symlink(String, String),
+    Readlink(String),
+    Chmod(String, u32),
+    SetXattr(String, String, Vec<u8>, u32),
+    GetXattr(String, String),
+    RemoveXattr(String, String),
+    ListXattr(String),
+    Mkfifo(String),
+    OpenUnlinkUse(String),
+    Punch(String, u64, u64),
+    SeekHole(String, u64),
+    Stat(String),
+    List(String),
+}
+
+fn random_path(rng: &mut ChaCha8Rng) -> String {
+    let mut parts = vec![];
+    // Mostly shallow paths, so that most operations find what they name.
+    let depth = [0, 0, 0, 1, 1, 2][rng.gen_range(0..6)];
+    for _ in 0..depth {
+        parts.push(["d0", "d1"][rng.gen_range(0..2)].to_string());
+    }
+    let leaf = if rng.gen_bool(0.01) {
+        "L".repeat(256)
+    } else {
+        ["d0", "d1", "f0", "f1", "f2", "f3", "f4"][rng.gen_range(0..7)].to_string()
+    };
+    parts.push(leaf);
+    parts.join("/")
+}
+
+/// An operation on a random path: half the time one that exists (`existing`).
+fn random_op(rng: &mut ChaCha8Rng, existing: &[String]) -> Op {
+    let p = if !existing.is_empty() && rng.gen_bool(0.5) {
+        existing[rng.gen_range(0..existing.len())].clone()
+    } else {
+        random_path(rng)
+    };
+    match rng.gen_range(0..24) {
+        0 | 1 => Op::Create(
+            p,
+            rng.gen_bool(0.3),
+            [0o644, 0o600, 0o755][rng.gen_range(0..3)],
+        ),
+        2..=5 => Op::Write {
+            path: p,
+            off: [0, rng.gen_range(0..70_000), rng.gen_range(0..5000)][rng.gen_range(0..3)],
+            len: [rng.gen_range(0..100), rng.gen_range(0..20_000), 4096][rng.gen_range(0..3)],
+            seed: rng.gen(),
+            append: rng.gen_bool(0.2),
+            trunc: rng.gen_bool(0.05),
+        },
+        6 => Op::Read(p),
+        7 => Op::Truncate(
+            p,
+            [0, rng.gen_range(0..100_000), rng.gen_range(0..5000)][rng.gen_range(0..3)],
+        ),
+        8 | 9 => Op::Mkdir(p, [0o755, 0o700][rng.gen_range(0..2)]),
+        10 => Op::Rmdir(p),
+        11 => Op::Unlink(p),
+        12 | 13 => Op::Rename(p, random_path(rng), [0, 0, 1, 2][rng.gen_range(0..4)]),
+        14 => Op::Link(p, random_path(rng)),
+        15 => Op::Symlink(
+            ["f0", "d1", "d0/f2", "nowhere"][rng.gen_range(0..4)].into(),
+            p,
+        ),
+        16 => Op::Readlink(p),
+        17 => Op::Chmod(
+            p,
+            [0o600, 0o644, 0o755, 0o1777, 0o2755][rng.gen_range(0..5)],
+        ),
+        18 => match rng.gen_range(0..4) {
+            0 => Op::SetXattr(
+                p,
+                format!("user.a{}", rng.gen_range(0..3)),
+                vec![rng.gen(); rng.gen_range(0..64)],
+                rng.gen_range(0..3),
+            ),
+            1 => Op::GetXattr(p, format!("user.a{}", rng.gen_range(0..3))),
+            2 => Op::RemoveXattr(p, format!("user.a{}", rng.gen_range(0..3))),
+            _ => Op::ListXattr(p),
+        },
+        19 => Op::Mkfifo(p),
+        20 => Op::OpenUnlinkUse(p),
+        21 => Op::Punch(p, rng.gen_range(0..40_000), rng.gen_range(1..30_000)),
+        22 => Op::SeekHole(p, rng.gen_range(0..70_000)),
+        _ => {
+            if rng.gen_bool(0.5) {
+                Op::Stat(p)
+            } else {
+                Op::List(p)
+            }
+        }
+    }
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_add((i / 7) as u8)).collect()
+}
+
+/// Applies `op` under `base`.
+fn apply(base: &Path, op: &Op) -> Outcome {
+    let at = |p: &str| base.join(p);
+    let nonblock = || {
+        let mut o = std::fs::OpenOptions::new();
+        o.custom_flags(libc::O_NONBLOCK);
+        o
+    };
+    match op {
+        Op::Create(p, excl, mode) => {
+            let mut o = nonblock();
+            o.write(true).mode(*mode);
+            if *excl {
+                o.create_new(true);
+            } else {
+                o.create(true);
+            }
+            io(o.open(at(p))).map(|_| vec![])
+        }
+        Op::Write {
+            path,
+            off,
+            len,
+            seed,
+            append,
+            trunc,
+        } => {
+            let mut o = nonblock();
+            o.write(true).append(*append).truncate(*trunc);
+            let mut f = io(o.open(at(path)))?;
+            let data = pattern(*seed, *len);
+            let n = if *append {
+                io(f.write(&data))?
+            } else {
+                io(f.write_at(&data, *off))?
+            };
+            Ok(n.to_le_bytes().to_vec())
+        }
+        Op::Read(p) => {
+            let mut f = io(nonblock().read(true).open(at(p)))?;
+            let mut v = vec![];
+            io(f.read_to_end(&mut v))?;
+            Ok(v)
+        }
+        Op::Truncate(p, size) => {
+            let f = io(nonblock().write(true).open(at(p)))?;
+            io(f.set_len(*size)).map(|_| vec![])
+        }
+        Op::Mkdir(p, mode) => {
+            rx(rustix::fs::mkdir(at(p), Mode::from_raw_mode(*mode))).map(|_| vec![])
+        }
+        Op::Rmdir(p) => io(std::fs::remove_dir(at(p))).map(|_| vec![]),
+        Op::Unlink(p) => io(std::fs::remove_file(at(p))).map(|_| vec![]),
+        Op::Rename(a, b, flags) => rx(rustix::fs::renameat_with(
+            CWD,
+            at(a),
+            CWD,
+            at(b),
+            RenameFlags::from_bits_retain(*flags),
+        ))
+        .map(|_| vec![]),
+        Op::Link(a, b) => {
+            rx(rustix::fs::linkat(CWD, at(a), CWD, at(b), AtFlags::empty())).map(|_| vec![])
+        }
+        Op::Symlink(target, p) => io(std::os::unix::fs::symlink(target, at(p))).map(|_| vec![]),
+        Op::Readlink(p) => {
+            io(std::fs::read_link(at(p))).map(|t| t.into_os_string().into_encoded_bytes())
+        }
+        Op::Chmod(p, mode) => io(std::fs::set_permissions(
+            at(p),
+            std::fs::Permissions::from_mode(*mode),
+        ))
+        .map(|_| vec![]),
+        Op::SetXattr(p, n, v, flags) => rx(rustix::fs::lsetxattr(
+            at(p),
+            n.as_str(),
+            v,
+            XattrFlags::from_bits_retain(*flags),
+        ))
+        .map(|_| vec![]),
+        Op::GetXattr(p, n) => {
+            let mut buf = vec![0u8; 1024];
+            let len = rx(rustix::fs::lgetxattr(at(p), n.as_str(), &mut buf[..]))?;
+            buf.truncate(len);
+            Ok(buf)
+        }
+        Op::RemoveXattr(p, n) => rx(rustix::fs::lremovexattr(at(p), n.as_str())).map(|_| vec![]),
+        Op::ListXattr(p) => {
+            let mut buf = vec![0u8; 4096];
+            let len = rx(rustix::fs::llistxattr(at(p), &mut buf[..]))?;
+            buf.truncate(len);
+            let mut names: Vec<&[u8]> = buf.split(|b| *b == 0).filter(|n| !n.is_empty()).collect();
+            names.sort();
+            Ok(names.join(&b","[..]))
+        }
+        Op::Mkfifo(p) => rx(rustix::fs::mknodat(
+            CWD,
+            at(p),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        ))
+        .map(|_| vec![]),
+        Op::OpenUnlinkUse(p) => {
+            // Open, unlink, then write and read through the descriptor: the data lives on.
+            let mut f = io(nonblock().read(true).write(true).open(at(p)))?;
+            let meta = io(f.metadata())?;
+            if !meta.is_file() {
+                return Ok(b"not a file".to_vec());
+            }
+            io(std::fs::remove_file(at(p)))?;
+            io(f.write_all(b"written after unlink"))?;
+            io(f.seek(SeekFrom::Start(0)))?;
+            let mut v = vec![];
+            io(f.read_to_end(&mut v))?;
+            let nlink = io(f.metadata())?.nlink();
+            v.extend_from_slice(format!("|nlink={nlink}").as_bytes());
+            Ok(v)
+        }
+        Op::Punch(p, off, len) => {
+            let f = io(nonblock().write(true).open(at(p)))?;
+            rx(rustix::fs::fallocate(
+                &f,
+                FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+                *off,
+                *len,
+            ))
+            .map(|_| vec![])
+        }
+        Op::SeekHole(p, off) => {
+            // Where the first hole at or after `off` starts (ENXIO past the end). ext4 and
+            // this file system may place data at different granularity, so only whether the
+            // call succeeds and that it returns an offset in [off, size] are compared.
+            // (Seeking in a directory means what each file system makes of it: not compared.)
+            let f = io(nonblock().read(true).open(at(p)))?;
+            let meta = io(f.metadata())?;
+            if !meta.is_file() {
+                return Ok(b"not a file".to_vec());
+            }
+            let size = meta.len();
+            let r = rx(rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(*off)))?;
+            Ok(vec![u8::from(r >= *off && r <= size)])
+        }
+        Op::Stat(p) => {
+            let m = io(std::fs::symlink_metadata(at(p)))?;
+            let size = if m.is_dir() { 0 } else { m.len() };
+            Ok(format!("{:o} {} {}", m.mode(), m.nlink(), size).into_bytes())
+        }
+        Op::List(p) => {
+            let mut names: Vec<String> = io(std::fs::read_dir(at(p)))?
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            Ok(names.join(",").into_bytes())
+        }
+    }
+}
+
+use std::os::unix::fs::MetadataExt;
+
+/// Everything under `base`: per path its mode, link count, size, contents or target, and
+/// extended attributes.
+fn tree(base: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        let mut entries: Vec<_> = std::fs::read_dir(base.join(&rel))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        entries.sort();
+        for name in entries {
+            let r = rel.join(&name);
+            let full = base.join(&r);
+            let m = std::fs::symlink_metadata(&full).unwrap();
+            let mut desc = format!("{:o} nlink={}", m.mode(), m.nlink());
+            if m.is_dir() {
+                todo.push(r.clone());
+            } else if m.file_type().is_symlink() {
+                desc += &format!(" -> {:?}", std::fs::read_link(&full).unwrap());
+            } else if m.is_file() {
+                let data = std::fs::read(&full).unwrap();
+                let sum = data.iter().fold(0u64, |h, b| {
+                    h.wrapping_mul(1_000_003).wrapping_add(u64::from(*b))
+                });
+                desc += &format!(" size={} sum={sum:x}", m.len());
+            }
+            let mut buf = vec![0u8; 4096];
+            if let Ok(len) = rustix::fs::llistxattr(&full, &mut buf[..]) {
+                buf.truncate(len);
+                let mut names: Vec<&[u8]> =
+                    buf.split(|b| *b == 0).filter(|n| !n.is_empty()).collect();
+                names.sort();
+                for n in names {
+                    let mut v = vec![0u8; 1024];
+                    let len = rustix::fs::lgetxattr(&full, n, &mut v[..]).unwrap_or(0);
+                    desc += &format!(" {}={:?}", String::from_utf8_lossy(n), &v[..len]);
+                }
+            }
+            out.insert(r.to_string_lossy().into_owned(), desc);
+        }
+    }
+    out
+}
+
+fn run(seed: u64, steps: usize, writeback_cache: bool) {
+    let mounted = Mounted::new(writeback_cache);
+    let host = tempfile::tempdir().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mut ok, mut failed) = (0usize, 0usize);
+    // The operations so far, for the failure message.
+    let mut history: Vec<String> = Vec::new();
+    let mut existing: Vec<String> = Vec::new();
+    for step in 0..steps {
+        let op = random_op(&mut rng, &existing);
+        let want = apply(host.path(), &op);
+        let got = apply(&mounted.dir, &op);
+        history.push(format!(
+            "{step}: {op:?} -> {:?}",
+            want.as_ref().map(|v| v.len())
+        ));
+        let recent = history[history.len().saturating_sub(40)..].join("\n");
+        let shown = |o: &Outcome| match o {
+            Ok(v) if v.len() > 64 => format!("Ok({} bytes)", v.len()),
+            Ok(v) => format!("Ok({:?})", String::from_utf8_lossy(v)),
+            Err(e) => format!("Err({})", std::io::Error::from_raw_os_error(*e)),
+        };
+        assert!(
+            got == want,
+            "seed {seed} step {step}: {op:?}: the mount gave {} but the host {}\nrecent:\n{recent}",
+            shown(&got),
+            shown(&want)
+        );
+        if want.is_ok() {
+            ok += 1;
+        } else {
+            failed += 1;
+        }
+        let (a, b) = (tree(&mounted.dir), tree(host.path()));
+        existing = b.keys().cloned().collect();
+        if a != b {
+            let diff: Vec<_> = a
+                .iter()
+                .filter(|(k, v)| b.get(*k) != Some(v))
+                .map(|(k, v)| format!("{k}: mount {v} host {:?}", b.get(k)))
+                .chain(
+                    b.keys()
+                        .filter(|k| !a.contains_key(*k))
+                        .map(|k| format!("{k}: only on the host")),
+                )
+                .collect();
+            panic!(
+                "seed {seed} step {step} after {op:?}: trees differ:\n{}",
+                diff.join("\n")
+            );
+        }
+    }
+    eprintln!("seed {seed} (write-back cache {writeback_cache}): {ok} operations succeeded, {failed} failed alike");
+    assert!(
+        ok > steps / 6 && failed > steps / 10,
+        "{ok} succeeded, {failed} failed"
+    );
+    mounted.unmount();
+}
+
+fn steps() -> usize {
+    std::env::var("STITCHDB_FUSE_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000)
+}
+
+#[test]
+fn random_operations_on_the_mount_match_the_host_file_system() {
+    require_fuse!();
+    run(1, steps(), true);
+}
+
+#[test]
+fn without_the_write_back_cache_too() {
+    require_fuse!();
+    run(2, steps() / 3, false);
+}
