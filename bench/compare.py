@@ -5,6 +5,14 @@ other, and print a Markdown table of throughput, write amplification and peak me
 --rounds N every process runs N times (round after round, the two tools alternating) and the
 table gives medians: on a virtual machine one run can be 30% off the next.
 
+Every row names its durability pair (--durability): both tools are given the same db_bench
+flags, which `stitchdb bench` maps to the StitchDB level that loses what RocksDB loses:
+  async    StitchDB Async   / RocksDB --disable_wal=1   (a process crash may lose recent writes)
+  written  StitchDB Written / RocksDB --sync=0, WAL on  (a process crash loses nothing; power
+                                                         loss may lose recent writes)
+  sync     StitchDB Sync    / RocksDB --sync=1          (nothing acknowledged is ever lost)
+A db_bench that warns "Assertions are enabled" (a debug build) is refused.
+
 Write amplification is given twice: from /proc/PID/io (what the kernel charged the process,
 which is a whole page-cache folio when one block of it is dirtied, so rewriting cached files
 overcounts), and from the block device's own counter (bytes written while the process ran, and
@@ -34,6 +42,13 @@ UPDATES = ("overwrite", "deleterandom")
 KNOWN = FILLS + VT_TREE + READS + UPDATES
 DEFAULT_BENCHMARKS = ",".join(FILLS + UPDATES[:1] + READS[:3] + UPDATES[1:] + VT_TREE)
 
+# --durability name -> (the db_bench flags both tools get, the pair as the table names it).
+DURABILITY = {
+    "async": (["--sync=0", "--disable_wal=1"], "Async / --disable_wal=1"),
+    "written": (["--sync=0", "--disable_wal=0"], "Written / --sync=0 (WAL written)"),
+    "sync": (["--sync=1", "--disable_wal=0"], "Sync / --sync=1"),
+}
+
 # db_bench's result line: `name : 1.234 micros/op 5678 ops/sec 1.000 seconds 5678 operations;...`
 RESULT = re.compile(r"^(\w+)\s+:\s+[\d.]+ micros/op (\d+) ops/sec [\d.]+ seconds (\d+) operations;")
 MIB = 1 << 20
@@ -60,6 +75,7 @@ class Group:
     benchmarks: list
     reported: list
     inserted_bytes: int  # logical bytes the process writes (W-amp's denominator)
+    durability: str = "written"
     uses_driver: bool = False
     runs: dict = field(default_factory=dict)  # tool -> [Process], one per round
 
@@ -78,7 +94,10 @@ def parse_args(argv):
     p.add_argument("--bloom_bits", type=int, default=10,
                    help="RocksDB only: Bloom filter bits per key (default 10, about 1%% false\n"
                         "positives, as StitchDB's quotient filters; 0: none, db_bench's default)")
-    p.add_argument("--sync", type=int, choices=(0, 1), default=0, help="sync every write (default 0)")
+    p.add_argument("--durability", default="written",
+                   help="comma-separated durability pairs to run the write benchmarks with, from\n"
+                        "async, written, sync (see above; default written). Read benchmarks run\n"
+                        "once, after a fill with the first")
     p.add_argument("--seed", type=int, default=42, help="random seed, both tools (default 42)")
     p.add_argument("--stitch_threshold",
                    help="StitchDB only (RocksDB has no counterpart): the VT-tree stitching threshold,\n"
@@ -97,6 +116,9 @@ def parse_args(argv):
     p.add_argument("--driver", default="target/bench/rocksdb_driver", help="the built bench/rocksdb_driver.cc")
     args = p.parse_args(argv)
     args.benchmarks = [b for b in args.benchmarks.split(",") if b]
+    args.durability = [d for d in args.durability.split(",") if d]
+    if not args.durability or any(d not in DURABILITY for d in args.durability):
+        p.error(f"--durability: a list from {', '.join(DURABILITY)}")
     unknown = [b for b in args.benchmarks if b not in KNOWN]
     if unknown or not args.benchmarks:
         p.error(f"unknown benchmarks {unknown}; known: {', '.join(KNOWN)}")
@@ -112,32 +134,36 @@ def plan(args):
     entry = args.key_size + args.value_size
     fill = args.num * entry
     groups, reads = [], None
-    for b in args.benchmarks:
-        if b in FILLS or b in VT_TREE:
-            groups.append(Group(b, [b], [b], fill, uses_driver=b in VT_TREE))
-        elif b == "overwrite":
-            groups.append(Group(b, ["fillrandom", b], [b], 2 * fill))
-        elif b == "deleterandom":
-            groups.append(Group(b, ["fillrandom", b], [b], fill + args.num * args.key_size))
-        elif reads is None:
-            reads = Group("reads", ["fillrandom", b], [b], fill)
-            groups.append(reads)
-        elif b not in reads.reported:
-            reads.benchmarks.append(b)
-            reads.reported.append(b)
+    for d in args.durability:
+        for b in args.benchmarks:
+            name = f"{b}-{d}"
+            if b in FILLS or b in VT_TREE:
+                groups.append(Group(name, [b], [b], fill, d, uses_driver=b in VT_TREE))
+            elif b == "overwrite":
+                groups.append(Group(name, ["fillrandom", b], [b], 2 * fill, d))
+            elif b == "deleterandom":
+                groups.append(Group(name, ["fillrandom", b], [b], fill + args.num * args.key_size, d))
+            elif d != args.durability[0]:
+                continue
+            elif reads is None:
+                reads = Group(f"reads-{d}", ["fillrandom", b], [b], fill, d)
+                groups.append(reads)
+            elif b not in reads.reported:
+                reads.benchmarks.append(b)
+                reads.reported.append(b)
     return groups
 
 
-def common_flags(args, benchmarks, db):
+def common_flags(args, group, db):
     """The db_bench flags both tools get, identically."""
-    return [
+    benchmarks = group.benchmarks
+    return DURABILITY[group.durability][0] + [
         f"--benchmarks={','.join(benchmarks)}",
         f"--num={args.num}",
         f"--value_size={args.value_size}",
         f"--key_size={args.key_size}",
         f"--write_buffer_size={args.write_buffer_size}",
         f"--cache_size={args.cache_size}",
-        f"--sync={args.sync}",
         f"--seed={args.seed}",
         f"--db={db}",
     ]
@@ -146,17 +172,17 @@ def common_flags(args, benchmarks, db):
 def commands(args, group):
     """(tool, command line) for each side of `group`, each on a fresh store."""
     base = os.path.join(args.workdir, group.name)
-    stitch = [args.stitchdb, "bench"] + common_flags(args, group.benchmarks, base + ".stitchdb")
+    stitch = [args.stitchdb, "bench"] + common_flags(args, group, base + ".stitchdb")
     stitch.append(f"--plot={base}-figure5.svg")
     if args.stitch_threshold is not None:
         stitch.append(f"--stitch_threshold={args.stitch_threshold}")
     if args.level_runs is not None:
         stitch.append(f"--level_runs={args.level_runs}")
     if group.uses_driver:
-        rocks = [args.driver] + common_flags(args, group.benchmarks, base + ".rocksdb")
+        rocks = [args.driver] + common_flags(args, group, base + ".rocksdb")
     else:
         # db_bench compresses with snappy by default; StitchDB does not compress at all.
-        rocks = [args.db_bench] + common_flags(args, group.benchmarks, base + ".rocksdb")
+        rocks = [args.db_bench] + common_flags(args, group, base + ".rocksdb")
         rocks.append("--compression_type=none")
     # StitchDB's runs always have filters; without one RocksDB would search every level.
     rocks.append(f"--bloom_bits={args.bloom_bits}")
@@ -268,11 +294,11 @@ def median(values):
 def table(args, groups):
     ranges = args.rounds > 1
     rows = [
-        "| benchmark | StitchDB ops/s | RocksDB ops/s | ratio "
+        "| benchmark | durability (StitchDB / RocksDB) | StitchDB ops/s | RocksDB ops/s | ratio "
         + ("| ratio range " if ranges else "")
         + "| StitchDB W-amp | RocksDB W-amp "
         "| StitchDB W-amp (block) | RocksDB W-amp (block) | StitchDB peak MiB | RocksDB peak MiB |",
-        "| --- | ---: | ---: | ---: " + ("| ---: " if ranges else "") + "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | ---: " + ("| ---: " if ranges else "") + "| ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for group in groups:
         s, r = group.runs["StitchDB"], group.runs["RocksDB"]
@@ -290,7 +316,8 @@ def table(args, groups):
                 return wamp(median(getattr(p, attr) for p in runs), group) if writes else "–"
 
             rows.append(
-                f"| {b} | {round(so) if so is not None else 'not supported'} "
+                f"| {b} | {DURABILITY[group.durability][1]} "
+                f"| {round(so) if so is not None else 'not supported'} "
                 f"| {round(ro) if ro is not None else '–'} | {ratio} "
                 + (f"| {spread} " if ranges else "")
                 + f"| {amp(s, 'device_bytes')} | {amp(r, 'device_bytes')} "
@@ -311,14 +338,16 @@ def describe(args, groups):
     rerun = (f"bash bench/compare.sh --num {args.num} --value_size {args.value_size} "
              f"--key_size {args.key_size} --write_buffer_size {args.write_buffer_size} "
              f"--cache_size {args.cache_size} --bloom_bits {args.bloom_bits} "
-             f"--sync {args.sync} --seed {args.seed} --benchmarks {','.join(args.benchmarks)} "
+             f"--durability {','.join(args.durability)} --seed {args.seed} "
+             f"--benchmarks {','.join(args.benchmarks)} "
              f"--rounds {args.rounds}")
     for flag in ("stitch_threshold", "level_runs"):
         if getattr(args, flag) is not None:
             rerun += f" --{flag} {getattr(args, flag)}"
     lines = [
         f"Measured {when} on {platform.node()} ({os.cpu_count()} CPUs, "
-        f"{platform.system()} {platform.release()}) with:",
+        f"{platform.system()} {platform.release()}), {args.rocksdb_version} "
+        "(release build), with:",
         "",
         f"    {rerun}",
         "",
@@ -334,8 +363,29 @@ def describe(args, groups):
     return "\n".join(lines)
 
 
+def release_build(args):
+    """The version line of db_bench's header; exits if db_bench is a debug build (it warns
+    "Assertions are enabled; benchmarks unnecessarily slow"), which is up to 2x slower."""
+    probe = os.path.join(args.workdir, "db_bench-probe")
+    remove_store(probe)
+    os.makedirs(args.workdir, exist_ok=True)
+    run = subprocess.run([args.db_bench, "--benchmarks=fillseq", "--num=10", f"--db={probe}"],
+                         capture_output=True, text=True)
+    remove_store(probe)
+    out = run.stdout + run.stderr
+    if run.returncode != 0:
+        sys.exit(f"compare: {args.db_bench} failed (status {run.returncode}):\n{out}")
+    if "Assertions are enabled" in out:
+        sys.exit(f"compare: {args.db_bench} is a debug build (\"Assertions are enabled\"); "
+                 "build a release one with bench/build-rocksdb.sh")
+    version = next((line.strip() for line in out.splitlines() if line.startswith("RocksDB:")), None)
+    return version or "RocksDB: version unknown"
+
+
 def main(argv):
     args = parse_args(argv)
+    args.rocksdb_version = release_build(args)
+    print(f"# db_bench: {args.db_bench} ({args.rocksdb_version})", flush=True)
     groups = plan(args)
     run_all(args, groups)
     result = table(args, groups)

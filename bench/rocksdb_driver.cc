@@ -3,7 +3,9 @@
 // generates (same splitmix64 streams, same key format, same value pool; docs/benchmarks.md
 // defines them) and db_bench's default options, printing db_bench's result lines.
 //
-//   g++ -O2 -std=c++17 bench/rocksdb_driver.cc -o rocksdb_driver -lrocksdb
+//   g++ -O2 -DNDEBUG -std=c++20 -I$ROCKSDB/include bench/rocksdb_driver.cc \
+//       $ROCKSDB/librocksdb.a -lpthread -ldl -o rocksdb_driver
+// ($ROCKSDB: what bench/build-rocksdb.sh prints; bench/compare.sh does this.)
 //   rocksdb_driver --benchmarks=randomappend,seqinsert --num=200000 --db=/tmp/rdb
 //
 // Flags (db_bench's names, --flag=value): --benchmarks --num --value_size --key_size --db
@@ -310,9 +312,7 @@ int main(int argc, char** argv) {
     }
     db.reset();
     check(rocksdb::DestroyDB(f.db, options), "destroying the old db");
-    rocksdb::DB* raw = nullptr;
-    check(rocksdb::DB::Open(options, f.db, &raw), "opening the db");
-    db.reset(raw);
+    check(rocksdb::DB::Open(options, f.db, &db), "opening the db");
     uint64_t flushes = counter->flushes, compactions = counter->compactions;
 
     // The i-th benchmark's single thread uses stream seed + i, as `stitchdb bench` does.

@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::PathBuf;
 use stitch_filter::QuotientFilter;
-use stitch_wal::{encode_record, Flags, LogRecord, SegmentHeader};
+use stitch_wal::{encode_record, Flags, LogRecord, SegmentHeader, WAL_FORMAT_VERSION};
 use stitch_zone::{ExtentAddr, ExtentKind, Superblock, EXTENT_HEADER_LEN};
 
 /// Every seed: its target, its name, its bytes.
@@ -88,6 +88,7 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     add("log_record", "first", record);
 
     let header = SegmentHeader {
+        version: WAL_FORMAT_VERSION,
         epoch,
         seq: 0,
         first_lsn,

@@ -65,7 +65,8 @@ fn run_one(name: &str, target: Target, input: &[u8], seed: u64) {
     std::fs::write(&path, input).unwrap();
     panic!(
         "fuzz target {name} panicked (seed {seed}) on the input saved as {}; replay it with \
-         STITCHDB_FUZZ_REPLAY={} cargo test --release --no-default-features {name}",
+         STITCHDB_FUZZ_REPLAY={} cargo test --manifest-path fuzz/Cargo.toml \
+         --no-default-features --test stable {name}",
         path.display(),
         path.display()
     );

@@ -12,6 +12,9 @@
 //! Growing is durable at once: the simulated disk is a raw device or a preallocated file, whose
 //! size a crash never changes. Only data is at risk.
 //!
+//! [`SimDisk::process_crash`] builds the image a process crash leaves: the current one (the
+//! operating system keeps what the process wrote, synced or not).
+//!
 //! Images are sparse maps of 4 KiB copy-on-write chunks, so a sync or a crash copies pointers,
 //! not bytes, and a chunk never written takes no memory and reads as zeros.
 
@@ -115,6 +118,20 @@ impl SimDisk {
             capacity: state.capacity,
         };
         SimDisk::with_image(config, image)
+    }
+
+    /// The disk as a process crash (`kill -9`) now leaves it: the operating system keeps
+    /// every write the process made, synced or not, so the new disk's durable image is this
+    /// one's current image. Length and capacity are kept; no pending writes, no injected
+    /// faults, zeroed statistics. `self` is unchanged and can go on running.
+    pub fn process_crash(&self) -> SimDisk {
+        let state = self.state.lock();
+        let config = SimConfig {
+            seed: state.seed,
+            len: state.len,
+            capacity: state.capacity,
+        };
+        SimDisk::with_image(config, state.current.clone())
     }
 
     /// The `n`th read from now (1 = the next) fails with EIO, once. `0` cancels.

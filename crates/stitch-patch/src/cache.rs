@@ -7,7 +7,7 @@ use crate::graph::{BlockBytes, Counters, PatchGraph};
 use crate::load::Loaded;
 use crate::lru::CleanBlocks;
 use crate::patch::Piece;
-use crate::Result;
+use crate::{PatchError, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ops::{Range, RangeInclusive};
@@ -430,6 +430,21 @@ impl BlockCache {
     /// Where `patch` is on its way to the disk.
     pub fn state(&self, patch: PatchId) -> PatchState {
         self.state.lock().graph.state(patch.0)
+    }
+
+    /// Hands `data` to the disk at `offset` at once, without a sync and without changing any
+    /// patch's state: for a caller that wants bytes it already wrote into the cache (as a
+    /// patch that waits for nothing) to survive a crash of the process, though not power
+    /// loss, before a flush makes them durable. It runs between flush rounds, so no round
+    /// planned before the caller wrote `data` into the cache can land an older image of
+    /// these blocks over it afterwards; every later round writes `data` again with the rest
+    /// of its blocks.
+    pub fn write_unsynced(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let _round = self.flush_round.lock();
+        if let Some(reason) = &self.state.lock().failure {
+            return Err(PatchError::Failed(reason.clone()));
+        }
+        self.disk.write_at(offset, data).map_err(PatchError::Io)
     }
 
     /// Writes and syncs until `patch` (and so everything it depends on) is committed, with as

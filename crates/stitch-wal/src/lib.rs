@@ -6,7 +6,9 @@
 //! that order the record against patches of their own), or into the log's own buffer
 //! ([`Wal::append_buffered`]), which a flush writes into the cache in order, and which a
 //! checkpoint that overtakes it drops unwritten. [`Wal::sync_to`] makes a prefix durable with
-//! group commit (one flush shared by every concurrent caller). Upper layers register their
+//! group commit (one flush shared by every concurrent caller); [`Wal::write_through`] hands a
+//! prefix to the operating system without a sync, so a crash of the process loses none of
+//! it (power loss still may). Upper layers register their
 //! operations by id in an [`OpRegistry`] with a redo function and, where needed, an undo
 //! function; [`Wal::recover`] runs ARIES-style analysis, redo and undo over a log without
 //! writing anything.

@@ -32,6 +32,8 @@ struct Writer {
     next_lsn: Lsn,
     /// Record patches not yet handed to a flush.
     pending: Vec<PatchId>,
+    /// The newest LSN whose record was written into the cache (`first_lsn - 1` before any).
+    moved: Lsn,
     /// Records appended with [`Wal::append_buffered`] and not yet written into the cache, one
     /// piece per segment, oldest first; the last piece, if it is in the current segment, ends
     /// at `offset`. They go into the cache when a flush or a caller needing a patch asks; a
@@ -117,6 +119,11 @@ pub struct Wal {
     /// `next_lsn - 1`, readable without the writer lock.
     last: AtomicU64,
     pub(crate) durable: AtomicU64,
+    /// The newest LSN up to which every record is in the operating system's hands (written
+    /// into the store's file, maybe not synced): see [`write_through`](Self::write_through).
+    pub(crate) written: AtomicU64,
+    /// Held by the one caller of `write_through` handing records to the operating system.
+    pub(crate) writing: Mutex<()>,
     pub(crate) sync: Mutex<SyncState>,
     pub(crate) synced: Condvar,
     failure: OnceLock<WalError>,
@@ -199,6 +206,7 @@ impl Wal {
             offset: SEGMENT_HEADER_LEN as u64,
             next_lsn: first_lsn,
             pending: Vec::new(),
+            moved: first_lsn - 1,
             buffered: VecDeque::new(),
             spares: Vec::new(),
         };
@@ -211,6 +219,8 @@ impl Wal {
             writer: Mutex::new(writer),
             last: AtomicU64::new(first_lsn - 1),
             durable: AtomicU64::new(first_lsn - 1),
+            written: AtomicU64::new(first_lsn - 1),
+            writing: Mutex::new(()),
             sync: Mutex::new(SyncState::default()),
             synced: Condvar::new(),
             failure: OnceLock::new(),
@@ -405,6 +415,7 @@ impl Wal {
             if w.pending.last() != Some(&patch) {
                 w.pending.push(patch);
             }
+            w.moved = w.next_lsn - 1;
             last = Some(patch);
             w.recycle(b);
         }
@@ -519,6 +530,68 @@ impl Wal {
                 "log segment released"
             );
         }
+        Ok(())
+    }
+
+    /// Returns once every record up to `lsn` is in the operating system's hands: written into
+    /// the store's file, not synced. A crash of the process then loses none of them; power
+    /// loss may lose any not yet durable, but never leaves a gap ([`sync_to`](Self::sync_to)
+    /// makes them durable). Concurrent callers share the work: one writes every record
+    /// appended so far, the others find theirs covered.
+    ///
+    /// The records are written into the cache as well (so no flush writes an older image of
+    /// their blocks over them) and then handed to the disk while the writer lock is held (so
+    /// their segment cannot be released and its zone reused meanwhile). Records that must
+    /// not reach the disk before something else is durable are not handed early: when the
+    /// segment header a record follows is not durable yet (once a segment), or records went
+    /// into the cache another way (after a patchgroup's patches; by a flush still running),
+    /// this syncs up to `lsn` instead.
+    pub fn write_through(&self, lsn: Lsn) -> Result<()> {
+        if lsn > self.last_lsn() {
+            return Err(WalError::Invalid(format!(
+                "write_through({lsn}): the newest record is lsn {}",
+                self.last_lsn()
+            )));
+        }
+        let covered = |wal: &Wal| wal.written.load(Ordering::Acquire).max(wal.durable_lsn()) >= lsn;
+        if covered(self) {
+            return Ok(());
+        }
+        let _writing = self.writing.lock();
+        if covered(self) {
+            return Ok(());
+        }
+        let mut w = self.writer.lock();
+        self.check_failed()?;
+        let handed = self.written.load(Ordering::Acquire).max(self.durable_lsn());
+        let cache = self.zones.cache();
+        let headers_durable = w
+            .buffered
+            .iter()
+            .all(|b| cache.state(b.segment.header_patch) == PatchState::Committed);
+        if w.moved > handed || !headers_durable {
+            drop(w);
+            return self.sync_to(lsn);
+        }
+        let pieces: Vec<(u64, Vec<u8>)> = w
+            .buffered
+            .iter()
+            .map(|b| {
+                let (start, bytes) = b.unwritten();
+                (
+                    self.zones.zone_offset(b.segment.zone) + start,
+                    bytes.to_vec(),
+                )
+            })
+            .collect();
+        let upto = w.next_lsn - 1;
+        self.write_buffered(&mut w, &[])?;
+        for (offset, bytes) in pieces.iter().filter(|(_, bytes)| !bytes.is_empty()) {
+            cache
+                .write_unsynced(*offset, bytes)
+                .map_err(|e| self.fail(e.into()))?;
+        }
+        self.written.fetch_max(upto, Ordering::AcqRel);
         Ok(())
     }
 

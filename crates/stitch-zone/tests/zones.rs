@@ -487,3 +487,63 @@ fn opening_garbage_says_it_is_not_a_store() {
     let err = ZoneStore::open(cache(disk), config()).err().unwrap();
     assert!(matches!(err, ZoneError::NotAStore(_)), "{err}");
 }
+
+#[test]
+fn both_superblock_slots_are_read_and_a_damaged_one_named() {
+    let (disk, store) = new_store();
+    let (root, _) = store.append(ExtentKind::MANIFEST, b"m", &[]).unwrap();
+    store.write_superblock(Some(root), &[]).unwrap();
+    store.cache().flush_all().unwrap();
+    drop(store);
+    let slots = stitch_zone::read_slots(&cache(disk.clone())).unwrap();
+    assert_eq!(slots.len(), 2);
+    assert!(slots
+        .iter()
+        .all(|(_, s)| matches!(s, stitch_zone::SlotState::Valid(_))));
+    // Either slot damaged is reported, though the other one opens the store.
+    for offset in [0u64, 4096] {
+        let mut saved = [0u8; 8];
+        disk.read_at(offset + 12, &mut saved).unwrap();
+        disk.write_at(offset + 12, &[0xFF; 8]).unwrap();
+        let slots = stitch_zone::read_slots(&cache(disk.clone())).unwrap();
+        let damaged: Vec<u64> = slots
+            .iter()
+            .filter(|(_, s)| matches!(s, stitch_zone::SlotState::Damaged(_)))
+            .map(|(at, _)| *at)
+            .collect();
+        assert_eq!(damaged, vec![offset]);
+        assert!(ZoneStore::open(cache(disk.clone()), config()).is_ok());
+        disk.write_at(offset + 12, &saved).unwrap();
+    }
+}
+
+#[test]
+fn extents_in_a_zone_are_found_without_their_addresses_even_past_damage() {
+    let (disk, store) = new_store();
+    let mut written = Vec::new();
+    for i in 0..20u8 {
+        let kind = if i % 5 == 4 {
+            ExtentKind::RUN_INDEX
+        } else {
+            ExtentKind::RUN_BLOCK
+        };
+        let (addr, _) = store
+            .append(kind, &vec![i; 100 + 37 * i as usize], &[])
+            .unwrap();
+        written.push((addr, kind));
+    }
+    store.cache().flush_all().unwrap();
+    let zone = written[0].0.zone;
+    assert!(written.iter().all(|(a, _)| a.zone == zone));
+    assert_eq!(store.extents_in(zone).unwrap(), written);
+    // A damaged extent is left out; the ones after it are still found.
+    let bad = written[7].0;
+    let at = store.zone_offset(bad.zone) + u64::from(bad.offset) + 20;
+    disk.write_at(at, &[0xAA; 4]).unwrap();
+    let store = ZoneStore::open(cache(disk), config()).unwrap().0;
+    let mut expected = written.clone();
+    expected.remove(7);
+    assert_eq!(store.extents_in(zone).unwrap(), expected);
+    assert!(store.extents_in(0).unwrap().is_empty());
+    assert!(store.extents_in(1_000).unwrap().is_empty());
+}

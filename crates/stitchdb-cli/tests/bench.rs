@@ -157,7 +157,7 @@ fn takes_db_bench_flag_syntax_and_existing_stores() {
         &db,
     ]);
     assert!(stdout.contains("fillseq      : skipped (--use_existing_db is true)"));
-    assert!(stdout.contains("StitchDB always logs"), "{stdout}");
+    assert!(stdout.contains("Async (--disable_wal=1)"), "{stdout}");
     assert!(stdout
         .lines()
         .filter_map(parse_result)
@@ -175,6 +175,10 @@ fn rejects_bad_flags_with_usage_errors() {
         let out = run(&[bad]);
         assert_eq!(out.status.code(), Some(2), "{bad}");
     }
+    // A sync needs the log: db_bench refuses the pair too.
+    let out = run(&["--sync=1", "--disable_wal=1", "--num=1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--disable_wal=1"));
     let out = run(&["--key_size=0", "--num=1"]);
     assert_eq!(out.status.code(), Some(2), "a usage error the tool finds");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--key_size"));

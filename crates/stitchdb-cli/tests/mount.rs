@@ -211,3 +211,96 @@ fn a_daemon_killed_while_writing_leaves_a_store_that_remounts_with_every_fsynced
     assert!(s.daemon.take().unwrap().wait().unwrap().success());
     s.check();
 }
+
+/// The pjdfstest runner: $PJDFSTEST, `pjdfstest` on PATH, or where .ci/run installs it.
+fn pjdfstest() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("PJDFSTEST") {
+        return Some(PathBuf::from(p));
+    }
+    let ci = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pjdfstest/bin/pjdfstest");
+    if ci.exists() {
+        return Some(ci);
+    }
+    Command::new("pjdfstest")
+        .arg("-V")
+        .output()
+        .ok()
+        .map(|_| PathBuf::from("pjdfstest"))
+}
+
+/// Runs pjdfstest on a mount with `options`; returns its summary line and the failed cases
+/// with the first line of their messages.
+fn run_pjdfstest(runner: &Path, options: &str) -> (String, Vec<(String, String)>) {
+    let s = Scene::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
+        .arg("mount")
+        .arg(s.store())
+        .arg(s.mp())
+        .args(["-o", options])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/kvfs/pjdfstest.toml");
+    let run = Command::new(runner)
+        .arg("-c")
+        .arg(&config)
+        .arg("-p")
+        .arg(s.mp())
+        .current_dir(s.mp())
+        .output()
+        .unwrap();
+    s.unmount();
+    // The daemon closes the store after the unmount returns: give it its lock back.
+    std::thread::sleep(Duration::from_millis(500));
+    s.check();
+    let text =
+        String::from_utf8_lossy(&run.stdout).into_owned() + &String::from_utf8_lossy(&run.stderr);
+    let summary = text
+        .lines()
+        .find(|l| l.starts_with("Summary:"))
+        .unwrap_or_else(|| panic!("pjdfstest printed no summary:\n{text}"))
+        .to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    let failed = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.trim_end().ends_with("FAILED"))
+        .map(|(i, l)| {
+            let name = l.split_whitespace().next().unwrap_or_default().to_string();
+            let why = lines.get(i + 1).map_or("", |m| m.trim()).to_string();
+            (name, why)
+        })
+        .collect();
+    (summary, failed)
+}
+
+/// pjdfstest on a mount, with and without the kernel's write-back cache. Without it every
+/// case passes; with it a few regular files' timestamp cases may fail (a different few each
+/// run), as the kernel then keeps those times itself (docs/benchmarks.md). Skipped, saying why, without root (pjdfstest switches users),
+/// FUSE or the runner.
+#[test]
+fn pjdfstest_passes_on_a_mount() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!("SKIPPED: pjdfstest switches users, which needs root");
+        return;
+    }
+    let Some(runner) = pjdfstest() else {
+        eprintln!("SKIPPED: pjdfstest is not installed (cargo install pjdfstest; .ci/run does)");
+        return;
+    };
+    let (summary, failed) = run_pjdfstest(&runner, "allow_other,no_writeback_cache");
+    eprintln!("pjdfstest, no write-back cache: {summary}");
+    assert!(failed.is_empty(), "failed: {failed:?}");
+    let (summary, failed) = run_pjdfstest(&runner, "allow_other");
+    eprintln!("pjdfstest, write-back cache: {summary}");
+    // The cases that vary from run to run are regular files' time stamps, which pass above.
+    let unexplained: Vec<_> = failed
+        .iter()
+        .filter(|(_, why)| !why.to_lowercase().contains("time"))
+        .collect();
+    assert!(unexplained.is_empty(), "failed: {unexplained:?}");
+}

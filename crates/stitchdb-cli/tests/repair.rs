@@ -76,6 +76,14 @@ fn find(path: &str, needle: &[u8]) -> Vec<u64> {
 fn check_lists_every_damaged_structure_and_repair_salvages_the_rest() {
     let dir = TempDir::new().unwrap();
     let path = store(&dir);
+    // A store that passes check is left alone.
+    let out = stitchdb(&["repair", &path], b"");
+    assert!(
+        text(&out.stdout).contains("nothing to repair"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!Path::new(&format!("{path}.damaged")).exists());
     // Three damaged structures: the older superblock slot, two data blocks far apart.
     let older = older_slot(&path);
     overwrite(&path, older + 20, &[0xFF; 8]);

@@ -143,7 +143,7 @@ impl Fs {
         let root = Caller::root();
         let mut op = self.op_with(&root, &open);
         for ino in orphans {
-            op.purge(ino);
+            op.purge(ino)?;
         }
         op.kv.commit(Durability::Sync)
     }
@@ -364,7 +364,7 @@ impl Fs {
         let mut op = self.op_with(&root, open);
         match op.attr(ino) {
             Ok(a) if a.nlink == 0 => {
-                op.purge(ino);
+                op.purge(ino)?;
                 op.kv.commit(self.opts.durability)
             }
             Ok(_) | Err(FsError::Errno(libc::ENOENT)) => Ok(()),

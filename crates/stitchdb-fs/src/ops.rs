@@ -20,6 +20,8 @@ pub const RENAME_EXCHANGE: u32 = 2;
 pub const XATTR_CREATE: u32 = 1;
 /// `setxattr`'s `XATTR_REPLACE`.
 pub const XATTR_REPLACE: u32 = 2;
+/// Deleting up to this many blocks writes a tombstone per block; more, one range tombstone.
+const POINT_DELETE_BLOCKS: u64 = 256;
 /// The longest symlink target (`PATH_MAX` less its NUL).
 pub const SYMLINK_MAX: usize = 4095;
 /// The longest extended attribute name and value (Linux's `XATTR_NAME_MAX`, `XATTR_SIZE_MAX`).
@@ -277,7 +279,7 @@ impl<K: Kv> Op<'_, K> {
 
     /// Drops one link of `a` (whose name is already gone): deletes it with its data once the
     /// last link is gone, unless it is open, when it becomes an orphan until its last close.
-    fn drop_link(&mut self, mut a: Attr) {
+    fn drop_link(&mut self, mut a: Attr) -> FsResult<()> {
         a.nlink = if a.kind == Kind::Dir {
             0
         } else {
@@ -290,20 +292,48 @@ impl<K: Kv> Op<'_, K> {
             self.put_attr(&a);
             self.kv.put(self.t.orphans, &ino_key(a.ino), Vec::new());
         } else {
-            self.purge(a.ino);
+            self.purge(a.ino)?;
         }
+        Ok(())
     }
 
     /// Deletes inode `ino` and everything it holds.
-    pub fn purge(&mut self, ino: u64) {
+    pub fn purge(&mut self, ino: u64) -> FsResult<()> {
         let key = ino_key(ino);
-        let (lo, hi) = ino_range(ino);
+        let a = self.attr(ino).ok();
         self.kv.delete(self.t.inodes, &key);
-        self.kv.delete(self.t.symlinks, &key);
         self.kv.delete(self.t.orphans, &key);
-        self.kv.delete_range(self.t.data, &lo, &hi);
-        self.kv.delete_range(self.t.xattrs, &lo, &hi);
-        self.kv.delete_range(self.t.dirents, &lo, &hi);
+        match a.as_ref().map(|a| a.kind) {
+            Some(Kind::File) => {
+                let blocks = a.as_ref().map_or(0, |a| a.size.div_ceil(BLOCK_SIZE));
+                self.delete_blocks(ino, 0, blocks);
+            }
+            Some(Kind::Symlink) => self.kv.delete(self.t.symlinks, &key),
+            // A directory is empty when it goes: it has no dirents to delete.
+            _ => {}
+        }
+        let (lo, hi) = ino_range(ino);
+        for (k, _) in self.kv.scan(self.t.xattrs, &lo, &hi, usize::MAX)? {
+            self.kv.delete(self.t.xattrs, &k);
+        }
+        Ok(())
+    }
+
+    /// Deletes file `ino`'s blocks `from..to`: one tombstone each for a few, one range
+    /// tombstone for many (every range tombstone is a cost to later reads until merged away,
+    /// so deleting small files by range would make a tree full of them slow to read).
+    fn delete_blocks(&mut self, ino: u64, from: u64, to: u64) {
+        if to <= from {
+            return;
+        }
+        if to - from <= POINT_DELETE_BLOCKS {
+            for b in from..to {
+                self.kv.delete(self.t.data, &pair_key(ino, b));
+            }
+        } else {
+            self.kv
+                .delete_range(self.t.data, &pair_key(ino, from), &pair_key(ino, to));
+        }
     }
 
     /// `unlink`: removes the name `name` of a non-directory from `parent`.
@@ -324,7 +354,7 @@ impl<K: Kv> Op<'_, K> {
         self.remove_entry(parent, name, &e);
         self.touch_dir(&mut d);
         self.put_attr(&d);
-        self.drop_link(a);
+        self.drop_link(a)?;
         Ok(())
     }
 
@@ -358,7 +388,7 @@ impl<K: Kv> Op<'_, K> {
         d.nlink -= 1;
         self.touch_dir(&mut d);
         self.put_attr(&d);
-        self.drop_link(a);
+        self.drop_link(a)?;
         Ok(())
     }
 
@@ -505,7 +535,7 @@ impl<K: Kv> Op<'_, K> {
                 np.nlink -= 1;
                 self.put_attr(&np);
             }
-            self.drop_link(victim);
+            self.drop_link(victim)?;
         }
         let mut np = self.attr(new_parent)?;
         self.add_entry(&mut np, new_name, src.ino, src.kind);
@@ -670,9 +700,7 @@ impl<K: Kv> Op<'_, K> {
             return Ok(());
         }
         let first_gone = size.div_ceil(BLOCK_SIZE);
-        let (_, hi) = ino_range(a.ino);
-        self.kv
-            .delete_range(self.t.data, &pair_key(a.ino, first_gone), &hi);
+        self.delete_blocks(a.ino, first_gone, a.size.div_ceil(BLOCK_SIZE));
         let tail = size % BLOCK_SIZE;
         if tail != 0 {
             let key = pair_key(a.ino, size / BLOCK_SIZE);
@@ -792,13 +820,7 @@ impl<K: Kv> Op<'_, K> {
         }
         let first_whole = offset.div_ceil(BLOCK_SIZE);
         let end_whole = end / BLOCK_SIZE;
-        if first_whole < end_whole {
-            self.kv.delete_range(
-                self.t.data,
-                &pair_key(ino, first_whole),
-                &pair_key(ino, end_whole),
-            );
-        }
+        self.delete_blocks(ino, first_whole, end_whole);
         // The partial blocks at either end are zeroed in place.
         let mut edges = vec![(offset, end.min(first_whole * BLOCK_SIZE))];
         if end_whole >= first_whole {

@@ -268,3 +268,50 @@ fn a_full_store_gives_enospc_and_keeps_what_was_fsynced() {
     }
     ok(&fs);
 }
+
+#[test]
+fn large_files_truncate_punch_and_delete_by_range() {
+    let fs = new_fs(5);
+    let root = Caller::root();
+    let a = fs.create(&root, ROOT_INO, b"big", 0o644).unwrap();
+    let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 253) as u8).collect();
+    for (i, chunk) in data.chunks(1 << 20).enumerate() {
+        fs.write(&root, a.ino, (i as u64) << 20, chunk).unwrap();
+    }
+    assert_eq!(check_fs(fs.db(), fs.tables()).unwrap().blocks, 768);
+    // Cut 2 MiB less 5 bytes off (a range tombstone), grow again: the tail reads as zeros.
+    let cut = (1u64 << 20) + 5;
+    let to = |size| SetAttr {
+        size: Some(size),
+        ..SetAttr::default()
+    };
+    fs.setattr(&root, a.ino, &to(cut)).unwrap();
+    fs.setattr(&root, a.ino, &to(2 << 20)).unwrap();
+    let back = fs.read(a.ino, 0, 3 << 20).unwrap();
+    assert_eq!(back.len(), 2 << 20);
+    assert_eq!(&back[..cut as usize], &data[..cut as usize]);
+    assert!(back[cut as usize..].iter().all(|b| *b == 0));
+    // Punch 600,000 bytes out (whole blocks by range, partial ones zeroed).
+    let hole: usize = 600_000;
+    fs.fallocate(
+        &root,
+        a.ino,
+        1000,
+        hole as u64,
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+    )
+    .unwrap();
+    let back = fs.read(a.ino, 0, 3 << 20).unwrap();
+    assert_eq!(&back[..1000], &data[..1000]);
+    assert!(back[1000..1000 + hole].iter().all(|b| *b == 0));
+    assert_eq!(
+        back[1000 + hole..cut as usize],
+        data[1000 + hole..cut as usize]
+    );
+    ok(&fs);
+    fs.release(a.ino).unwrap();
+    fs.unlink(&root, ROOT_INO, b"big").unwrap();
+    let r = check_fs(fs.db(), fs.tables()).unwrap();
+    assert_eq!((r.inodes, r.blocks), (1, 0));
+    ok(&fs);
+}

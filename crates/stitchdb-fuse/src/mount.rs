@@ -305,6 +305,14 @@ pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     signal_handle.close();
     let _ = watcher.join();
     served.map_err(|e| format!("serving the mount: {e}"))?;
+    let st = fs.db().stats();
+    tracing::info!(
+        "unmounted {}: merges stitched {} bytes and copied {} bytes; memtable flushes wrote {} bytes",
+        c.mountpoint.display(),
+        st.merge_stitched_bytes,
+        st.merge_copied_bytes,
+        st.flushed_bytes
+    );
     match Arc::try_unwrap(fs) {
         Ok(fs) => fs.close().map_err(|e| format!("closing the store: {e}")),
         Err(fs) => fs.fsync().map_err(|e| format!("syncing the store: {e}")),

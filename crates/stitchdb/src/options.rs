@@ -8,10 +8,22 @@ pub enum Durability {
     /// Durable when the call returns (concurrent writers share one sync: group commit).
     #[default]
     Sync,
+    /// In the operating system's hands when the call returns: the commit's log record is
+    /// written into the store's file (no sync), so a crash of the process (`kill -9`, a
+    /// panic) loses nothing, though power loss may lose the newest commits (never out of
+    /// order). What RocksDB and LevelDB do by default (`sync = false` with the log on), and
+    /// SQLite's `synchronous=NORMAL` in WAL mode. Durable at the next sync, checkpoint or
+    /// close. A commit made with a patchgroup engaged syncs instead (its record must not
+    /// reach the disk before the group's dependencies), as does the first commit into a new
+    /// log segment (one per zone of records: its header must be durable before records
+    /// that follow it are handed over).
+    Written,
     /// Durable soon (within `Options::ordered_flush_interval`), and never out of order: after a
     /// crash the store holds a prefix of the commit order.
     Ordered,
-    /// Durable at the next sync, checkpoint or close; still never out of order.
+    /// Durable at the next sync, checkpoint or close; still never out of order. The log
+    /// records wait in the store's memory until then, so a crash of the process may lose
+    /// them too (up to a memtable of commits): RocksDB with its log off (`disable_wal`).
     Async,
 }
 

@@ -1,7 +1,9 @@
 //! Crash test: run a seeded workload on a `SimDisk`, capture crash images at random moments
 //! (inside writes and syncs, mid-checkpoint and mid-merge included), reopen each one and
 //! check the invariant: the store holds exactly a prefix of the commit order that includes
-//! every acknowledged `Sync` commit, and `check` passes. Some crash images are reopened
+//! every acknowledged `Sync` commit, and `check` passes. A share of the images are process
+//! crashes instead (every write the process made survives, synced or not): those must also
+//! include every acknowledged `Written` commit. Some crash images are reopened
 //! through a second crashing disk too, so recovery itself is crashed and must still converge.
 //!
 //! Half the commits are transactions (some large, spanning several log records), some
@@ -58,6 +60,7 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
     let disk = new_crashing(seed);
     let db = Db::create_on(disk.clone(), options(seed)).unwrap();
     *disk.probability.lock() = 0.04;
+    *disk.process_share.lock() = 0.3;
     let t = db.default_table();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let mut states = vec![State::new()];
@@ -101,8 +104,9 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
         writes.push((MARKER.to_vec(), Some(n.to_be_bytes().to_vec())));
         state.insert(MARKER.to_vec(), n.to_be_bytes().to_vec());
         let durability = match rng.gen_range(0..10) {
-            0..=3 => Durability::Sync,
-            4..=6 => Durability::Ordered,
+            0..=2 => Durability::Sync,
+            3..=4 => Durability::Written,
+            5..=6 => Durability::Ordered,
             _ => Durability::Async,
         };
         if rng.gen_bool(0.1) {
@@ -149,6 +153,9 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
         }
         if durability == Durability::Sync {
             disk.acked.store(n, Ordering::SeqCst);
+        }
+        if matches!(durability, Durability::Sync | Durability::Written) {
+            disk.handed.store(n, Ordering::SeqCst);
         }
         states.push(state.clone());
         if rng.gen_bool(0.03) {

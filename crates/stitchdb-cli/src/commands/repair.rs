@@ -16,6 +16,9 @@ pub fn run(args: StoreArg) -> CliResult {
         stitchdb::Error::Config(message) => CliError::new(message),
         e => CliError::from(e),
     })?;
+    if report.damaged_copy.is_none() {
+        return output::print("ok: nothing to repair: the store passes check\n");
+    }
     for damage in &report.salvage.damage {
         output::print(format_args!("{damage}\n"))?;
     }

@@ -48,7 +48,8 @@ pub struct Mounted {
     /// The mount point.
     pub dir: PathBuf,
     session: Option<fuser::BackgroundSession>,
-    _tmp: tempfile::TempDir,
+    /// Holds the store and the mount point; `unmount` hands it over.
+    tmp: Option<tempfile::TempDir>,
     /// The store's path.
     pub store: PathBuf,
 }
@@ -80,17 +81,19 @@ impl Mounted {
         Mounted {
             dir,
             session: Some(session),
-            _tmp: tmp,
+            tmp: Some(tmp),
             store,
         }
     }
 
-    /// Unmounts and waits for the file system to close its store.
-    pub fn unmount(mut self) {
+    /// Unmounts and waits for the file system to close its store; returns the temporary
+    /// directory holding the store (deleted when dropped).
+    pub fn unmount(mut self) -> tempfile::TempDir {
         force_unmount(&self.dir);
         if let Some(s) = self.session.take() {
             let _ = s.guard.join();
         }
+        self.tmp.take().unwrap()
     }
 }
 

@@ -595,6 +595,13 @@ impl Inner {
         self.guard(r)
     }
 
+    /// Hands the log to the operating system up to `lsn`, without a sync (see
+    /// `Durability::Written`).
+    pub fn write_log(&self, lsn: u64) -> Result<()> {
+        let r = self.wal()?.write_through(lsn).map_err(log::log_err);
+        self.guard(r)
+    }
+
     /// A fresh run id.
     pub fn next_run_id(&self) -> u64 {
         let mut ck = self.checkpoint.lock();

@@ -37,7 +37,8 @@ pub struct RepairReport {
     pub salvage: Salvage,
     /// Tables written to the new store.
     pub tables: usize,
-    /// Keys the new store holds (current state, all tables).
+    /// Keys the new store holds (current state, all tables); for a store left as it was,
+    /// the entries (key versions) its runs hold.
     pub keys: u64,
     /// Named snapshots written again.
     pub snapshots: usize,
@@ -75,7 +76,8 @@ impl Source for super::Snapshot {
 impl Db {
     /// Repairs the store in the file at `path`: salvages it into a new store written beside
     /// it (`PATH.repairing`), then renames the damaged file to `PATH.damaged` (kept: nothing
-    /// of it is thrown away) and the new one to `PATH`. The store must not be open elsewhere.
+    /// of it is thrown away) and the new one to `PATH`. A store that passes check is left as
+    /// it is (the report's `damaged_copy` is then `None`). The store must not be open elsewhere.
     /// Not for block devices (the new store needs a file of its own).
     pub fn repair(path: impl AsRef<Path>, opts: Options) -> Result<RepairReport> {
         let path = path.as_ref();
@@ -96,6 +98,15 @@ impl Db {
             std::fs::remove_file(&fresh_path).map_err(|e| io_error(&fresh_path, e))?;
         }
         let damaged: Arc<dyn Disk> = Arc::new(FileDisk::open(path, LockMode::Exclusive)?);
+        // A store that passes check is left as it is.
+        let found = Self::check_store_on(damaged.clone(), opts.clone())?;
+        if found.is_ok() {
+            return Ok(RepairReport {
+                tables: found.report.tables,
+                keys: found.report.entries,
+                ..RepairReport::default()
+            });
+        }
         let fresh: Arc<dyn Disk> = Arc::new(FileDisk::create(&fresh_path)?);
         let copied = Self::repair_on(damaged.clone(), fresh, opts);
         let mut report = match copied {

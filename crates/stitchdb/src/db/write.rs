@@ -259,6 +259,7 @@ pub(crate) fn commit_batch(
     drop(locked);
     match durability {
         Durability::Sync => inner.sync_log(lsn)?,
+        Durability::Written => inner.write_log(lsn)?,
         Durability::Ordered if !inner.opts.background => flush_ordered_inline(inner)?,
         Durability::Ordered => background::ordered_write(inner),
         Durability::Async => {}

@@ -171,6 +171,11 @@ impl RunMeta {
     }
 }
 
+/// Reads the block at an address without its handle, checking it belongs to the run being
+/// rebuilt and sorts before the block after it (see `Run::rebuild_index`).
+type ReadBlockAlone<'a> =
+    dyn Fn(ExtentAddr, Option<&BlockHandle>) -> std::result::Result<BlockHandle, String> + 'a;
+
 /// Keys of a run that damage put out of reach (see [`Run::open_salvaging`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LostRange {
@@ -396,54 +401,37 @@ impl Run {
 
     /// The index handles of a run whose index extents are all lost, found from its blocks:
     /// the intact extents of the zone its filter (or else its first index extent) is in,
-    /// walked back from there through the run blocks that lie one right after another, each
-    /// read without a handle (block version 4), until they hold exactly the entries the
-    /// manifest gives the run. Every block must sort before the one after it, hold only
-    /// sequence numbers of the run, and follow the one before on disk. A run whose blocks lie
-    /// elsewhere (stitched from other runs, or spanning zones) is not rebuilt.
+    /// walked back from there through run blocks lying one right after another (into the
+    /// end of an earlier zone where a block opens its zone: the one zone whose last extent
+    /// is a block that did not leave room for it), each read without a handle (block version
+    /// 4), until they hold exactly the entries the manifest gives the run. Every block must
+    /// sort before the one after it and hold only sequence numbers of the run. A run whose
+    /// blocks lie elsewhere (stitched from other runs' blocks) is not rebuilt.
     fn rebuild_index(
         storage: &Arc<Storage>,
         meta: &RunMeta,
     ) -> std::result::Result<Vec<BlockHandle>, String> {
+        let zones = &storage.zones;
         let anchor = meta
             .filters
             .first()
             .map(|p| p.addr)
             .or_else(|| meta.index.first().copied())
             .ok_or("the manifest lists no extent of the run")?;
-        let extents = storage
-            .zones
-            .extents_in(anchor.zone)
-            .map_err(|e| e.to_string())?;
-        // The extents before the anchor, nearest first; the run's filter and index extents
-        // (written after its blocks) are stepped over.
-        let mut before = extents
-            .iter()
-            .rev()
-            .filter(|(a, _)| a.offset < anchor.offset)
-            .skip_while(|(_, kind)| {
-                *kind == ExtentKind::RUN_FILTER || *kind == ExtentKind::RUN_INDEX
-            });
+        let mut extents = zones.extents_in(anchor.zone).map_err(|e| e.to_string())?;
+        // The run's filter and index extents, written after its blocks, are stepped over.
+        extents.retain(|(a, _)| a.offset < anchor.offset);
+        while extents
+            .last()
+            .is_some_and(|(_, k)| *k == ExtentKind::RUN_FILTER || *k == ExtentKind::RUN_INDEX)
+        {
+            extents.pop();
+        }
         let in_run =
             |seq: u64| meta.seq_override.is_some() || (meta.min_seq..=meta.max_seq).contains(&seq);
-        let mut handles: Vec<BlockHandle> = Vec::new();
-        let mut entries = 0u64;
-        while entries < meta.entries {
-            let Some(&(addr, kind)) = before.next() else {
-                return Err(format!(
-                    "{entries} of {} entries found before the zone's start",
-                    meta.entries
-                ));
-            };
-            let next = handles.last();
-            if kind != ExtentKind::RUN_BLOCK || next.is_some_and(|n| !n.addr.follows(&addr)) {
-                return Err(format!(
-                    "{entries} of {} entries found in blocks lying one after another",
-                    meta.entries
-                ));
-            }
-            let framed = storage
-                .zones
+        // A block at `addr` read alone, if it is one of the run's and sorts before `next`.
+        let block_before = |addr: ExtentAddr, next: Option<&BlockHandle>| {
+            let framed = zones
                 .read_durable_framed(addr, ExtentKind::RUN_BLOCK)
                 .map_err(|e| e.to_string())?;
             let block = Block::parse_standalone(framed, stitch_zone::EXTENT_HEADER_LEN)
@@ -453,13 +441,38 @@ impl Run {
             if !sorted || !(0..block.len()).all(|i| in_run(block.entry(i).seq)) {
                 return Err(format!("{addr} is not a block of the run"));
             }
-            entries += block.len() as u64;
-            handles.push(BlockHandle {
+            Ok(BlockHandle {
                 first_key: first.key.to_vec(),
                 last_key: last.key.to_vec(),
                 entries: block.len() as u64,
                 addr,
+            })
+        };
+        let mut handles: Vec<BlockHandle> = Vec::new();
+        let mut entries = 0u64;
+        while entries < meta.entries {
+            let next = handles.last();
+            let here = extents.pop().filter(|&(addr, kind)| {
+                kind == ExtentKind::RUN_BLOCK && next.is_none_or(|n| n.addr.follows(&addr))
             });
+            let handle = match (here, next) {
+                (Some((addr, _)), _) => block_before(addr, next)?,
+                // A block opening its zone: the run came from the end of another zone.
+                (None, Some(n)) if n.addr.offset == 0 => {
+                    let (zone_extents, handle) =
+                        Self::block_ending_a_zone(storage, n, &block_before)?;
+                    extents = zone_extents;
+                    handle
+                }
+                _ => {
+                    return Err(format!(
+                        "{entries} of {} entries found in blocks lying one after another",
+                        meta.entries
+                    ))
+                }
+            };
+            entries += handle.entries;
+            handles.push(handle);
         }
         if entries != meta.entries {
             return Err(format!(
@@ -469,6 +482,43 @@ impl Run {
         }
         handles.reverse();
         Ok(handles)
+    }
+
+    /// The one zone whose last intact extent is a block of the run that `next` (opening its
+    /// zone) continues from; returns the zone's other extents and that block's handle.
+    fn block_ending_a_zone(
+        storage: &Arc<Storage>,
+        next: &BlockHandle,
+        block_before: &ReadBlockAlone<'_>,
+    ) -> std::result::Result<(Vec<(ExtentAddr, ExtentKind)>, BlockHandle), String> {
+        let zones = &storage.zones;
+        let count = zones.cache().disk().len() / zones.zone_size();
+        let mut found = None;
+        for zone in 1..count {
+            let Ok(zone) = u32::try_from(zone) else { break };
+            if zone == next.addr.zone {
+                continue;
+            }
+            let mut extents = zones.extents_in(zone).map_err(|e| e.to_string())?;
+            let Some(&(addr, kind)) = extents.last() else {
+                continue;
+            };
+            if kind != ExtentKind::RUN_BLOCK || !next.addr.continues(&addr, zones.zone_size()) {
+                continue;
+            }
+            let Ok(handle) = block_before(addr, Some(next)) else {
+                continue;
+            };
+            if found.is_some() {
+                return Err(format!(
+                    "more than one zone ends in a block {} may continue from",
+                    next.addr
+                ));
+            }
+            extents.pop();
+            found = Some((extents, handle));
+        }
+        found.ok_or_else(|| format!("no zone ends in a block {} continues from", next.addr))
     }
 
     /// Reads and checks the filter parts of a run with `blocks` blocks; on any problem the

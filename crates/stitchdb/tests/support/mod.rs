@@ -24,6 +24,12 @@ pub struct CrashingDisk {
     pub issued: Arc<AtomicU64>,
     /// The newest commit whose `Sync` write returned.
     pub acked: Arc<AtomicU64>,
+    /// The newest commit whose `Sync` or `Written` write returned: what a process crash must
+    /// keep.
+    pub handed: Arc<AtomicU64>,
+    /// Share of the captured images that are process crashes (`SimDisk::process_crash`,
+    /// recorded with `handed`) rather than power losses (recorded with `acked`); 0 unless set.
+    pub process_share: Mutex<f64>,
     pub images: Mutex<Vec<(SimDisk, u64, u64)>>,
 }
 
@@ -32,9 +38,14 @@ impl CrashingDisk {
         let mut rng = self.rng.lock();
         if rng.gen_bool(*self.probability.lock()) {
             let seed = rng.gen();
-            let image = self.sim.crash(seed);
+            let process = rng.gen_bool(*self.process_share.lock());
+            let (image, acked) = if process {
+                (self.sim.process_crash(), &self.handed)
+            } else {
+                (self.sim.crash(seed), &self.acked)
+            };
             let (acked, issued) = (
-                self.acked.load(Ordering::SeqCst),
+                acked.load(Ordering::SeqCst),
                 self.issued.load(Ordering::SeqCst),
             );
             self.images.lock().push((image, acked, issued));
@@ -80,6 +91,8 @@ pub fn crashing(sim: SimDisk, seed: u64, probability: f64) -> Arc<CrashingDisk> 
         probability: Mutex::new(probability),
         issued: Arc::default(),
         acked: Arc::default(),
+        handed: Arc::default(),
+        process_share: Mutex::new(0.0),
         images: Mutex::new(Vec::new()),
     })
 }

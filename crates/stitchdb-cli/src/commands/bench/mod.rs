@@ -49,11 +49,15 @@ pub struct BenchArgs {
     /// removed at the end]
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
-    /// 1: every write is durable when it returns (Durability::Sync); 0: Durability::Async
+    /// 1: every write is durable when it returns (Durability::Sync, as db_bench --sync=1
+    /// fsyncs its WAL); 0: every write's log record is written to the OS before it returns,
+    /// no sync (Durability::Written: a process crash loses nothing, as db_bench's default)
     #[arg(long, value_name = "0|1", value_parser = parse_flag_bool, action = ArgAction::Set,
           num_args = 0..=1, default_value = "0", default_missing_value = "1")]
     sync: bool,
-    /// Accepted for db_bench compatibility: StitchDB always logs, so this means --sync=0
+    /// 1: log records stay in memory until a checkpoint or sync (Durability::Async: a
+    /// process crash may lose up to a memtable of writes, as db_bench --disable_wal=1 loses
+    /// its memtables); not with --sync=1
     #[arg(long = "disable_wal", value_name = "0|1", value_parser = parse_flag_bool,
           action = ArgAction::Set, num_args = 0..=1, default_value = "0",
           default_missing_value = "1")]
@@ -105,9 +109,8 @@ pub struct BenchArgs {
 
 pub fn run(args: BenchArgs) -> CliResult {
     let setup = setup(&args)?;
+    let durability = durability(args.sync, args.disable_wal)?;
     let stitching = args.stitch_threshold.unwrap_or_default();
-    // --disable_wal cannot turn the log off; async commits are the closest match.
-    let sync = args.sync && !args.disable_wal;
     let options = Options {
         memtable_size: args.memtable_size,
         read_cache_bytes: args.cache_size,
@@ -116,18 +119,13 @@ pub fn run(args: BenchArgs) -> CliResult {
         compaction_threads: args.max_background_compactions,
         compaction_nice: args.compaction_nice,
         stitching,
-        durability: if sync {
-            Durability::Sync
-        } else {
-            Durability::Async
-        },
+        durability,
         ..Options::default()
     };
     let mut store = BenchStore::open(args.db.clone(), args.use_existing_db, options)?;
     output::print(report::header(&report::Header {
         setup: &setup,
-        sync,
-        disable_wal: args.disable_wal,
+        durability,
         memtable_size: args.memtable_size,
         cache_size: args.cache_size,
         stitching,
@@ -154,6 +152,19 @@ pub fn run(args: BenchArgs) -> CliResult {
             .context(format_args!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The durability matching db_bench's `--sync` and `--disable_wal`: what a crash of the
+/// process or of the machine loses is the same on both sides.
+fn durability(sync: bool, disable_wal: bool) -> CliResult<Durability> {
+    match (sync, disable_wal) {
+        (true, true) => Err(CliError::new(
+            "--sync=1 with --disable_wal=1: a sync needs the log (db_bench refuses it too)",
+        )),
+        (true, false) => Ok(Durability::Sync),
+        (false, false) => Ok(Durability::Written),
+        (false, true) => Ok(Durability::Async),
+    }
 }
 
 /// Checks the flags and derives what the benchmarks share.

@@ -6,7 +6,7 @@ use super::runner::{Outcome, Setup};
 use super::workload::Benchmark;
 use std::fmt::Write as _;
 use std::path::Path;
-use stitchdb::{AppendedBytes, Stitching};
+use stitchdb::{AppendedBytes, Durability, Stitching};
 
 /// db_bench's "MB" is a mebibyte.
 const MB: f64 = 1_048_576.0;
@@ -14,8 +14,7 @@ const MB: f64 = 1_048_576.0;
 /// What the header describes.
 pub struct Header<'a> {
     pub setup: &'a Setup,
-    pub sync: bool,
-    pub disable_wal: bool,
+    pub durability: Durability,
     pub memtable_size: usize,
     pub cache_size: usize,
     pub stitching: Stitching,
@@ -71,7 +70,7 @@ pub fn header(h: &Header) -> String {
             h.slowdown_runs
         ),
     );
-    line("Durability", durability(h.sync, h.disable_wal));
+    line("Durability", durability(h.durability));
     line("Seed", format!("{} (splitmix64)", s.seed));
     out.push_str("------------------------------------------------\n");
     let _ = writeln!(out, "DB path: [{}]", h.db_path.display());
@@ -87,11 +86,14 @@ fn stitching(s: Stitching) -> String {
     }
 }
 
-fn durability(sync: bool, disable_wal: bool) -> String {
-    let text = match (sync, disable_wal) {
-        (true, _) => "Sync (--sync=1): every write is durable when it returns",
-        (false, false) => "Async (--sync=0): every write is logged, durable at the next sync",
-        (false, true) => "Async (--disable_wal=1 is accepted, but StitchDB always logs)",
+fn durability(durability: Durability) -> String {
+    let text = match durability {
+        Durability::Sync => "Sync (--sync=1): every write is durable when it returns",
+        Durability::Written => {
+            "Written (--sync=0): every write's log record is in the OS when it returns, no sync"
+        }
+        Durability::Ordered => "Ordered: durable within a few milliseconds",
+        Durability::Async => "Async (--disable_wal=1): log records wait in memory until a sync",
     };
     text.into()
 }
