@@ -240,7 +240,7 @@ fn run_pjdfstest(runner: &Path, options: &str) -> (String, Vec<(String, String)>
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/kvfs/pjdfstest.toml");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/fs/pjdfstest.toml");
     let run = Command::new(runner)
         .arg("-c")
         .arg(&config)
