@@ -369,7 +369,8 @@ def release_build(args):
     probe = os.path.join(args.workdir, "db_bench-probe")
     remove_store(probe)
     os.makedirs(args.workdir, exist_ok=True)
-    run = subprocess.run([args.db_bench, "--benchmarks=fillseq", "--num=10", f"--db={probe}"],
+    run = subprocess.run([args.db_bench, "--benchmarks=fillseq", "--num=10", f"--db={probe}",
+                          "--compression_type=none"],
                          capture_output=True, text=True)
     remove_store(probe)
     out = run.stdout + run.stderr

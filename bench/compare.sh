@@ -31,7 +31,8 @@ cargo build --release -q -p stitchdb-cli
 DRIVER="$TARGET/bench/rocksdb_driver"
 mkdir -p "$TARGET/bench"
 if [ ! -x "$DRIVER" ] || [ bench/rocksdb_driver.cc -nt "$DRIVER" ] || [ "$ROCKSDB/librocksdb.a" -nt "$DRIVER" ]; then
-    g++ -O2 -DNDEBUG -std=c++20 -Wall -I"$ROCKSDB/include" -o "$DRIVER" bench/rocksdb_driver.cc \
+    # -fno-rtti: a release RocksDB is built without RTTI, so its classes have no typeinfo.
+    g++ -O2 -DNDEBUG -fno-rtti -std=c++20 -Wall -I"$ROCKSDB/include" -o "$DRIVER" bench/rocksdb_driver.cc \
         "$ROCKSDB/librocksdb.a" -lpthread -ldl
 fi
 

@@ -3,7 +3,7 @@
 // generates (same splitmix64 streams, same key format, same value pool; docs/benchmarks.md
 // defines them) and db_bench's default options, printing db_bench's result lines.
 //
-//   g++ -O2 -DNDEBUG -std=c++20 -I$ROCKSDB/include bench/rocksdb_driver.cc \
+//   g++ -O2 -DNDEBUG -fno-rtti -std=c++20 -I$ROCKSDB/include bench/rocksdb_driver.cc
 //       $ROCKSDB/librocksdb.a -lpthread -ldl -o rocksdb_driver
 // ($ROCKSDB: what bench/build-rocksdb.sh prints; bench/compare.sh does this.)
 //   rocksdb_driver --benchmarks=randomappend,seqinsert --num=200000 --db=/tmp/rdb

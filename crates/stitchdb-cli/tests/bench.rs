@@ -177,7 +177,7 @@ fn rejects_bad_flags_with_usage_errors() {
     }
     // A sync needs the log: db_bench refuses the pair too.
     let out = run(&["--sync=1", "--disable_wal=1", "--num=1"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--disable_wal=1"));
     let out = run(&["--key_size=0", "--num=1"]);
     assert_eq!(out.status.code(), Some(2), "a usage error the tool finds");

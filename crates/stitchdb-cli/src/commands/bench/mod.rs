@@ -158,7 +158,7 @@ pub fn run(args: BenchArgs) -> CliResult {
 /// process or of the machine loses is the same on both sides.
 fn durability(sync: bool, disable_wal: bool) -> CliResult<Durability> {
     match (sync, disable_wal) {
-        (true, true) => Err(CliError::new(
+        (true, true) => Err(CliError::usage(
             "--sync=1 with --disable_wal=1: a sync needs the log (db_bench refuses it too)",
         )),
         (true, false) => Ok(Durability::Sync),
