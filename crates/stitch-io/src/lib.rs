@@ -4,9 +4,11 @@
 //! file system directly, so tests can swap the real file for [`MemDisk`] or for [`SimDisk`],
 //! the deterministic fault injector that simulates crashes (unsynced writes dropped, reordered
 //! or torn at 512-byte sectors), I/O errors and full disks.
-//! [`CountingDisk`] wraps any of them to count (and hook) the requests the layers above make.
+//! [`CountingDisk`] wraps any of them to count (and hook) the requests the layers above make;
+//! [`CrashingDisk`] captures crash images of a [`SimDisk`] at random requests, for crash tests.
 
 mod counting;
+mod crashing;
 mod error;
 mod file;
 mod mem;
@@ -14,6 +16,7 @@ mod sim;
 mod sys;
 
 pub use counting::{CountingDisk, DiskRequest};
+pub use crashing::{CrashImage, CrashingDisk};
 pub use error::{IoError, IoErrorKind, IoOp, Result};
 pub use file::{FileDisk, LockMode};
 pub use mem::MemDisk;

@@ -13,9 +13,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use stitch_io::{CrashImage as Image, CrashingDisk};
 use stitchdb::Db;
 use stitchdb_fs::{check_fs, Caller, Fs, FsOptions, Kind, SetAttr, ROOT_INO};
-use support::crashing::{CrashingDisk, Image};
 use support::{dump, small_options, test_clock, Tree};
 
 fn fs_options() -> FsOptions {

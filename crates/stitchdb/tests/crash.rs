@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitchdb::{Db, Durability, Isolation, Options, SimDisk, Stitching, WriteBatch};
-use support::{crashing, new_crashing, table_contents};
+use support::{table_contents, CrashingDisk};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -57,7 +57,7 @@ fn contents(db: &Db) -> State {
 /// the crash images captured.
 fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
     // Crashes during creation are covered by `a_crash_during_creation_is_a_clear_error`.
-    let disk = new_crashing(seed);
+    let disk = CrashingDisk::new(seed);
     let db = Db::create_on(disk.clone(), options(seed)).unwrap();
     *disk.probability.lock() = 0.04;
     *disk.process_share.lock() = 0.3;
@@ -215,7 +215,7 @@ fn every_crash_state_is_a_prefix_with_every_acknowledged_commit() {
                 // Crash the recovery of this image too: every image of the recovery must open
                 // to the same prefix the uninterrupted recovery finds.
                 let expected = verify(image.crash(0), seed, acked, issued, &states, &what);
-                let again = crashing(image, seed * 1000 + i as u64, 0.2);
+                let again = CrashingDisk::over(image, seed * 1000 + i as u64, 0.2);
                 let db = Db::open_on(again.clone(), options(seed)).unwrap();
                 drop(db);
                 for (j, (inner, _, _)) in again.images.lock().drain(..).enumerate() {
@@ -253,7 +253,7 @@ fn every_crash_state_is_a_prefix_with_every_acknowledged_commit() {
 fn a_crash_during_creation_is_a_clear_error_or_an_empty_store() {
     let (mut empty, mut unfinished) = (0, 0);
     for seed in 0..200 {
-        let disk = new_crashing(seed);
+        let disk = CrashingDisk::new(seed);
         *disk.probability.lock() = 0.3;
         Db::create_on(disk.clone(), options(seed))
             .unwrap()

@@ -146,7 +146,7 @@ fn suite_value(i: u64, round: u32) -> Vec<u8> {
 /// tables (merged, with filters), a snapshot, and a log holding `Sync` commits (keys
 /// 600..700), the last of which was written but not yet synced when the crash came.
 fn suite_store() -> (Vec<u8>, u64) {
-    let disk = support::new_crashing(11);
+    let disk = support::CrashingDisk::new(11);
     let db = Db::create_on(disk.clone(), suite_options(8 * 1024)).unwrap();
     let t = db.default_table();
     let second = db.create_table("second").unwrap();

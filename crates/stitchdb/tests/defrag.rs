@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use stitchdb::{Db, Disk, Durability, MemDisk, Options, Stitching, WriteBatch};
-use support::{every_image_holds, new_crashing, table_contents};
+use support::{every_image_holds, table_contents, CrashingDisk};
 
 fn options() -> Options {
     Options {
@@ -100,7 +100,7 @@ fn a_crash_during_defragmentation_keeps_the_contents() {
     let mut images = 0;
     let mut moved = 0;
     for seed in 0..12u64 {
-        let disk = new_crashing(seed);
+        let disk = CrashingDisk::new(seed);
         let db = Db::create_on(disk.clone(), options()).unwrap();
         let model = fragment(&db, seed);
         db.sync().unwrap();

@@ -11,7 +11,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use stitchdb::{Db, Disk, Durability, Isolation, MemDisk, Options, TableId};
-use support::new_crashing;
+use support::CrashingDisk;
 
 const BUDGET: usize = 64 * 1024;
 
@@ -190,7 +190,7 @@ fn a_spilled_transaction_conflicts_like_any_other() {
 fn a_crash_anywhere_in_a_large_commit_leaves_it_whole_or_absent() {
     let mut images = 0;
     for seed in 0..40 {
-        let disk = new_crashing(seed);
+        let disk = CrashingDisk::new(seed);
         let db = Db::create_on(disk.clone(), options()).unwrap();
         let t = db.default_table();
         for i in 0..50 {

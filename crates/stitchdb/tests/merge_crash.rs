@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use stitchdb::{Db, Durability, Options, Stitching, WriteBatch};
-use support::{every_image_holds, new_crashing, table_contents};
+use support::{every_image_holds, table_contents, CrashingDisk};
 
 fn options(stitching: Stitching) -> Options {
     Options {
@@ -50,7 +50,7 @@ fn every_write_and_sync_of_a_merge_is_a_safe_place_to_crash() {
     .enumerate()
     {
         let seed = seed as u64;
-        let disk = new_crashing(seed);
+        let disk = CrashingDisk::new(seed);
         let db = Db::create_on(disk.clone(), options(stitching)).unwrap();
         let t = db.default_table();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -95,7 +95,7 @@ fn a_merge_sharing_its_inputs_index_is_a_safe_place_to_crash() {
     // to the same contents (the shared extents readable from whichever runs the image lists)
     // and pass check; after the inputs are dropped, the merged run must still read.
     let stitching = Stitching::Threshold(0);
-    let disk = new_crashing(7);
+    let disk = CrashingDisk::new(7);
     let db = Db::create_on(disk.clone(), options(stitching)).unwrap();
     let t = db.default_table();
     let mut model = BTreeMap::new();
@@ -130,7 +130,7 @@ fn a_run_sharing_its_inputs_filter_parts_finds_every_key() {
     // Sequential runs merged whole keep one filter part per input; a lookup asks the part
     // over the key's block. Every key must be found (no part may answer for another's keys),
     // absent keys between and around the runs not, before and after a reopen.
-    let disk = new_crashing(8);
+    let disk = CrashingDisk::new(8);
     let opts = options(Stitching::Threshold(0));
     let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
     let t = db.default_table();
@@ -176,7 +176,7 @@ fn a_merge_is_listed_by_the_next_manifest_and_a_crash_before_it_loses_nothing() 
         level_runs: 2,
         ..options(Stitching::Threshold(8192))
     };
-    let disk = new_crashing(21);
+    let disk = CrashingDisk::new(21);
     let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
     let t = db.default_table();
     let mut model = BTreeMap::new();
@@ -228,7 +228,7 @@ fn the_compactor_lists_its_merges_in_a_manifest_once_it_runs_out_of_work() {
         background: true,
         ..options(Stitching::Threshold(8192))
     };
-    let disk = new_crashing(22);
+    let disk = CrashingDisk::new(22);
     let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
     let t = db.default_table();
     let mut model = BTreeMap::new();

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use stitchdb::{Db, Disk, Error, MemDisk, Options, Snapshot, TableId};
-use support::new_crashing;
+use support::CrashingDisk;
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -202,7 +202,7 @@ fn bad_snapshot_names_and_uses_get_clear_errors() {
 fn a_crash_while_taking_or_dropping_a_snapshot_leaves_it_whole_or_gone() {
     let mut images = 0;
     for seed in 0..30 {
-        let disk = new_crashing(seed);
+        let disk = CrashingDisk::new(seed);
         let db = Db::create_on(disk.clone(), options()).unwrap();
         let t = db.default_table();
         let before = fill(&db, t, 0, 150);

@@ -2,7 +2,6 @@
 
 #![allow(dead_code)]
 
-pub mod crashing;
 pub mod model;
 
 use std::sync::Arc;
