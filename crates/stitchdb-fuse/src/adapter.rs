@@ -2,7 +2,7 @@
 
 use crate::attr::{file_attr, file_type, timespec};
 use fuser::{
-    consts, FileAttr, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    consts, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow,
 };
@@ -104,6 +104,30 @@ impl KvFuse {
 }
 
 /// The errno of a failure, logging the ones that are not the caller's doing.
+/// Hands the entries of directory `ino` from `offset` on to `add`, a batch at a time, until
+/// the directory ends or `add` answers that the kernel's reply buffer is full.
+fn entries_from(
+    fs: &Fs,
+    ino: u64,
+    offset: i64,
+    mut add: impl FnMut(DirEntry) -> Result<bool, FsError>,
+) -> Result<(), FsError> {
+    let mut offset = offset.max(0) as u64;
+    loop {
+        let batch = fs.readdir(ino, offset, READDIR_BATCH)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        for entry in batch {
+            let next = entry.offset;
+            if add(entry)? {
+                return Ok(());
+            }
+            offset = next;
+        }
+    }
+}
+
 fn errno(e: &FsError) -> i32 {
     if !matches!(e, FsError::Errno(_)) {
         tracing::error!("file system operation failed: {e}");
@@ -457,34 +481,18 @@ impl Filesystem for KvFuse {
         offset: i64,
         mut reply: ReplyDirectory,
     ) {
-        let mut offset = offset.max(0) as u64;
-        loop {
-            let batch = match self.fs.readdir(ino, offset, READDIR_BATCH) {
-                Ok(b) => b,
-                Err(e) => return reply.error(errno(&e)),
-            };
-            if batch.is_empty() {
-                break;
-            }
-            for DirEntry {
-                ino: child,
-                kind,
-                name,
-                offset: next,
-            } in batch
-            {
-                if reply.add(
-                    child,
-                    next as i64,
-                    file_type(kind),
-                    OsStr::from_bytes(&name),
-                ) {
-                    return reply.ok();
-                }
-                offset = next;
-            }
+        let listed = entries_from(&self.fs, ino, offset, |entry| {
+            Ok(reply.add(
+                entry.ino,
+                entry.offset as i64,
+                file_type(entry.kind),
+                OsStr::from_bytes(&entry.name),
+            ))
+        });
+        match listed {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
-        reply.ok();
     }
 
     fn readdirplus(
@@ -495,40 +503,22 @@ impl Filesystem for KvFuse {
         offset: i64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let mut offset = offset.max(0) as u64;
-        loop {
-            let batch = match self.fs.readdir(ino, offset, READDIR_BATCH) {
-                Ok(b) => b,
-                Err(e) => return reply.error(errno(&e)),
-            };
-            if batch.is_empty() {
-                break;
-            }
-            for DirEntry {
-                ino: child,
-                name,
-                offset: next,
-                ..
-            } in batch
-            {
-                let attr: FileAttr = match self.fs.getattr(child) {
-                    Ok(a) => file_attr(&a),
-                    Err(e) => return reply.error(errno(&e)),
-                };
-                if reply.add(
-                    child,
-                    next as i64,
-                    OsStr::from_bytes(&name),
-                    &self.opts.ttl,
-                    &attr,
-                    0,
-                ) {
-                    return reply.ok();
-                }
-                offset = next;
-            }
+        let (fs, ttl) = (&self.fs, &self.opts.ttl);
+        let listed = entries_from(fs, ino, offset, |entry| {
+            let attr = file_attr(&fs.getattr(entry.ino)?);
+            Ok(reply.add(
+                entry.ino,
+                entry.offset as i64,
+                OsStr::from_bytes(&entry.name),
+                ttl,
+                &attr,
+                0,
+            ))
+        });
+        match listed {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
-        reply.ok();
     }
 
     fn releasedir(
