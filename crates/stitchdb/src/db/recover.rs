@@ -103,8 +103,9 @@ fn recover_with(
         )
     })?;
     // Once creation finished (a root is named), superblocks are written alternately, each
-    // within one sector a crash cannot tear, so a damaged slot is damage, never a crash: and it may have been the newer of the two, so
-    // opening from the other could silently go back to the checkpoint before.
+    // within one sector a crash cannot tear, so a damaged slot is damage, never a crash; and
+    // it may have been the newer of the two, so opening from the other could silently go back
+    // to the checkpoint before.
     for (offset, slot) in &slots {
         if let stitch_zone::SlotState::Damaged(why) = slot {
             let detail = format!(
