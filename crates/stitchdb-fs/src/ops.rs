@@ -803,17 +803,21 @@ impl<K: Kv> Op<'_, K> {
         Ok(out)
     }
 
+    /// The attributes of `ino` if `fallocate` applies to it: a regular file (ext4 answers
+    /// EISDIR for a directory and ENODEV for anything else).
+    fn fallocate_target(&mut self, ino: u64) -> FsResult<Attr> {
+        let a = self.attr(ino)?;
+        match a.kind {
+            Kind::File => Ok(a),
+            Kind::Dir => err(libc::EISDIR),
+            _ => err(libc::ENODEV),
+        }
+    }
+
     /// `fallocate` with `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`: zeros `[offset,
     /// offset + len)` of file `ino`, deleting the blocks wholly inside it.
     pub fn punch_hole(&mut self, ino: u64, offset: u64, len: u64) -> FsResult<()> {
-        let mut a = self.attr(ino)?;
-        if a.kind != Kind::File {
-            return err(if a.kind == Kind::Dir {
-                libc::EISDIR
-            } else {
-                libc::ENODEV
-            });
-        }
+        let mut a = self.fallocate_target(ino)?;
         let end = offset.saturating_add(len).min(a.size);
         if offset >= end {
             return Ok(());
@@ -849,14 +853,7 @@ impl<K: Kv> Op<'_, K> {
     /// `fallocate` mode 0: makes the file at least `offset + len` bytes long (the store
     /// allocates when written, so nothing is reserved).
     pub fn allocate(&mut self, ino: u64, offset: u64, len: u64) -> FsResult<()> {
-        let mut a = self.attr(ino)?;
-        if a.kind != Kind::File {
-            return err(if a.kind == Kind::Dir {
-                libc::EISDIR
-            } else {
-                libc::ENODEV
-            });
-        }
+        let mut a = self.fallocate_target(ino)?;
         let end = offset.checked_add(len).ok_or(FsError::Errno(libc::EFBIG))?;
         if end > MAX_FILE_SIZE {
             return err(libc::EFBIG);
