@@ -2,26 +2,15 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use support::run_with_input;
 use tempfile::TempDir;
-
-/// Runs `stitchdb` with `args`, feeding it `stdin`.
-fn run_with_input<S: AsRef<OsStr>>(args: &[S], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start stitchdb");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
 
 fn run<S: AsRef<OsStr>>(args: &[S]) -> Output {
     run_with_input(args, b"")

@@ -4,23 +4,12 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use support::run_with_input;
 use tempfile::TempDir;
-
-fn stitchdb(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -34,12 +23,12 @@ const CORRUPT: i32 = 4;
 /// A store holding `key000000..` in runs (imported, so checkpointed at close).
 fn store(dir: &TempDir) -> String {
     let path = dir.path().join("s.db").to_str().unwrap().to_string();
-    assert!(stitchdb(&["init", &path], b"").status.success());
+    assert!(run_with_input(&["init", &path], b"").status.success());
     let mut input = Vec::new();
     for i in 0..KEYS {
         writeln!(input, "key{i:06}\tvalue-{i:06}-{}", "y".repeat(60)).unwrap();
     }
-    let out = stitchdb(&["import", &path, "-"], &input);
+    let out = run_with_input(&["import", &path, "-"], &input);
     assert!(out.status.success(), "{}", text(&out.stderr));
     path
 }
@@ -77,7 +66,7 @@ fn check_lists_every_damaged_structure_and_repair_salvages_the_rest() {
     let dir = TempDir::new().unwrap();
     let path = store(&dir);
     // A store that passes check is left alone.
-    let out = stitchdb(&["repair", &path], b"");
+    let out = run_with_input(&["repair", &path], b"");
     assert!(
         text(&out.stdout).contains("nothing to repair"),
         "{}",
@@ -92,7 +81,7 @@ fn check_lists_every_damaged_structure_and_repair_salvages_the_rest() {
             overwrite(&path, at, b"DAMAGED!");
         }
     }
-    let out = stitchdb(&["check", &path], b"");
+    let out = run_with_input(&["check", &path], b"");
     assert_eq!(out.status.code(), Some(CORRUPT));
     let report = text(&out.stdout);
     assert!(
@@ -103,7 +92,7 @@ fn check_lists_every_damaged_structure_and_repair_salvages_the_rest() {
     assert_eq!(report.matches("lost: ").count(), 2, "{report}");
     assert!(text(&out.stderr).contains("3 structures found damaged"));
 
-    let out = stitchdb(&["repair", &path], b"");
+    let out = run_with_input(&["repair", &path], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
     assert!(
@@ -111,10 +100,10 @@ fn check_lists_every_damaged_structure_and_repair_salvages_the_rest() {
         "{said}"
     );
     assert!(Path::new(&format!("{path}.damaged")).exists());
-    let out = stitchdb(&["check", &path], b"");
+    let out = run_with_input(&["check", &path], b"");
     assert!(out.status.success(), "{}", text(&out.stdout));
     // Every key outside the two lost blocks is there with its value.
-    let out = stitchdb(&["scan", &path], b"");
+    let out = run_with_input(&["scan", &path], b"");
     let pairs = text(&out.stdout);
     let held = pairs.lines().count();
     assert!(held < KEYS && held > KEYS - 400, "{held}");
@@ -124,12 +113,12 @@ fn check_lists_every_damaged_structure_and_repair_salvages_the_rest() {
     }
     for key in ["key000000", "key010000", "key019999"] {
         assert!(
-            stitchdb(&["get", &path, key], b"").status.success(),
+            run_with_input(&["get", &path, key], b"").status.success(),
             "{key}"
         );
     }
     // A second repair finds nothing more to do but refuses to overwrite the kept copy.
-    let out = stitchdb(&["repair", &path], b"");
+    let out = run_with_input(&["repair", &path], b"");
     assert_eq!(out.status.code(), Some(FAILED));
     assert!(
         text(&out.stderr).contains(".damaged exists"),
@@ -145,7 +134,7 @@ fn check_reports_a_cut_file() {
     let len = std::fs::metadata(&path).unwrap().len();
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(len - 5000).unwrap();
-    let out = stitchdb(&["check", &path], b"");
+    let out = run_with_input(&["check", &path], b"");
     assert_eq!(out.status.code(), Some(CORRUPT));
     let report = text(&out.stdout);
     assert!(
@@ -153,7 +142,7 @@ fn check_reports_a_cut_file() {
         "{report}"
     );
     // Opening refuses it too.
-    let out = stitchdb(&["get", &path, "key000001"], b"");
+    let out = run_with_input(&["get", &path, "key000001"], b"");
     assert_eq!(out.status.code(), Some(CORRUPT));
     assert!(
         text(&out.stderr).contains("truncated?"),
@@ -169,21 +158,21 @@ fn a_damaged_newest_superblock_refuses_open_and_repair_keeps_what_the_older_one_
     let newer = 4096 - older_slot(&path);
     overwrite(&path, newer + 20, &[0xFF; 8]);
     // Opening from the older slot alone could go back a checkpoint without a word.
-    let out = stitchdb(&["get", &path, "key000001"], b"");
+    let out = run_with_input(&["get", &path, "key000001"], b"");
     assert_eq!(out.status.code(), Some(CORRUPT));
     let err = text(&out.stderr);
     assert!(
         err.contains(&format!("superblock slot at byte {newer}")),
         "{err}"
     );
-    let out = stitchdb(&["check", &path], b"");
+    let out = run_with_input(&["check", &path], b"");
     assert_eq!(out.status.code(), Some(CORRUPT));
-    let out = stitchdb(&["repair", &path], b"");
+    let out = run_with_input(&["repair", &path], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let out = stitchdb(&["check", &path], b"");
+    let out = run_with_input(&["check", &path], b"");
     assert!(out.status.success(), "{}", text(&out.stdout));
     // Whatever the older checkpoint and its log reach is there, each value its key's.
-    let out = stitchdb(&["scan", &path], b"");
+    let out = run_with_input(&["scan", &path], b"");
     for line in text(&out.stdout).lines() {
         let (key, value) = line.split_once('\t').unwrap();
         assert_eq!(&value[6..12], &key[3..9], "{line}");
