@@ -129,7 +129,8 @@ impl Db {
 #[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placed {
-    /// "manifest", "run index", "run filter", "run block" or "log segment".
+    /// "manifest", "run index", "run index mirror", "run filter", "run block" or "log
+    /// segment".
     pub what: &'static str,
     /// Its first byte on the disk.
     pub disk_offset: u64,
@@ -186,6 +187,12 @@ impl Db {
                     .index
                     .iter()
                     .map(|&a| extent("run index", a, format!("run {id}"))),
+            );
+            out.extend(
+                run.meta
+                    .index_mirror
+                    .iter()
+                    .map(|&a| extent("run index mirror", a, format!("run {id}"))),
             );
             out.extend(
                 run.meta

@@ -75,6 +75,10 @@ pub struct RunMeta {
     pub min_seq: u64,
     pub max_seq: u64,
     pub index: Vec<ExtentAddr>,
+    /// A second copy of each index extent, in the same order (`index_mirror[i]` holds the
+    /// handles `index[i]` does), written in another zone: repair reads it where the index
+    /// extent is damaged (manifest version 5 on; empty for runs written before).
+    pub index_mirror: Vec<ExtentAddr>,
     /// The run's quotient filter in parts, in block order (none: the run has no filter).
     pub filters: Vec<FilterPart>,
     /// Range tombstones the run carries (manifest version 3 on).
@@ -85,7 +89,9 @@ pub struct RunMeta {
 }
 
 impl RunMeta {
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    /// Encodes the run as the current manifest version writes it; without `mirror`, as
+    /// version 4 did (no index mirror: how tests write stores of before the mirror).
+    pub fn encode(&self, out: &mut Vec<u8>, mirror: bool) {
         let fields = [
             self.id,
             self.level as u64,
@@ -111,6 +117,12 @@ impl RunMeta {
         }
         // 0: none; else the sequence number plus one.
         put_varint(out, self.seq_override.map_or(0, |s| s + 1));
+        if mirror {
+            put_varint(out, self.index_mirror.len() as u64);
+            for a in &self.index_mirror {
+                a.encode(out);
+            }
+        }
     }
 
     /// Decodes a run as manifest version `version` wrote it.
@@ -156,6 +168,20 @@ impl RunMeta {
         } else {
             (Vec::new(), None)
         };
+        let index_mirror = if version >= 5 {
+            let n = r.len()?;
+            if n != 0 && n != index.len() {
+                return Err(format!(
+                    "{n} index mirror extents for {} index extents",
+                    index.len()
+                ));
+            }
+            (0..n)
+                .map(|_| address(r))
+                .collect::<std::result::Result<_, _>>()?
+        } else {
+            Vec::new()
+        };
         Ok(RunMeta {
             id,
             level,
@@ -164,6 +190,7 @@ impl RunMeta {
             min_seq,
             max_seq,
             index,
+            index_mirror,
             filters,
             ranges,
             seq_override,
@@ -280,27 +307,41 @@ impl Run {
         let mut blocks: Vec<BlockHandle> = Vec::new();
         // Where in `blocks` the handles of unreadable index extents would have been.
         let mut gaps: Vec<usize> = Vec::new();
-        for &addr in &meta.index {
-            let read = storage
-                .zones
-                .read(addr, ExtentKind::RUN_INDEX)
-                .map_err(|e| Error::from(e).within("run index", format!("run {}", meta.id)))
-                .and_then(|payload| {
-                    let mut chunk = Vec::new();
-                    index::decode_chunk(&payload, &mut chunk)
-                        .map_err(|d| {
-                            Error::corrupt("run index", format!("run {} {addr}", meta.id), d)
-                        })
-                        .map(|()| chunk)
-                });
-            match read {
-                Ok(chunk) => blocks.extend(chunk),
-                Err(e) => {
-                    problems.push(e);
-                    if gaps.last() != Some(&blocks.len()) {
-                        gaps.push(blocks.len());
+        for (i, &addr) in meta.index.iter().enumerate() {
+            let read = Self::read_index_chunk(storage, &meta, addr, "run index");
+            let mirror = meta
+                .index_mirror
+                .get(i)
+                .map(|&m| Self::read_index_chunk(storage, &meta, m, "run index mirror"));
+            let chunk = match (read, mirror) {
+                (Ok(chunk), None) => Some(chunk),
+                (Ok(chunk), Some(Ok(copy))) => {
+                    if copy != chunk {
+                        problems.push(Error::corrupt(
+                            "run index mirror",
+                            format!("run {} {}", meta.id, meta.index_mirror[i]),
+                            format!("holds other block handles than its index extent {addr}"),
+                        ));
                     }
+                    Some(chunk)
                 }
+                (Ok(chunk), Some(Err(e))) | (Err(e), Some(Ok(chunk))) => {
+                    problems.push(e);
+                    Some(chunk)
+                }
+                (Err(e), Some(Err(m))) => {
+                    problems.extend([e, m]);
+                    None
+                }
+                (Err(e), None) => {
+                    problems.push(e);
+                    None
+                }
+            };
+            match chunk {
+                Some(chunk) => blocks.extend(chunk),
+                None if gaps.last() != Some(&blocks.len()) => gaps.push(blocks.len()),
+                None => {}
             }
         }
         if blocks.is_empty() && !gaps.is_empty() {
@@ -397,6 +438,23 @@ impl Run {
             return (Some(Arc::new(run)), problems, lost);
         }
         (Some(Arc::new(whole)), problems, lost)
+    }
+
+    /// The block handles in the index extent (or mirror: `what`) at `addr`.
+    fn read_index_chunk(
+        storage: &Storage,
+        meta: &RunMeta,
+        addr: ExtentAddr,
+        what: &'static str,
+    ) -> Result<Vec<BlockHandle>> {
+        let payload = storage
+            .zones
+            .read(addr, ExtentKind::RUN_INDEX)
+            .map_err(|e| Error::from(e).within(what, format!("run {}", meta.id)))?;
+        let mut chunk = Vec::new();
+        index::decode_chunk(&payload, &mut chunk)
+            .map_err(|d| Error::corrupt(what, format!("run {} {addr}", meta.id), d))?;
+        Ok(chunk)
     }
 
     /// The index handles of a run whose index extents are all lost, found from its blocks:
@@ -573,7 +631,8 @@ impl Run {
         meta: &'a RunMeta,
         blocks: &'a [BlockHandle],
     ) -> impl Iterator<Item = (ExtentAddr, ExtentKind)> + 'a {
-        let index = meta.index.iter().map(|&a| (a, ExtentKind::RUN_INDEX));
+        let index =
+            (meta.index.iter().chain(&meta.index_mirror)).map(|&a| (a, ExtentKind::RUN_INDEX));
         let filter = meta
             .filters
             .iter()
