@@ -219,6 +219,7 @@ mod tests {
                         offset: 128,
                         len: 64,
                     }],
+                    blocks_together: true,
                     ranges: vec![crate::entry::RangeTombstone {
                         start: b"a".to_vec(),
                         end: b"b".to_vec(),
@@ -251,6 +252,7 @@ mod tests {
         ) {
             for r in &mut t.runs {
                 r.index_mirror.clear();
+                r.blocks_together = false;
             }
         }
         assert_eq!(old, without);
@@ -268,6 +270,7 @@ mod tests {
         addr.encode(&mut run);
         addr.encode(&mut run);
         run.extend([0, 0, 0]); // no filter, no range tombstones, no sequence override
+        run.push(1); // blocks together
         let mut one = run.clone();
         one.push(1);
         addr.encode(&mut one);

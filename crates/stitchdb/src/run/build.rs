@@ -67,6 +67,7 @@ impl RunBuilder {
                 max_seq: 0,
                 index: Vec::new(),
                 index_mirror: Vec::new(),
+                blocks_together: false,
                 filters: Vec::new(),
                 ranges: Vec::new(),
                 seq_override: None,
@@ -185,6 +186,7 @@ impl RunBuilder {
         if self.blocks.is_empty() && self.meta.ranges.is_empty() {
             return Ok(None);
         }
+        self.meta.blocks_together = self.stitched_bytes == 0 && self.reused.is_none();
         let mut filters = Vec::new();
         match self.reused.take() {
             // Durable already: nothing to wait for.

@@ -5,6 +5,7 @@ mod block;
 mod build;
 mod cache;
 mod index;
+mod rebuild;
 mod search;
 mod stitch;
 mod write_behind;
@@ -79,6 +80,10 @@ pub struct RunMeta {
     /// handles `index[i]` does), written in another zone: repair reads it where the index
     /// extent is damaged (manifest version 5 on; empty for runs written before).
     pub index_mirror: Vec<ExtentAddr>,
+    /// Its builder wrote every block of the run, one after another (none stitched from other
+    /// runs), so repair may look for blocks whose index is lost where they lie (manifest
+    /// version 5 on; false for runs written before).
+    pub blocks_together: bool,
     /// The run's quotient filter in parts, in block order (none: the run has no filter).
     pub filters: Vec<FilterPart>,
     /// Range tombstones the run carries (manifest version 3 on).
@@ -118,6 +123,7 @@ impl RunMeta {
         // 0: none; else the sequence number plus one.
         put_varint(out, self.seq_override.map_or(0, |s| s + 1));
         if mirror {
+            put_varint(out, u64::from(self.blocks_together));
             put_varint(out, self.index_mirror.len() as u64);
             for a in &self.index_mirror {
                 a.encode(out);
@@ -168,7 +174,12 @@ impl RunMeta {
         } else {
             (Vec::new(), None)
         };
-        let index_mirror = if version >= 5 {
+        let (blocks_together, index_mirror) = if version >= 5 {
+            let together = match r.varint()? {
+                0 => false,
+                1 => true,
+                v => return Err(format!("blocks-together flag {v}")),
+            };
             let n = r.len()?;
             if n != 0 && n != index.len() {
                 return Err(format!(
@@ -176,11 +187,12 @@ impl RunMeta {
                     index.len()
                 ));
             }
-            (0..n)
+            let mirror = (0..n)
                 .map(|_| address(r))
-                .collect::<std::result::Result<_, _>>()?
+                .collect::<std::result::Result<_, _>>()?;
+            (together, mirror)
         } else {
-            Vec::new()
+            (false, Vec::new())
         };
         Ok(RunMeta {
             id,
@@ -191,17 +203,13 @@ impl RunMeta {
             max_seq,
             index,
             index_mirror,
+            blocks_together,
             filters,
             ranges,
             seq_override,
         })
     }
 }
-
-/// Reads the block at an address without its handle, checking it belongs to the run being
-/// rebuilt and sorts before the block after it (see `Run::rebuild_index`).
-type ReadBlockAlone<'a> =
-    dyn Fn(ExtentAddr, Option<&BlockHandle>) -> std::result::Result<BlockHandle, String> + 'a;
 
 /// Keys of a run that damage put out of reach (see [`Run::open_salvaging`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -344,34 +352,61 @@ impl Run {
                 None => {}
             }
         }
-        if blocks.is_empty() && !gaps.is_empty() {
-            // Every index extent lost: the run's own blocks lie right before its filter and
-            // index, and version 4 blocks can be read without their handles.
-            match Self::rebuild_index(storage, &meta) {
-                Ok(rebuilt) => {
-                    blocks = rebuilt;
-                    gaps.clear();
+        // Both copies of some index extents lost: their blocks are looked for where they
+        // were written, one after another, and read without their handles (version 4).
+        // Last gap first, so filling one leaves the places of those before it as they are.
+        // Only a run whose builder wrote every block, one after another: a stitched run's
+        // neighbours there are other runs' blocks (see `rebuild`). Runs of manifests before
+        // version 5 do not say: theirs are looked for only when every index extent is lost.
+        let together = meta.blocks_together || (meta.index_mirror.is_empty() && blocks.is_empty());
+        let mut unfilled = 0usize;
+        for &g in gaps.iter().rev() {
+            let known: u64 = blocks.iter().map(|b| b.entries).sum();
+            let (prev, next) = (g.checked_sub(1).map(|p| &blocks[p]), blocks.get(g));
+            let found = match meta.entries.checked_sub(known) {
+                // The first blocks, with no block before them to stop at: only when every
+                // other entry is accounted for, so their count is known.
+                Some(_) if !together => Err(
+                    "its blocks were stitched from other runs' (they do not lie together)"
+                        .to_string(),
+                ),
+                Some(_) if prev.is_none() && unfilled > 0 => {
+                    Err("blocks after them are lost too".to_string())
                 }
-                Err(why) => problems.push(Error::corrupt(
-                    "run index",
-                    format!("run {}", meta.id),
-                    format!("not rebuilt from the run's blocks: {why}"),
+                // The last gap to fill must hold exactly the entries still missing.
+                Some(left) => {
+                    let exact = g == gaps[0] && unfilled == 0;
+                    rebuild::blocks_back(storage, &meta, next, prev, left, exact)
+                }
+                None => Err(format!(
+                    "blocks hold {known} entries, the manifest says {}",
+                    meta.entries
                 )),
+            };
+            match found {
+                Ok(handles) => {
+                    blocks.splice(g..g, handles);
+                }
+                Err(why) => {
+                    unfilled += 1;
+                    problems.push(Error::corrupt(
+                        "run index",
+                        format!("run {}", meta.id),
+                        format!("not rebuilt from the run's blocks: {why}"),
+                    ));
+                    lost.push(LostRange {
+                        start: prev
+                            .map_or(Bound::Unbounded, |p| Bound::Excluded(p.last_key.clone())),
+                        end: next
+                            .map_or(Bound::Unbounded, |h| Bound::Excluded(h.first_key.clone())),
+                        entries: None,
+                        why: "its run index extent is damaged".into(),
+                    });
+                }
             }
         }
-        for &g in &gaps {
-            let start = g.checked_sub(1).map_or(Bound::Unbounded, |p| {
-                Bound::Excluded(blocks[p].last_key.clone())
-            });
-            let end = blocks
-                .get(g)
-                .map_or(Bound::Unbounded, |h| Bound::Excluded(h.first_key.clone()));
-            lost.push(LostRange {
-                start,
-                end,
-                entries: None,
-                why: "its run index extent is damaged".into(),
-            });
+        if unfilled == 0 {
+            gaps.clear();
         }
         let entries: u64 = blocks.iter().map(|b| b.entries).sum();
         if gaps.is_empty() && entries != meta.entries {
@@ -455,128 +490,6 @@ impl Run {
         index::decode_chunk(&payload, &mut chunk)
             .map_err(|d| Error::corrupt(what, format!("run {} {addr}", meta.id), d))?;
         Ok(chunk)
-    }
-
-    /// The index handles of a run whose index extents are all lost, found from its blocks:
-    /// the intact extents of the zone its filter (or else its first index extent) is in,
-    /// walked back from there through run blocks lying one right after another (into the
-    /// end of an earlier zone where a block opens its zone: the one zone whose last extent
-    /// is a block that did not leave room for it), each read without a handle (block version
-    /// 4), until they hold exactly the entries the manifest gives the run. Every block must
-    /// sort before the one after it and hold only sequence numbers of the run. A run whose
-    /// blocks lie elsewhere (stitched from other runs' blocks) is not rebuilt.
-    fn rebuild_index(
-        storage: &Arc<Storage>,
-        meta: &RunMeta,
-    ) -> std::result::Result<Vec<BlockHandle>, String> {
-        let zones = &storage.zones;
-        let anchor = meta
-            .filters
-            .first()
-            .map(|p| p.addr)
-            .or_else(|| meta.index.first().copied())
-            .ok_or("the manifest lists no extent of the run")?;
-        let mut extents = zones.extents_in(anchor.zone).map_err(|e| e.to_string())?;
-        // The run's filter and index extents, written after its blocks, are stepped over.
-        extents.retain(|(a, _)| a.offset < anchor.offset);
-        while extents
-            .last()
-            .is_some_and(|(_, k)| *k == ExtentKind::RUN_FILTER || *k == ExtentKind::RUN_INDEX)
-        {
-            extents.pop();
-        }
-        let in_run =
-            |seq: u64| meta.seq_override.is_some() || (meta.min_seq..=meta.max_seq).contains(&seq);
-        // A block at `addr` read alone, if it is one of the run's and sorts before `next`.
-        let block_before = |addr: ExtentAddr, next: Option<&BlockHandle>| {
-            let framed = zones
-                .read_durable_framed(addr, ExtentKind::RUN_BLOCK)
-                .map_err(|e| e.to_string())?;
-            let block = Block::parse_standalone(framed, stitch_zone::EXTENT_HEADER_LEN)
-                .map_err(|e| format!("{addr}: {e}"))?;
-            let (first, last) = (block.entry(0), block.entry(block.len() - 1));
-            let sorted = next.is_none_or(|n| last.key < n.first_key.as_slice());
-            if !sorted || !(0..block.len()).all(|i| in_run(block.entry(i).seq)) {
-                return Err(format!("{addr} is not a block of the run"));
-            }
-            Ok(BlockHandle {
-                first_key: first.key.to_vec(),
-                last_key: last.key.to_vec(),
-                entries: block.len() as u64,
-                addr,
-            })
-        };
-        let mut handles: Vec<BlockHandle> = Vec::new();
-        let mut entries = 0u64;
-        while entries < meta.entries {
-            let next = handles.last();
-            let here = extents.pop().filter(|&(addr, kind)| {
-                kind == ExtentKind::RUN_BLOCK && next.is_none_or(|n| n.addr.follows(&addr))
-            });
-            let handle = match (here, next) {
-                (Some((addr, _)), _) => block_before(addr, next)?,
-                // A block opening its zone: the run came from the end of another zone.
-                (None, Some(n)) if n.addr.offset == 0 => {
-                    let (zone_extents, handle) =
-                        Self::block_ending_a_zone(storage, n, &block_before)?;
-                    extents = zone_extents;
-                    handle
-                }
-                _ => {
-                    return Err(format!(
-                        "{entries} of {} entries found in blocks lying one after another",
-                        meta.entries
-                    ))
-                }
-            };
-            entries += handle.entries;
-            handles.push(handle);
-        }
-        if entries != meta.entries {
-            return Err(format!(
-                "blocks hold {entries} entries, the manifest says {}",
-                meta.entries
-            ));
-        }
-        handles.reverse();
-        Ok(handles)
-    }
-
-    /// The one zone whose last intact extent is a block of the run that `next` (opening its
-    /// zone) continues from; returns the zone's other extents and that block's handle.
-    fn block_ending_a_zone(
-        storage: &Arc<Storage>,
-        next: &BlockHandle,
-        block_before: &ReadBlockAlone<'_>,
-    ) -> std::result::Result<(Vec<(ExtentAddr, ExtentKind)>, BlockHandle), String> {
-        let zones = &storage.zones;
-        let count = zones.cache().disk().len() / zones.zone_size();
-        let mut found = None;
-        for zone in 1..count {
-            let Ok(zone) = u32::try_from(zone) else { break };
-            if zone == next.addr.zone {
-                continue;
-            }
-            let mut extents = zones.extents_in(zone).map_err(|e| e.to_string())?;
-            let Some(&(addr, kind)) = extents.last() else {
-                continue;
-            };
-            if kind != ExtentKind::RUN_BLOCK || !next.addr.continues(&addr, zones.zone_size()) {
-                continue;
-            }
-            let Ok(handle) = block_before(addr, Some(next)) else {
-                continue;
-            };
-            if found.is_some() {
-                return Err(format!(
-                    "more than one zone ends in a block {} may continue from",
-                    next.addr
-                ));
-            }
-            extents.pop();
-            found = Some((extents, handle));
-        }
-        found.ok_or_else(|| format!("no zone ends in a block {} continues from", next.addr))
     }
 
     /// Reads and checks the filter parts of a run with `blocks` blocks; on any problem the

@@ -1,0 +1,261 @@
+//! Finding a run's blocks without their index handles (repair, when both copies of an index
+//! extent are lost): walked back through blocks lying one after another where the run's
+//! builder wrote them, each read alone (block version 4).
+
+use super::{Block, BlockHandle, RunMeta, Storage};
+use std::cell::{Cell, OnceCell};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use stitch_zone::{ExtentAddr, ExtentKind};
+
+/// The handles of a run's blocks that lost both copies of their index extent: walked back
+/// from `next` (the run's block known after them; none: from the run's filter, or else its
+/// first index extent, stepping over the filter and index extents written right after the
+/// blocks) through run blocks lying one right after another, each read without a handle,
+/// until the block before is `stop` (the run's block known before them) or, with no `stop`,
+/// until they hold `entries` entries (with a `stop`, exactly that many if `exact`, else at
+/// most). Every block must
+/// sort between its neighbours and hold only sequence numbers of the run. Where a block opens
+/// its zone, the walk goes on at the end of each zone whose last extent is a block that may
+/// come before it; the run's own way always leads to `stop` (or to `entries`), so where
+/// several do (free zones still holding the same entries, from runs a merge replaced) they
+/// must hold the same entries in the same order (cut into blocks alike or not), else
+/// nothing is found.
+///
+/// Only for a run whose builder wrote every block itself: a stitched run's blocks lie among
+/// other runs' (a block its merge rewrote lies beside the older one it replaced, which would
+/// pass for its own).
+pub(super) fn blocks_back(
+    storage: &Arc<Storage>,
+    meta: &RunMeta,
+    next: Option<&BlockHandle>,
+    stop: Option<&BlockHandle>,
+    entries: u64,
+    exact: bool,
+) -> Result<Vec<BlockHandle>, String> {
+    let zones = &storage.zones;
+    let extents = match next {
+        Some(n) => {
+            let mut extents = zones.extents_in(n.addr.zone).map_err(|e| e.to_string())?;
+            extents.retain(|(a, _)| a.offset < n.addr.offset);
+            extents
+        }
+        None => {
+            let anchor = meta
+                .filters
+                .first()
+                .map(|p| p.addr)
+                .or_else(|| meta.index.first().copied())
+                .ok_or("the manifest lists no extent of the run")?;
+            let mut extents = zones.extents_in(anchor.zone).map_err(|e| e.to_string())?;
+            // The run's filter and index extents, written after its blocks.
+            extents.retain(|(a, _)| a.offset < anchor.offset);
+            while extents
+                .last()
+                .is_some_and(|(_, k)| *k == ExtentKind::RUN_FILTER || *k == ExtentKind::RUN_INDEX)
+            {
+                extents.pop();
+            }
+            extents
+        }
+    };
+    let walk = Walk {
+        storage,
+        meta,
+        next,
+        stop,
+        entries,
+        exact,
+        zone_ends: OnceCell::new(),
+        // Every block of the run, and as many again on ways that lead nowhere.
+        reads_left: Cell::new(2 * (meta.data_bytes / 1024 + 64)),
+    };
+    let found = walk.from(extents, Vec::new(), 0)?;
+    if found.is_empty() {
+        return Err("no block lies between the blocks the index lists".into());
+    }
+    Ok(found.into_iter().rev().map(|(h, _)| h).collect())
+}
+
+/// A block found, with a hash of each of its entries (ways through different zones are told
+/// the same if they hold the same entries).
+type Found = (BlockHandle, Vec<u64>);
+
+/// One search of [`blocks_back`].
+struct Walk<'a> {
+    storage: &'a Arc<Storage>,
+    meta: &'a RunMeta,
+    next: Option<&'a BlockHandle>,
+    stop: Option<&'a BlockHandle>,
+    entries: u64,
+    exact: bool,
+    /// The run blocks lying in the last quarter of their zones, where a run may have gone on
+    /// in another zone (read once, at the first block found opening its zone).
+    zone_ends: OnceCell<Vec<ExtentAddr>>,
+    /// Blocks the search may still read: ways through free zones holding older runs'
+    /// blocks may branch at every zone.
+    reads_left: Cell<u64>,
+}
+
+impl Walk<'_> {
+    /// Goes on from `handles` (found so far, last first; holding `found` entries) through
+    /// `extents` (those of the zone before the last found, in place order).
+    fn from(
+        &self,
+        mut extents: Vec<(ExtentAddr, ExtentKind)>,
+        mut handles: Vec<Found>,
+        mut found: u64,
+    ) -> Result<Vec<Found>, String> {
+        let zone_size = self.storage.zones.zone_size();
+        loop {
+            if self.stop.is_none() && found == self.entries {
+                return Ok(handles);
+            }
+            if found > self.entries {
+                return Err(format!(
+                    "blocks lying one after another hold more than the {} entries missing",
+                    self.entries
+                ));
+            }
+            let after = handles.last().map(|(h, _)| h).or(self.next);
+            let here = extents.pop().filter(|&(addr, kind)| {
+                kind == ExtentKind::RUN_BLOCK && after.is_none_or(|n| n.addr.follows(&addr))
+            });
+            let opens_zone = after.filter(|n| n.addr.offset == 0);
+            let reached = self.stop.is_some_and(|s| {
+                here.is_some_and(|(a, _)| a == s.addr)
+                    || opens_zone.is_some_and(|n| n.addr.continues(&s.addr, zone_size))
+            });
+            if reached && self.exact && found != self.entries {
+                return Err(format!(
+                    "blocks lying one after another hold {found} entries, not the {} missing",
+                    self.entries
+                ));
+            }
+            if reached {
+                return Ok(handles);
+            }
+            match (here, opens_zone) {
+                (Some((addr, _)), _) => {
+                    let block = self.block_before(addr, after)?;
+                    found += block.0.entries;
+                    handles.push(block);
+                }
+                // A block opening its zone: the run came from the end of another zone.
+                (None, Some(n)) => {
+                    let n = n.clone();
+                    return self.across_zones(&n, handles, found);
+                }
+                (None, None) => {
+                    return Err(format!(
+                        "{found} of {} entries found in blocks lying one after another",
+                        self.entries
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Goes on from each block at the end of a zone that `next` (opening its zone) may
+    /// continue from (it left no room for `next`: a stale extent of the zone's earlier use
+    /// may lie past it); every way that leads to the end must hold the same entries.
+    fn across_zones(
+        &self,
+        next: &BlockHandle,
+        handles: Vec<Found>,
+        found: u64,
+    ) -> Result<Vec<Found>, String> {
+        let zones = &self.storage.zones;
+        let mut ways = Vec::new();
+        let mut why = format!("no zone ends in a block {} continues from", next.addr);
+        for &addr in self.zone_ends()? {
+            if addr.zone == next.addr.zone || !next.addr.continues(&addr, zones.zone_size()) {
+                continue;
+            }
+            let Ok(block) = self.block_before(addr, Some(next)) else {
+                continue;
+            };
+            let mut extents = zones.extents_in(addr.zone).map_err(|e| e.to_string())?;
+            extents.retain(|(a, _)| a.offset < addr.offset);
+            let (mut way, entries) = (handles.clone(), found + block.0.entries);
+            way.push(block);
+            match self.from(extents, way, entries) {
+                Ok(way) => ways.push(way),
+                Err(e) => why = e,
+            }
+        }
+        let entries = |way: &[Found]| -> Vec<u64> {
+            way.iter().flat_map(|(_, e)| e.iter().copied()).collect()
+        };
+        let agree = ways.windows(2).all(|w| entries(&w[0]) == entries(&w[1]));
+        match ways.len() {
+            0 => Err(why),
+            n if !agree => Err(format!(
+                "{n} zones end in blocks {} may continue from, leading to different entries",
+                next.addr
+            )),
+            _ => Ok(ways.remove(0)),
+        }
+    }
+
+    fn zone_ends(&self) -> Result<&[ExtentAddr], String> {
+        if let Some(ends) = self.zone_ends.get() {
+            return Ok(ends);
+        }
+        let zones = &self.storage.zones;
+        let count = zones.cache().disk().len() / zones.zone_size();
+        let tail = zones.zone_size() - zones.zone_size() / 4 - 8192;
+        let mut ends = Vec::new();
+        for zone in 1..count {
+            let Ok(zone) = u32::try_from(zone) else { break };
+            let extents = zones.extents_in(zone).map_err(|e| e.to_string())?;
+            ends.extend(extents.into_iter().filter_map(|(addr, kind)| {
+                (kind == ExtentKind::RUN_BLOCK && addr.aligned_end() > tail).then_some(addr)
+            }));
+        }
+        Ok(self.zone_ends.get_or_init(|| ends))
+    }
+
+    /// The block at `addr` read alone, if it is one of the run's: it sorts before `next`
+    /// and after `stop`, and holds only the run's sequence numbers.
+    fn block_before(&self, addr: ExtentAddr, next: Option<&BlockHandle>) -> Result<Found, String> {
+        let left = self.reads_left.get();
+        if left == 0 {
+            return Err("too many blocks lie where the run's may be".into());
+        }
+        self.reads_left.set(left - 1);
+        let framed = self
+            .storage
+            .zones
+            .read_durable_framed(addr, ExtentKind::RUN_BLOCK)
+            .map_err(|e| e.to_string())?;
+        let block = Block::parse_standalone(framed, stitch_zone::EXTENT_HEADER_LEN)
+            .map_err(|e| format!("{addr}: {e}"))?;
+        let (first, last) = (block.entry(0), block.entry(block.len() - 1));
+        let meta = self.meta;
+        let in_run =
+            |seq: u64| meta.seq_override.is_some() || (meta.min_seq..=meta.max_seq).contains(&seq);
+        let sorted = next.is_none_or(|n| last.key < n.first_key.as_slice())
+            && self.stop.is_none_or(|s| s.last_key.as_slice() <= first.key);
+        if !sorted || !(0..block.len()).all(|i| in_run(block.entry(i).seq)) {
+            return Err(format!("{addr} is not a block of the run"));
+        }
+        let handle = BlockHandle {
+            first_key: first.key.to_vec(),
+            last_key: last.key.to_vec(),
+            entries: block.len() as u64,
+            addr,
+        };
+        // Last first, as the ways are built.
+        let hashes = (0..block.len())
+            .rev()
+            .map(|i| {
+                let mut hasher = DefaultHasher::new();
+                let e = block.entry(i);
+                (e.key, e.seq, e.value).hash(&mut hasher);
+                hasher.finish()
+            })
+            .collect();
+        Ok((handle, hashes))
+    }
+}
