@@ -3,7 +3,8 @@
 //! builder wrote them, each read alone (block version 4).
 
 use super::{Block, BlockHandle, RunMeta, Storage};
-use std::cell::{Cell, OnceCell};
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use stitch_zone::{ExtentAddr, ExtentKind};
@@ -62,51 +63,57 @@ pub(super) fn blocks_back(
     let walk = Walk {
         storage,
         meta,
-        next,
         stop,
         entries,
         exact,
         zone_ends: OnceCell::new(),
+        blocks: RefCell::default(),
+        ways: RefCell::default(),
         // Every block of the run, and as many again on ways that lead nowhere.
         reads_left: Cell::new(2 * (meta.data_bytes / 1024 + 64)),
     };
-    let found = walk.from(extents, Vec::new(), 0)?;
+    let found = walk.from(extents, next, 0)?;
     if found.is_empty() {
         return Err("no block lies between the blocks the index lists".into());
     }
     Ok(found.into_iter().rev().map(|(h, _)| h).collect())
 }
 
-/// A block found, with a hash of each of its entries (ways through different zones are told
-/// the same if they hold the same entries).
+/// A block found, with a hash of each of its entries, last first (ways through different
+/// zones are told the same if they hold the same entries).
 type Found = (BlockHandle, Vec<u64>);
 
 /// One search of [`blocks_back`].
 struct Walk<'a> {
     storage: &'a Arc<Storage>,
     meta: &'a RunMeta,
-    next: Option<&'a BlockHandle>,
     stop: Option<&'a BlockHandle>,
     entries: u64,
     exact: bool,
     /// The run blocks lying in the last quarter of their zones, where a run may have gone on
     /// in another zone (read once, at the first block found opening its zone).
     zone_ends: OnceCell<Vec<ExtentAddr>>,
-    /// Blocks the search may still read: ways through free zones holding older runs'
-    /// blocks may branch at every zone.
+    /// Blocks read, by address (`Err`: not one of the run's).
+    blocks: RefCell<HashMap<ExtentAddr, Result<Found, String>>>,
+    /// The ways found back from a block ending its zone with so many entries found before
+    /// it (ways through free zones holding the same entries meet again at the same blocks).
+    ways: RefCell<HashMap<(ExtentAddr, u64), Result<Vec<Found>, String>>>,
+    /// Blocks the search may still read.
     reads_left: Cell<u64>,
 }
 
 impl Walk<'_> {
-    /// Goes on from `handles` (found so far, last first; holding `found` entries) through
-    /// `extents` (those of the zone before the last found, in place order).
+    /// The blocks found going on back from `after` (none: the run's end) through `extents`
+    /// (those of its zone before it, in place order), `found` entries having been found
+    /// after it; the last first.
     fn from(
         &self,
         mut extents: Vec<(ExtentAddr, ExtentKind)>,
-        mut handles: Vec<Found>,
+        after: Option<&BlockHandle>,
         mut found: u64,
     ) -> Result<Vec<Found>, String> {
         let zone_size = self.storage.zones.zone_size();
+        let mut handles: Vec<Found> = Vec::new();
         loop {
             if self.stop.is_none() && found == self.entries {
                 return Ok(handles);
@@ -117,7 +124,7 @@ impl Walk<'_> {
                     self.entries
                 ));
             }
-            let after = handles.last().map(|(h, _)| h).or(self.next);
+            let after = handles.last().map(|(h, _)| h).or(after);
             let here = extents.pop().filter(|&(addr, kind)| {
                 kind == ExtentKind::RUN_BLOCK && after.is_none_or(|n| n.addr.follows(&addr))
             });
@@ -144,7 +151,8 @@ impl Walk<'_> {
                 // A block opening its zone: the run came from the end of another zone.
                 (None, Some(n)) => {
                     let n = n.clone();
-                    return self.across_zones(&n, handles, found);
+                    handles.extend(self.across_zones(&n, found)?);
+                    return Ok(handles);
                 }
                 (None, None) => {
                     return Err(format!(
@@ -159,12 +167,7 @@ impl Walk<'_> {
     /// Goes on from each block at the end of a zone that `next` (opening its zone) may
     /// continue from (it left no room for `next`: a stale extent of the zone's earlier use
     /// may lie past it); every way that leads to the end must hold the same entries.
-    fn across_zones(
-        &self,
-        next: &BlockHandle,
-        handles: Vec<Found>,
-        found: u64,
-    ) -> Result<Vec<Found>, String> {
+    fn across_zones(&self, next: &BlockHandle, found: u64) -> Result<Vec<Found>, String> {
         let zones = &self.storage.zones;
         let mut ways = Vec::new();
         let mut why = format!("no zone ends in a block {} continues from", next.addr);
@@ -175,11 +178,23 @@ impl Walk<'_> {
             let Ok(block) = self.block_before(addr, Some(next)) else {
                 continue;
             };
-            let mut extents = zones.extents_in(addr.zone).map_err(|e| e.to_string())?;
-            extents.retain(|(a, _)| a.offset < addr.offset);
-            let (mut way, entries) = (handles.clone(), found + block.0.entries);
-            way.push(block);
-            match self.from(extents, way, entries) {
+            let known = self.ways.borrow().get(&(addr, found)).cloned();
+            let way = match known {
+                Some(way) => way,
+                None => {
+                    let mut extents = zones.extents_in(addr.zone).map_err(|e| e.to_string())?;
+                    extents.retain(|(a, _)| a.offset < addr.offset);
+                    let entries = found + block.0.entries;
+                    let way = self.from(extents, Some(&block.0), entries).map(|rest| {
+                        let mut way = vec![block];
+                        way.extend(rest);
+                        way
+                    });
+                    self.ways.borrow_mut().insert((addr, found), way.clone());
+                    way
+                }
+            };
+            match way {
                 Ok(way) => ways.push(way),
                 Err(e) => why = e,
             }
@@ -216,9 +231,26 @@ impl Walk<'_> {
         Ok(self.zone_ends.get_or_init(|| ends))
     }
 
-    /// The block at `addr` read alone, if it is one of the run's: it sorts before `next`
-    /// and after `stop`, and holds only the run's sequence numbers.
+    /// The block at `addr`, if it is one of the run's and sorts before `next`.
     fn block_before(&self, addr: ExtentAddr, next: Option<&BlockHandle>) -> Result<Found, String> {
+        let known = self.blocks.borrow().get(&addr).cloned();
+        let block = match known {
+            Some(block) => block,
+            None => {
+                let block = self.read_block(addr);
+                self.blocks.borrow_mut().insert(addr, block.clone());
+                block
+            }
+        }?;
+        if next.is_some_and(|n| block.0.last_key >= n.first_key) {
+            return Err(format!("{addr} does not sort before the block after it"));
+        }
+        Ok(block)
+    }
+
+    /// The block at `addr` read alone, if it is one of the run's: it sorts after `stop` and
+    /// holds only the run's sequence numbers.
+    fn read_block(&self, addr: ExtentAddr) -> Result<Found, String> {
         let left = self.reads_left.get();
         if left == 0 {
             return Err("too many blocks lie where the run's may be".into());
@@ -235,8 +267,7 @@ impl Walk<'_> {
         let meta = self.meta;
         let in_run =
             |seq: u64| meta.seq_override.is_some() || (meta.min_seq..=meta.max_seq).contains(&seq);
-        let sorted = next.is_none_or(|n| last.key < n.first_key.as_slice())
-            && self.stop.is_none_or(|s| s.last_key.as_slice() <= first.key);
+        let sorted = self.stop.is_none_or(|s| s.last_key.as_slice() <= first.key);
         if !sorted || !(0..block.len()).all(|i| in_run(block.entry(i).seq)) {
             return Err(format!("{addr} is not a block of the run"));
         }
@@ -246,7 +277,6 @@ impl Walk<'_> {
             entries: block.len() as u64,
             addr,
         };
-        // Last first, as the ways are built.
         let hashes = (0..block.len())
             .rev()
             .map(|i| {
