@@ -83,6 +83,9 @@ pub(super) fn blocks_back(
 /// zones are told the same if they hold the same entries).
 type Found = (BlockHandle, Vec<u64>);
 
+/// The blocks found back from a block, the last first, or why none were.
+type Way = Result<Vec<Found>, String>;
+
 /// One search of [`blocks_back`].
 struct Walk<'a> {
     storage: &'a Arc<Storage>,
@@ -97,7 +100,7 @@ struct Walk<'a> {
     blocks: RefCell<HashMap<ExtentAddr, Result<Found, String>>>,
     /// The ways found back from a block ending its zone with so many entries found before
     /// it (ways through free zones holding the same entries meet again at the same blocks).
-    ways: RefCell<HashMap<(ExtentAddr, u64), Result<Vec<Found>, String>>>,
+    ways: RefCell<HashMap<(ExtentAddr, u64), Way>>,
     /// Blocks the search may still read.
     reads_left: Cell<u64>,
 }
