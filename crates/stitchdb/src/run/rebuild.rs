@@ -35,11 +35,12 @@ pub(super) fn blocks_back(
     exact: bool,
 ) -> Result<Vec<BlockHandle>, String> {
     let zones = &storage.zones;
-    let extents = match next {
+    // The extent right after the blocks looked for, and those before it in its zone.
+    let (extents, after_blocks) = match next {
         Some(n) => {
             let mut extents = zones.extents_in(n.addr.zone).map_err(|e| e.to_string())?;
             extents.retain(|(a, _)| a.offset < n.addr.offset);
-            extents
+            (extents, n.addr)
         }
         None => {
             let anchor = meta
@@ -51,13 +52,13 @@ pub(super) fn blocks_back(
             let mut extents = zones.extents_in(anchor.zone).map_err(|e| e.to_string())?;
             // The run's filter and index extents, written after its blocks.
             extents.retain(|(a, _)| a.offset < anchor.offset);
-            while extents
-                .last()
-                .is_some_and(|(_, k)| *k == ExtentKind::RUN_FILTER || *k == ExtentKind::RUN_INDEX)
+            let mut first = anchor;
+            while let Some(&(addr, ExtentKind::RUN_FILTER | ExtentKind::RUN_INDEX)) = extents.last()
             {
+                first = addr;
                 extents.pop();
             }
-            extents
+            (extents, first)
         }
     };
     let walk = Walk {
@@ -72,7 +73,13 @@ pub(super) fn blocks_back(
         // Every block of the run, and as many again on ways that lead nowhere.
         reads_left: Cell::new(2 * (meta.data_bytes / 1024 + 64)),
     };
-    let found = walk.from(extents, next, 0)?;
+    let found = match next {
+        // The run's filter or index opened its zone: its last block ends another.
+        None if extents.is_empty() && after_blocks.offset == 0 => {
+            walk.across_zones(after_blocks, None, 0)?
+        }
+        _ => walk.from(extents, next, 0)?,
+    };
     if found.is_empty() {
         return Err("no block lies between the blocks the index lists".into());
     }
@@ -154,7 +161,7 @@ impl Walk<'_> {
                 // A block opening its zone: the run came from the end of another zone.
                 (None, Some(n)) => {
                     let n = n.clone();
-                    handles.extend(self.across_zones(&n, found)?);
+                    handles.extend(self.across_zones(n.addr, Some(&n), found)?);
                     return Ok(handles);
                 }
                 (None, None) => {
@@ -167,18 +174,24 @@ impl Walk<'_> {
         }
     }
 
-    /// Goes on from each block at the end of a zone that `next` (opening its zone) may
-    /// continue from (it left no room for `next`: a stale extent of the zone's earlier use
-    /// may lie past it); every way that leads to the end must hold the same entries.
-    fn across_zones(&self, next: &BlockHandle, found: u64) -> Result<Vec<Found>, String> {
+    /// Goes on from each block at the end of a zone that the extent at `at` (opening its
+    /// zone: the block `next`, or the run's filter or index) may continue from (it left no
+    /// room for it: a stale extent of the zone's earlier use may lie past it); every way that
+    /// leads to the end must hold the same entries.
+    fn across_zones(
+        &self,
+        at: ExtentAddr,
+        next: Option<&BlockHandle>,
+        found: u64,
+    ) -> Result<Vec<Found>, String> {
         let zones = &self.storage.zones;
         let mut ways = Vec::new();
-        let mut why = format!("no zone ends in a block {} continues from", next.addr);
+        let mut why = format!("no zone ends in a block {at} continues from");
         for &addr in self.zone_ends()? {
-            if addr.zone == next.addr.zone || !next.addr.continues(&addr, zones.zone_size()) {
+            if addr.zone == at.zone || !at.continues(&addr, zones.zone_size()) {
                 continue;
             }
-            let Ok(block) = self.block_before(addr, Some(next)) else {
+            let Ok(block) = self.block_before(addr, next) else {
                 continue;
             };
             let known = self.ways.borrow().get(&(addr, found)).cloned();
@@ -209,8 +222,7 @@ impl Walk<'_> {
         match ways.len() {
             0 => Err(why),
             n if !agree => Err(format!(
-                "{n} zones end in blocks {} may continue from, leading to different entries",
-                next.addr
+                "{n} zones end in blocks {at} may continue from, leading to different entries"
             )),
             _ => Ok(ways.remove(0)),
         }
