@@ -364,12 +364,12 @@ impl Run {
             let known: u64 = blocks.iter().map(|b| b.entries).sum();
             let (prev, next) = (g.checked_sub(1).map(|p| &blocks[p]), blocks.get(g));
             let found = match meta.entries.checked_sub(known) {
-                // The first blocks, with no block before them to stop at: only when every
-                // other entry is accounted for, so their count is known.
                 Some(_) if !together => Err(
                     "its blocks were stitched from other runs' (they do not lie together)"
                         .to_string(),
                 ),
+                // The first blocks, with no block before them to stop at: only when every
+                // other entry is accounted for, so their count is known.
                 Some(_) if prev.is_none() && unfilled > 0 => {
                     Err("blocks after them are lost too".to_string())
                 }
