@@ -458,6 +458,15 @@ fn zone_in_store(zones: &ZoneStore, zone: ZoneId) -> bool {
 
 /// The zone holding the header of segment `seq` of the log of epoch `epoch`, if one does.
 fn find_segment(zones: &ZoneStore, epoch: u64, seq: u64) -> Result<Option<ZoneId>> {
+    Ok(find_segment_header(zones, epoch, seq)?.map(|(zone, _)| zone))
+}
+
+/// [`find_segment`], with the header found.
+fn find_segment_header(
+    zones: &ZoneStore,
+    epoch: u64,
+    seq: u64,
+) -> Result<Option<(ZoneId, SegmentHeader)>> {
     let count = zones.cache().disk().len() / zones.zone_size();
     for zone in 1..count {
         let Ok(zone) = ZoneId::try_from(zone) else {
@@ -467,11 +476,25 @@ fn find_segment(zones: &ZoneStore, epoch: u64, seq: u64) -> Result<Option<ZoneId
         zones.cache().read(zones.zone_offset(zone), &mut bytes)?;
         if let Ok(h) = SegmentHeader::decode(&bytes) {
             if h.epoch == epoch && h.seq == seq {
-                return Ok(Some(zone));
+                return Ok(Some((zone, h)));
             }
         }
     }
     Ok(None)
+}
+
+/// Where the log of epoch `epoch` starts (the first record of its first segment), if a zone
+/// holds that segment's header. For repair: falling back to the older superblock's
+/// checkpoint, it must follow that checkpoint's log into the log the next session started,
+/// which only the damaged superblock named. Reads every zone's first bytes.
+pub fn find_log_start(zones: &ZoneStore, epoch: u64) -> Result<Option<LogPosition>> {
+    Ok(
+        find_segment_header(zones, epoch, 0)?.map(|(zone, header)| LogPosition {
+            zone,
+            offset: SEGMENT_HEADER_LEN as u32,
+            lsn: header.first_lsn,
+        }),
+    )
 }
 
 /// Searches `buf` (a segment of log format `version`) from byte `from` for valid records of
