@@ -448,6 +448,13 @@ fn salvage_log_from(
                     ),
                 ));
             }
+            if let Some(zone) = report.end_reason.cut {
+                salvage.damage.push(Damage::new(
+                    "store file",
+                    format!("zone {zone}"),
+                    &report.end_reason,
+                ));
+            }
             if !report.incomplete_txns.is_empty() {
                 salvage.damage.push(Damage::new(
                     "log",
@@ -481,6 +488,7 @@ fn empty_report(start: stitch_wal::LogPosition) -> stitch_wal::RecoveryReport {
             record: stitch_wal::RecordError::NoRoom { left: 0 },
             next_segment: "not read".into(),
             damage: None,
+            cut: None,
         },
         last_lsn: None,
         next_lsn: start.lsn,
