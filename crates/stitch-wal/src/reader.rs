@@ -516,6 +516,40 @@ fn find_segment_header(
     Ok(None)
 }
 
+/// The zones of the log of epoch `epoch` from `start` on, found by following segment
+/// headers alone (no record is read): each segment's zone and the zone it names for the
+/// next, up to `until` (a zone of the same log: the segments from there on are someone
+/// else's concern) or the first zone not holding the next segment of the log. For opening:
+/// the older superblock's log must outlive the next checkpoint.
+pub fn segment_zones(
+    zones: &ZoneStore,
+    start: LogPosition,
+    epoch: u64,
+    until: Option<ZoneId>,
+) -> Result<Vec<ZoneId>> {
+    let mut found = Vec::new();
+    let mut zone = start.zone;
+    let mut seq = None;
+    while zone_in_store(zones, zone) && Some(zone) != until && !found.contains(&zone) {
+        let mut bytes = [0u8; SEGMENT_HEADER_LEN];
+        zones.cache().read(zones.zone_offset(zone), &mut bytes)?;
+        let Ok(header) = SegmentHeader::decode(&bytes) else {
+            break;
+        };
+        if header.epoch != epoch || seq.is_some_and(|s: u64| header.seq != s + 1) {
+            break;
+        }
+        found.push(zone);
+        seq = Some(header.seq);
+        zone = header.next_zone;
+    }
+    if zone_in_store(zones, zone) && Some(zone) != until && !found.contains(&zone) {
+        // The zone preallocated after the last segment found (a reader looks into it).
+        found.push(zone);
+    }
+    Ok(found)
+}
+
 /// Where the log of epoch `epoch` starts (the first record of its first segment), if a zone
 /// holds that segment's header. For repair: falling back to the older superblock's
 /// checkpoint, it must follow that checkpoint's log into the log the next session started,

@@ -133,6 +133,9 @@ struct State {
     /// reach, with the superblock sequence number that must be written before they are
     /// queued in `to_free`: see [`ZoneStore::write_superblock`].
     held: Vec<(ZoneId, u64)>,
+    /// Zones the older superblock's checkpoint names, which [`ZoneStore::finish_open`] holds
+    /// instead of freeing if nothing else claims them.
+    older: BTreeSet<ZoneId>,
     /// Bytes appended since open (headers included), by kind.
     appended: BTreeMap<ExtentKind, u64>,
 }
@@ -297,6 +300,7 @@ impl ZoneStore {
             superblock_patch: PatchId::NONE,
             to_free: Vec::new(),
             held: Vec::new(),
+            older: BTreeSet::new(),
             appended: BTreeMap::new(),
         };
         ZoneStore {
@@ -403,21 +407,41 @@ impl ZoneStore {
         Ok(())
     }
 
-    /// Ends opening: zones nobody claimed or marked are free once the next superblock is
-    /// durable. The newest superblock does not reach them, but the older slot may: until the
-    /// next superblock overwrites it, it is what repair falls back to if the newest slot or
-    /// its manifest is damaged, so nothing it names may be overwritten.
+    /// At open: `zones` hold what the checkpoint of the older superblock slot names (its
+    /// manifest, its runs, its log). Those [`finish_open`](Self::finish_open) finds unused
+    /// are held until the next superblock is durable instead of freed: until it overwrites
+    /// the older slot, that checkpoint is what repair falls back to if the newest slot or
+    /// its manifest is damaged.
+    pub fn keep_for_older_checkpoint(&self, zones: impl IntoIterator<Item = ZoneId>) {
+        self.state.lock().older.extend(zones);
+    }
+
+    /// Ends opening: zones nobody claimed or marked are free, but for those the older
+    /// checkpoint names ([`keep_for_older_checkpoint`](Self::keep_for_older_checkpoint)),
+    /// freed once the next superblock is durable.
     pub fn finish_open(&self) -> Result<()> {
         let mut st = self.state.lock();
         let until = st.superblock.seq + 1;
-        let mut unused = Vec::new();
+        let older = std::mem::take(&mut st.older);
+        let (mut freed, mut kept) = (Vec::new(), Vec::new());
         for (id, z) in st.zones.iter_mut().enumerate() {
+            let id = id as ZoneId;
             if z.usage == ZoneUse::Unknown {
-                z.usage = ZoneUse::Freeing;
-                unused.push((id as ZoneId, until));
+                if older.contains(&id) {
+                    z.usage = ZoneUse::Freeing;
+                    kept.push((id, until));
+                } else {
+                    z.usage = ZoneUse::Free;
+                    freed.push(id);
+                }
             }
         }
-        st.held.extend(unused);
+        st.held.extend(kept);
+        drop(st);
+        for zone in freed {
+            let place = (self.zone_offset(zone), self.config.zone_size);
+            file_free_zone(&self.state, &self.cache, zone, place, self.recycle_room())?;
+        }
         Ok(())
     }
 

@@ -208,6 +208,9 @@ fn recover_with(
     };
     drop(registry);
     if salvage.is_none() {
+        let older =
+            older_checkpoint_zones(&storage, &slots, (superblock.seq, root), &manifest, &opened);
+        zones.keep_for_older_checkpoint(older);
         zones.finish_open()?;
     }
     // The registry, the only other holder, is gone: what replay built is taken whole.
@@ -227,6 +230,60 @@ fn recover_with(
         log_start: manifest.log,
     };
     Ok((storage, recovered, Some(root)))
+}
+
+/// The zones the checkpoint of the older superblock slot names beyond what the newest one
+/// (`newest`: its sequence number and manifest, whose runs are `opened`) does: its manifest
+/// extent, the runs only it lists (their indexes are read), and its log from its position up
+/// to the newest checkpoint's. Kept until the next superblock is durable, so that repair can
+/// fall back to it whole. What cannot be read is not kept (with a warning): a repair falling
+/// back to it would find it damaged anyway.
+fn older_checkpoint_zones(
+    storage: &Storage,
+    slots: &[(u64, stitch_zone::SlotState)],
+    newest: (u64, ExtentAddr),
+    manifest: &Manifest,
+    opened: &HashMap<u64, Arc<Run>>,
+) -> Vec<ZoneId> {
+    let zones = &storage.zones;
+    let older = slots.iter().find_map(|(_, slot)| match slot {
+        stitch_zone::SlotState::Valid(sb) if sb.seq < newest.0 => sb.root,
+        _ => None,
+    });
+    let Some(root) = older.filter(|&root| root != newest.1) else {
+        return Vec::new();
+    };
+    let older = match zones
+        .read(root, ExtentKind::MANIFEST)
+        .map_err(Error::from)
+        .and_then(|payload| {
+            Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))
+        }) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!("the older superblock's manifest is not kept: {e}");
+            return Vec::new();
+        }
+    };
+    let mut kept = vec![root.zone];
+    let runs = older
+        .tables
+        .iter()
+        .chain(older.snapshots.iter().flat_map(|s| s.tables.iter()))
+        .flat_map(|t| t.runs.iter())
+        .filter(|meta| !opened.contains_key(&meta.id));
+    for meta in runs {
+        match Run::zones_of(storage, meta) {
+            Ok(run_zones) => kept.extend(run_zones),
+            Err(e) => tracing::warn!("run {} of the older checkpoint is not kept: {e}", meta.id),
+        }
+    }
+    let until = (older.log.epoch == manifest.log.epoch).then_some(manifest.log.zone);
+    match stitch_wal::segment_zones(zones, log::to_position(&older.log), older.log.epoch, until) {
+        Ok(log_zones) => kept.extend(log_zones),
+        Err(e) => tracing::warn!("the older checkpoint's log is not kept: {e}"),
+    }
+    kept
 }
 
 /// Salvage of a store whose only readable superblock (of sequence number `seq`) is one that
