@@ -983,15 +983,15 @@ impl ZoneStore {
         let (due, still): (Vec<_>, Vec<_>) =
             held.into_iter().partition(|&(_, until)| until <= sb.seq);
         st.held = still;
-        drop(st);
         let due: Vec<(ZoneId, PatchId)> = due
             .into_iter()
-            .map(|(zone, _)| {
-                (
-                    zone,
-                    self.both(self.state.lock().zones[zone as usize].free_after, patch),
-                )
-            })
+            .map(|(zone, _)| (zone, st.zones[zone as usize].free_after))
+            .collect();
+        drop(st);
+        // Outside the state lock: `both` takes the cache's.
+        let due: Vec<(ZoneId, PatchId)> = due
+            .into_iter()
+            .map(|(zone, after)| (zone, self.both(after, patch)))
             .collect();
         self.state.lock().to_free.extend(due);
         self.schedule_frees();
