@@ -134,12 +134,7 @@ fn recover_with(
             ))
         }
     };
-    let read_manifest = |root: ExtentAddr| -> Result<Manifest> {
-        let payload = zones
-            .read(root, ExtentKind::MANIFEST)
-            .map_err(|e| Error::from(e).within("manifest", "the root"))?;
-        Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))
-    };
+    let read_manifest = |root: ExtentAddr| read_manifest(zones, root);
     let (manifest, root, manifest_seq) = match (read_manifest(root), salvage.as_deref_mut()) {
         (Ok(m), _) => (m, root, superblock.seq),
         (Err(e), None) => return Err(e),
@@ -232,6 +227,14 @@ fn recover_with(
     Ok((storage, recovered, Some(root)))
 }
 
+/// Reads and decodes the manifest at `root`.
+fn read_manifest(zones: &ZoneStore, root: ExtentAddr) -> Result<Manifest> {
+    let payload = zones
+        .read(root, ExtentKind::MANIFEST)
+        .map_err(|e| Error::from(e).within("manifest", "the root"))?;
+    Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))
+}
+
 /// The zones the checkpoint of the older superblock slot names beyond what the newest one
 /// (`newest`: its sequence number and manifest, whose runs are `opened`) does: its manifest
 /// extent, the runs only it lists (their indexes are read), and its log from its position up
@@ -253,12 +256,7 @@ fn older_checkpoint_zones(
     let Some(root) = older.filter(|&root| root != newest.1) else {
         return Vec::new();
     };
-    let older = match zones
-        .read(root, ExtentKind::MANIFEST)
-        .map_err(Error::from)
-        .and_then(|payload| {
-            Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))
-        }) {
+    let older = match read_manifest(zones, root) {
         Ok(m) => m,
         Err(e) => {
             tracing::warn!("the older superblock's manifest is not kept: {e}");
