@@ -263,6 +263,23 @@ impl Run {
         }))
     }
 
+    /// The zones of every extent the run `meta` describes (its index is read), without
+    /// opening it or marking anything live: for keeping the older checkpoint's runs at open.
+    pub fn zones_of(storage: &Storage, meta: &RunMeta) -> Result<Vec<stitch_zone::ZoneId>> {
+        let mut blocks = Vec::new();
+        for &addr in &meta.index {
+            let payload = storage.zones.read(addr, ExtentKind::RUN_INDEX)?;
+            index::decode_chunk(&payload, &mut blocks)
+                .map_err(|d| Error::corrupt("run index", format!("run {} {addr}", meta.id), d))?;
+        }
+        let mut zones: Vec<stitch_zone::ZoneId> = Self::extents_of(meta, &blocks)
+            .map(|(a, _)| a.zone)
+            .collect();
+        zones.sort_unstable();
+        zones.dedup();
+        Ok(zones)
+    }
+
     /// [`open`](Self::open) for `check` and `repair`: opens what can be read of a damaged
     /// run instead of failing at the first problem. If every index extent is lost, the index
     /// is rebuilt from the run's blocks where they can be found ([`Self::rebuild_index`]);
