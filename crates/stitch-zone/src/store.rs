@@ -32,9 +32,13 @@ pub enum Stream {
     /// its blocks: in the flush's stream one would split the flush's run into spans too short
     /// to stitch.
     Manifest = 3,
+    /// Runs a writer ingests whole (a batch's long sorted stretch of puts written straight
+    /// into a run): apart from the flush's, so neither cuts the other's blocks into spans too
+    /// short to stitch.
+    Ingest = 4,
 }
 
-const STREAMS: usize = 4;
+const STREAMS: usize = 5;
 const MIN_ZONE_SIZE: u64 = 64 * 1024;
 
 /// How a [`ZoneStore`] divides and grows its disk.

@@ -10,7 +10,7 @@ use crate::run::RunMeta;
 const MAGIC: &[u8; 4] = b"STMF";
 /// Version 2 added named snapshots, version 3 range tombstones in runs, version 4 a run's
 /// filter in parts; older manifests are still read.
-const MANIFEST_VERSION: u8 = 4;
+pub(crate) const MANIFEST_VERSION: u8 = 4;
 
 /// Where replay starts: the first record of the log not covered by the runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use super::damage::{Damage, LostKeys, Salvage};
 use super::snapshot::{NamedSnapshot, SnapshotTable};
-use super::{log, Db};
+use super::{ingest, log, Db};
 use crate::batch::{decode_ops, TableId};
 use crate::codec::Reader;
 use crate::manifest::{LogStart, Manifest, TableMeta};
@@ -34,15 +34,25 @@ pub(crate) struct Recovered {
     /// What the manifest said of the log.
     pub checkpoint_lsn: u64,
     pub log_start: LogStart,
+    /// Ingested runs replay copied into a memtable instead of adopting: the first
+    /// checkpoint retires them.
+    pub replaced: Vec<Arc<Run>>,
 }
 
 #[derive(Default)]
 struct Replay {
     version: Version,
     next_table_id: u32,
+    next_run_id: u64,
     checkpoint_lsn: u64,
     /// How tables created by replayed records stitch.
     stitching: Stitching,
+    /// Where ingested runs are opened from (`None` only in a default, taken-out value).
+    storage: Option<Arc<Storage>>,
+    /// Ids of the runs the manifest lists (an ingest record's run among them is in already).
+    listed: std::collections::HashSet<u64>,
+    /// See `Recovered::replaced`.
+    replaced: Vec<Arc<Run>>,
 }
 
 pub(crate) fn recover(
@@ -172,8 +182,12 @@ fn recover_with(
     let replay = Arc::new(Mutex::new(Replay {
         version,
         next_table_id: manifest.next_table_id,
+        next_run_id: manifest.next_run_id,
         checkpoint_lsn: manifest.checkpoint_lsn,
         stitching: opts.stitching,
+        storage: Some(storage.clone()),
+        listed: opened.keys().copied().collect(),
+        replaced: Vec::new(),
     }));
     let registry = registry(&replay).map_err(log::log_err)?;
     let start = log::to_position(&manifest.log);
@@ -195,11 +209,12 @@ fn recover_with(
         version: replay.version,
         last_lsn,
         next_table_id: replay.next_table_id,
-        next_run_id: manifest.next_run_id,
+        next_run_id: replay.next_run_id,
         old_log: report.zones.clone(),
         snapshots,
         checkpoint_lsn: manifest.checkpoint_lsn,
         log_start: manifest.log,
+        replaced: replay.replaced,
     };
     Ok((storage, recovered, Some(root)))
 }
@@ -382,6 +397,63 @@ fn redo(st: &Replay, rec: &LogRecord, with_ranges: bool) -> std::result::Result<
     Ok(())
 }
 
+/// Redoes an ingest record: adopts its run in front of level 0 (unless the manifest lists it
+/// already), then applies the batch's other operations. A run whose keys the replayed
+/// memtable overlaps cannot go behind it (see `ingest`): its entries are copied into the
+/// memtable instead, and the run is retired by the first checkpoint.
+fn redo_ingest(st: &mut Replay, rec: &LogRecord) -> std::result::Result<(), String> {
+    if rec.lsn <= st.checkpoint_lsn {
+        return Ok(());
+    }
+    let record = ingest::decode_record(&rec.payload)?;
+    let table = st
+        .version
+        .tables
+        .get(&record.table)
+        .ok_or_else(|| format!("ingest names unknown table #{}", record.table.0))?
+        .clone();
+    let id = record.run.id;
+    if !st.listed.contains(&id) {
+        if record.run.min_seq != rec.lsn || record.run.max_seq != rec.lsn {
+            return Err(format!(
+                "ingested run {id} holds sequence numbers {}..={}, its record is {}",
+                record.run.min_seq, record.run.max_seq, rec.lsn
+            ));
+        }
+        let storage = st.storage.as_ref().ok_or("replay without a store")?;
+        let run = Run::open(storage, record.run).map_err(|e| e.to_string())?;
+        st.next_run_id = st.next_run_id.max(id + 1);
+        st.listed.insert(id);
+        let (first, last) = match (run.blocks().first(), run.blocks().last()) {
+            (Some(f), Some(l)) => (f.first_key.clone(), l.last_key.clone()),
+            _ => return Err(format!("ingested run {id} has no blocks")),
+        };
+        if ingest::memtables_overlap(&table, &first, &last) {
+            for entry in run.iter_from(&[]) {
+                let entry = entry.map_err(|e| e.to_string())?;
+                table.mem.insert(&entry.key, entry.seq, entry.value);
+            }
+            st.replaced.push(run);
+        } else {
+            st.version
+                .update(record.table, |t| super::checkpoint::add_run(t, run));
+        }
+    }
+    let tables = &st.version.tables;
+    let table = |id: TableId| {
+        tables
+            .get(&id)
+            .ok_or_else(|| format!("ingest names unknown table #{}", id.0))
+    };
+    for (id, start, end) in record.ranges {
+        table(id)?.mem.delete_range(&start, &end, rec.lsn);
+    }
+    for (id, key, value) in record.ops {
+        table(id)?.mem.insert(&key, rec.lsn, value);
+    }
+    Ok(())
+}
+
 /// The log operations of the key-value store, redoing into `replay`.
 fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, WalError> {
     let mut registry = OpRegistry::new();
@@ -403,6 +475,13 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, WalE
         log::OP_BATCH_RANGES,
         "batch with range deletes",
         Box::new(redo_batch(true)),
+        None,
+    )?;
+    let r = replay.clone();
+    registry.register(
+        log::OP_INGEST,
+        "ingest",
+        Box::new(move |rec: &LogRecord| redo_ingest(&mut r.lock(), rec)),
         None,
     )?;
 
