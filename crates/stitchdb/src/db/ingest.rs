@@ -35,18 +35,17 @@ use std::sync::Arc;
 use stitch_filter::hash_key;
 use stitch_zone::Stream;
 
-/// A stretch of puts is ingested from this many key and value bytes on: below it, writing
-/// the values to the log and a memtable costs less than syncing a run of their own (about a
-/// millisecond per ingest on the machines measured, see docs/kvfs.md).
-pub(crate) const INGEST_MIN_BYTES: usize = 256 * 1024;
-
 /// Runs named only by log records (not yet by a durable manifest) past which a checkpoint
 /// is due.
 pub(crate) const LOGGED_RUNS_LIMIT: usize = 64;
 
 /// The stretch of `ops` worth ingesting, if any: consecutive puts to one table, keys strictly
-/// increasing, at least [`INGEST_MIN_BYTES`] of keys and values (the largest such stretch).
-pub(crate) fn find_stretch(ops: &[(TableId, Vec<u8>, Value)]) -> Option<Range<usize>> {
+/// increasing, at least `min_bytes` of keys and values (`Options::ingest_min_bytes`; the
+/// largest such stretch).
+pub(crate) fn find_stretch(
+    ops: &[(TableId, Vec<u8>, Value)],
+    min_bytes: usize,
+) -> Option<Range<usize>> {
     let mut best: Option<(Range<usize>, usize)> = None;
     let mut i = 0;
     while i < ops.len() {
@@ -65,7 +64,7 @@ pub(crate) fn find_stretch(ops: &[(TableId, Vec<u8>, Value)]) -> Option<Range<us
             last = k;
             i += 1;
         }
-        if bytes >= INGEST_MIN_BYTES && best.as_ref().is_none_or(|(_, b)| bytes > *b) {
+        if bytes >= min_bytes && best.as_ref().is_none_or(|(_, b)| bytes > *b) {
             best = Some((start..i, bytes));
         }
     }

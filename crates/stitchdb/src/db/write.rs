@@ -189,7 +189,7 @@ pub(crate) fn commit_batch(
     // A long sorted stretch of puts to one table is written as a run of its own (see
     // `ingest`); a transaction's writes are not (it may hold locks or spill).
     let mut stretch = match committer {
-        Committer::Plain => ingest::find_stretch(&batch.ops),
+        Committer::Plain => ingest::find_stretch(&batch.ops, inner.opts.ingest_min_bytes),
         Committer::Transaction { .. } => None,
     };
     let payloads = chunks(&batch, wal.max_payload() / 2);

@@ -151,7 +151,15 @@ pub fn merge_runs(
         .min_by(|&a, &b| cursors[a].peek().cmp(&cursors[b].peek()))
     {
         if cursors[i].current.is_none() {
-            if let Some(end) = stitchable_span(&cursors, i, stitching, zone_size) {
+            // A key's versions may straddle two blocks of a run (a flush keeps the versions
+            // open readers need): a block going on with the key just filtered is copied.
+            let c = &cursors[i];
+            let straddles = filter.is_current(&c.run.blocks[c.next_block].first_key);
+            let span = match straddles {
+                true => None,
+                false => stitchable_span(&cursors, i, stitching, zone_size),
+            };
+            if let Some(end) = span {
                 let c = &cursors[i];
                 for h in &c.run.blocks[c.next_block..end] {
                     out.stitch(&c.run, h)?;
