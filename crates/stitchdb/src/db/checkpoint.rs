@@ -423,6 +423,14 @@ pub(crate) fn write_manifest(
             .collect(),
         snapshots: ck.snapshots.iter().map(|(n, s)| s.meta(n)).collect(),
     };
+    // Ingested runs are listed before a checkpoint covers their records: those records are
+    // made durable first, or a crash could keep a run without its commit's other writes and
+    // without the commits before it.
+    if let Some(&newest) = ck.log_named.values().max() {
+        if newest > manifest.checkpoint_lsn {
+            inner.sync_log(newest)?;
+        }
+    }
     let (addr, patch) = inner.zones.append_to(
         Stream::Manifest,
         ExtentKind::MANIFEST,

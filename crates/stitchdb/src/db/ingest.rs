@@ -19,8 +19,8 @@
 //! * Readers take the first layer holding a key (memtable, frozen memtable, runs newest
 //!   first). The run goes in front of level 0, behind the memtables, so a batch is ingested
 //!   only if neither memtable holds a key in its range (else it is written the ordinary way);
-//!   every run holds only older versions. Replay checks the same against the replayed
-//!   memtable and copies the run's entries into it when they overlap.
+//!   every run holds only older versions. Replay copies the run's entries into the replayed
+//!   memtable instead (see `recover::redo_ingest`).
 
 use super::Inner;
 use crate::batch::{decode_ops, OpsPayload, RangeOp, TableId};

@@ -34,8 +34,8 @@ pub(crate) struct Recovered {
     /// What the manifest said of the log.
     pub checkpoint_lsn: u64,
     pub log_start: LogStart,
-    /// Ingested runs replay copied into a memtable instead of adopting: the first
-    /// checkpoint retires them.
+    /// Ingested runs the manifest does not list, whose entries replay copied into memtables:
+    /// the open's checkpoint retires them.
     pub replaced: Vec<Arc<Run>>,
 }
 
@@ -49,8 +49,6 @@ struct Replay {
     stitching: Stitching,
     /// Where ingested runs are opened from (`None` only in a default, taken-out value).
     storage: Option<Arc<Storage>>,
-    /// Ids of the runs the manifest lists (an ingest record's run among them is in already).
-    listed: std::collections::HashSet<u64>,
     /// See `Recovered::replaced`.
     replaced: Vec<Arc<Run>>,
 }
@@ -186,7 +184,6 @@ fn recover_with(
         checkpoint_lsn: manifest.checkpoint_lsn,
         stitching: opts.stitching,
         storage: Some(storage.clone()),
-        listed: opened.keys().copied().collect(),
         replaced: Vec::new(),
     }));
     let registry = registry(&replay).map_err(log::log_err)?;
@@ -397,46 +394,57 @@ fn redo(st: &Replay, rec: &LogRecord, with_ranges: bool) -> std::result::Result<
     Ok(())
 }
 
-/// Redoes an ingest record: adopts its run in front of level 0 (unless the manifest lists it
-/// already), then applies the batch's other operations. A run whose keys the replayed
-/// memtable overlaps cannot go behind it (see `ingest`): its entries are copied into the
-/// memtable instead, and the run is retired by the first checkpoint.
+/// Redoes an ingest record: copies its run's entries into the replayed memtable, except
+/// those for which a run the manifest lists holds the same version (the run itself, or a
+/// merge of it) or a newer one (a later ingest's), then
+/// applies the batch's other operations. Copied, not adopted as a run: the memtable holds
+/// the records replayed before this one, some of which may be older versions of the run's
+/// keys (their runs were installed, but not in a durable manifest, when the run was
+/// ingested), and the memtable is read before runs. (A listed run holding the run's entries
+/// was listed by a manifest written after every such older version was in a run it lists,
+/// so none of those is replayed.) A run the manifest does not list is opened here (its
+/// extents are intact: see `ingest`) and retired by the open's checkpoint.
 fn redo_ingest(st: &mut Replay, rec: &LogRecord) -> std::result::Result<(), String> {
     if rec.lsn <= st.checkpoint_lsn {
         return Ok(());
     }
     let record = ingest::decode_record(&rec.payload)?;
+    let id = record.run.id;
+    if record.run.min_seq != rec.lsn || record.run.max_seq != rec.lsn {
+        return Err(format!(
+            "ingested run {id} holds sequence numbers {}..={}, its record is {}",
+            record.run.min_seq, record.run.max_seq, rec.lsn
+        ));
+    }
     let table = st
         .version
         .tables
         .get(&record.table)
         .ok_or_else(|| format!("ingest names unknown table #{}", record.table.0))?
         .clone();
-    let id = record.run.id;
-    if !st.listed.contains(&id) {
-        if record.run.min_seq != rec.lsn || record.run.max_seq != rec.lsn {
-            return Err(format!(
-                "ingested run {id} holds sequence numbers {}..={}, its record is {}",
-                record.run.min_seq, record.run.max_seq, rec.lsn
-            ));
+    let run = match table.runs().find(|r| r.meta.id == id) {
+        Some(run) => run.clone(),
+        None => {
+            let storage = st.storage.as_ref().ok_or("replay without a store")?;
+            let run = Run::open(storage, record.run).map_err(|e| e.to_string())?;
+            st.next_run_id = st.next_run_id.max(id + 1);
+            st.replaced.push(run.clone());
+            run
         }
-        let storage = st.storage.as_ref().ok_or("replay without a store")?;
-        let run = Run::open(storage, record.run).map_err(|e| e.to_string())?;
-        st.next_run_id = st.next_run_id.max(id + 1);
-        st.listed.insert(id);
-        let (first, last) = match (run.blocks().first(), run.blocks().last()) {
-            (Some(f), Some(l)) => (f.first_key.clone(), l.last_key.clone()),
-            _ => return Err(format!("ingested run {id} has no blocks")),
-        };
-        if ingest::memtables_overlap(&table, &first, &last) {
-            for entry in run.iter_from(&[]) {
-                let entry = entry.map_err(|e| e.to_string())?;
-                table.mem.insert(&entry.key, entry.seq, entry.value);
-            }
-            st.replaced.push(run);
-        } else {
-            st.version
-                .update(record.table, |t| super::checkpoint::add_run(t, run));
+    };
+    // Listed runs that may hold versions of this commit or newer ones (ingested later).
+    let holders: Vec<&Arc<Run>> = table.runs().filter(|r| r.meta.max_seq >= rec.lsn).collect();
+    for entry in run.iter_from(&[]) {
+        let entry = entry.map_err(|e| e.to_string())?;
+        // A listed version at least as new answers for the key: a copy in the memtable,
+        // read first, would hide a newer one.
+        let mut answered = false;
+        for r in &holders {
+            let found = r.get(&entry.key, u64::MAX).map_err(|e| e.to_string())?;
+            answered |= found.is_some_and(|(seq, _)| seq >= entry.seq);
+        }
+        if !answered {
+            table.mem.insert(&entry.key, entry.seq, entry.value);
         }
     }
     let tables = &st.version.tables;
