@@ -1,9 +1,10 @@
 //! Writes one file through [`Fs`] without FUSE, to separate the engine's and the file
 //! system's cost of writes from the FUSE adapter's: `seq` writes it in order in `--bs`
 //! pieces, `rand` writes 4 KiB pieces at random block offsets, `sync` the same with an
-//! `fsync` after each; every mode syncs once at the end.
+//! `fsync` after each; every mode syncs once at the end. `INGEST` sets the store's
+//! `ingest_min_bytes` (`max`: writes are never ingested, as before ingesting existed).
 //!
-//! `cargo run --release -p stitchdb-fs --example write_loop -- STORE seq|rand|sync MIB [BS]`
+//! `cargo run --release -p stitchdb-fs --example write_loop -- STORE seq|rand|sync MIB [BS [INGEST]]`
 
 use std::time::Instant;
 use stitchdb::{Db, Options};
@@ -12,7 +13,7 @@ use stitchdb_fs::{Caller, Fs, FsOptions, ROOT_INO};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
-        eprintln!("usage: write_loop STORE seq|rand|sync MIB [BS]");
+        eprintln!("usage: write_loop STORE seq|rand|sync MIB [BS [INGEST]]");
         std::process::exit(2);
     }
     let path = std::path::Path::new(&args[1]);
@@ -23,8 +24,10 @@ fn main() {
         .map_or(1 << 20, |s| s.parse().expect("BS: a number"));
     let _ = std::fs::remove_file(path);
     let mut opts = Options::default();
-    if let Ok(m) = std::env::var("MEMTABLE_MIB") {
-        opts.memtable_size = m.parse::<usize>().expect("MEMTABLE_MIB: a number") << 20;
+    match args.get(5).map(String::as_str) {
+        None => {}
+        Some("max") => opts.ingest_min_bytes = usize::MAX,
+        Some(n) => opts.ingest_min_bytes = n.parse().expect("INGEST: a number or max"),
     }
     let db = Db::create(path, opts).expect("create the store");
     let fs = Fs::mount(db, FsOptions::default()).expect("mount");
