@@ -639,6 +639,17 @@ impl ZoneStore {
         Ok(bytes)
     }
 
+    /// The extent at `addr` whole (header in front), checked, read through the block cache:
+    /// for an extent whose blocks may not have reached the disk yet.
+    pub fn read_framed(&self, addr: ExtentAddr, kind: ExtentKind) -> Result<Vec<u8>> {
+        self.check_addr(addr)?;
+        let disk_offset = self.extent_offset(addr);
+        let mut bytes = vec![0u8; addr.len as usize];
+        self.cache.read(disk_offset, &mut bytes)?;
+        extent::verify(addr, kind, &bytes, disk_offset)?;
+        Ok(bytes)
+    }
+
     /// [`read_durable_framed`](Self::read_durable_framed) for extents that lie back to back
     /// on disk (each [`follows`](ExtentAddr::follows) the one before), in one disk read:
     /// each returned whole and verified. Fails if they do not follow one another.

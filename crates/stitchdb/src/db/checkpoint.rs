@@ -425,11 +425,10 @@ pub(crate) fn write_manifest(
     };
     // Ingested runs are listed before a checkpoint covers their records: those records are
     // made durable first, or a crash could keep a run without its commit's other writes and
-    // without the commits before it.
+    // without the commits before it. Each record follows its run, so the runs (and the
+    // blocks merges stitched from them) are durable then too.
     if let Some(&newest) = ck.log_named.values().max() {
-        if newest > manifest.checkpoint_lsn {
-            inner.sync_log(newest)?;
-        }
+        inner.sync_log(newest)?;
     }
     let (addr, patch) = inner.zones.append_to(
         Stream::Manifest,

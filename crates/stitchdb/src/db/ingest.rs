@@ -5,10 +5,12 @@
 //! the run's blocks without copying them.
 //!
 //! Ordering and crashes:
-//! * The run's extents are made durable before its record is appended, so a durable record
-//!   never names a run that is not on the disk; a crash before the record is durable loses
-//!   the commit whole (it was not acknowledged as durable), and the run's extents, named by
-//!   nothing durable, are free space at the next open.
+//! * The record depends on the patch writing the run's extents, so a durable record never
+//!   names a run that is not on the disk; a crash before the record is durable loses the
+//!   commit whole (it was not acknowledged as durable), and the run's extents, named by
+//!   nothing durable, are free space at the next open. The writer does not wait for the
+//!   run's sync: readers read its blocks through the block cache until they are written, and
+//!   a merge makes them durable before stitching them.
 //! * The record also carries the batch's other operations (and range deletes), so the
 //!   commit stays one record: atomic, and in the log's order with every other commit.
 //! * Until a manifest whose checkpoint covers the record is durable, recovery replays the
@@ -33,6 +35,7 @@ use crate::Result;
 use std::ops::{Bound, Range};
 use std::sync::Arc;
 use stitch_filter::hash_key;
+use stitch_patch::PatchId;
 use stitch_zone::Stream;
 
 /// Runs named only by log records (not yet by a durable manifest) past which a checkpoint
@@ -86,13 +89,14 @@ pub(crate) fn memtables_overlap(t: &TableState, first: &[u8], last: &[u8]) -> bo
 }
 
 /// Writes `puts` (sorted, all puts to one table) as a level-0 run whose entries have sequence
-/// number `seq`, and makes it durable (`None` for no puts). The caller holds the writer lock
-/// (`seq` is the next record's LSN).
+/// number `seq` into the block cache (`None` for no puts); returns it and the patch writing
+/// it, which the record naming the run must follow. The caller holds the writer lock (`seq` is
+/// the next record's LSN).
 pub(crate) fn write_run(
     inner: &Inner,
     puts: &[(TableId, Vec<u8>, Value)],
     seq: u64,
-) -> Result<Option<Arc<Run>>> {
+) -> Result<Option<(Arc<Run>, PatchId)>> {
     let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Ingest);
     let mut hashes = Vec::new();
     for (_, key, value) in puts {
@@ -109,9 +113,9 @@ pub(crate) fn write_run(
     let Some((run, patch)) = builder.finish(filter)? else {
         return Ok(None);
     };
-    // Durable before the record naming it is appended; readers read it from the disk.
-    inner.cache.flush_patch(patch)?;
-    Ok(Some(run))
+    // Not written yet: readers go through the cache until it is.
+    run.set_unwritten(patch);
+    Ok(Some((run, patch)))
 }
 
 /// The record of an ingest: the table, the run's manifest entry, then the batch's other

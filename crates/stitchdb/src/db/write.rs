@@ -362,13 +362,16 @@ fn try_ingest(
         return Ok(None);
     }
     let seq = wal.last_lsn() + 1;
-    let Some(run) = inner.guard(ingest::write_run(inner, stretch, seq))? else {
+    let Some((run, written)) = inner.guard(ingest::write_run(inner, stretch, seq))? else {
         return Ok(None);
     };
     let head = ingest::record_head(table, &run.meta);
     let rest = OpsPayload::new(&rest, &batch.ranges);
+    // The record reaches the disk only after the run does.
+    let mut after = deps.map_or_else(Vec::new, <[_]>::to_vec);
+    after.push(written);
     let appended = ingest::with_record_pieces(&head, &rest, |pieces| {
-        wal.append_parts(txn, log::OP_INGEST, Flags::AUTOCOMMIT, pieces, deps)
+        wal.append_parts(txn, log::OP_INGEST, Flags::AUTOCOMMIT, pieces, Some(&after))
     });
     let appended = inner.guard(appended.map_err(log::log_err));
     let (lsn, patch) = match appended {

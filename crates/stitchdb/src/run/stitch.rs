@@ -123,6 +123,10 @@ pub fn merge_runs(
         filter_fp_rate,
         stream,
     } = spec;
+    // The new run is read from the disk, blocks stitched from the inputs included.
+    for run in inputs {
+        run.make_durable()?;
+    }
     let mut out = RunBuilder::new(storage, id, level, stream);
     out.expect_bytes(inputs.iter().map(|r| r.meta.data_bytes).sum());
     let zone_size = storage.zones.zone_size();
