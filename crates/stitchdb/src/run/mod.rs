@@ -655,9 +655,11 @@ impl Run {
     /// Makes the blocks durable if they may not be yet (before a merge stitches them into a
     /// run that reads them from the disk).
     pub(crate) fn make_durable(&self) -> Result<()> {
-        let patch = self.unwritten.lock().take();
+        // Readers go on through the cache until the flush has written the blocks.
+        let patch = *self.unwritten.lock();
         if let Some(patch) = patch {
             self.storage.zones.cache().flush_patch(patch)?;
+            *self.unwritten.lock() = None;
         }
         Ok(())
     }
