@@ -369,6 +369,87 @@ fn large_sorted_batches_are_ingested_beside_ordinary_writes() {
 }
 
 #[test]
+fn ingested_runs_are_read_while_the_background_writes_them() {
+    // Sorted batches are ingested (their runs installed before their blocks reach the disk)
+    // while readers scan and look keys up, merges stitch the runs and Ordered flushes write
+    // them; every read sees whole batches, in order, with intact values.
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let opts = Options {
+        background: true,
+        ingest_min_bytes: 2048,
+        ..options(Stitching::Threshold(0))
+    };
+    let db = Arc::new(Db::create_on(disk.clone(), opts.clone()).unwrap());
+    let t = db.default_table();
+    let value = |batch: u32, key: u32| (batch ^ key).to_le_bytes().repeat(128);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let pairs: Vec<_> = db
+                        .scan_prefix(t, b"k")
+                        .unwrap()
+                        .map(|r| r.unwrap())
+                        .collect();
+                    // Batches are written in key order: any snapshot is a gap-free prefix of
+                    // whole batches of 8 keys, each value the batch's.
+                    assert_eq!(pairs.len() % 8, 0, "reader {r}: a batch seen in part");
+                    for (i, (k, v)) in pairs.iter().enumerate() {
+                        let i = i as u32;
+                        assert_eq!(k, &format!("k{i:06}").into_bytes());
+                        assert_eq!(v, &value(i / 8, i), "reader {r}: key {i}");
+                    }
+                    if let Some(last) = pairs.len().checked_sub(1) {
+                        let k = format!("k{:06}", last / 2).into_bytes();
+                        assert!(db.get(t, &k).unwrap().is_some());
+                    }
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let mut model = BTreeMap::new();
+    for batch in 0..1500u32 {
+        let mut b = WriteBatch::new();
+        for key in batch * 8..batch * 8 + 8 {
+            let (k, v) = (format!("k{key:06}").into_bytes(), value(batch, key));
+            b.put(t, k.clone(), v.clone());
+            model.insert(k, v);
+        }
+        db.write(&b, Durability::Ordered).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    assert!(
+        db.stats().ingested_runs > 1000,
+        "{:?}",
+        db.stats().ingested_runs
+    );
+    let got: BTreeMap<_, _> = db
+        .scan_prefix(t, b"")
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(got == model);
+    db.check().unwrap();
+    Arc::try_unwrap(db).ok().unwrap().close().unwrap();
+    let db = Db::open_on(disk, opts).unwrap();
+    let got: BTreeMap<_, _> = db
+        .scan_prefix(t, b"")
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(got == model);
+    db.check().unwrap();
+}
+
+#[test]
 fn background_thread_model() {
     // The same model with the background thread doing checkpoints and Ordered flushes, and
     // concurrent readers scanning while the writer goes on.
