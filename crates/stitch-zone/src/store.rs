@@ -32,9 +32,13 @@ pub enum Stream {
     /// its blocks: in the flush's stream one would split the flush's run into spans too short
     /// to stitch.
     Manifest = 3,
+    /// Runs a writer ingests whole (a batch's long sorted stretch of puts written straight
+    /// into a run): apart from the flush's, so neither cuts the other's blocks into spans too
+    /// short to stitch.
+    Ingest = 4,
 }
 
-const STREAMS: usize = 4;
+const STREAMS: usize = 5;
 const MIN_ZONE_SIZE: u64 = 64 * 1024;
 
 /// How a [`ZoneStore`] divides and grows its disk.
@@ -663,6 +667,17 @@ impl ZoneStore {
             .cache
             .disk()
             .read_vec_at(disk_offset, addr.len as usize)?;
+        extent::verify(addr, kind, &bytes, disk_offset)?;
+        Ok(bytes)
+    }
+
+    /// The extent at `addr` whole (header in front), checked, read through the block cache:
+    /// for an extent whose blocks may not have reached the disk yet.
+    pub fn read_framed(&self, addr: ExtentAddr, kind: ExtentKind) -> Result<Vec<u8>> {
+        self.check_addr(addr)?;
+        let disk_offset = self.extent_offset(addr);
+        let mut bytes = vec![0u8; addr.len as usize];
+        self.cache.read(disk_offset, &mut bytes)?;
         extent::verify(addr, kind, &bytes, disk_offset)?;
         Ok(bytes)
     }

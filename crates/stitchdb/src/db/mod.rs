@@ -37,6 +37,7 @@ mod checkpoint;
 mod compact;
 mod damage;
 mod defrag;
+mod ingest;
 mod link;
 mod log;
 mod patchgroup;
@@ -123,6 +124,16 @@ pub(super) struct CheckpointState {
     /// Runs merged away by merges installed since the newest manifest (which still lists
     /// them): the next manifest retires them.
     pub deferred: Vec<Arc<Run>>,
+    /// Ingested runs by id, with the LSN of the record naming them, until a manifest whose
+    /// checkpoint covers that record is written: recovery may adopt them from the log until
+    /// then, so their extents must stay (see `ingest`).
+    pub log_named: BTreeMap<u64, u64>,
+    /// Retired runs held back because the log still names them (see `log_named`): a later
+    /// manifest retires them.
+    pub log_held: Vec<Arc<Run>>,
+    /// Runs ingested since open, and their bytes.
+    pub ingested_runs: u64,
+    pub ingested_bytes: u64,
 }
 
 /// The state every handle of an open store shares, grouped by who owns it. Each field says
@@ -168,6 +179,9 @@ pub(crate) struct Inner {
     /// Held while a manifest is written (by a checkpoint, a merge, a snapshot): one at a
     /// time; every change to the version that a manifest must list is applied under it.
     pub(super) checkpoint: Mutex<CheckpointState>,
+    /// How many runs `CheckpointState::log_named` holds (stored under `checkpoint`, read
+    /// without it by writers asking whether a checkpoint is due).
+    pub(super) logged_runs: std::sync::atomic::AtomicUsize,
     /// When each memtable flush since opening completed (its own lock, a leaf).
     pub(super) flush_times: Mutex<Vec<std::time::Duration>>,
 
@@ -261,6 +275,7 @@ impl Db {
                 lsn: 1,
                 epoch: 0,
             },
+            replaced: Vec::new(),
         };
         Self::start(storage, opts, recovered, None)
     }
@@ -327,7 +342,12 @@ impl Db {
                 linked_commits: 0,
                 linked_bytes: 0,
                 snapshots: recovered.snapshots.clone(),
-                deferred: Vec::new(),
+                // Runs replay copied into memtables: the open's checkpoint retires them.
+                deferred: recovered.replaced.clone(),
+                log_named: BTreeMap::new(),
+                log_held: Vec::new(),
+                ingested_runs: 0,
+                ingested_bytes: 0,
             }),
             compaction: Mutex::new(compact::CompactionStats::default()),
             compacting: RwLock::new(()),
@@ -338,6 +358,7 @@ impl Db {
             locks: LockManager::new(),
             failure: Mutex::new(None),
             failed: false.into(),
+            logged_runs: 0.into(),
             closed: false.into(),
             opened: std::time::Instant::now(),
             flush_times: Mutex::new(Vec::new()),
@@ -620,9 +641,12 @@ impl Inner {
         t.mem.bytes() >= self.opts.memtable_size
     }
 
-    /// Whether some table's memtable has reached `Options::memtable_size`.
-    pub fn some_memtable_full(&self, v: &Version) -> bool {
+    /// Whether a checkpoint is due: some table's memtable has reached
+    /// `Options::memtable_size`, or enough ingested runs wait for a manifest to name them
+    /// (`ingest::LOGGED_RUNS_LIMIT`).
+    pub fn checkpoint_due(&self, v: &Version) -> bool {
         v.tables.values().any(|t| self.memtable_is_full(t))
+            || self.logged_runs.load(Ordering::Acquire) >= ingest::LOGGED_RUNS_LIMIT
     }
 
     /// [`oldest_reader`](Self::oldest_reader) for a caller holding the write lock.

@@ -2,7 +2,7 @@
 
 use super::damage::{Damage, LostKeys, Salvage};
 use super::snapshot::{NamedSnapshot, SnapshotTable};
-use super::{log, Db};
+use super::{ingest, log, Db};
 use crate::batch::{decode_ops, TableId};
 use crate::codec::Reader;
 use crate::manifest::{LogStart, Manifest, TableMeta};
@@ -34,15 +34,23 @@ pub(crate) struct Recovered {
     /// What the manifest said of the log.
     pub checkpoint_lsn: u64,
     pub log_start: LogStart,
+    /// Ingested runs the manifest does not list, whose entries replay copied into memtables:
+    /// the open's checkpoint retires them.
+    pub replaced: Vec<Arc<Run>>,
 }
 
 #[derive(Default)]
 struct Replay {
     version: Version,
     next_table_id: u32,
+    next_run_id: u64,
     checkpoint_lsn: u64,
     /// How tables created by replayed records stitch.
     stitching: Stitching,
+    /// Where ingested runs are opened from (`None` only in a default, taken-out value).
+    storage: Option<Arc<Storage>>,
+    /// See `Recovered::replaced`.
+    replaced: Vec<Arc<Run>>,
 }
 
 pub(crate) fn recover(
@@ -186,8 +194,11 @@ fn recover_with(
     let replay = Arc::new(Mutex::new(Replay {
         version,
         next_table_id: manifest.next_table_id,
+        next_run_id: manifest.next_run_id,
         checkpoint_lsn: manifest.checkpoint_lsn,
         stitching: opts.stitching,
+        storage: Some(storage.clone()),
+        replaced: Vec::new(),
     }));
     let registry = registry(&replay).map_err(log::log_err)?;
     let start = log::to_position(&manifest.log);
@@ -218,11 +229,12 @@ fn recover_with(
         version: replay.version,
         last_lsn,
         next_table_id: replay.next_table_id,
-        next_run_id: manifest.next_run_id,
+        next_run_id: replay.next_run_id,
         old_log: report.zones.clone(),
         snapshots,
         checkpoint_lsn: manifest.checkpoint_lsn,
         log_start: manifest.log,
+        replaced: replay.replaced,
     };
     Ok((storage, recovered, Some(root)))
 }
@@ -637,6 +649,74 @@ fn redo(st: &Replay, rec: &LogRecord, with_ranges: bool) -> std::result::Result<
     Ok(())
 }
 
+/// Redoes an ingest record: copies its run's entries into the replayed memtable, except
+/// those for which a run the manifest lists holds the same version (the run itself, or a
+/// merge of it) or a newer one (a later ingest's), then
+/// applies the batch's other operations. Copied, not adopted as a run: the memtable holds
+/// the records replayed before this one, some of which may be older versions of the run's
+/// keys (their runs were installed, but not in a durable manifest, when the run was
+/// ingested), and the memtable is read before runs. (A listed run holding the run's entries
+/// was listed by a manifest written after every such older version was in a run it lists,
+/// so none of those is replayed.) A run the manifest does not list is opened here (its
+/// extents are intact: see `ingest`) and retired by the open's checkpoint.
+fn redo_ingest(st: &mut Replay, rec: &LogRecord) -> std::result::Result<(), String> {
+    if rec.lsn <= st.checkpoint_lsn {
+        return Ok(());
+    }
+    let record = ingest::decode_record(&rec.payload)?;
+    let id = record.run.id;
+    if record.run.min_seq != rec.lsn || record.run.max_seq != rec.lsn {
+        return Err(format!(
+            "ingested run {id} holds sequence numbers {}..={}, its record is {}",
+            record.run.min_seq, record.run.max_seq, rec.lsn
+        ));
+    }
+    let table = st
+        .version
+        .tables
+        .get(&record.table)
+        .ok_or_else(|| format!("ingest names unknown table #{}", record.table.0))?
+        .clone();
+    let run = match table.runs().find(|r| r.meta.id == id) {
+        Some(run) => run.clone(),
+        None => {
+            let storage = st.storage.as_ref().ok_or("replay without a store")?;
+            let run = Run::open(storage, record.run).map_err(|e| e.to_string())?;
+            st.next_run_id = st.next_run_id.max(id + 1);
+            st.replaced.push(run.clone());
+            run
+        }
+    };
+    // Listed runs that may hold versions of this commit or newer ones (ingested later).
+    let holders: Vec<&Arc<Run>> = table.runs().filter(|r| r.meta.max_seq >= rec.lsn).collect();
+    for entry in run.iter_from(&[]) {
+        let entry = entry.map_err(|e| e.to_string())?;
+        // A listed version at least as new answers for the key: a copy in the memtable,
+        // read first, would hide a newer one.
+        let mut answered = false;
+        for r in &holders {
+            let found = r.get(&entry.key, u64::MAX).map_err(|e| e.to_string())?;
+            answered |= found.is_some_and(|(seq, _)| seq >= entry.seq);
+        }
+        if !answered {
+            table.mem.insert(&entry.key, entry.seq, entry.value);
+        }
+    }
+    let tables = &st.version.tables;
+    let table = |id: TableId| {
+        tables
+            .get(&id)
+            .ok_or_else(|| format!("ingest names unknown table #{}", id.0))
+    };
+    for (id, start, end) in record.ranges {
+        table(id)?.mem.delete_range(&start, &end, rec.lsn);
+    }
+    for (id, key, value) in record.ops {
+        table(id)?.mem.insert(&key, rec.lsn, value);
+    }
+    Ok(())
+}
+
 /// The log operations of the key-value store, redoing into `replay`.
 fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, WalError> {
     let mut registry = OpRegistry::new();
@@ -658,6 +738,13 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, WalE
         log::OP_BATCH_RANGES,
         "batch with range deletes",
         Box::new(redo_batch(true)),
+        None,
+    )?;
+    let r = replay.clone();
+    registry.register(
+        log::OP_INGEST,
+        "ingest",
+        Box::new(move |rec: &LogRecord| redo_ingest(&mut r.lock(), rec)),
         None,
     )?;
 
