@@ -131,6 +131,20 @@ struct State {
     to_free: Vec<(ZoneId, PatchId)>,
     /// Bytes appended since open (headers included), by kind.
     appended: BTreeMap<ExtentKind, u64>,
+    /// Free zones held back from ordinary allocation.
+    reserve: Reserve,
+}
+
+/// Free zones ordinary allocation leaves alone, so that a store that filled its disk can
+/// still be opened (opening starts a new log and writes a checkpoint) and then free space.
+/// Log segments stop first, extent zones (flushes and merges, which give log zones back)
+/// after them; while the reserve is lifted (opening) every free zone may be taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reserve {
+    /// Free zones a new log segment leaves.
+    pub log: u64,
+    /// Free zones a new extent zone leaves.
+    pub extents: u64,
 }
 
 /// Files free `zone`, whose bytes are `place` (offset, length): among the recycled zones if
@@ -290,6 +304,7 @@ impl ZoneStore {
             superblock_patch: PatchId::NONE,
             to_free: Vec::new(),
             appended: BTreeMap::new(),
+            reserve: Reserve::default(),
         };
         ZoneStore {
             cache,
@@ -563,7 +578,8 @@ impl ZoneStore {
             st.open[stream as usize] = None;
             Self::retire(st, open, ZoneUse::Closed);
         }
-        let zone = self.take_free_zone(st)?;
+        let keep = st.reserve.extents;
+        let zone = self.take_free_zone(st, keep)?;
         st.zones[zone as usize] = Zone {
             usage: ZoneUse::Open,
             live: 0,
@@ -796,7 +812,8 @@ impl ZoneStore {
     /// Takes a free zone for one owner (a log segment). Its old contents are not cleared.
     pub fn alloc_zone(&self) -> Result<ZoneId> {
         let mut st = self.state.lock();
-        let zone = self.take_free_zone(&mut st)?;
+        let keep = st.reserve.log;
+        let zone = self.take_free_zone(&mut st, keep)?;
         st.zones[zone as usize] = Zone {
             usage: ZoneUse::Owned,
             live: 0,
@@ -880,10 +897,40 @@ impl ZoneStore {
         }
     }
 
-    fn take_free_zone(&self, st: &mut State) -> Result<ZoneId> {
-        if let Some(zone) = st.recycled.pop_first().or_else(|| st.free.pop_first()) {
-            return Ok(zone);
+    /// Holds back free zones from here on (see [`Reserve`]); the store grows to keep them.
+    /// Returns the reserve it replaces: [`Reserve::default`] lifts it.
+    pub fn set_reserve(&self, reserve: Reserve) -> Reserve {
+        std::mem::replace(&mut self.state.lock().reserve, reserve)
+    }
+
+    /// Takes a free zone, leaving at least `keep` free (growing the disk for them). The zones
+    /// left are recycled ones where there are any: their blocks are allocated, so they can be
+    /// written even on a file system that has no room left.
+    fn take_free_zone(&self, st: &mut State, keep: u64) -> Result<ZoneId> {
+        loop {
+            let (recycled, free) = (st.recycled.len() as u64, st.free.len() as u64);
+            let taken = if recycled > keep {
+                st.recycled.pop_first()
+            } else if recycled + free > keep {
+                st.free.pop_first()
+            } else {
+                None
+            };
+            if let Some(zone) = taken {
+                return Ok(zone);
+            }
+            let zone = self.grow_zone(st).map_err(|e| match e {
+                ZoneError::NoSpace(why) if keep > 0 => ZoneError::NoSpace(format!(
+                    "{why} ({keep} free zones are held back to reopen the store and free space)"
+                )),
+                other => other,
+            })?;
+            st.free.insert(zone);
         }
+    }
+
+    /// Adds a zone at the end of the disk: a free one, on no list yet.
+    fn grow_zone(&self, st: &mut State) -> Result<ZoneId> {
         let disk = self.cache.disk();
         let zone = st.zones.len() as ZoneId;
         let new_len = (zone as u64 + 1) * self.config.zone_size;
