@@ -304,3 +304,52 @@ fn pjdfstest_passes_on_a_mount() {
         .collect();
     assert!(unexplained.is_empty(), "failed: {unexplained:?}");
 }
+
+#[test]
+fn locks_contend_on_the_mount_as_on_the_host_file_system() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("SKIPPED: python3 is not installed");
+        return;
+    }
+    // locks.py: two processes contend for POSIX record locks (F_SETLK, F_SETLKW, F_GETLK),
+    // open-file-description locks and flock(2), the flock(1) command among them; it prints
+    // what each call returned. The mount must answer every call as the host's file system.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/locks.py");
+    let run = |dir: &Path| {
+        let out = Command::new("python3")
+            .arg(&script)
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "locks.py in {}: {out:?}",
+            dir.display()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let host = tempfile::tempdir().unwrap();
+    let want = run(host.path());
+    // The script's own checks: contention was seen, and a waiter blocked until released.
+    for line in [
+        "child posix write 50..60: EAGAIN",
+        "child flock ex: EAGAIN",
+        "ofd write 550..560 (second open): EAGAIN",
+        "child waits for the posix lock: yes",
+        "child waits for the flock lock: yes",
+        "flock command while held: exit 1",
+        "flock command after all closed: exit 0",
+    ] {
+        assert!(want.lines().any(|l| l == line), "{line:?} not in:\n{want}");
+    }
+    let mut s = Scene::new();
+    s.mount_foreground();
+    let got = run(&s.mp());
+    s.unmount();
+    assert!(s.daemon.take().unwrap().wait().unwrap().success());
+    assert_eq!(got, want, "the mount (left) and the host (right) differ");
+}
