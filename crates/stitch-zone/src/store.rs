@@ -170,6 +170,16 @@ fn file_free_zone(
     punched
 }
 
+/// A `NoSpace` error says how many zones were held back (see [`Reserve`]).
+fn held_back(e: ZoneError, keep: u64) -> ZoneError {
+    match e {
+        ZoneError::NoSpace(why) if keep > 0 => ZoneError::NoSpace(format!(
+            "{why} ({keep} free zones are held back to reopen the store and free space)"
+        )),
+        other => other,
+    }
+}
+
 /// Counts for `stitchdb stats` and defragmentation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ZoneStats {
@@ -423,7 +433,13 @@ impl ZoneStore {
         drop(st);
         for zone in freed {
             let place = (self.zone_offset(zone), self.config.zone_size);
-            file_free_zone(&self.state, &self.cache, zone, place, self.recycle_room())?;
+            // A free zone found here may have been punched out: it is kept for reuse (as
+            // recycled zones are, with their blocks allocated) only once it has blocks again.
+            let room = self.recycle_room();
+            let kept = (self.state.lock().recycled.len() as u64) < room
+                && self.cache.disk().allocate(place.0, place.1).is_ok();
+            let room = if kept { room } else { 0 };
+            file_free_zone(&self.state, &self.cache, zone, place, room)?;
         }
         Ok(())
     }
@@ -903,33 +919,41 @@ impl ZoneStore {
         std::mem::replace(&mut self.state.lock().reserve, reserve)
     }
 
-    /// Takes a free zone, leaving at least `keep` free (growing the disk for them). The zones
-    /// left are recycled ones where there are any: their blocks are allocated, so they can be
-    /// written even on a file system that has no room left.
+    /// Takes a free zone, leaving at least `keep` recycled ones: zones whose blocks are
+    /// allocated, so they can be written even on a file system with no room left. Any other
+    /// zone (punched out, or new) is allocated first, so a full device fails the allocation
+    /// here, with nothing written, rather than a write into the zone later; such zones also
+    /// make up the kept ones where too few are recycled.
     fn take_free_zone(&self, st: &mut State, keep: u64) -> Result<ZoneId> {
         loop {
-            let (recycled, free) = (st.recycled.len() as u64, st.free.len() as u64);
-            let taken = if recycled > keep {
-                st.recycled.pop_first()
-            } else if recycled + free > keep {
-                st.free.pop_first()
-            } else {
-                None
+            if st.recycled.len() as u64 > keep {
+                if let Some(zone) = st.recycled.pop_first() {
+                    return Ok(zone);
+                }
+            }
+            let zone = match st.free.pop_first() {
+                Some(zone) => zone,
+                None => self.grow_zone(st).map_err(|e| held_back(e, keep))?,
             };
-            if let Some(zone) = taken {
+            let place = (self.zone_offset(zone), self.config.zone_size);
+            if let Err(e) = self.cache.disk().allocate(place.0, place.1) {
+                st.free.insert(zone);
+                let e = match e.kind {
+                    stitch_io::IoErrorKind::NoSpace => ZoneError::NoSpace(e.to_string()),
+                    _ => ZoneError::Io(e),
+                };
+                return Err(held_back(e, keep));
+            }
+            if (st.recycled.len() as u64) < keep {
+                st.recycled.insert(zone);
+            } else {
                 return Ok(zone);
             }
-            let zone = self.grow_zone(st).map_err(|e| match e {
-                ZoneError::NoSpace(why) if keep > 0 => ZoneError::NoSpace(format!(
-                    "{why} ({keep} free zones are held back to reopen the store and free space)"
-                )),
-                other => other,
-            })?;
-            st.free.insert(zone);
         }
     }
 
-    /// Adds a zone at the end of the disk: a free one, on no list yet.
+    /// Adds a zone at the end of the disk: a free one, on no list yet, its blocks not yet
+    /// allocated.
     fn grow_zone(&self, st: &mut State) -> Result<ZoneId> {
         let disk = self.cache.disk();
         let zone = st.zones.len() as ZoneId;
