@@ -279,11 +279,13 @@ fn apply(base: &Path, op: &Op, exact_seek: bool) -> Outcome {
         }
         Op::Seek(p, off, data) => {
             // Where the first data (or hole) at or after `off` starts, ENXIO at or past the
-            // end. Both file systems answer at 4 KiB block granularity; through the kernel's
-            // write-back cache the mount reports no holes (the kernel answers, see the
-            // adapter's lseek), so there only the error and that the offset lies in
-            // [off, size] are compared. (Seeking in a directory means what each file system
-            // makes of it: not compared.)
+            // end. Both file systems answer at 4 KiB block granularity, compared exactly.
+            // Through the kernel's write-back cache the kernel answers for the mount as for a
+            // file system without holes (see the adapter's lseek), so there only what holds
+            // for both is compared: ENXIO at or past the end; before it, SEEK_HOLE lands in
+            // [off, size] and SEEK_DATA there too or gives ENXIO (ext4, for a hole to the
+            // end). (Seeking in a directory means what each file system makes of it: not
+            // compared.)
             let f = io(nonblock().read(true).open(at(p)))?;
             let meta = io(f.metadata())?;
             if !meta.is_file() {
@@ -295,12 +297,15 @@ fn apply(base: &Path, op: &Op, exact_seek: bool) -> Outcome {
             } else {
                 rustix::fs::SeekFrom::Hole(*off)
             };
-            let r = rx(rustix::fs::seek(&f, whence))?;
-            if exact_seek {
-                Ok(r.to_string().into_bytes())
-            } else {
-                Ok(vec![u8::from(r >= *off && r <= size)])
+            let r = rustix::fs::seek(&f, whence);
+            if exact_seek || *off >= size {
+                return rx(r).map(|r| r.to_string().into_bytes());
             }
+            let valid = match r {
+                Ok(r) => r >= *off && r <= size,
+                Err(e) => *data && e == rustix::io::Errno::NXIO,
+            };
+            Ok(vec![u8::from(valid)])
         }
         Op::Stat(p) => {
             let m = io(std::fs::symlink_metadata(at(p)))?;
