@@ -914,9 +914,9 @@ impl ZoneStore {
     }
 
     /// Holds back free zones from here on (see [`Reserve`]); the store grows to keep them.
-    /// Returns the reserve it replaces: [`Reserve::default`] lifts it.
-    pub fn set_reserve(&self, reserve: Reserve) -> Reserve {
-        std::mem::replace(&mut self.state.lock().reserve, reserve)
+    /// [`Reserve::default`] lifts it.
+    pub fn set_reserve(&self, reserve: Reserve) {
+        self.state.lock().reserve = reserve;
     }
 
     /// Takes a free zone, leaving at least `keep` recycled ones: zones whose blocks are
