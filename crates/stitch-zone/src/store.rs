@@ -142,6 +142,20 @@ struct State {
     older: BTreeSet<ZoneId>,
     /// Bytes appended since open (headers included), by kind.
     appended: BTreeMap<ExtentKind, u64>,
+    /// Free zones held back from ordinary allocation.
+    reserve: Reserve,
+}
+
+/// Free zones ordinary allocation leaves alone, so that a store that filled its disk can
+/// still be opened (opening starts a new log and writes a checkpoint) and then free space.
+/// Log segments stop first, extent zones (flushes and merges, which give log zones back)
+/// after them; while the reserve is lifted (opening) every free zone may be taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reserve {
+    /// Free zones a new log segment leaves.
+    pub log: u64,
+    /// Free zones a new extent zone leaves.
+    pub extents: u64,
 }
 
 /// Files free `zone`, whose bytes are `place` (offset, length): among the recycled zones if
@@ -165,6 +179,16 @@ fn file_free_zone(
     let punched = cache.punch_hole(offset, len);
     state.lock().free.insert(zone);
     punched
+}
+
+/// A `NoSpace` error says how many zones were held back (see [`Reserve`]).
+fn held_back(e: ZoneError, keep: u64) -> ZoneError {
+    match e {
+        ZoneError::NoSpace(why) if keep > 0 => ZoneError::NoSpace(format!(
+            "{why} ({keep} free zones are held back to reopen the store and free space)"
+        )),
+        other => other,
+    }
 }
 
 /// Counts for `stitchdb stats` and defragmentation.
@@ -306,6 +330,7 @@ impl ZoneStore {
             held: Vec::new(),
             older: BTreeSet::new(),
             appended: BTreeMap::new(),
+            reserve: Reserve::default(),
         };
         ZoneStore {
             cache,
@@ -444,7 +469,13 @@ impl ZoneStore {
         drop(st);
         for zone in freed {
             let place = (self.zone_offset(zone), self.config.zone_size);
-            file_free_zone(&self.state, &self.cache, zone, place, self.recycle_room())?;
+            // A free zone found here may have been punched out: it is kept for reuse (as
+            // recycled zones are, with their blocks allocated) only once it has blocks again.
+            let room = self.recycle_room();
+            let kept = (self.state.lock().recycled.len() as u64) < room
+                && self.cache.disk().allocate(place.0, place.1).is_ok();
+            let room = if kept { room } else { 0 };
+            file_free_zone(&self.state, &self.cache, zone, place, room)?;
         }
         Ok(())
     }
@@ -599,7 +630,8 @@ impl ZoneStore {
             st.open[stream as usize] = None;
             Self::retire(st, open, ZoneUse::Closed);
         }
-        let zone = self.take_free_zone(st)?;
+        let keep = st.reserve.extents;
+        let zone = self.take_free_zone(st, keep)?;
         st.zones[zone as usize] = Zone {
             usage: ZoneUse::Open,
             live: 0,
@@ -843,7 +875,8 @@ impl ZoneStore {
     /// Takes a free zone for one owner (a log segment). Its old contents are not cleared.
     pub fn alloc_zone(&self) -> Result<ZoneId> {
         let mut st = self.state.lock();
-        let zone = self.take_free_zone(&mut st)?;
+        let keep = st.reserve.log;
+        let zone = self.take_free_zone(&mut st, keep)?;
         st.zones[zone as usize] = Zone {
             usage: ZoneUse::Owned,
             live: 0,
@@ -931,10 +964,48 @@ impl ZoneStore {
         }
     }
 
-    fn take_free_zone(&self, st: &mut State) -> Result<ZoneId> {
-        if let Some(zone) = st.recycled.pop_first().or_else(|| st.free.pop_first()) {
-            return Ok(zone);
+    /// Holds back free zones from here on (see [`Reserve`]); the store grows to keep them.
+    /// [`Reserve::default`] lifts it.
+    pub fn set_reserve(&self, reserve: Reserve) {
+        self.state.lock().reserve = reserve;
+    }
+
+    /// Takes a free zone, leaving at least `keep` recycled ones: zones whose blocks are
+    /// allocated, so they can be written even on a file system with no room left. Any other
+    /// zone (punched out, or new) is allocated first, so a full device fails the allocation
+    /// here, with nothing written, rather than a write into the zone later; such zones also
+    /// make up the kept ones where too few are recycled.
+    fn take_free_zone(&self, st: &mut State, keep: u64) -> Result<ZoneId> {
+        loop {
+            if st.recycled.len() as u64 > keep {
+                if let Some(zone) = st.recycled.pop_first() {
+                    return Ok(zone);
+                }
+            }
+            let zone = match st.free.pop_first() {
+                Some(zone) => zone,
+                None => self.grow_zone(st).map_err(|e| held_back(e, keep))?,
+            };
+            let place = (self.zone_offset(zone), self.config.zone_size);
+            if let Err(e) = self.cache.disk().allocate(place.0, place.1) {
+                st.free.insert(zone);
+                let e = match e.kind {
+                    stitch_io::IoErrorKind::NoSpace => ZoneError::NoSpace(e.to_string()),
+                    _ => ZoneError::Io(e),
+                };
+                return Err(held_back(e, keep));
+            }
+            if (st.recycled.len() as u64) < keep {
+                st.recycled.insert(zone);
+            } else {
+                return Ok(zone);
+            }
         }
+    }
+
+    /// Adds a zone at the end of the disk: a free one, on no list yet, its blocks not yet
+    /// allocated.
+    fn grow_zone(&self, st: &mut State) -> Result<ZoneId> {
         let disk = self.cache.disk();
         let zone = st.zones.len() as ZoneId;
         let new_len = (zone as u64 + 1) * self.config.zone_size;

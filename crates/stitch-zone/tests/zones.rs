@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use stitch_io::{Disk, MemDisk, SimConfig, SimDisk};
 use stitch_patch::{BlockCache, CacheConfig};
-use stitch_zone::{ExtentAddr, ExtentKind, Stream, ZoneConfig, ZoneError, ZoneStore};
+use stitch_zone::{ExtentAddr, ExtentKind, Reserve, Stream, ZoneConfig, ZoneError, ZoneStore};
 
 const ZONE: u64 = 64 * 1024;
 
@@ -587,4 +587,46 @@ fn zones_the_older_checkpoint_names_are_held_at_open_until_the_next_superblock()
         2,
         "free once the next superblock is durable"
     );
+}
+
+#[test]
+fn a_reserve_is_held_back_until_lifted() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let cfg = ZoneConfig {
+        zone_size: ZONE,
+        max_size: Some(10 * ZONE),
+        ..ZoneConfig::default()
+    };
+    let store = ZoneStore::create(cache(disk.clone()), cfg).unwrap();
+    store.set_reserve(Reserve { log: 5, extents: 3 });
+    // Zone 0 holds the superblocks; of the other 9, log segments leave 5.
+    let mut log = Vec::new();
+    let err = loop {
+        match store.alloc_zone() {
+            Ok(z) => log.push(z),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(log.len(), 4);
+    assert!(
+        matches!(&err, ZoneError::NoSpace(why) if why.contains("5 free zones are held back")),
+        "{err}"
+    );
+    // The store grew to keep them.
+    assert_eq!(disk.len(), 10 * ZONE);
+    // Extent zones leave 3: two more zones' worth of appends fit.
+    let mut extents = 0;
+    while store
+        .append(ExtentKind::RUN_BLOCK, &vec![1u8; (ZONE / 2) as usize], &[])
+        .is_ok()
+    {
+        extents += 1;
+    }
+    assert_eq!(extents, 2);
+    // Lifted (as opening does), the rest can be taken.
+    store.set_reserve(Reserve::default());
+    for _ in 0..3 {
+        store.alloc_zone().unwrap();
+    }
+    assert!(matches!(store.alloc_zone(), Err(ZoneError::NoSpace(_))));
 }
