@@ -126,10 +126,14 @@ fn workload(seed: u64, ops: u64) -> (Vec<Tree>, Vec<Image>) {
     for ino in open {
         fs.release(ino).unwrap();
     }
+    INGESTED.fetch_add(fs.db().stats().ingested_runs, Ordering::SeqCst);
     fs.close().unwrap();
     let images = std::mem::take(&mut *disk.images.lock());
     (states, images)
 }
+
+/// Runs the workloads' writes ingested (writes of two blocks or more), summed.
+static INGESTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[test]
 fn every_crash_mounts_to_a_prefix_of_the_operations_with_every_fsynced_one() {
@@ -173,6 +177,9 @@ fn every_crash_mounts_to_a_prefix_of_the_operations_with_every_fsynced_one() {
         prefixes.len()
     );
     assert!(lost_some > 0, "no crash lost an unsynced operation");
+    let ingested = INGESTED.load(Ordering::SeqCst);
+    eprintln!("the workloads' writes ingested {ingested} runs");
+    assert!(ingested > 0, "some writes were ingested");
     assert!(
         prefixes.len() > verified / 4,
         "crashes landed at many different points"

@@ -10,7 +10,7 @@ use crate::run::RunMeta;
 const MAGIC: &[u8; 4] = b"STMF";
 /// Version 2 added named snapshots, version 3 range tombstones in runs, version 4 a run's
 /// filter in parts, version 5 a run's index mirror; older manifests are still read.
-const MANIFEST_VERSION: u8 = 5;
+pub(crate) const MANIFEST_VERSION: u8 = 5;
 /// The last version without index mirrors (written by tests of stores from before them).
 const BEFORE_MIRRORS: u8 = 4;
 

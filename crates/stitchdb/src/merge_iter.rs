@@ -345,6 +345,13 @@ impl VersionFilter {
         !(tombstone && self.bottom)
     }
 
+    /// Whether `key` is the key whose versions the filter is judging: more versions of it
+    /// must pass through the filter too (stitched past it, an older version would outlive
+    /// the newer ones the filter dropped).
+    pub fn is_current(&self, key: &[u8]) -> bool {
+        self.have_key && self.key == key
+    }
+
     /// Forgets the current key (entries were passed on without the filter seeing them).
     pub fn reset(&mut self) {
         self.have_key = false;

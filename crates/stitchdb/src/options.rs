@@ -80,6 +80,12 @@ pub struct Options {
     /// Bytes of private writes a transaction keeps in memory; beyond that they are written out
     /// as private runs, which its commit links into the tables without writing them again.
     pub txn_memory: usize,
+    /// A write batch's stretch of consecutive puts to one table, keys ascending, of at least
+    /// this many key and value bytes is ingested: written straight into a run of its own,
+    /// durable before the commit's log record names it, instead of into the log and a
+    /// memtable (values written once, not twice). `usize::MAX`: never. Below the default
+    /// 256 KiB, the run's own sync costs more than the copies it saves.
+    pub ingest_min_bytes: usize,
     /// How long a [`Locking`](crate::Isolation::Locking) transaction (or a write that must
     /// wait for one) waits for a lock before it fails with `Error::LockTimeout`.
     pub lock_timeout: std::time::Duration,
@@ -106,6 +112,7 @@ impl Default for Options {
             ordered_flush_interval_ms: 5,
             cache_blocks: 1024,
             txn_memory: 64 << 20,
+            ingest_min_bytes: 256 * 1024,
             lock_timeout: std::time::Duration::from_secs(1),
             background: true,
         }

@@ -7,7 +7,8 @@
 //! through a second crashing disk too, so recovery itself is crashed and must still converge.
 //!
 //! Half the commits are transactions (some large, spanning several log records), some
-//! commits start with a range delete, and transactions that abort come between them: those
+//! commits start with a range delete, some are sorted stretches of puts (ingested as runs of
+//! their own when written as a batch), and transactions that abort come between them: those
 //! must never be seen.
 //!
 //! STITCHDB_CRASH_STATES sets how many crash states to verify (default 5000).
@@ -44,6 +45,8 @@ fn options(seed: u64) -> Options {
         level_runs: 2,
         // Half the seeds: large transactions spill to private runs and commit by linking.
         txn_memory: if seed % 2 == 0 { 4096 } else { 64 << 20 },
+        // Sorted stretches of a few KiB are ingested as runs of their own.
+        ingest_min_bytes: 2048,
         background: false,
         ..Options::default()
     }
@@ -52,6 +55,9 @@ fn options(seed: u64) -> Options {
 fn contents(db: &Db) -> State {
     table_contents(db, db.default_table())
 }
+
+/// Runs the workloads ingested, summed (so the test knows it crashed around some).
+static INGESTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Runs one seeded workload; returns the state after each commit (index = commit number) and
 /// the crash images captured.
@@ -85,6 +91,19 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
             state.retain(|k, _| !(lo <= k && k < hi));
         }
         let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        // Some commits are a sorted stretch of puts (ingested, as a batch, unless a memtable
+        // holds one of its keys).
+        let sorted = rng.gen_bool(0.15).then(|| {
+            let lo = rng.gen_range(0..36);
+            (lo, rng.gen_range(lo + 2..=40))
+        });
+        for k in sorted.map_or(0..0, |(lo, hi)| lo..hi) {
+            let k = format!("k{k:02}").into_bytes();
+            let v: Vec<u8> = (0..rng.gen_range(200..1500)).map(|_| rng.gen()).collect();
+            writes.push((k.clone(), Some(v.clone())));
+            state.insert(k, v);
+        }
+        let ops = if sorted.is_some() { 0 } else { ops };
         for _ in 0..ops {
             let k = format!("k{:02}", rng.gen_range(0..40)).into_bytes();
             if rng.gen_bool(0.2) {
@@ -160,8 +179,13 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
         states.push(state.clone());
         if rng.gen_bool(0.03) {
             db.flush().unwrap();
+        } else if rng.gen_bool(0.05) {
+            // A manifest that does not move the checkpoint (and retires what merges replaced):
+            // ingested runs merged away must outlive it, as the log still names them.
+            db.set_stitching(t, options(seed).stitching).unwrap();
         }
     }
+    INGESTED.fetch_add(db.stats().ingested_runs, Ordering::SeqCst);
     db.close().unwrap();
     let images = std::mem::take(&mut *disk.images.lock());
     (states, images)
@@ -243,6 +267,9 @@ fn every_crash_state_is_a_prefix_with_every_acknowledged_commit() {
         prefixes.len()
     );
     assert!(recovery_crashes > 0, "recovery itself was crashed");
+    let ingested = INGESTED.load(Ordering::SeqCst);
+    eprintln!("the workloads ingested {ingested} runs");
+    assert!(ingested > 0, "some sorted stretches were ingested");
     assert!(
         prefixes.len() > 50,
         "crashes landed at many different points"
@@ -282,4 +309,57 @@ fn a_crash_during_creation_is_a_clear_error_or_an_empty_store() {
         empty > 0 && unfinished > 0,
         "{empty} empty, {unfinished} unfinished"
     );
+}
+
+#[test]
+fn ingested_runs_merged_away_stay_readable_until_a_checkpoint_covers_their_records() {
+    // Two ingested runs are merged away, and a manifest that does not move the checkpoint
+    // (set_stitching) retires them; the log written after it fills freed zones. Recovery
+    // replays the ingest records and reads their runs: their extents must still be theirs.
+    let opts = Options {
+        zone_size: 64 * 1024,
+        memtable_size: 1 << 20,
+        level_runs: 2,
+        ingest_min_bytes: 2048,
+        stitching: Stitching::Threshold(0),
+        background: false,
+        ..Options::default()
+    };
+    let sim = Arc::new(SimDisk::new(stitchdb::SimConfig {
+        seed: 7,
+        len: 0,
+        capacity: None,
+    }));
+    let db = Db::create_on(sim.clone(), opts.clone()).unwrap();
+    let t = db.default_table();
+    let mut model = State::new();
+    for prefix in ["a", "b", "c"] {
+        let mut batch = WriteBatch::new();
+        for i in 0..40 {
+            let (k, v) = (format!("{prefix}{i:03}").into_bytes(), vec![i as u8; 1500]);
+            batch.put(t, k.clone(), v.clone());
+            model.insert(k, v);
+        }
+        db.write(&batch, Durability::Async).unwrap();
+    }
+    let stats = db.stats();
+    assert_eq!(stats.ingested_runs, 3);
+    assert!(stats.merges > 0, "the ingested runs were merged");
+    db.set_stitching(t, Stitching::Threshold(0)).unwrap();
+    for i in 0..3000u32 {
+        let (k, v) = (format!("f{i:05}").into_bytes(), vec![7u8; 60]);
+        db.put(t, &k, &v).unwrap();
+        model.insert(k, v);
+    }
+    db.sync().unwrap();
+    assert_eq!(
+        db.stats().checkpoints,
+        stats.checkpoints + 1,
+        "no checkpoint since"
+    );
+    let image = sim.crash(1);
+    drop(db);
+    let db = Db::open_on(Arc::new(image), opts).unwrap();
+    assert!(contents(&db) == model, "the store holds what was written");
+    db.check().unwrap();
 }

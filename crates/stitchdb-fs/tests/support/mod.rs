@@ -13,6 +13,9 @@ pub fn small_options() -> Options {
     Options {
         zone_size: 1 << 20,
         memtable_size: 256 << 10,
+        // Writes of two blocks or more are ingested as runs of their own, as a mount's 1 MiB
+        // writes are at the default threshold.
+        ingest_min_bytes: 8192,
         background: false,
         ..Options::default()
     }

@@ -2,7 +2,9 @@
 //! every run and where the log now starts, and point the superblock at it. The ordering is
 //! declared as patch dependencies (runs before manifest, manifest before superblock), and what
 //! the old checkpoint alone referenced (the old manifest, merged runs, log segments) is
-//! released only once the new superblock is durable.
+//! released once the new superblock is durable; the zones it lies in are reused only once the
+//! superblock after that one is (the zone store holds them: the older superblock slot, what
+//! repair falls back to, may still name them).
 
 use super::{background, log, Inner, WriteState};
 use crate::batch::TableId;
@@ -118,7 +120,7 @@ pub(crate) fn freeze_full(inner: &Inner) -> bool {
     let (busy, full) = {
         let v = inner.version.read();
         let busy = v.tables.values().any(|t| t.imm.is_some());
-        (busy, inner.some_memtable_full(&v))
+        (busy, inner.checkpoint_due(&v))
     };
     // A checkpoint may have frozen the full memtable since the writer saw it full: what
     // filled up again since is not frozen early (runs stay the configured size).
@@ -159,7 +161,7 @@ fn run_checkpoint(
         // A background checkpoint is asked for by a writer that filled a memtable; if a
         // writer or an earlier checkpoint froze it meanwhile, the memtables are not frozen
         // again before they fill.
-        if !everything && !inner.some_memtable_full(&inner.version.read()) {
+        if !everything && !inner.checkpoint_due(&inner.version.read()) {
             return Ok(inner.zones.superblock_patch());
         }
         let mut last_seq = w.last_seq;
@@ -423,6 +425,13 @@ pub(crate) fn write_manifest(
             .collect(),
         snapshots: ck.snapshots.iter().map(|(n, s)| s.meta(n)).collect(),
     };
+    // Ingested runs are listed before a checkpoint covers their records: those records are
+    // made durable first, or a crash could keep a run without its commit's other writes and
+    // without the commits before it. Each record follows its run, so the runs (and the
+    // blocks merges stitched from them) are durable then too.
+    if let Some(&newest) = ck.log_named.values().max() {
+        inner.sync_log(newest)?;
+    }
     let (addr, patch) = inner.zones.append_to(
         Stream::Manifest,
         ExtentKind::MANIFEST,
@@ -432,6 +441,20 @@ pub(crate) fn write_manifest(
     let superblock = inner.zones.write_superblock(Some(addr), &[patch])?;
     inner.cache.flush_patch(superblock)?;
     retired.append(&mut ck.deferred);
+    // An ingested run whose record this manifest's checkpoint does not cover may still be
+    // adopted from the log by recovery: it waits for a manifest that covers it.
+    retired.append(&mut ck.log_held);
+    let covered = manifest.checkpoint_lsn;
+    let (held, retired): (Vec<_>, Vec<_>) = retired.into_iter().partition(|r| {
+        ck.log_named
+            .get(&r.meta.id)
+            .is_some_and(|&lsn| lsn > covered)
+    });
+    ck.log_held = held;
+    ck.log_named.retain(|_, lsn| *lsn > covered);
+    inner
+        .logged_runs
+        .store(ck.log_named.len(), std::sync::atomic::Ordering::Release);
     // A run a snapshot still holds is not obsolete: dropping the snapshot retires it.
     let held: std::collections::HashSet<u64> = ck
         .snapshots

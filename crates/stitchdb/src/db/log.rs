@@ -17,6 +17,10 @@ pub const OP_BATCH_RANGES: u16 = 3;
 /// the commit returns, and a crash before that loses the transaction whole (it was never
 /// acknowledged, and no later commit can be in the log: the writer lock is held meanwhile).
 pub const OP_TXN_LINK: u16 = 4;
+/// A batch whose long sorted stretch of puts to one table was written as a level-0 run
+/// (durable before the record): the table, the run's manifest entry, then the batch's other
+/// operations as `OP_BATCH_RANGES` encodes them. Redo adopts the run and applies the rest.
+pub const OP_INGEST: u16 = 5;
 
 /// A log error as the store's error, keeping it as the source.
 pub fn log_err(e: stitch_wal::WalError) -> Error {

@@ -37,6 +37,7 @@ mod checkpoint;
 mod compact;
 mod damage;
 mod defrag;
+mod ingest;
 mod link;
 mod log;
 mod patchgroup;
@@ -123,6 +124,16 @@ pub(super) struct CheckpointState {
     /// Runs merged away by merges installed since the newest manifest (which still lists
     /// them): the next manifest retires them.
     pub deferred: Vec<Arc<Run>>,
+    /// Ingested runs by id, with the LSN of the record naming them, until a manifest whose
+    /// checkpoint covers that record is written: recovery may adopt them from the log until
+    /// then, so their extents must stay (see `ingest`).
+    pub log_named: BTreeMap<u64, u64>,
+    /// Retired runs held back because the log still names them (see `log_named`): a later
+    /// manifest retires them.
+    pub log_held: Vec<Arc<Run>>,
+    /// Runs ingested since open, and their bytes.
+    pub ingested_runs: u64,
+    pub ingested_bytes: u64,
 }
 
 /// The state every handle of an open store shares, grouped by who owns it. Each field says
@@ -168,6 +179,9 @@ pub(crate) struct Inner {
     /// Held while a manifest is written (by a checkpoint, a merge, a snapshot): one at a
     /// time; every change to the version that a manifest must list is applied under it.
     pub(super) checkpoint: Mutex<CheckpointState>,
+    /// How many runs `CheckpointState::log_named` holds (stored under `checkpoint`, read
+    /// without it by writers asking whether a checkpoint is due).
+    pub(super) logged_runs: std::sync::atomic::AtomicUsize,
     /// When each memtable flush since opening completed (its own lock, a leaf).
     pub(super) flush_times: Mutex<Vec<std::time::Duration>>,
 
@@ -202,6 +216,20 @@ pub struct Db {
     inner: Arc<Inner>,
     /// The background threads (memtable flushes, compaction), joined at close.
     threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// The free zones an open store holds back (see [`stitch_zone::Reserve`]). Opening needs
+/// two log segments (the first and the one preallocated after it), a manifest zone, and
+/// zones for the memtables the log replays (at most an active and a frozen one) plus the
+/// flush zone they start in; log segments stop one memtable's flush earlier, so the memtable
+/// that filled can still be written out and its log segments given back.
+fn open_reserve(opts: &Options, zone_size: u64) -> stitch_zone::Reserve {
+    let memtables = |n: u64| (n * opts.memtable_size as u64).div_ceil(zone_size);
+    let extents = 2 + 1 + 1 + memtables(2);
+    stitch_zone::Reserve {
+        log: extents + 1 + memtables(1),
+        extents,
+    }
 }
 
 impl Db {
@@ -261,6 +289,7 @@ impl Db {
                 lsn: 1,
                 epoch: 0,
             },
+            replaced: Vec::new(),
         };
         Self::start(storage, opts, recovered, None)
     }
@@ -327,7 +356,12 @@ impl Db {
                 linked_commits: 0,
                 linked_bytes: 0,
                 snapshots: recovered.snapshots.clone(),
-                deferred: Vec::new(),
+                // Runs replay copied into memtables: the open's checkpoint retires them.
+                deferred: recovered.replaced.clone(),
+                log_named: BTreeMap::new(),
+                log_held: Vec::new(),
+                ingested_runs: 0,
+                ingested_bytes: 0,
             }),
             compaction: Mutex::new(compact::CompactionStats::default()),
             compacting: RwLock::new(()),
@@ -338,6 +372,7 @@ impl Db {
             locks: LockManager::new(),
             failure: Mutex::new(None),
             failed: false.into(),
+            logged_runs: 0.into(),
             closed: false.into(),
             opened: std::time::Instant::now(),
             flush_times: Mutex::new(Vec::new()),
@@ -357,6 +392,10 @@ impl Db {
         recovered: recover::Recovered,
         manifest: Option<ExtentAddr>,
     ) -> Result<Db> {
+        // Opening may take every free zone: the reserve kept while the store was open last
+        // is what lets a store that filled its disk open again.
+        let reserve = open_reserve(&opts, storage.zones.zone_size());
+        storage.zones.set_reserve(stitch_zone::Reserve::default());
         let epoch = storage.zones.superblock().seq + 1;
         let wal = Wal::create(storage.zones.clone(), epoch, recovered.last_lsn + 1);
         let wal = wal.map_err(log::log_err)?;
@@ -366,6 +405,7 @@ impl Db {
         for zone in recovered.old_log {
             inner.zones.release_zone(zone, superblock)?;
         }
+        inner.zones.set_reserve(reserve);
         let threads = if inner.opts.background {
             background::spawn(&inner)
         } else {
@@ -620,9 +660,12 @@ impl Inner {
         t.mem.bytes() >= self.opts.memtable_size
     }
 
-    /// Whether some table's memtable has reached `Options::memtable_size`.
-    pub fn some_memtable_full(&self, v: &Version) -> bool {
+    /// Whether a checkpoint is due: some table's memtable has reached
+    /// `Options::memtable_size`, or enough ingested runs wait for a manifest to name them
+    /// (`ingest::LOGGED_RUNS_LIMIT`).
+    pub fn checkpoint_due(&self, v: &Version) -> bool {
         v.tables.values().any(|t| self.memtable_is_full(t))
+            || self.logged_runs.load(Ordering::Acquire) >= ingest::LOGGED_RUNS_LIMIT
     }
 
     /// [`oldest_reader`](Self::oldest_reader) for a caller holding the write lock.

@@ -103,6 +103,11 @@ pub struct Stats {
     pub linked_commits: u64,
     /// Bytes of the linked runs (see `linked_commits`).
     pub linked_bytes: u64,
+    /// Runs written straight from batches' long sorted stretches of puts (ingested: their
+    /// values never went through the log or a memtable), and their bytes.
+    pub ingested_runs: u64,
+    /// Bytes of the ingested runs (see `ingested_runs`).
+    pub ingested_bytes: u64,
     /// Bytes merges wrote anew, and bytes they stitched in without rewriting.
     pub merge_copied_bytes: u64,
     /// Bytes merges stitched in without rewriting (see `merge_copied_bytes`).
@@ -139,13 +144,13 @@ impl Db {
                 memtable_bytes: t.mem.bytes() + t.imm.as_ref().map_or(0, |m| m.bytes()),
             })
             .collect();
-        let (checkpoints, flushed_bytes, linked_commits, linked_bytes, runs_awaiting_manifest) = {
+        let (checkpoints, flushed_bytes, linked, ingested, runs_awaiting_manifest) = {
             let ck = inner.checkpoint.lock();
             (
                 ck.checkpoints,
                 ck.run_bytes_written,
-                ck.linked_commits,
-                ck.linked_bytes,
+                (ck.linked_commits, ck.linked_bytes),
+                (ck.ingested_runs, ck.ingested_bytes),
                 ck.deferred.len(),
             )
         };
@@ -168,8 +173,10 @@ impl Db {
             merges,
             merges_alongside: alongside,
             flushed_bytes,
-            linked_commits,
-            linked_bytes,
+            linked_commits: linked.0,
+            linked_bytes: linked.1,
+            ingested_runs: ingested.0,
+            ingested_bytes: ingested.1,
             merge_copied_bytes: copied_bytes,
             merge_stitched_bytes: stitched_bytes,
             merge_shared_indexes: shared_indexes,

@@ -1,7 +1,7 @@
 //! The write path: validate, append to the log, apply to memtables, then make durable as the
 //! write's durability asks.
 
-use super::{background, checkpoint, compact, log, Db, Inner};
+use super::{background, checkpoint, compact, ingest, log, Db, Inner};
 use crate::batch::{OpsPayload, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::concurrency::{HeldLocks, LockMode, Oracle};
@@ -186,13 +186,19 @@ pub(crate) fn commit_batch(
         validate(inner, &batch)?;
     }
     let wal = inner.wal()?;
+    // A long sorted stretch of puts to one table is written as a run of its own (see
+    // `ingest`); a transaction's writes are not (it may hold locks or spill).
+    let mut stretch = match committer {
+        Committer::Plain => ingest::find_stretch(&batch.ops, inner.opts.ingest_min_bytes),
+        Committer::Transaction { .. } => None,
+    };
     let payloads = chunks(&batch, wal.max_payload() / 2);
     let engaged = PatchContext::with_current(|ctx| inner.groups.engaged(ctx));
     let deps = engaged.as_ref().map(|e| e.deps());
     let holds_locks = committer == Committer::Transaction { holds_locks: true };
     let mut locked: Option<HeldLocks> = None;
     let mut validate_commit = Some(validate_commit);
-    let (lsn, full) = loop {
+    let (lsn, full, ingested) = loop {
         let mut w = inner.write.lock();
         inner.check_writable()?;
         // Whether a locking transaction is open is asked under the write lock, where they
@@ -208,7 +214,20 @@ pub(crate) fn commit_batch(
         let txn = w.next_txn;
         w.next_txn += 1;
         let mut lsn = 0;
+        let ingested = match stretch.take() {
+            Some(range) => try_ingest(inner, wal, &batch, range, txn, deps)?,
+            None => None,
+        };
+        if let Some(ingest) = &ingested {
+            lsn = ingest.lsn;
+            if let (Some(patch), Some(engaged)) = (ingest.patch, &engaged) {
+                inner.groups.adopt(engaged, patch);
+            }
+        }
         for (i, payload) in payloads.iter().enumerate() {
+            if ingested.is_some() {
+                break;
+            }
             let flag = match (payloads.len(), i + 1 == payloads.len()) {
                 (1, _) => Flags::AUTOCOMMIT,
                 (_, true) => Flags::COMMIT,
@@ -230,6 +249,8 @@ pub(crate) fn commit_batch(
         for (table, start, end) in &batch.ranges {
             version.table(*table)?.mem.delete_range(start, end, lsn);
         }
+        // The ingested stretch is in its run already.
+        let in_run = |i: usize| ingested.as_ref().is_some_and(|g| g.range.contains(&i));
         let insert = |table: TableId, key: &[u8], value: Value| -> Result<()> {
             version.table(table)?.mem.insert(key, lsn, value);
             Ok(())
@@ -238,12 +259,17 @@ pub(crate) fn commit_batch(
             Cow::Owned(b) => b
                 .ops
                 .iter_mut()
-                .try_for_each(|(table, key, value)| insert(*table, key, value.take()))?,
+                .enumerate()
+                .filter(|(i, _)| !in_run(*i))
+                .try_for_each(|(_, (table, key, value))| insert(*table, key, value.take()))?,
             Cow::Borrowed(b) => b
                 .ops
                 .iter()
-                .try_for_each(|(table, key, value)| insert(*table, key, value.clone()))?,
+                .enumerate()
+                .filter(|(i, _)| !in_run(*i))
+                .try_for_each(|(_, (table, key, value))| insert(*table, key, value.clone()))?,
         }
+        let ingested = ingested.map(|ingest| ingest::install(inner, ingest.table, ingest.run, lsn));
         if w.oracle.tracking() {
             let keys = batch.ops.iter().map(|(t, k, _)| (*t, k.clone())).collect();
             w.oracle.record(lsn, keys, batch.ranges.clone());
@@ -253,8 +279,8 @@ pub(crate) fn commit_batch(
         if durability == Durability::Ordered {
             w.unflushed_ordered += 1;
         }
-        let full = inner.some_memtable_full(&version);
-        break (lsn, full);
+        let full = inner.checkpoint_due(&version);
+        break (lsn, full, ingested.is_some());
     };
     drop(locked);
     match durability {
@@ -274,7 +300,103 @@ pub(crate) fn commit_batch(
             tracing::warn!("writing out a full memtable failed: {e}");
         }
     }
+    if ingested {
+        // A new level-0 run, as a memtable flush makes: merges may be due.
+        if inner.opts.background {
+            background::request_compaction(inner);
+        } else if let Err(e) = merge_inline(inner) {
+            tracing::warn!("merging after an ingest failed: {e}");
+        }
+    }
     Ok(())
+}
+
+/// A stretch of a batch written as a run, and the record naming it.
+struct Ingested {
+    range: std::ops::Range<usize>,
+    table: TableId,
+    run: Arc<crate::run::Run>,
+    lsn: u64,
+    patch: Option<stitch_patch::PatchId>,
+}
+
+/// Writes `batch.ops[range]` as a run and appends the commit's one record (the run's entry and
+/// the batch's other operations), under the writer lock. `None` (nothing written) when the
+/// stretch cannot go behind the table's memtables, or the rest of the batch does not fit in
+/// one record: the batch is then written the ordinary way.
+fn try_ingest(
+    inner: &Inner,
+    wal: &stitch_wal::Wal,
+    batch: &WriteBatch,
+    range: std::ops::Range<usize>,
+    txn: u64,
+    deps: Option<&[stitch_patch::PatchId]>,
+) -> Result<Option<Ingested>> {
+    let stretch = &batch.ops[range.clone()];
+    let (Some(first), Some(last)) = (stretch.first(), stretch.last()) else {
+        return Ok(None);
+    };
+    let table = first.0;
+    if ingest::memtables_overlap(inner.version.read().table(table)?, &first.1, &last.1) {
+        return Ok(None);
+    }
+    let rest: Vec<_> = batch.ops[..range.start]
+        .iter()
+        .chain(&batch.ops[range.end..])
+        .cloned()
+        .collect();
+    // Another write of the batch to a key in the stretch's range would sit in the memtable,
+    // in front of the run, whatever its place in the batch.
+    let inside =
+        |(t, k, _): &(TableId, Vec<u8>, Value)| *t == table && first.1 <= *k && *k <= last.1;
+    if rest.iter().any(inside) {
+        return Ok(None);
+    }
+    let rest_bytes: usize = rest
+        .iter()
+        .map(|(_, k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 24)
+        .chain(batch.ranges.iter().map(|(_, s, e)| s.len() + e.len() + 24))
+        .sum();
+    // The run's entry (a few addresses) and the rest, in one record.
+    if rest_bytes + 4096 > wal.max_payload() / 2 {
+        return Ok(None);
+    }
+    let seq = wal.last_lsn() + 1;
+    let Some((run, written)) = inner.guard(ingest::write_run(inner, stretch, seq))? else {
+        return Ok(None);
+    };
+    let head = ingest::record_head(table, &run.meta);
+    let rest = OpsPayload::new(&rest, &batch.ranges);
+    // The record reaches the disk only after the run does.
+    let mut after = deps.map_or_else(Vec::new, <[_]>::to_vec);
+    after.push(written);
+    let appended = ingest::with_record_pieces(&head, &rest, |pieces| {
+        wal.append_parts(txn, log::OP_INGEST, Flags::AUTOCOMMIT, pieces, Some(&after))
+    });
+    let appended = inner.guard(appended.map_err(log::log_err));
+    let (lsn, patch) = match appended {
+        Ok((lsn, _, patch)) if lsn == seq => (lsn, patch),
+        other => {
+            // Named by nothing: its extents go with it.
+            run.mark_obsolete();
+            let (lsn, _, _) = other?;
+            // Every record is appended under the writer lock, so this cannot happen.
+            let e = Error::Corrupt {
+                what: "log",
+                place: format!("lsn {lsn}"),
+                detail: format!("internal error: the ingested run written for LSN {seq} got {lsn}"),
+            };
+            inner.fail(&e);
+            return Err(e);
+        }
+    };
+    Ok(Some(Ingested {
+        range,
+        table,
+        run,
+        lsn,
+        patch,
+    }))
 }
 
 /// Exclusive locks on every key and range `batch` writes, for a committer that is not a
@@ -340,13 +462,18 @@ fn flush_ordered_inline(inner: &Arc<Inner>) -> Result<()> {
     Ok(())
 }
 
+/// Runs every merge due, in the writer's thread (inline mode).
+fn merge_inline(inner: &Arc<Inner>) -> Result<()> {
+    while compact::compact_once(inner, Stream::Merge)? {}
+    Ok(())
+}
+
 /// A memtable is full: write it out now (inline mode) or ask the background thread to, and
 /// hold the writer back while the memtable behind it is also still being written.
 fn memtable_full(inner: &Arc<Inner>) -> Result<()> {
     if !inner.opts.background {
         checkpoint::checkpoint(inner, checkpoint::Trigger::MemtableFull)?;
-        while compact::compact_once(inner, Stream::Merge)? {}
-        return Ok(());
+        return merge_inline(inner);
     }
     // Freeze the full memtable and go on into a fresh one; if the one frozen before is still
     // being written out, wait for that first.

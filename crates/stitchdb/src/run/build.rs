@@ -255,6 +255,7 @@ impl RunBuilder {
             filters,
             storage: self.storage,
             obsolete: AtomicBool::new(false),
+            unwritten: Default::default(),
         };
         Ok(Some((Arc::new(run), done)))
     }

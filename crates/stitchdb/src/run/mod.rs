@@ -30,6 +30,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use stitch_filter::{hash_key, QuotientFilter};
+use stitch_patch::PatchId;
 use stitch_zone::{ExtentAddr, ExtentKind, ZoneStore};
 
 /// What runs are stored in and read through.
@@ -249,6 +250,10 @@ pub struct Run {
     filters: Vec<(usize, Arc<QuotientFilter>)>,
     storage: Arc<Storage>,
     obsolete: AtomicBool,
+    /// The patch writing the run's blocks while they may not have reached the disk (an
+    /// ingested run, installed before its blocks are written: read through the block cache
+    /// until then).
+    unwritten: parking_lot::Mutex<Option<PatchId>>,
 }
 
 impl std::fmt::Debug for Run {
@@ -295,7 +300,25 @@ impl Run {
             filters,
             storage,
             obsolete: AtomicBool::new(false),
+            unwritten: Default::default(),
         }))
+    }
+
+    /// The zones of every extent the run `meta` describes (its index is read), without
+    /// opening it or marking anything live: for keeping the older checkpoint's runs at open.
+    pub fn zones_of(storage: &Storage, meta: &RunMeta) -> Result<Vec<stitch_zone::ZoneId>> {
+        let mut blocks = Vec::new();
+        for &addr in &meta.index {
+            let payload = storage.zones.read(addr, ExtentKind::RUN_INDEX)?;
+            index::decode_chunk(&payload, &mut blocks)
+                .map_err(|d| Error::corrupt("run index", format!("run {} {addr}", meta.id), d))?;
+        }
+        let mut zones: Vec<stitch_zone::ZoneId> = Self::extents_of(meta, &blocks)
+            .map(|(a, _)| a.zone)
+            .collect();
+        zones.sort_unstable();
+        zones.dedup();
+        Ok(zones)
     }
 
     /// [`open`](Self::open) for `check` and `repair`: opens what can be read of a damaged
@@ -433,6 +456,7 @@ impl Run {
             filters,
             storage: storage.clone(),
             obsolete: AtomicBool::new(false),
+            unwritten: Default::default(),
             meta,
         };
         let mut bad = Vec::new();
@@ -468,6 +492,7 @@ impl Run {
                 filters: Vec::new(),
                 storage,
                 obsolete: AtomicBool::new(false),
+                unwritten: Default::default(),
                 meta,
             };
             return (Some(Arc::new(run)), problems, lost);
@@ -596,6 +621,38 @@ impl Run {
         &self.blocks
     }
 
+    /// Readers read the blocks through the block cache until `patch` (writing them) has
+    /// reached the disk.
+    pub(crate) fn set_unwritten(&self, patch: PatchId) {
+        *self.unwritten.lock() = Some(patch);
+    }
+
+    /// Whether every block is on the disk (written, if not yet durable).
+    fn blocks_on_disk(&self) -> bool {
+        let mut unwritten = self.unwritten.lock();
+        let Some(patch) = *unwritten else {
+            return true;
+        };
+        let cache = self.storage.zones.cache();
+        if cache.state(patch) == stitch_patch::PatchState::Pending {
+            return false;
+        }
+        *unwritten = None;
+        true
+    }
+
+    /// Makes the blocks durable if they may not be yet (before a merge stitches them into a
+    /// run that reads them from the disk).
+    pub(crate) fn make_durable(&self) -> Result<()> {
+        // Readers go on through the cache until the flush has written the blocks.
+        let patch = *self.unwritten.lock();
+        if let Some(patch) = patch {
+            self.storage.zones.cache().flush_patch(patch)?;
+            *self.unwritten.lock() = None;
+        }
+        Ok(())
+    }
+
     /// The run's extents may be released once nothing reads it any more.
     pub fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::Release);
@@ -624,6 +681,7 @@ impl Run {
             filters: self.filters.clone(),
             storage: self.storage.clone(),
             obsolete: AtomicBool::new(false),
+            unwritten: Default::default(),
         })
     }
 
@@ -644,11 +702,13 @@ impl Run {
         }
         // Only installed runs are read, and a run is installed once the checkpoint naming it
         // (and so every block of it) is durable: its blocks can be read from the disk itself.
-        let framed = self
-            .storage
-            .zones
-            .read_durable_framed(h.addr, ExtentKind::RUN_BLOCK)
-            .map_err(|e| self.block_error(e, i))?;
+        // An ingested run is installed before: until its blocks are written, through the cache.
+        let zones = &self.storage.zones;
+        let framed = match self.blocks_on_disk() {
+            true => zones.read_durable_framed(h.addr, ExtentKind::RUN_BLOCK),
+            false => zones.read_framed(h.addr, ExtentKind::RUN_BLOCK),
+        }
+        .map_err(|e| self.block_error(e, i))?;
         let block = Arc::new(self.decode_block(i, framed)?);
         if fill == Fill::Cache {
             self.storage.cache.insert(h.addr, block.clone());
@@ -670,8 +730,8 @@ impl Run {
             }
             end += 1;
         }
-        if end == i + 1 {
-            return Ok(vec![self.block_from(i, Fill::Stream)?]);
+        if end == i + 1 || !self.blocks_on_disk() {
+            return (i..end).map(|b| self.block_from(b, Fill::Stream)).collect();
         }
         let addrs: Vec<_> = self.blocks[i..end].iter().map(|h| h.addr).collect();
         let framed = self

@@ -123,6 +123,10 @@ pub fn merge_runs(
         filter_fp_rate,
         stream,
     } = spec;
+    // The new run is read from the disk, blocks stitched from the inputs included.
+    for run in inputs {
+        run.make_durable()?;
+    }
     let mut out = RunBuilder::new(storage, id, level, stream);
     out.expect_bytes(inputs.iter().map(|r| r.meta.data_bytes).sum());
     let zone_size = storage.zones.zone_size();
@@ -151,7 +155,15 @@ pub fn merge_runs(
         .min_by(|&a, &b| cursors[a].peek().cmp(&cursors[b].peek()))
     {
         if cursors[i].current.is_none() {
-            if let Some(end) = stitchable_span(&cursors, i, stitching, zone_size) {
+            // A key's versions may straddle two blocks of a run (a flush keeps the versions
+            // open readers need): a block going on with the key just filtered is copied.
+            let c = &cursors[i];
+            let straddles = filter.is_current(&c.run.blocks[c.next_block].first_key);
+            let span = match straddles {
+                true => None,
+                false => stitchable_span(&cursors, i, stitching, zone_size),
+            };
+            if let Some(end) = span {
                 let c = &cursors[i];
                 for h in &c.run.blocks[c.next_block..end] {
                     out.stitch(&c.run, h)?;

@@ -1,0 +1,191 @@
+//! Ingesting: a batch's long sorted stretch of puts to one table (a file system's write of
+//! many consecutive 4 KiB blocks) is written straight into a new level-0 run, and the log
+//! gets a small record naming that run instead of the values. The values are written once
+//! (the run) instead of twice (the log, then the memtable's flush), and merges later stitch
+//! the run's blocks without copying them.
+//!
+//! Ordering and crashes:
+//! * The record depends on the patch writing the run's extents, so a durable record never
+//!   names a run that is not on the disk; a crash before the record is durable loses the
+//!   commit whole (it was not acknowledged as durable), and the run's extents, named by
+//!   nothing durable, are free space at the next open. The writer does not wait for the
+//!   run's sync: readers read its blocks through the block cache until they are written, and
+//!   a merge makes them durable before stitching them.
+//! * The record also carries the batch's other operations (and range deletes), so the
+//!   commit stays one record: atomic, and in the log's order with every other commit.
+//! * Until a manifest whose checkpoint covers the record is durable, recovery replays the
+//!   record and adopts the run again, so the run's extents must stay intact that long even if
+//!   a merge retires the run: `CheckpointState::log_named` holds such runs back (see
+//!   `checkpoint::write_manifest`), and a checkpoint is asked for once [`LOGGED_RUNS_LIMIT`]
+//!   runs are waiting, which bounds both that and replay.
+//! * Readers take the first layer holding a key (memtable, frozen memtable, runs newest
+//!   first). The run goes in front of level 0, behind the memtables, so a batch is ingested
+//!   only if neither memtable holds a key in its range (else it is written the ordinary way);
+//!   every run holds only older versions. Replay copies the run's entries into the replayed
+//!   memtable instead (see `recover::redo_ingest`).
+
+use super::Inner;
+use crate::batch::{decode_ops, OpsPayload, RangeOp, TableId};
+use crate::codec::{put_varint, Reader};
+use crate::entry::{EntryRef, Value};
+use crate::memtable::{MemIter, Memtable};
+use crate::run::{Run, RunBuilder, RunMeta};
+use crate::version::TableState;
+use crate::Result;
+use std::ops::{Bound, Range};
+use std::sync::Arc;
+use stitch_filter::hash_key;
+use stitch_patch::PatchId;
+use stitch_zone::Stream;
+
+/// Runs named only by log records (not yet by a durable manifest) past which a checkpoint
+/// is due.
+pub(crate) const LOGGED_RUNS_LIMIT: usize = 64;
+
+/// The stretch of `ops` worth ingesting, if any: consecutive puts to one table, keys strictly
+/// increasing, at least `min_bytes` of keys and values (`Options::ingest_min_bytes`; the
+/// largest such stretch).
+pub(crate) fn find_stretch(
+    ops: &[(TableId, Vec<u8>, Value)],
+    min_bytes: usize,
+) -> Option<Range<usize>> {
+    let mut best: Option<(Range<usize>, usize)> = None;
+    let mut i = 0;
+    while i < ops.len() {
+        let (table, key, value) = &ops[i];
+        let Some(v) = value else {
+            i += 1;
+            continue;
+        };
+        let (start, mut bytes, mut last) = (i, key.len() + v.len(), key);
+        i += 1;
+        while let Some((t, k, Some(v))) = ops.get(i) {
+            if t != table || k <= last {
+                break;
+            }
+            bytes += k.len() + v.len();
+            last = k;
+            i += 1;
+        }
+        if bytes >= min_bytes && best.as_ref().is_none_or(|(_, b)| bytes > *b) {
+            best = Some((start..i, bytes));
+        }
+    }
+    best.map(|(r, _)| r)
+}
+
+/// Whether `mem` holds a version of some key in `[first, last]`.
+fn holds_key_in(mem: &Arc<Memtable>, first: &[u8], last: &[u8]) -> bool {
+    MemIter::new(mem.clone(), Bound::Included(first), Bound::Included(last))
+        .next()
+        .is_some()
+}
+
+/// Whether table `t`'s memtables hold a key in `[first, last]` (then a run of those keys
+/// cannot go behind them).
+pub(crate) fn memtables_overlap(t: &TableState, first: &[u8], last: &[u8]) -> bool {
+    holds_key_in(&t.mem, first, last)
+        || t.imm.as_ref().is_some_and(|m| holds_key_in(m, first, last))
+}
+
+/// Writes `puts` (sorted, all puts to one table) as a level-0 run whose entries have sequence
+/// number `seq` into the block cache (`None` for no puts); returns it and the patch writing
+/// it, which the record naming the run must follow. The caller holds the writer lock (`seq` is
+/// the next record's LSN).
+pub(crate) fn write_run(
+    inner: &Inner,
+    puts: &[(TableId, Vec<u8>, Value)],
+    seq: u64,
+) -> Result<Option<(Arc<Run>, PatchId)>> {
+    let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Ingest);
+    let mut hashes = Vec::new();
+    for (_, key, value) in puts {
+        if inner.opts.filter_fp_rate.is_some() {
+            hashes.push(hash_key(key));
+        }
+        builder.add(EntryRef {
+            key,
+            seq,
+            value: value.as_deref(),
+        })?;
+    }
+    let filter = super::build_filter(&hashes, inner.opts.filter_fp_rate);
+    let Some((run, patch)) = builder.finish(filter)? else {
+        return Ok(None);
+    };
+    // Not written yet: readers go through the cache until it is.
+    run.set_unwritten(patch);
+    Ok(Some((run, patch)))
+}
+
+/// The record of an ingest: the table, the run's manifest entry, then the batch's other
+/// operations as a batch record encodes them (`OpsPayload`).
+pub(crate) fn record_head(table: TableId, run: &RunMeta) -> Vec<u8> {
+    let mut meta = Vec::new();
+    run.encode(&mut meta);
+    let mut head = Vec::with_capacity(meta.len() + 12);
+    put_varint(&mut head, u64::from(table.0));
+    put_varint(&mut head, meta.len() as u64);
+    head.extend_from_slice(&meta);
+    head
+}
+
+/// An ingest record's contents.
+pub(crate) struct IngestRecord {
+    pub table: TableId,
+    pub run: RunMeta,
+    pub ops: Vec<(TableId, Vec<u8>, Value)>,
+    pub ranges: Vec<RangeOp>,
+}
+
+/// Decodes an ingest record's payload.
+pub(crate) fn decode_record(payload: &[u8]) -> std::result::Result<IngestRecord, String> {
+    let mut r = Reader::new(payload);
+    let table = TableId(u32::try_from(r.varint()?).map_err(|_| "table id out of range")?);
+    let meta_len = r.len()?;
+    let mut meta = Reader::new(r.take(meta_len)?);
+    let run = RunMeta::decode(&mut meta, crate::manifest::MANIFEST_VERSION)?;
+    if !meta.is_empty() {
+        return Err("trailing bytes after the run's entry".into());
+    }
+    if run.level != 0 || run.seq_override.is_some() || run.index.is_empty() {
+        return Err(format!("run {} is not an ingested run", run.id));
+    }
+    let (ops, ranges) = decode_ops(&payload[r.pos()..], true)?;
+    Ok(IngestRecord {
+        table,
+        run,
+        ops,
+        ranges,
+    })
+}
+
+/// The pieces of an ingest record for `head` and the batch's other operations.
+pub(crate) fn with_record_pieces<R>(
+    head: &[u8],
+    rest: &OpsPayload,
+    f: impl FnOnce(&[&[u8]]) -> R,
+) -> R {
+    rest.with_pieces(|pieces| {
+        let mut all = Vec::with_capacity(pieces.len() + 1);
+        all.push(head);
+        all.extend_from_slice(pieces);
+        f(&all)
+    })
+}
+
+/// Puts an ingested `run` (its record at `lsn`) in front of level 0 of `table`, and holds
+/// its extents until a manifest covering `lsn` is durable. The caller holds the writer lock.
+pub(crate) fn install(inner: &Inner, table: TableId, run: Arc<Run>, lsn: u64) {
+    let mut ck = inner.checkpoint.lock();
+    ck.ingested_runs += 1;
+    ck.ingested_bytes += run.meta.data_bytes;
+    ck.log_named.insert(run.meta.id, lsn);
+    inner
+        .logged_runs
+        .store(ck.log_named.len(), std::sync::atomic::Ordering::Release);
+    let mut version = inner.version.write();
+    let mut v = (**version).clone();
+    v.update(table, |t| super::checkpoint::add_run(t, run));
+    *version = Arc::new(v);
+}
