@@ -336,8 +336,11 @@ fn recover_from_creation(
     let replay = Arc::new(Mutex::new(Replay {
         version,
         next_table_id: 1,
+        next_run_id: 1,
         checkpoint_lsn: 0,
         stitching: opts.stitching,
+        storage: Some(storage.clone()),
+        replaced: Vec::new(),
     }));
     let registry = registry(&replay).map_err(log::log_err)?;
     let report = newer_log(
@@ -354,11 +357,12 @@ fn recover_from_creation(
         version: replay.version,
         last_lsn: report.next_lsn.saturating_sub(1),
         next_table_id: replay.next_table_id,
-        next_run_id: 1,
+        next_run_id: replay.next_run_id,
         old_log: report.zones.clone(),
         snapshots: BTreeMap::new(),
         checkpoint_lsn: 0,
         log_start: log,
+        replaced: replay.replaced,
     };
     Ok((storage, recovered, None))
 }
