@@ -152,7 +152,7 @@ struct State {
 /// after them; while the reserve is lifted (opening) every free zone may be taken.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reserve {
-    /// Free zones a new log segment leaves.
+    /// Free zones a new log segment (or a zone for ingested runs) leaves.
     pub log: u64,
     /// Free zones a new extent zone leaves.
     pub extents: u64,
@@ -630,7 +630,11 @@ impl ZoneStore {
             st.open[stream as usize] = None;
             Self::retire(st, open, ZoneUse::Closed);
         }
-        let keep = st.reserve.extents;
+        // Ingested runs are writers' data, as the log is: they stop where the log does.
+        let keep = match stream {
+            Stream::Ingest => st.reserve.log,
+            _ => st.reserve.extents,
+        };
         let zone = self.take_free_zone(st, keep)?;
         st.zones[zone as usize] = Zone {
             usage: ZoneUse::Open,

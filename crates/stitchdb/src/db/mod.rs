@@ -221,13 +221,15 @@ pub struct Db {
 /// The free zones an open store holds back (see [`stitch_zone::Reserve`]). Opening needs
 /// two log segments (the first and the one preallocated after it), a manifest zone, and
 /// zones for the memtables the log replays (at most an active and a frozen one) plus the
-/// flush zone they start in; log segments stop one memtable's flush earlier, so the memtable
-/// that filled can still be written out and its log segments given back.
+/// flush zone they start in. Log segments stop earlier by one memtable's flush, so the
+/// memtable that filled can still be written out and its log segments given back, and by the
+/// first checkpoint after a reopen (a zone for its runs and one for its manifest), which
+/// writes out what the reopened store's first deletes made.
 fn open_reserve(opts: &Options, zone_size: u64) -> stitch_zone::Reserve {
     let memtables = |n: u64| (n * opts.memtable_size as u64).div_ceil(zone_size);
     let extents = 2 + 1 + 1 + memtables(2);
     stitch_zone::Reserve {
-        log: extents + 1 + memtables(1),
+        log: extents + 1 + memtables(1) + 2,
         extents,
     }
 }
