@@ -181,6 +181,10 @@ impl Disk for CountingDisk {
         self.inner.punch_hole(offset, len)
     }
 
+    fn allocate(&self, offset: u64, len: u64) -> Result<()> {
+        self.inner.allocate(offset, len)
+    }
+
     fn describe(&self) -> String {
         format!("counting {}", self.inner.describe())
     }

@@ -256,6 +256,30 @@ impl Disk for FileDisk {
         Ok(())
     }
 
+    fn allocate(&self, offset: u64, len: u64) -> Result<()> {
+        check_range(self, IoOp::Grow, offset, len, self.len())?;
+        if self.block_device {
+            return Ok(());
+        }
+        match rustix::fs::fallocate(
+            &self.file,
+            rustix::fs::FallocateFlags::KEEP_SIZE,
+            offset,
+            len,
+        ) {
+            // A file system that cannot allocate ahead allocates when written, as before.
+            Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
+            Err(e) => Err(IoError::from_os(
+                IoOp::Grow,
+                self.describe(),
+                offset,
+                len,
+                e.into(),
+            )),
+            Ok(()) => Ok(()),
+        }
+    }
+
     fn describe(&self) -> String {
         format!("file {}", self.path.display())
     }

@@ -80,6 +80,13 @@ pub trait Disk: Send + Sync + std::fmt::Debug {
     /// punch holes (files on Linux file systems, `MemDisk`, `SimDisk`); elsewhere the old bytes
     /// may remain, so callers must never rely on the contents of a punched range.
     fn punch_hole(&self, offset: u64, len: u64) -> Result<()>;
+    /// Gives a byte range within the disk blocks of its own, so that writes into it cannot
+    /// fail for want of space: a full device says so here (`NoSpace`), before anything is
+    /// written. Disks whose bytes are all theirs already (memory, simulated disks, block
+    /// devices, file systems that cannot allocate ahead) do nothing.
+    fn allocate(&self, _offset: u64, _len: u64) -> Result<()> {
+        Ok(())
+    }
     /// A short human-readable name for error messages ("file /srv/a.store", "simdisk").
     fn describe(&self) -> String;
 }

@@ -49,7 +49,7 @@ mod segment;
 mod writer;
 
 pub use error::{Result, WalError};
-pub use reader::{LogDamage, LogEnd, LogReader, SkippedDamage};
+pub use reader::{find_log_start, segment_zones, LogDamage, LogEnd, LogReader, SkippedDamage};
 pub use record::{
     decode_record, encode_record, encode_record_vouching, Flags, LogRecord, RecordError,
     RECORD_HEADER_LEN, RECORD_HEADER_LEN_V1,

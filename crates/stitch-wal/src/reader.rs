@@ -26,6 +26,10 @@ pub struct LogEnd {
     pub next_segment: String,
     /// Valid records of the log past `at` that prove the bytes at `at` were durable.
     pub damage: Option<LogDamage>,
+    /// The zone the log would continue in, when it lies past the end of the store's file
+    /// though a sync covered the segment header naming it: the file was cut (see
+    /// "Reading a log" in `docs/format.md`). Records past `at` may have been lost with it.
+    pub cut: Option<ZoneId>,
 }
 
 /// Records of a log past a bad record that vouch for it: the log was damaged there after it
@@ -45,6 +49,7 @@ impl LogEnd {
     /// torn or corrupt record (normal after a crash, but worth a note) or damage.
     pub fn is_clean(&self) -> bool {
         self.damage.is_none()
+            && self.cut.is_none()
             && matches!(
                 self.record,
                 RecordError::Zeros | RecordError::NoRoom { .. } | RecordError::UnexpectedLsn { .. }
@@ -62,13 +67,21 @@ impl LogEnd {
 
 impl fmt::Display for LogEnd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.damage {
-            None => write!(
+        match (&self.damage, self.cut) {
+            (None, Some(zone)) => write!(
+                f,
+                "log ends at {}: {}; the segment header names zone {zone} for the next \
+                 segment, which lies past the end of the file, though a sync covered the \
+                 header (the store grows before the header naming a new zone is written): \
+                 the file was cut, truncated?",
+                self.at, self.record
+            ),
+            (None, None) => write!(
                 f,
                 "log ends at {}: {}; next segment: {}",
                 self.at, self.record, self.next_segment
             ),
-            Some(d) => write!(
+            (Some(d), _) => write!(
                 f,
                 "log damaged at {}: {}; {} records (lsn {}..={}) are out of reach past it \
                  (lsn {} at zone {} offset {} vouches that lsn {} was durable)",
@@ -124,6 +137,9 @@ pub struct LogReader<'a> {
     buf: Vec<u8>,
     offset: usize,
     expected: Lsn,
+    /// A sync is known to have covered the current segment's header: the start segment (a
+    /// durable checkpoint names it), or a record read in it vouches for one of its records.
+    header_synced: bool,
     chain: Vec<ZoneId>,
     end: Option<LogEnd>,
     /// Reading on past damage (repair) instead of ending there.
@@ -190,6 +206,7 @@ impl<'a> LogReader<'a> {
             buf,
             offset: offset as usize,
             expected: start.lsn,
+            header_synced: true,
             chain: vec![start.zone],
             end: None,
             salvage: false,
@@ -228,6 +245,7 @@ impl<'a> LogReader<'a> {
                 Ok(decoded) => {
                     self.offset += decoded.len;
                     self.expected += 1;
+                    self.header_synced |= decoded.vouched >= self.header.first_lsn;
                     return Ok(Some((at, decoded.record)));
                 }
                 Err(record) => {
@@ -240,6 +258,7 @@ impl<'a> LogReader<'a> {
                             record,
                             next_segment,
                             damage: None,
+                            cut: self.cut(),
                         });
                         continue;
                     };
@@ -258,6 +277,7 @@ impl<'a> LogReader<'a> {
                         record,
                         next_segment,
                         damage: Some(damage),
+                        cut: None,
                     });
                 }
             }
@@ -349,11 +369,22 @@ impl<'a> LogReader<'a> {
         }))
     }
 
+    /// The zone the current segment's header names for the next segment, if it lies past
+    /// the end of the file though a sync covered the header. The store grows to hold a zone
+    /// before a segment header names it, and a sync makes the growth durable with whatever
+    /// it covers, so the file was cut; without a sync known to cover the header, the header
+    /// may have reached the disk by writeback and the growth not.
+    fn cut(&self) -> Option<ZoneId> {
+        let next = self.header.next_zone;
+        (self.header_synced && next != 0 && !zone_in_store(self.zones, next)).then_some(next)
+    }
+
     /// Moves reading to `resume`.
     fn jump(&mut self, resume: Resume) {
         if let Some((header, buf)) = resume.segment {
             self.header = header;
             self.buf = buf;
+            self.header_synced = false;
             self.chain.push(resume.position.zone);
         }
         self.zone = resume.position.zone;
@@ -374,6 +405,7 @@ impl<'a> LogReader<'a> {
             buf: self.buf.clone(),
             offset: self.offset,
             expected: self.expected,
+            header_synced: self.header_synced,
             chain: self.chain.clone(),
             end: None,
             salvage: true,
@@ -444,6 +476,7 @@ impl<'a> LogReader<'a> {
         self.buf = read_zone(self.zones, next)?;
         self.zone = next;
         self.header = header;
+        self.header_synced = false;
         self.offset = SEGMENT_HEADER_LEN;
         self.chain.push(next);
         Ok(Ok(()))
@@ -458,6 +491,15 @@ fn zone_in_store(zones: &ZoneStore, zone: ZoneId) -> bool {
 
 /// The zone holding the header of segment `seq` of the log of epoch `epoch`, if one does.
 fn find_segment(zones: &ZoneStore, epoch: u64, seq: u64) -> Result<Option<ZoneId>> {
+    Ok(find_segment_header(zones, epoch, seq)?.map(|(zone, _)| zone))
+}
+
+/// [`find_segment`], with the header found.
+fn find_segment_header(
+    zones: &ZoneStore,
+    epoch: u64,
+    seq: u64,
+) -> Result<Option<(ZoneId, SegmentHeader)>> {
     let count = zones.cache().disk().len() / zones.zone_size();
     for zone in 1..count {
         let Ok(zone) = ZoneId::try_from(zone) else {
@@ -467,11 +509,59 @@ fn find_segment(zones: &ZoneStore, epoch: u64, seq: u64) -> Result<Option<ZoneId
         zones.cache().read(zones.zone_offset(zone), &mut bytes)?;
         if let Ok(h) = SegmentHeader::decode(&bytes) {
             if h.epoch == epoch && h.seq == seq {
-                return Ok(Some(zone));
+                return Ok(Some((zone, h)));
             }
         }
     }
     Ok(None)
+}
+
+/// The zones of the log of epoch `epoch` from `start` on, found by following segment
+/// headers alone (no record is read): each segment's zone and the zone it names for the
+/// next, up to `until` (a zone of the same log: the segments from there on are someone
+/// else's concern) or the first zone not holding the next segment of the log. For opening:
+/// the older superblock's log must outlive the next checkpoint.
+pub fn segment_zones(
+    zones: &ZoneStore,
+    start: LogPosition,
+    epoch: u64,
+    until: Option<ZoneId>,
+) -> Result<Vec<ZoneId>> {
+    let mut found = Vec::new();
+    let mut zone = start.zone;
+    let mut seq = None;
+    while zone_in_store(zones, zone) && Some(zone) != until && !found.contains(&zone) {
+        let mut bytes = [0u8; SEGMENT_HEADER_LEN];
+        zones.cache().read(zones.zone_offset(zone), &mut bytes)?;
+        let Ok(header) = SegmentHeader::decode(&bytes) else {
+            break;
+        };
+        if header.epoch != epoch || seq.is_some_and(|s: u64| header.seq != s + 1) {
+            break;
+        }
+        found.push(zone);
+        seq = Some(header.seq);
+        zone = header.next_zone;
+    }
+    if zone_in_store(zones, zone) && Some(zone) != until && !found.contains(&zone) {
+        // The zone preallocated after the last segment found (a reader looks into it).
+        found.push(zone);
+    }
+    Ok(found)
+}
+
+/// Where the log of epoch `epoch` starts (the first record of its first segment), if a zone
+/// holds that segment's header. For repair: falling back to the older superblock's
+/// checkpoint, it must follow that checkpoint's log into the log the next session started,
+/// which only the damaged superblock named. Reads every zone's first bytes.
+pub fn find_log_start(zones: &ZoneStore, epoch: u64) -> Result<Option<LogPosition>> {
+    Ok(
+        find_segment_header(zones, epoch, 0)?.map(|(zone, header)| LogPosition {
+            zone,
+            offset: SEGMENT_HEADER_LEN as u32,
+            lsn: header.first_lsn,
+        }),
+    )
 }
 
 /// Searches `buf` (a segment of log format `version`) from byte `from` for valid records of

@@ -215,6 +215,13 @@ fn analyze(
     if end_reason.damage.is_some() {
         return Err(WalError::Damaged(Box::new(end_reason)));
     }
+    if let (Some(zone), false) = (end_reason.cut, salvage) {
+        return Err(WalError::Corrupt {
+            what: "store file",
+            place: format!("zone {zone} (disk byte {})", zones.zone_offset(zone)),
+            detail: end_reason.to_string(),
+        });
+    }
     Ok(Analysis {
         end: reader.position(),
         end_reason,

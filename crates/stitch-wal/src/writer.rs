@@ -485,6 +485,13 @@ impl Wal {
                 )));
             };
             if obsolete {
+                // Every record before `pos` is durable through the checkpoint: records
+                // appended from now on vouch for them. Repair falling back to the checkpoint
+                // before (whose log runs through them) then reads past those this drops
+                // unwritten, reporting them, instead of taking them for a torn tail and
+                // losing every later commit, synced ones included.
+                self.durable
+                    .fetch_max(pos.lsn.saturating_sub(1), Ordering::AcqRel);
                 // Buffered records in segments before `pos.zone`, and in blocks of it wholly
                 // before the one holding `pos`, are dropped unwritten (what stays starts on a
                 // block boundary, so writing it later needs no read of the block's old bytes).

@@ -14,9 +14,10 @@ mod superblock;
 
 pub use extent::{ExtentAddr, ExtentKind, EXTENT_HEADER_LEN};
 pub use store::{
-    ReleaseHandler, Stream, ZoneConfig, ZoneId, ZoneStats, ZoneStore, DEFAULT_RECYCLE_BYTES,
+    ReleaseHandler, Reserve, Stream, ZoneConfig, ZoneId, ZoneStats, ZoneStore,
+    DEFAULT_RECYCLE_BYTES,
 };
-pub use superblock::{read_slots, SlotState, Superblock, FORMAT_VERSION};
+pub use superblock::{read_slots, SlotState, Superblock, FORMAT_VERSION, SLOT_ALL_ZEROS};
 
 /// Errors of the zone layer. Every corruption error names the structure and its place.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

@@ -133,8 +133,29 @@ struct State {
     superblock_patch: PatchId,
     /// Zones emptied under the lock, to be handed to the cache's `when_committed` after it.
     to_free: Vec<(ZoneId, PatchId)>,
+    /// Zones emptied (or found unused at open) that the older superblock slot may still
+    /// reach, with the superblock sequence number that must be written before they are
+    /// queued in `to_free`: see [`ZoneStore::write_superblock`].
+    held: Vec<(ZoneId, u64)>,
+    /// Zones the older superblock's checkpoint names, which [`ZoneStore::finish_open`] holds
+    /// instead of freeing if nothing else claims them.
+    older: BTreeSet<ZoneId>,
     /// Bytes appended since open (headers included), by kind.
     appended: BTreeMap<ExtentKind, u64>,
+    /// Free zones held back from ordinary allocation.
+    reserve: Reserve,
+}
+
+/// Free zones ordinary allocation leaves alone, so that a store that filled its disk can
+/// still be opened (opening starts a new log and writes a checkpoint) and then free space.
+/// Log segments stop first, extent zones (flushes and merges, which give log zones back)
+/// after them; while the reserve is lifted (opening) every free zone may be taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reserve {
+    /// Free zones a new log segment leaves.
+    pub log: u64,
+    /// Free zones a new extent zone leaves.
+    pub extents: u64,
 }
 
 /// Files free `zone`, whose bytes are `place` (offset, length): among the recycled zones if
@@ -160,6 +181,16 @@ fn file_free_zone(
     punched
 }
 
+/// A `NoSpace` error says how many zones were held back (see [`Reserve`]).
+fn held_back(e: ZoneError, keep: u64) -> ZoneError {
+    match e {
+        ZoneError::NoSpace(why) if keep > 0 => ZoneError::NoSpace(format!(
+            "{why} ({keep} free zones are held back to reopen the store and free space)"
+        )),
+        other => other,
+    }
+}
+
 /// Counts for `stitchdb stats` and defragmentation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ZoneStats {
@@ -171,6 +202,9 @@ pub struct ZoneStats {
     pub free_zones: u64,
     /// Free zones kept allocated in the file for reuse (see [`ZoneConfig::recycle_bytes`]).
     pub recycled_zones: u64,
+    /// Zones emptied but held until the next superblock is durable, because the older
+    /// superblock slot may still reach them (counted in `free_zones` too).
+    pub held_zones: u64,
     /// Zones owned whole by a user of the store (log segments).
     pub owned_zones: u64,
     /// Zones extents are appended to (open or full).
@@ -293,7 +327,10 @@ impl ZoneStore {
             superblock,
             superblock_patch: PatchId::NONE,
             to_free: Vec::new(),
+            held: Vec::new(),
+            older: BTreeSet::new(),
             appended: BTreeMap::new(),
+            reserve: Reserve::default(),
         };
         ZoneStore {
             cache,
@@ -399,20 +436,46 @@ impl ZoneStore {
         Ok(())
     }
 
-    /// Ends opening: zones nobody claimed or marked are free.
+    /// At open: `zones` hold what the checkpoint of the older superblock slot names (its
+    /// manifest, its runs, its log). Those [`finish_open`](Self::finish_open) finds unused
+    /// are held until the next superblock is durable instead of freed: until it overwrites
+    /// the older slot, that checkpoint is what repair falls back to if the newest slot or
+    /// its manifest is damaged.
+    pub fn keep_for_older_checkpoint(&self, zones: impl IntoIterator<Item = ZoneId>) {
+        self.state.lock().older.extend(zones);
+    }
+
+    /// Ends opening: zones nobody claimed or marked are free, but for those the older
+    /// checkpoint names ([`keep_for_older_checkpoint`](Self::keep_for_older_checkpoint)),
+    /// freed once the next superblock is durable.
     pub fn finish_open(&self) -> Result<()> {
         let mut st = self.state.lock();
-        let mut freed = Vec::new();
+        let until = st.superblock.seq + 1;
+        let older = std::mem::take(&mut st.older);
+        let (mut freed, mut kept) = (Vec::new(), Vec::new());
         for (id, z) in st.zones.iter_mut().enumerate() {
+            let id = id as ZoneId;
             if z.usage == ZoneUse::Unknown {
-                z.usage = ZoneUse::Free;
-                freed.push(id as ZoneId);
+                if older.contains(&id) {
+                    z.usage = ZoneUse::Freeing;
+                    kept.push((id, until));
+                } else {
+                    z.usage = ZoneUse::Free;
+                    freed.push(id);
+                }
             }
         }
+        st.held.extend(kept);
         drop(st);
         for zone in freed {
             let place = (self.zone_offset(zone), self.config.zone_size);
-            file_free_zone(&self.state, &self.cache, zone, place, self.recycle_room())?;
+            // A free zone found here may have been punched out: it is kept for reuse (as
+            // recycled zones are, with their blocks allocated) only once it has blocks again.
+            let room = self.recycle_room();
+            let kept = (self.state.lock().recycled.len() as u64) < room
+                && self.cache.disk().allocate(place.0, place.1).is_ok();
+            let room = if kept { room } else { 0 };
+            file_free_zone(&self.state, &self.cache, zone, place, room)?;
         }
         Ok(())
     }
@@ -567,7 +630,8 @@ impl ZoneStore {
             st.open[stream as usize] = None;
             Self::retire(st, open, ZoneUse::Closed);
         }
-        let zone = self.take_free_zone(st)?;
+        let keep = st.reserve.extents;
+        let zone = self.take_free_zone(st, keep)?;
         st.zones[zone as usize] = Zone {
             usage: ZoneUse::Open,
             live: 0,
@@ -811,7 +875,8 @@ impl ZoneStore {
     /// Takes a free zone for one owner (a log segment). Its old contents are not cleared.
     pub fn alloc_zone(&self) -> Result<ZoneId> {
         let mut st = self.state.lock();
-        let zone = self.take_free_zone(&mut st)?;
+        let keep = st.reserve.log;
+        let zone = self.take_free_zone(&mut st, keep)?;
         st.zones[zone as usize] = Zone {
             usage: ZoneUse::Owned,
             live: 0,
@@ -822,7 +887,9 @@ impl ZoneStore {
     }
 
     /// Gives back an owned zone, once `after` is committed (the checkpoint that stopped
-    /// referencing it) and every write into it is too.
+    /// referencing it), every write into it is too, and so is the superblock after the newest
+    /// one written now (the older slot may still name the zone: see
+    /// [`write_superblock`](Self::write_superblock)).
     pub fn release_zone(&self, zone: ZoneId, after: PatchId) -> Result<()> {
         let mut st = self.state.lock();
         let z = Self::zone_mut(&mut st, zone)?;
@@ -850,8 +917,9 @@ impl ZoneStore {
         }
     }
 
-    /// Moves a zone to `usage`. A zone left empty goes to `Freeing` and is queued for
-    /// [`schedule_frees`](Self::schedule_frees).
+    /// Moves a zone to `usage`. A zone left empty goes to `Freeing` and is held until the
+    /// superblock after the newest one written is (see
+    /// [`write_superblock`](Self::write_superblock)).
     fn retire(st: &mut State, zone: ZoneId, usage: ZoneUse) {
         let z = &mut st.zones[zone as usize];
         z.usage = usage;
@@ -859,7 +927,8 @@ impl ZoneStore {
             z.usage = ZoneUse::Freeing;
         }
         if z.usage == ZoneUse::Freeing {
-            st.to_free.push((zone, z.free_after));
+            let until = st.superblock.seq + 1;
+            st.held.push((zone, until));
         }
     }
 
@@ -895,10 +964,48 @@ impl ZoneStore {
         }
     }
 
-    fn take_free_zone(&self, st: &mut State) -> Result<ZoneId> {
-        if let Some(zone) = st.recycled.pop_first().or_else(|| st.free.pop_first()) {
-            return Ok(zone);
+    /// Holds back free zones from here on (see [`Reserve`]); the store grows to keep them.
+    /// [`Reserve::default`] lifts it.
+    pub fn set_reserve(&self, reserve: Reserve) {
+        self.state.lock().reserve = reserve;
+    }
+
+    /// Takes a free zone, leaving at least `keep` recycled ones: zones whose blocks are
+    /// allocated, so they can be written even on a file system with no room left. Any other
+    /// zone (punched out, or new) is allocated first, so a full device fails the allocation
+    /// here, with nothing written, rather than a write into the zone later; such zones also
+    /// make up the kept ones where too few are recycled.
+    fn take_free_zone(&self, st: &mut State, keep: u64) -> Result<ZoneId> {
+        loop {
+            if st.recycled.len() as u64 > keep {
+                if let Some(zone) = st.recycled.pop_first() {
+                    return Ok(zone);
+                }
+            }
+            let zone = match st.free.pop_first() {
+                Some(zone) => zone,
+                None => self.grow_zone(st).map_err(|e| held_back(e, keep))?,
+            };
+            let place = (self.zone_offset(zone), self.config.zone_size);
+            if let Err(e) = self.cache.disk().allocate(place.0, place.1) {
+                st.free.insert(zone);
+                let e = match e.kind {
+                    stitch_io::IoErrorKind::NoSpace => ZoneError::NoSpace(e.to_string()),
+                    _ => ZoneError::Io(e),
+                };
+                return Err(held_back(e, keep));
+            }
+            if (st.recycled.len() as u64) < keep {
+                st.recycled.insert(zone);
+            } else {
+                return Ok(zone);
+            }
         }
+    }
+
+    /// Adds a zone at the end of the disk: a free one, on no list yet, its blocks not yet
+    /// allocated.
+    fn grow_zone(&self, st: &mut State) -> Result<ZoneId> {
         let disk = self.cache.disk();
         let zone = st.zones.len() as ZoneId;
         let new_len = (zone as u64 + 1) * self.config.zone_size;
@@ -937,6 +1044,13 @@ impl ZoneStore {
     /// Writes the next superblock pointing at `root`, after `deps`. Superblock writes are
     /// serialized: the previous one is made durable first, so at most one slot is ever in
     /// flight and the other always holds a durable, valid superblock.
+    ///
+    /// Zones emptied while superblock `n` was the newest written are freed only once
+    /// superblock `n + 1` is durable: whoever emptied them made sure superblock `n` no longer
+    /// reaches them, but superblock `n - 1`, in the other slot, may, and it stays there (what
+    /// repair falls back to when slot `n` or its manifest is damaged: docs/damage.md) until
+    /// `n + 1` overwrites it. So every release waits one checkpoint longer than it must for
+    /// the newest superblock alone.
     pub fn write_superblock(&self, root: Option<ExtentAddr>, deps: &[PatchId]) -> Result<PatchId> {
         let previous = self.state.lock().superblock_patch;
         self.cache.flush_patch(previous)?;
@@ -951,7 +1065,33 @@ impl ZoneStore {
             .write(SLOT_OFFSETS[sb.slot()], &sb.encode(), deps)?;
         st.superblock = sb;
         st.superblock_patch = patch;
+        let held = std::mem::take(&mut st.held);
+        let (due, still): (Vec<_>, Vec<_>) =
+            held.into_iter().partition(|&(_, until)| until <= sb.seq);
+        st.held = still;
+        let due: Vec<(ZoneId, PatchId)> = due
+            .into_iter()
+            .map(|(zone, _)| (zone, st.zones[zone as usize].free_after))
+            .collect();
+        drop(st);
+        // Outside the state lock: `both` takes the cache's.
+        let due: Vec<(ZoneId, PatchId)> = due
+            .into_iter()
+            .map(|(zone, after)| (zone, self.both(after, patch)))
+            .collect();
+        self.state.lock().to_free.extend(due);
+        self.schedule_frees();
         Ok(patch)
+    }
+
+    /// A patch committed once `a` and `b` both are (`b` alone if `a` is nothing or already
+    /// committed, as a release's superblock patch is by the time a later one is written).
+    fn both(&self, a: PatchId, b: PatchId) -> PatchId {
+        if a == PatchId::NONE || self.cache.state(a) == stitch_patch::PatchState::Committed {
+            return b;
+        }
+        // `empty` fails only for a patch the cache never made: then there is nothing to wait for.
+        self.cache.empty(&[a, b]).unwrap_or(b)
     }
 
     /// The references the extent at `addr` holds (0 when it is not live); for `check`.
@@ -990,6 +1130,7 @@ impl ZoneStore {
             }
         }
         s.recycled_zones = st.recycled.len() as u64;
+        s.held_zones = st.held.len() as u64;
         s.live_extents = st.refs.len() as u64;
         s.appended = st.appended.iter().map(|(&k, &b)| (k, b)).collect();
         s

@@ -35,6 +35,10 @@ pub enum SlotState {
     Damaged(String),
 }
 
+/// Why a slot holding nothing but zeros is not valid: a slot creation had not written yet
+/// when it was cut short, or damage.
+pub const SLOT_ALL_ZEROS: &str = "all zeros";
+
 /// Reads and decodes both superblock slots of `cache`'s disk: `(byte offset, state)` each.
 pub fn read_slots(cache: &stitch_patch::BlockCache) -> Result<Vec<(u64, SlotState)>> {
     let disk_len = cache.disk().len();
@@ -53,7 +57,7 @@ pub fn read_slots(cache: &stitch_patch::BlockCache) -> Result<Vec<(u64, SlotStat
                 "holds superblock seq {}, which belongs in the other slot",
                 sb.seq
             )),
-            Ok(None) if buf.iter().all(|&b| b == 0) => SlotState::Damaged("all zeros".into()),
+            Ok(None) if buf.iter().all(|&b| b == 0) => SlotState::Damaged(SLOT_ALL_ZEROS.into()),
             Ok(None) => SlotState::Damaged("bad magic or checksum".into()),
             Err(e) => SlotState::Damaged(e.to_string()),
         };

@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use stitch_io::{Disk, MemDisk, SimConfig, SimDisk};
 use stitch_patch::{BlockCache, CacheConfig};
-use stitch_zone::{ExtentAddr, ExtentKind, Stream, ZoneConfig, ZoneError, ZoneStore};
+use stitch_zone::{ExtentAddr, ExtentKind, Reserve, Stream, ZoneConfig, ZoneError, ZoneStore};
 
 const ZONE: u64 = 64 * 1024;
 
@@ -317,10 +317,13 @@ fn fill_zones_until(store: &ZoneStore, fill: u8, last: u32) -> Vec<ExtentAddr> {
 }
 
 /// Releases every extent of `zone` and makes the release durable.
+/// Drops every extent of `zone`, then writes a superblock (an emptied zone is held until the
+/// superblock after the newest is durable) and makes everything durable.
 fn empty_zone(store: &ZoneStore, addrs: &[ExtentAddr], zone: u32) {
     for a in addrs.iter().filter(|a| a.zone == zone) {
         store.decref(*a).unwrap();
     }
+    store.write_superblock(None, &[]).unwrap();
     store.cache().flush_all().unwrap();
 }
 
@@ -347,6 +350,17 @@ fn emptied_zones_are_recycled_unpunched_and_reused_once_their_writes_are_durable
     );
     assert_eq!(store.stats().recycled_zones, 0, "not yet free");
     store.cache().flush_all().unwrap();
+    // The older superblock slot may still reach it: held until the next superblock.
+    assert_eq!(store.stats().recycled_zones, 0, "held");
+    assert_eq!(store.stats().held_zones, 1);
+    store.write_superblock(None, &[]).unwrap();
+    assert_eq!(
+        store.stats().recycled_zones,
+        0,
+        "the superblock is not durable yet"
+    );
+    store.cache().flush_all().unwrap();
+    assert_eq!(store.stats().held_zones, 0);
     assert_eq!(store.stats().recycled_zones, 1);
     assert!(
         zone_bytes(&*disk, first_zone).contains(&1),
@@ -546,4 +560,73 @@ fn extents_in_a_zone_are_found_without_their_addresses_even_past_damage() {
     assert_eq!(store.extents_in(zone).unwrap(), expected);
     assert!(store.extents_in(0).unwrap().is_empty());
     assert!(store.extents_in(1_000).unwrap().is_empty());
+}
+
+#[test]
+fn zones_the_older_checkpoint_names_are_held_at_open_until_the_next_superblock() {
+    let (disk, store) = new_store();
+    let addrs = fill_zones_until(&store, 1, 3);
+    empty_zone(&store, &addrs, 1);
+    empty_zone(&store, &addrs, 2);
+    store.write_superblock(None, &[]).unwrap();
+    store.cache().flush_all().unwrap();
+    drop(store);
+    // Nothing claims zones 1 to 3; the older checkpoint names zone 2.
+    let (store, _) = ZoneStore::open(cache(disk.clone()), config()).unwrap();
+    store.keep_for_older_checkpoint([2]);
+    store.finish_open().unwrap();
+    let stats = store.stats();
+    assert_eq!((stats.held_zones, stats.recycled_zones), (1, 2));
+    let taken = store.alloc_zone().unwrap();
+    assert_ne!(taken, 2, "a held zone is not reused");
+    store.write_superblock(None, &[]).unwrap();
+    store.cache().flush_all().unwrap();
+    assert_eq!(store.stats().held_zones, 0);
+    assert_eq!(
+        store.alloc_zone().unwrap(),
+        2,
+        "free once the next superblock is durable"
+    );
+}
+
+#[test]
+fn a_reserve_is_held_back_until_lifted() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let cfg = ZoneConfig {
+        zone_size: ZONE,
+        max_size: Some(10 * ZONE),
+        ..ZoneConfig::default()
+    };
+    let store = ZoneStore::create(cache(disk.clone()), cfg).unwrap();
+    store.set_reserve(Reserve { log: 5, extents: 3 });
+    // Zone 0 holds the superblocks; of the other 9, log segments leave 5.
+    let mut log = Vec::new();
+    let err = loop {
+        match store.alloc_zone() {
+            Ok(z) => log.push(z),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(log.len(), 4);
+    assert!(
+        matches!(&err, ZoneError::NoSpace(why) if why.contains("5 free zones are held back")),
+        "{err}"
+    );
+    // The store grew to keep them.
+    assert_eq!(disk.len(), 10 * ZONE);
+    // Extent zones leave 3: two more zones' worth of appends fit.
+    let mut extents = 0;
+    while store
+        .append(ExtentKind::RUN_BLOCK, &vec![1u8; (ZONE / 2) as usize], &[])
+        .is_ok()
+    {
+        extents += 1;
+    }
+    assert_eq!(extents, 2);
+    // Lifted (as opening does), the rest can be taken.
+    store.set_reserve(Reserve::default());
+    for _ in 0..3 {
+        store.alloc_zone().unwrap();
+    }
+    assert!(matches!(store.alloc_zone(), Err(ZoneError::NoSpace(_))));
 }

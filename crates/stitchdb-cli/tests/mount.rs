@@ -40,20 +40,30 @@ fn mounted(mp: &Path) -> bool {
 /// A store and a mount point in a temporary directory; unmounts and kills its daemon on drop.
 struct Scene {
     tmp: tempfile::TempDir,
+    store: PathBuf,
     daemon: Option<Child>,
 }
 
 impl Scene {
     fn new() -> Scene {
         let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("fs.store");
+        Scene::with_store(tmp, store)
+    }
+    /// A scene whose store is `store` (made here), in a temporary directory of its own.
+    fn with_store(tmp: tempfile::TempDir, store: PathBuf) -> Scene {
         std::fs::create_dir(tmp.path().join("mnt")).unwrap();
-        let s = Scene { tmp, daemon: None };
+        let s = Scene {
+            tmp,
+            store,
+            daemon: None,
+        };
         let out = stitchdb(&[Path::new("init"), &s.store()]);
         assert!(out.status.success(), "{out:?}");
         s
     }
     fn store(&self) -> PathBuf {
-        self.tmp.path().join("fs.store")
+        self.store.clone()
     }
     fn mp(&self) -> PathBuf {
         self.tmp.path().join("mnt")
@@ -303,4 +313,153 @@ fn pjdfstest_passes_on_a_mount() {
         .filter(|(_, why)| !why.to_lowercase().contains("time"))
         .collect();
     assert!(unexplained.is_empty(), "failed: {unexplained:?}");
+}
+
+#[test]
+fn locks_contend_on_the_mount_as_on_the_host_file_system() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("SKIPPED: python3 is not installed");
+        return;
+    }
+    // locks.py: two processes contend for POSIX record locks (F_SETLK, F_SETLKW, F_GETLK),
+    // open-file-description locks and flock(2), the flock(1) command among them; it prints
+    // what each call returned. The mount must answer every call as the host's file system.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/locks.py");
+    let run = |dir: &Path| {
+        let out = Command::new("python3")
+            .arg(&script)
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "locks.py in {}: {out:?}",
+            dir.display()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let host = tempfile::tempdir().unwrap();
+    let want = run(host.path());
+    // The script's own checks: contention was seen, and a waiter blocked until released.
+    for line in [
+        "child posix write 50..60: EAGAIN",
+        "child flock ex: EAGAIN",
+        "ofd write 550..560 (second open): EAGAIN",
+        "child waits for the posix lock: yes",
+        "child waits for the flock lock: yes",
+        "flock command while held: exit 1",
+        "flock command after all closed: exit 0",
+    ] {
+        assert!(want.lines().any(|l| l == line), "{line:?} not in:\n{want}");
+    }
+    let mut s = Scene::new();
+    s.mount_foreground();
+    let got = run(&s.mp());
+    s.unmount();
+    assert!(s.daemon.take().unwrap().wait().unwrap().success());
+    assert_eq!(got, want, "the mount (left) and the host (right) differ");
+}
+
+/// A tmpfs of a given size, mounted for a test and unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: PathBuf, bytes: u64) -> Tmpfs {
+        std::fs::create_dir(&dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mounting a tmpfs failed");
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_store_that_filled_its_disk_remounts_and_deleting_files_frees_room() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!("SKIPPED: mounting a tmpfs needs root");
+        return;
+    }
+    // The store fills a real device: a 160 MiB tmpfs.
+    let tmp = tempfile::tempdir().unwrap();
+    let disk = Tmpfs::mount(tmp.path().join("disk"), 160 << 20);
+    let store = disk.0.join("fs.store");
+    let mut s = Scene::with_store(tmp, store);
+    s.mount_foreground();
+    let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    let mp = s.mp();
+    let file = |i: u32| mp.join(format!("f{i:03}"));
+    let write = |i: u32| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(file(i))?;
+        f.write_all(&chunk)?;
+        f.sync_all()
+    };
+    let mut synced = 0u32;
+    let err = loop {
+        match write(synced) {
+            Ok(()) => synced += 1,
+            Err(e) => break e,
+        }
+        assert!(synced < 1000, "the tmpfs never filled");
+    };
+    let full = [rustix::io::Errno::NOSPC, rustix::io::Errno::ROFS].map(|e| e.raw_os_error());
+    assert!(full.contains(&err.raw_os_error().unwrap_or(0)), "{err}");
+    assert!(synced > 20, "only {synced} files fitted");
+    s.unmount();
+    let _ = s.daemon.take().unwrap().wait();
+    // The tmpfs is still full: the store mounts (taking the zones it held back), holds every
+    // fsynced file, and deleting files works.
+    s.mount_foreground();
+    for i in 0..synced {
+        assert!(std::fs::read(file(i)).unwrap() == chunk, "f{i:03}");
+    }
+    let deleted = synced / 2;
+    for i in 0..deleted {
+        std::fs::remove_file(file(i)).unwrap();
+    }
+    // fsync of the directory makes every completed operation durable.
+    std::fs::File::open(&mp).unwrap().sync_all().unwrap();
+    // Room comes back as merges drop what was deleted: some files fit again.
+    let mut rewritten = 0;
+    while rewritten < deleted && write(rewritten).is_ok() {
+        rewritten += 1;
+    }
+    s.unmount();
+    // The daemon fails if a write ran out of space again (the store turns read-only).
+    let _ = s.daemon.take().unwrap().wait();
+    s.check();
+    s.mount_foreground();
+    for i in 0..synced {
+        match std::fs::read(file(i)) {
+            Ok(data) => assert!(
+                (i < rewritten || i >= deleted) && data == chunk,
+                "f{i:03}: {} bytes",
+                data.len()
+            ),
+            Err(e) => assert!(
+                i >= rewritten && i < deleted && e.kind() == std::io::ErrorKind::NotFound,
+                "f{i:03}: {e}"
+            ),
+        }
+    }
+    s.unmount();
+    assert!(s.daemon.take().unwrap().wait().unwrap().success());
+    eprintln!("{synced} files of 1 MiB filled the tmpfs; after deleting {deleted}, {rewritten} fitted again");
+    assert!(rewritten > 0, "deleting {deleted} files freed no room");
 }

@@ -22,6 +22,8 @@ pub const XATTR_CREATE: u32 = 1;
 pub const XATTR_REPLACE: u32 = 2;
 /// Deleting up to this many blocks writes a tombstone per block; more, one range tombstone.
 const POINT_DELETE_BLOCKS: u64 = 256;
+/// Blocks `seek` reads at a time while it looks for a hole.
+const SEEK_BATCH: usize = 256;
 /// The longest symlink target (`PATH_MAX` less its NUL).
 pub const SYMLINK_MAX: usize = 4095;
 /// The longest extended attribute name and value (Linux's `XATTR_NAME_MAX`, `XATTR_SIZE_MAX`).
@@ -815,7 +817,8 @@ impl<K: Kv> Op<'_, K> {
     }
 
     /// `fallocate` with `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`: zeros `[offset,
-    /// offset + len)` of file `ino`, deleting the blocks wholly inside it.
+    /// offset + len)` of file `ino`, deleting the blocks wholly inside it (a range reaching
+    /// past the end reaches to the end of its last block).
     pub fn punch_hole(&mut self, ino: u64, offset: u64, len: u64) -> FsResult<()> {
         let mut a = self.fallocate_target(ino)?;
         let end = offset.saturating_add(len).min(a.size);
@@ -823,7 +826,12 @@ impl<K: Kv> Op<'_, K> {
             return Ok(());
         }
         let first_whole = offset.div_ceil(BLOCK_SIZE);
-        let end_whole = end / BLOCK_SIZE;
+        // As ext4: a range past the end frees the block the end is in too.
+        let end_whole = if offset.saturating_add(len) > a.size {
+            a.size.div_ceil(BLOCK_SIZE)
+        } else {
+            end / BLOCK_SIZE
+        };
         self.delete_blocks(ino, first_whole, end_whole);
         // The partial blocks at either end are zeroed in place.
         let mut edges = vec![(offset, end.min(first_whole * BLOCK_SIZE))];
@@ -993,35 +1001,40 @@ impl<K: Kv> Op<'_, K> {
     }
 
     /// `SEEK_DATA` / `SEEK_HOLE`: the first offset at or after `offset` in data (or in a
-    /// hole); `ENXIO` past the end. Every stored block counts as data.
+    /// hole) of file `ino`, as Linux answers: `ENXIO` at or past the end, which is a hole.
+    /// Data is whole 4 KiB blocks, every stored block (holes are blocks never written, or
+    /// deleted by a truncate or a punched hole), as ext4 reports its blocks.
     pub fn seek(&mut self, ino: u64, offset: u64, data: bool) -> FsResult<u64> {
         let a = self.attr(ino)?;
         if offset >= a.size {
             return err(libc::ENXIO);
         }
-        let (_, hi) = ino_range(ino);
+        let end = pair_key(ino, a.size.div_ceil(BLOCK_SIZE));
+        let from = |block| pair_key(ino, block);
+        if data {
+            // The first stored block at or after the offset's, if it starts before the end.
+            return match self
+                .kv
+                .scan(self.t.data, &from(offset / BLOCK_SIZE), &end, 1)?
+                .first()
+            {
+                Some((k, _)) => Ok((decode_pair_key(k)?.1 * BLOCK_SIZE).max(offset)),
+                None => err(libc::ENXIO),
+            };
+        }
+        // The first block missing from the run of stored ones from the offset's on.
         let mut block = offset / BLOCK_SIZE;
         loop {
-            let next = self
-                .kv
-                .scan(self.t.data, &pair_key(ino, block), &hi, 1)?
-                .into_iter()
-                .next()
-                .map(|(k, _)| decode_pair_key(&k))
-                .transpose()?
-                .map(|(_, b)| b);
-            if data {
-                return match next {
-                    Some(b) if b * BLOCK_SIZE < a.size => Ok((b * BLOCK_SIZE).max(offset)),
-                    _ => err(libc::ENXIO),
-                };
+            let stored = self.kv.scan(self.t.data, &from(block), &end, SEEK_BATCH)?;
+            let full = stored.len() == SEEK_BATCH;
+            for (k, _) in stored {
+                if decode_pair_key(&k)?.1 != block {
+                    return Ok((block * BLOCK_SIZE).max(offset));
+                }
+                block += 1;
             }
-            match next {
-                Some(b) if b == block => block += 1,
-                _ => return Ok((block * BLOCK_SIZE).max(offset).min(a.size)),
-            }
-            if block * BLOCK_SIZE >= a.size {
-                return Ok(a.size);
+            if !full {
+                return Ok((block * BLOCK_SIZE).clamp(offset, a.size));
             }
         }
     }

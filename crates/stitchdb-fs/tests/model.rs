@@ -90,7 +90,7 @@ fn run(seed: u64, steps: usize) {
         let files = m.of_kind(Kind::File);
         let dir = pick(&mut rng, &dirs).unwrap_or(ROOT_INO);
         let what = format!("seed {seed} step {step}");
-        match rng.gen_range(0..20) {
+        match rng.gen_range(0..21) {
             0 | 1 => {
                 let n = name(&mut rng);
                 let got = errno(fs.mknod(&root, dir, &n, libc::S_IFREG | 0o644, 0)).map(|a| a.ino);
@@ -232,6 +232,19 @@ fn run(seed: u64, steps: usize) {
                     let ino = handles.swap_remove(rng.gen_range(0..handles.len()));
                     fs.release(ino).unwrap();
                     m.release(ino);
+                }
+            }
+            19 => {
+                if let Some(ino) = pick(&mut rng, &files) {
+                    let size = m.inodes[&ino].data.len() as u64;
+                    let off = [rng.gen_range(0..40_000), size, rng.gen_range(0..size + 1)]
+                        [rng.gen_range(0..3)];
+                    let data = rng.gen_bool(0.5);
+                    assert_eq!(
+                        errno(fs.seek(ino, off, data)),
+                        m.seek(ino, off, data),
+                        "{what}: seek {off} data {data}"
+                    );
                 }
             }
             _ => {

@@ -257,12 +257,42 @@ fn a_full_store_gives_enospc_and_keeps_what_was_fsynced() {
         assert_eq!(fs.read(a.ino, 0, chunk.len() + 1).unwrap(), chunk, "{name}");
     }
     drop(fs);
-    // Recovery appends to the log, so a store that filled its device reopens once there is
-    // room again (stitchdb cannot yet reopen a full device without growing).
-    disk.set_capacity(None);
-    let db = Db::open_on(disk, small_options()).unwrap();
+    // The device is still full. A read-only mount reads everything back.
+    let db = Db::open_read_only_on(disk.clone(), small_options()).unwrap();
+    let ro = FsOptions {
+        read_only: true,
+        ..FsOptions::default()
+    };
+    let fs = Fs::mount(db, ro).unwrap();
+    for name in &synced {
+        let a = fs.lookup(&root, ROOT_INO, name.as_bytes()).unwrap();
+        assert_eq!(fs.read(a.ino, 0, chunk.len() + 1).unwrap(), chunk, "{name}");
+    }
+    drop(fs);
+    // So does a read-write one (opening takes the zones the store held back), which can then
+    // delete files, and their room serves new ones once merged away.
+    let db = Db::open_on(disk.clone(), small_options()).unwrap();
     let fs = Fs::mount(db, FsOptions::default()).unwrap();
     for name in &synced {
+        let a = fs.lookup(&root, ROOT_INO, name.as_bytes()).unwrap();
+        assert_eq!(fs.read(a.ino, 0, chunk.len() + 1).unwrap(), chunk, "{name}");
+    }
+    let (gone, kept) = synced.split_at(synced.len() / 2);
+    for name in gone {
+        fs.unlink(&root, ROOT_INO, name.as_bytes()).unwrap();
+    }
+    fs.fsync().unwrap();
+    fs.db().compact().unwrap();
+    for name in gone.iter().take(gone.len() / 2) {
+        let a = fs.create(&root, ROOT_INO, name.as_bytes(), 0o644).unwrap();
+        fs.write(&root, a.ino, 0, &chunk).unwrap();
+    }
+    fs.fsync().unwrap();
+    ok(&fs);
+    drop(fs);
+    let db = Db::open_on(disk, small_options()).unwrap();
+    let fs = Fs::mount(db, FsOptions::default()).unwrap();
+    for name in kept.iter().chain(gone.iter().take(gone.len() / 2)) {
         let a = fs.lookup(&root, ROOT_INO, name.as_bytes()).unwrap();
         assert_eq!(fs.read(a.ino, 0, chunk.len() + 1).unwrap(), chunk, "{name}");
     }
@@ -313,5 +343,55 @@ fn large_files_truncate_punch_and_delete_by_range() {
     fs.unlink(&root, ROOT_INO, b"big").unwrap();
     let r = check_fs(fs.db(), fs.tables()).unwrap();
     assert_eq!((r.inodes, r.blocks), (1, 0));
+    ok(&fs);
+}
+
+#[test]
+fn seek_data_and_hole_follow_the_stored_blocks() {
+    let fs = new_fs(8);
+    let root = Caller::root();
+    let a = fs.create(&root, ROOT_INO, b"sparse", 0o644).unwrap();
+    const B: u64 = 4096;
+    // Blocks 2, 3 and 600..1000 hold data (more than one batch of the hole search); the
+    // size ends inside block 1100, a hole.
+    fs.write(&root, a.ino, 2 * B + 100, &[1; 5000]).unwrap();
+    fs.write(&root, a.ino, 600 * B, &vec![2; 400 * B as usize])
+        .unwrap();
+    let size = 1100 * B + 10;
+    let to = SetAttr {
+        size: Some(size),
+        ..SetAttr::default()
+    };
+    fs.setattr(&root, a.ino, &to).unwrap();
+    let data = |off| fs.seek(a.ino, off, true).map_err(|e| e.errno());
+    let hole = |off| fs.seek(a.ino, off, false).map_err(|e| e.errno());
+    assert_eq!(data(0), Ok(2 * B));
+    assert_eq!(data(2 * B + 7), Ok(2 * B + 7));
+    assert_eq!(data(4 * B), Ok(600 * B));
+    assert_eq!(data(1000 * B), Err(libc::ENXIO));
+    assert_eq!(hole(0), Ok(0));
+    assert_eq!(hole(2 * B), Ok(4 * B));
+    assert_eq!(hole(700 * B + 3), Ok(1000 * B));
+    assert_eq!(hole(1099 * B), Ok(1099 * B));
+    assert_eq!(data(size), Err(libc::ENXIO));
+    assert_eq!(hole(size), Err(libc::ENXIO));
+    assert_eq!(hole(size - 1), Ok(size - 1));
+    // Punching through the end frees the block the end is in, as ext4 does.
+    fs.write(&root, a.ino, size - 5, &[3; 5]).unwrap();
+    assert_eq!(data(1100 * B), Ok(1100 * B));
+    fs.fallocate(
+        &root,
+        a.ino,
+        1100 * B,
+        B,
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+    )
+    .unwrap();
+    assert_eq!(data(1000 * B), Err(libc::ENXIO));
+    // A file written whole has its only hole at the end.
+    let b = fs.create(&root, ROOT_INO, b"dense", 0o644).unwrap();
+    fs.write(&root, b.ino, 0, &vec![4; 300 * B as usize + 1])
+        .unwrap();
+    assert_eq!(fs.seek(b.ino, 5, false).unwrap(), 300 * B + 1);
     ok(&fs);
 }

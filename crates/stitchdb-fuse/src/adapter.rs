@@ -684,6 +684,14 @@ impl Filesystem for KvFuse {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        if self.opts.writeback_cache {
+            // The kernel holds written pages (and the size they make) that have not reached
+            // the store, and sends FUSE_LSEEK without writing them back first, so the store
+            // cannot answer for them. ENOSYS makes the kernel answer every later lseek on this
+            // mount itself, from its own size: the whole file is data, the hole is at the end
+            // (what Linux does for file systems that report no holes).
+            return reply.error(libc::ENOSYS);
+        }
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(libc::ENXIO);
         };

@@ -8,7 +8,9 @@ use crate::codec::{put_bytes, put_varint, Reader};
 use crate::entry::EntryRef;
 use crate::manifest::{LogStart, Manifest, SnapshotMeta, TableMeta};
 use crate::options::Stitching;
-use crate::run::{decode_chunk, encode_chunks, Block, BlockHandle, BlockWriter, Framing};
+use crate::run::{
+    decode_chunk, encode_chunks, Block, BlockHandle, BlockWriter, FilterPart, Framing, RunMeta,
+};
 use crate::{Error, Result};
 use stitch_zone::{ExtentAddr, EXTENT_HEADER_LEN};
 
@@ -56,11 +58,34 @@ pub fn decode_run_index(bytes: &[u8]) -> Result<()> {
 /// fuzz target: `manifest`, `run_block` (the current block version) and `run_index`. The
 /// fuzz targets' seed corpus.
 pub fn sample_inputs() -> [(&'static str, Vec<u8>); 3] {
+    let at = |zone: u32, offset: u32| ExtentAddr {
+        zone,
+        offset,
+        len: 200,
+    };
+    // A run with two index extents, their mirrors and a filter.
+    let run = RunMeta {
+        id: 2,
+        level: 1,
+        entries: 12,
+        data_bytes: 300,
+        min_seq: 1,
+        max_seq: 6,
+        index: vec![at(3, 8192), at(3, 8400)],
+        index_mirror: vec![at(4, 0), at(4, 208)],
+        blocks_together: true,
+        filters: vec![FilterPart {
+            blocks: 3,
+            addr: at(3, 4096),
+        }],
+        ranges: Vec::new(),
+        seq_override: None,
+    };
     let table = TableMeta {
         id: TableId(0),
         name: "default".into(),
         stitching: Stitching::default(),
-        runs: Vec::new(),
+        runs: vec![run],
     };
     let manifest = Manifest {
         checkpoint_lsn: 7,

@@ -9,8 +9,10 @@ use crate::run::RunMeta;
 
 const MAGIC: &[u8; 4] = b"STMF";
 /// Version 2 added named snapshots, version 3 range tombstones in runs, version 4 a run's
-/// filter in parts; older manifests are still read.
-pub(crate) const MANIFEST_VERSION: u8 = 4;
+/// filter in parts, version 5 a run's index mirror; older manifests are still read.
+pub(crate) const MANIFEST_VERSION: u8 = 5;
+/// The last version without index mirrors (written by tests of stores from before them).
+const BEFORE_MIRRORS: u8 = 4;
 
 /// Where replay starts: the first record of the log not covered by the runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +54,19 @@ pub struct Manifest {
 
 impl Manifest {
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_as(MANIFEST_VERSION)
+    }
+
+    #[cfg(test)]
+    /// The manifest as version 4 wrote it: runs without index mirrors (the store of a test
+    /// that older stores still open).
+    pub fn encode_before_mirrors(&self) -> Vec<u8> {
+        self.encode_as(BEFORE_MIRRORS)
+    }
+
+    fn encode_as(&self, version: u8) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
-        out.push(MANIFEST_VERSION);
+        out.push(version);
         for v in [
             self.checkpoint_lsn,
             self.log.zone as u64,
@@ -65,12 +78,13 @@ impl Manifest {
         }
         put_varint(&mut out, self.next_table_id as u64);
         put_varint(&mut out, self.next_run_id);
-        encode_tables(&mut out, &self.tables);
+        let mirrors = version > BEFORE_MIRRORS;
+        encode_tables(&mut out, &self.tables, mirrors);
         put_varint(&mut out, self.snapshots.len() as u64);
         for snap in &self.snapshots {
             put_bytes(&mut out, snap.name.as_bytes());
             put_varint(&mut out, snap.seq);
-            encode_tables(&mut out, &snap.tables);
+            encode_tables(&mut out, &snap.tables, mirrors);
         }
         out
     }
@@ -119,7 +133,7 @@ impl Manifest {
     }
 }
 
-fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta]) {
+fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta], mirrors: bool) {
     put_varint(out, tables.len() as u64);
     for t in tables {
         put_varint(out, t.id.0 as u64);
@@ -131,7 +145,7 @@ fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta]) {
         put_varint(out, stitching);
         put_varint(out, t.runs.len() as u64);
         for r in &t.runs {
-            r.encode(out);
+            r.encode(out, mirrors);
         }
     }
 }
@@ -200,6 +214,12 @@ mod tests {
                         offset: 0,
                         len: 64,
                     }],
+                    index_mirror: vec![ExtentAddr {
+                        zone: 5,
+                        offset: 128,
+                        len: 64,
+                    }],
+                    blocks_together: true,
                     ranges: vec![crate::entry::RangeTombstone {
                         start: b"a".to_vec(),
                         end: b"b".to_vec(),
@@ -221,6 +241,44 @@ mod tests {
         for cut in 0..enc.len() {
             assert!(Manifest::decode(&enc[..cut]).is_err());
         }
+        // Version 4 has no mirrors: its runs decode without them, the rest the same.
+        let old = Manifest::decode(&m.encode_before_mirrors()).unwrap();
+        let mut without = m.clone();
+        for t in without.tables.iter_mut().chain(
+            without
+                .snapshots
+                .iter_mut()
+                .flat_map(|s| s.tables.iter_mut()),
+        ) {
+            for r in &mut t.runs {
+                r.index_mirror.clear();
+                r.blocks_together = false;
+            }
+        }
+        assert_eq!(old, without);
+    }
+
+    #[test]
+    fn a_mirror_must_copy_every_index_extent_or_none() {
+        let addr = ExtentAddr {
+            zone: 2,
+            offset: 0,
+            len: 64,
+        };
+        // id, level, entries, data bytes, min and max seq, two index extents.
+        let mut run = vec![8, 2, 10, 100, 1, 40, 2];
+        addr.encode(&mut run);
+        addr.encode(&mut run);
+        run.extend([0, 0, 0]); // no filter, no range tombstones, no sequence override
+        run.push(1); // blocks together
+        let mut one = run.clone();
+        one.push(1);
+        addr.encode(&mut one);
+        let err = RunMeta::decode(&mut Reader::new(&one), 5).unwrap_err();
+        assert!(err.contains("1 index mirror extents for 2"), "{err}");
+        run.push(0);
+        let decoded = RunMeta::decode(&mut Reader::new(&run), 5).unwrap();
+        assert!(decoded.index_mirror.is_empty());
     }
 
     #[test]

@@ -183,15 +183,24 @@ fn damaged_blocks_are_reported_by_reads_and_check() {
     let db = Db::create_on(disk.clone(), options()).unwrap();
     fill(&db, 0, 2000);
     db.flush().unwrap();
+    let extent_zones: Vec<u64> = db
+        .stats()
+        .zones
+        .zone_live
+        .iter()
+        .map(|&(z, _)| z.into())
+        .collect();
     db.close().unwrap();
-    // Flip a byte in every 4 KiB block of zones 1 and 2 past their first block: some are run
-    // blocks, whatever else they hit, opening or checking must say what and where.
+    // Flip a byte in every 4 KiB block of the zones holding extents, past their first block:
+    // some are run blocks, whatever else they hit, opening or checking must say what and where.
     let mut damaged = 0;
-    for off in (64 * 1024 + 5000..3 * 64 * 1024).step_by(4096) {
-        let mut b = [0u8];
-        disk.read_at(off, &mut b).unwrap();
-        disk.write_at(off, &[b[0] ^ 0xff]).unwrap();
-        damaged += 1;
+    for zone in extent_zones {
+        for off in (zone * 64 * 1024 + 5000..(zone + 1) * 64 * 1024).step_by(4096) {
+            let mut b = [0u8];
+            disk.read_at(off, &mut b).unwrap();
+            disk.write_at(off, &[b[0] ^ 0xff]).unwrap();
+            damaged += 1;
+        }
     }
     assert!(damaged > 10);
     let err = match Db::open_read_only_on(disk, options()) {
@@ -285,4 +294,49 @@ fn use_after_close_is_an_error() {
         ro.put(ro.default_table(), b"a", b"b"),
         Err(Error::ReadOnly(_))
     ));
+}
+
+#[test]
+fn a_store_that_filled_its_disk_reopens_and_frees_space() {
+    let disk = sim(6);
+    disk.set_capacity(Some(24 * 64 * 1024));
+    let db = Db::create_on(disk.clone(), options()).unwrap();
+    let t = db.default_table();
+    let key = |i: u32| format!("key{i:06}");
+    let mut written = 0u32;
+    let err = loop {
+        match db.put(t, key(written), vec![7u8; 900]) {
+            Ok(()) => written += 1,
+            Err(e) => break e,
+        }
+        assert!(written < 100_000, "the disk never filled");
+    };
+    assert!(err.is_no_space(), "{err}");
+    drop(db);
+    // The disk is still full: opening takes the zones the store held back.
+    let db = Db::open_read_only_on(disk.clone(), options()).unwrap();
+    assert_eq!(count(&db), written as usize);
+    drop(db);
+    let db = Db::open_on(disk.clone(), options()).unwrap();
+    assert_eq!(
+        count(&db),
+        written as usize,
+        "every acknowledged write survived"
+    );
+    // Deleting works, and once merged away the deleted values give their room back.
+    let t = db.default_table();
+    db.delete_range(t, key(0).as_bytes(), key(written / 4 * 3).as_bytes())
+        .unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    let mut more = 0u32;
+    while more < written / 4 {
+        db.put(t, format!("new{more:06}"), vec![9u8; 900]).unwrap();
+        more += 1;
+    }
+    db.close().unwrap();
+    // And the store still reopens, holding what it should.
+    let db = Db::open_on(disk, options()).unwrap();
+    assert_eq!(count(&db), (written - written / 4 * 3 + more) as usize);
+    db.check().unwrap();
 }

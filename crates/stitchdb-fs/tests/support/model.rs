@@ -4,10 +4,13 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use stitchdb_fs::{Kind, MAX_FILE_SIZE, NAME_MAX, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO};
 
 pub type R<T> = Result<T, i32>;
+
+/// The file system's block size.
+const BLOCK: u64 = 4096;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MInode {
@@ -15,6 +18,9 @@ pub struct MInode {
     pub perm: u32,
     pub nlink: u32,
     pub data: Vec<u8>,
+    /// The 4 KiB blocks holding data (written, and not since truncated away or punched out
+    /// whole): what `SEEK_DATA` finds.
+    pub blocks: BTreeSet<u64>,
     pub target: Vec<u8>,
     pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
     pub children: BTreeMap<Vec<u8>, u64>,
@@ -274,6 +280,7 @@ impl Model {
             n.data.resize(end, 0);
         }
         n.data[off as usize..end].copy_from_slice(data);
+        n.blocks.extend(off / BLOCK..=(end as u64 - 1) / BLOCK);
         Ok(data.len())
     }
 
@@ -295,6 +302,7 @@ impl Model {
             return Err(libc::EFBIG);
         }
         n.data.resize(size as usize, 0);
+        n.blocks.retain(|&b| b < size.div_ceil(BLOCK));
         Ok(())
     }
 
@@ -303,7 +311,37 @@ impl Model {
         let e = (off + len).min(n.data.len() as u64) as usize;
         let s = (off as usize).min(e);
         n.data[s..e].fill(0);
+        if s < e {
+            // A range past the end frees the end's block too (as ext4).
+            let end = if off + len > n.data.len() as u64 {
+                (e as u64).div_ceil(BLOCK)
+            } else {
+                e as u64 / BLOCK
+            };
+            let whole = (s as u64).div_ceil(BLOCK)..end;
+            n.blocks.retain(|b| !whole.contains(b));
+        }
         Ok(())
+    }
+
+    /// `lseek` with `SEEK_DATA` (`data`) or `SEEK_HOLE`, at block granularity.
+    pub fn seek(&mut self, ino: u64, off: u64, data: bool) -> R<u64> {
+        let n = self.file_mut(ino)?;
+        let size = n.data.len() as u64;
+        if off >= size {
+            return Err(libc::ENXIO);
+        }
+        let mut block = off / BLOCK;
+        if data {
+            return match n.blocks.range(block..).next() {
+                Some(&b) if b * BLOCK < size => Ok((b * BLOCK).max(off)),
+                _ => Err(libc::ENXIO),
+            };
+        }
+        while n.blocks.contains(&block) {
+            block += 1;
+        }
+        Ok((block * BLOCK).clamp(off, size))
     }
 
     pub fn setxattr(&mut self, ino: u64, name: &[u8], value: &[u8], flags: u32) -> R<()> {
@@ -392,6 +430,7 @@ impl MInode {
             perm: perm & 0o7777,
             nlink: if kind == Kind::Dir { 2 } else { 1 },
             data: Vec::new(),
+            blocks: BTreeSet::new(),
             target: Vec::new(),
             xattrs: BTreeMap::new(),
             children: BTreeMap::new(),

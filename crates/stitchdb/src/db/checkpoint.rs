@@ -2,7 +2,9 @@
 //! every run and where the log now starts, and point the superblock at it. The ordering is
 //! declared as patch dependencies (runs before manifest, manifest before superblock), and what
 //! the old checkpoint alone referenced (the old manifest, merged runs, log segments) is
-//! released only once the new superblock is durable.
+//! released once the new superblock is durable; the zones it lies in are reused only once the
+//! superblock after that one is (the zone store holds them: the older superblock slot, what
+//! repair falls back to, may still name them).
 
 use super::{background, log, Inner, WriteState};
 use crate::batch::TableId;

@@ -10,8 +10,8 @@ use stitch_zone::ZoneError;
 /// One damaged structure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Damage {
-    /// What the damaged bytes are ("superblock slot", "manifest", "run index", "run filter",
-    /// "run block", "log", "store file" ...).
+    /// What the damaged bytes are ("superblock slot", "manifest", "run index", "run index
+    /// mirror", "run filter", "run block", "log", "store file" ...).
     pub what: String,
     /// Where they are.
     pub place: String,

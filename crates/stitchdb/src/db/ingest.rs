@@ -122,7 +122,7 @@ pub(crate) fn write_run(
 /// operations as a batch record encodes them (`OpsPayload`).
 pub(crate) fn record_head(table: TableId, run: &RunMeta) -> Vec<u8> {
     let mut meta = Vec::new();
-    run.encode(&mut meta);
+    run.encode(&mut meta, true);
     let mut head = Vec::with_capacity(meta.len() + 12);
     put_varint(&mut head, u64::from(table.0));
     put_varint(&mut head, meta.len() as u64);

@@ -218,6 +218,20 @@ pub struct Db {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
+/// The free zones an open store holds back (see [`stitch_zone::Reserve`]). Opening needs
+/// two log segments (the first and the one preallocated after it), a manifest zone, and
+/// zones for the memtables the log replays (at most an active and a frozen one) plus the
+/// flush zone they start in; log segments stop one memtable's flush earlier, so the memtable
+/// that filled can still be written out and its log segments given back.
+fn open_reserve(opts: &Options, zone_size: u64) -> stitch_zone::Reserve {
+    let memtables = |n: u64| (n * opts.memtable_size as u64).div_ceil(zone_size);
+    let extents = 2 + 1 + 1 + memtables(2);
+    stitch_zone::Reserve {
+        log: extents + 1 + memtables(1),
+        extents,
+    }
+}
+
 impl Db {
     /// Creates a new store in the file (or on the block device) at `path`. On failure no file
     /// is left behind: options are checked before the file is made, and a file this call made
@@ -378,6 +392,10 @@ impl Db {
         recovered: recover::Recovered,
         manifest: Option<ExtentAddr>,
     ) -> Result<Db> {
+        // Opening may take every free zone: the reserve kept while the store was open last
+        // is what lets a store that filled its disk open again.
+        let reserve = open_reserve(&opts, storage.zones.zone_size());
+        storage.zones.set_reserve(stitch_zone::Reserve::default());
         let epoch = storage.zones.superblock().seq + 1;
         let wal = Wal::create(storage.zones.clone(), epoch, recovered.last_lsn + 1);
         let wal = wal.map_err(log::log_err)?;
@@ -387,6 +405,7 @@ impl Db {
         for zone in recovered.old_log {
             inner.zones.release_zone(zone, superblock)?;
         }
+        inner.zones.set_reserve(reserve);
         let threads = if inner.opts.background {
             background::spawn(&inner)
         } else {

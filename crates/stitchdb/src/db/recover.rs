@@ -103,19 +103,17 @@ fn recover_with(
             None => return Err(Error::corrupt("store file", damage.place, damage.detail)),
         }
     }
-    let root = superblock.root.ok_or_else(|| {
-        Error::corrupt(
-            "superblock",
-            format!("seq {}", superblock.seq),
-            "names no manifest: the store's creation never finished (create it again)",
-        )
-    })?;
-    // Once creation finished (a root is named), superblocks are written alternately, each
-    // within one sector a crash cannot tear, so a damaged slot is damage, never a crash; and
-    // it may have been the newer of the two, so opening from the other could silently go back
-    // to the checkpoint before.
+    // Superblocks are written alternately, each within one sector a crash cannot tear, so a
+    // damaged slot is damage, never a crash (but for a slot still all zeros beside one naming
+    // no manifest: creation never wrote it); and it may have been the newer of the two, so
+    // opening from the other could silently go back to the checkpoint before.
+    let mut any_slot_damaged = false;
     for (offset, slot) in &slots {
         if let stitch_zone::SlotState::Damaged(why) = slot {
+            if superblock.root.is_none() && why == stitch_zone::SLOT_ALL_ZEROS {
+                continue;
+            }
+            any_slot_damaged = true;
             let detail = format!(
                 "{why}; the other slot (superblock seq {}) may be older than the store's last \
                  checkpoint",
@@ -128,20 +126,36 @@ fn recover_with(
             }
         }
     }
-    let read_manifest = |root: ExtentAddr| -> Result<Manifest> {
-        let payload = zones
-            .read(root, ExtentKind::MANIFEST)
-            .map_err(|e| Error::from(e).within("manifest", "the root"))?;
-        Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))
+    let root = match (superblock.root, salvage.as_deref_mut()) {
+        (Some(root), _) => root,
+        // The newest slot, damaged, held the store's first checkpoint; the other is one
+        // creation wrote, before anything: salvage from an empty store and the log its first
+        // session started.
+        (None, Some(s)) if any_slot_damaged => {
+            return recover_from_creation(storage, opts, superblock.seq, s);
+        }
+        (None, _) => {
+            return Err(Error::corrupt(
+                "superblock",
+                format!("seq {}", superblock.seq),
+                "names no manifest: the store's creation never finished (create it again)",
+            ))
+        }
     };
-    let (manifest, root) = match (read_manifest(root), salvage.as_deref_mut()) {
-        (Ok(m), _) => (m, root),
+    let read_manifest = |root: ExtentAddr| read_manifest(zones, root);
+    let (manifest, root, manifest_seq) = match (read_manifest(root), salvage.as_deref_mut()) {
+        (Ok(m), _) => (m, root, superblock.seq),
         (Err(e), None) => return Err(e),
         (Err(e), Some(s)) => {
             s.damage.push(Damage::from_error(&e, "manifest", root));
             older_manifest(&slots, superblock.seq, &read_manifest, s)?
         }
     };
+    // The checkpoint read may be the one before the store's newest: its own superblock slot
+    // was read because the other is damaged, or its manifest because the newest superblock's
+    // is. Its log then runs on into the log of the next session if the newest checkpoint was
+    // that session's first (see `newer_log`).
+    let fell_back = manifest_seq < superblock.seq || any_slot_damaged;
     if salvage.is_none() {
         zones.mark_live(root, ExtentKind::MANIFEST)?;
     }
@@ -190,10 +204,19 @@ fn recover_with(
     let start = log::to_position(&manifest.log);
     let report = match salvage.as_deref_mut() {
         None => Wal::recover(zones, start, manifest.log.epoch, &registry).map_err(log::log_err)?,
-        Some(s) => salvage_log(zones, &manifest, &registry, s)?,
+        Some(s) => {
+            let report = salvage_log(zones, &manifest, &registry, s)?;
+            match fell_back {
+                true => newer_log(zones, manifest_seq + 1, &manifest, &registry, report, s),
+                false => report,
+            }
+        }
     };
     drop(registry);
     if salvage.is_none() {
+        let older =
+            older_checkpoint_zones(&storage, &slots, (superblock.seq, root), &manifest, &opened);
+        zones.keep_for_older_checkpoint(older);
         zones.finish_open()?;
     }
     // The registry, the only other holder, is gone: what replay built is taken whole.
@@ -216,29 +239,159 @@ fn recover_with(
     Ok((storage, recovered, Some(root)))
 }
 
+/// Reads and decodes the manifest at `root`.
+fn read_manifest(zones: &ZoneStore, root: ExtentAddr) -> Result<Manifest> {
+    let payload = zones
+        .read(root, ExtentKind::MANIFEST)
+        .map_err(|e| Error::from(e).within("manifest", "the root"))?;
+    Manifest::decode(&payload).map_err(|d| Error::corrupt("manifest", root, d))
+}
+
+/// The zones the checkpoint of the older superblock slot names beyond what the newest one
+/// (`newest`: its sequence number and manifest, whose runs are `opened`) does: its manifest
+/// extent, the runs only it lists (their indexes are read), and its log from its position up
+/// to the newest checkpoint's. Kept until the next superblock is durable, so that repair can
+/// fall back to it whole. What cannot be read is not kept (with a warning): a repair falling
+/// back to it would find it damaged anyway.
+fn older_checkpoint_zones(
+    storage: &Storage,
+    slots: &[(u64, stitch_zone::SlotState)],
+    newest: (u64, ExtentAddr),
+    manifest: &Manifest,
+    opened: &HashMap<u64, Arc<Run>>,
+) -> Vec<ZoneId> {
+    let zones = &storage.zones;
+    let older = slots.iter().find_map(|(_, slot)| match slot {
+        stitch_zone::SlotState::Valid(sb) if sb.seq < newest.0 => sb.root,
+        _ => None,
+    });
+    let Some(root) = older.filter(|&root| root != newest.1) else {
+        return Vec::new();
+    };
+    let older = match read_manifest(zones, root) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!("the older superblock's manifest is not kept: {e}");
+            return Vec::new();
+        }
+    };
+    let mut kept = vec![root.zone];
+    let runs = older
+        .tables
+        .iter()
+        .chain(older.snapshots.iter().flat_map(|s| s.tables.iter()))
+        .flat_map(|t| t.runs.iter())
+        .filter(|meta| !opened.contains_key(&meta.id));
+    for meta in runs {
+        match Run::zones_of(storage, meta) {
+            Ok(run_zones) => kept.extend(run_zones),
+            Err(e) => tracing::warn!("run {} of the older checkpoint is not kept: {e}", meta.id),
+        }
+    }
+    let until = (older.log.epoch == manifest.log.epoch).then_some(manifest.log.zone);
+    match stitch_wal::segment_zones(zones, log::to_position(&older.log), older.log.epoch, until) {
+        Ok(log_zones) => kept.extend(log_zones),
+        Err(e) => tracing::warn!("the older checkpoint's log is not kept: {e}"),
+    }
+    kept
+}
+
+/// Salvage of a store whose only readable superblock (of sequence number `seq`) is one that
+/// creation wrote, naming no manifest, while the other slot is damaged: the store as created
+/// (the default table, empty), then the log of epoch `seq + 1` if the first session started
+/// one (see [`newer_log`]).
+fn recover_from_creation(
+    storage: Arc<Storage>,
+    opts: &Options,
+    seq: u64,
+    salvage: &mut Salvage,
+) -> Result<(Arc<Storage>, Recovered, Option<ExtentAddr>)> {
+    let log = LogStart {
+        zone: 0,
+        offset: 0,
+        lsn: 1,
+        epoch: 0,
+    };
+    let manifest = Manifest {
+        checkpoint_lsn: 0,
+        log,
+        next_table_id: 1,
+        next_run_id: 1,
+        tables: vec![TableMeta {
+            id: TableId(0),
+            name: super::DEFAULT_TABLE.to_string(),
+            stitching: opts.stitching,
+            runs: Vec::new(),
+        }],
+        snapshots: Vec::new(),
+    };
+    salvage.damage.push(Damage::new(
+        "superblock slot",
+        format!("seq {seq}"),
+        "(note) the other slot, the only one readable, is one creation wrote: salvaging from \
+         the empty store and the log of the store's first session",
+    ));
+    let mut version = Version::default();
+    version.add_table(TableId(0), super::DEFAULT_TABLE.to_string(), opts.stitching);
+    let replay = Arc::new(Mutex::new(Replay {
+        version,
+        next_table_id: 1,
+        next_run_id: 1,
+        checkpoint_lsn: 0,
+        stitching: opts.stitching,
+        storage: Some(storage.clone()),
+        replaced: Vec::new(),
+    }));
+    let registry = registry(&replay).map_err(log::log_err)?;
+    let report = newer_log(
+        &storage.zones,
+        seq + 1,
+        &manifest,
+        &registry,
+        empty_report(log::to_position(&log)),
+        salvage,
+    );
+    drop(registry);
+    let replay = std::mem::take(&mut *replay.lock());
+    let recovered = Recovered {
+        version: replay.version,
+        last_lsn: report.next_lsn.saturating_sub(1),
+        next_table_id: replay.next_table_id,
+        next_run_id: replay.next_run_id,
+        old_log: report.zones.clone(),
+        snapshots: BTreeMap::new(),
+        checkpoint_lsn: 0,
+        log_start: log,
+        replaced: replay.replaced,
+    };
+    Ok((storage, recovered, None))
+}
+
 /// The manifest of the older superblock slot, when the newest one's (of superblock `seq`) is
-/// damaged: what the store held at the checkpoint before. Nothing at all if it is damaged
-/// too (every run is then out of reach: reported).
+/// damaged: what the store held at the checkpoint before, and that superblock's sequence
+/// number. Nothing at all if it is damaged too (every run is then out of reach: reported).
 fn older_manifest(
     slots: &[(u64, stitch_zone::SlotState)],
     seq: u64,
     read_manifest: &dyn Fn(ExtentAddr) -> Result<Manifest>,
     salvage: &mut Salvage,
-) -> Result<(Manifest, ExtentAddr)> {
+) -> Result<(Manifest, ExtentAddr, u64)> {
     let older = slots.iter().find_map(|(_, slot)| match slot {
-        stitch_zone::SlotState::Valid(sb) if sb.seq < seq => sb.root,
+        stitch_zone::SlotState::Valid(sb) if sb.seq < seq => sb.root.map(|root| (root, sb.seq)),
         _ => None,
     });
-    if let Some(root) = older {
+    if let Some((root, older_seq)) = older {
         match read_manifest(root) {
             Ok(m) => {
                 salvage.damage.push(Damage::new(
                     "manifest",
                     root,
-                    "(note) read the older superblock's manifest instead: what the newest \
-                     checkpoint wrote to runs is lost, except what the log still holds",
+                    "(note) read the older superblock's manifest instead; its runs and log are \
+                     kept until the superblock after the newest is durable, so replaying its \
+                     log recovers what the newest checkpoint held (but `Async` and `Ordered` \
+                     commits that checkpoint wrote out before their log records were written)",
                 ));
-                return Ok((m, root));
+                return Ok((m, root, older_seq));
             }
             Err(e) => salvage
                 .damage
@@ -261,7 +414,100 @@ fn salvage_log(
     salvage: &mut Salvage,
 ) -> Result<stitch_wal::RecoveryReport> {
     let start = log::to_position(&manifest.log);
-    match Wal::recover_salvaging(zones, start, manifest.log.epoch, registry) {
+    salvage_log_from(zones, start, manifest.log.epoch, registry, salvage)
+}
+
+/// After the older checkpoint's log (`older`, replayed), the log of epoch `epoch` if there
+/// is one: the log a session opened from that checkpoint started. Its first checkpoint is
+/// the superblock `epoch` (a session's log takes the sequence number of the superblock its
+/// opening writes), the damaged one, so nothing else names it; it is found by its first
+/// segment's header, and replayed if it starts where the older log ends. Returns the two
+/// replays as one report.
+fn newer_log(
+    zones: &ZoneStore,
+    epoch: u64,
+    manifest: &Manifest,
+    registry: &OpRegistry,
+    older: stitch_wal::RecoveryReport,
+    salvage: &mut Salvage,
+) -> stitch_wal::RecoveryReport {
+    let start = match stitch_wal::find_log_start(zones, epoch) {
+        Ok(Some(start)) => start,
+        Ok(None) => return older,
+        Err(e) => {
+            let place = format!("the log of epoch {epoch}");
+            salvage
+                .damage
+                .push(Damage::from_error(&log::log_err(e), "log", place));
+            return older;
+        }
+    };
+    // What the session that started it replayed before it: the older log to its end.
+    let expected = older.next_lsn.max(manifest.checkpoint_lsn + 1);
+    if start.lsn < expected {
+        salvage.damage.push(Damage::new(
+            "log",
+            start,
+            format!(
+                "the log of epoch {epoch} starts at lsn {}, before the end of the older \
+                 checkpoint's log (lsn {expected}): not replayed",
+                start.lsn
+            ),
+        ));
+        return older;
+    }
+    if start.lsn > expected {
+        salvage.damage.push(Damage::new(
+            "log",
+            start,
+            format!(
+                "the older checkpoint's log ends at lsn {expected}, the log of epoch {epoch} \
+                 starts at lsn {}: the records between are lost",
+                start.lsn
+            ),
+        ));
+    }
+    let newer = match salvage_log_from(zones, start, epoch, registry, salvage) {
+        Ok(newer) => newer,
+        Err(_) => return older,
+    };
+    salvage.damage.push(Damage::new(
+        "log",
+        start,
+        format!(
+            "(note) replayed the log of epoch {epoch} after the older checkpoint's: {} records",
+            newer.records
+        ),
+    ));
+    let mut zones_read = older.zones;
+    zones_read.extend(newer.zones.iter().copied());
+    let mut skipped = older.skipped;
+    skipped.extend(newer.skipped.iter().cloned());
+    let mut incomplete = older.incomplete_txns;
+    incomplete.extend(newer.incomplete_txns.iter().copied());
+    stitch_wal::RecoveryReport {
+        start: older.start,
+        records: older.records + newer.records,
+        winners: older.winners + newer.winners,
+        losers: older.losers + newer.losers,
+        redone: older.redone + newer.redone,
+        undone: older.undone + newer.undone,
+        zones: zones_read,
+        skipped,
+        incomplete_txns: incomplete,
+        ..newer
+    }
+}
+
+/// [`salvage_log`] of the log of epoch `epoch` from `start`.
+fn salvage_log_from(
+    zones: &ZoneStore,
+    start: stitch_wal::LogPosition,
+    epoch: u64,
+    registry: &OpRegistry,
+    salvage: &mut Salvage,
+) -> Result<stitch_wal::RecoveryReport> {
+    match Wal::recover_salvaging(zones, start, epoch, registry) {
         Ok(report) => {
             for skipped in &report.skipped {
                 salvage.damage.push(Damage::new(
@@ -271,6 +517,13 @@ fn salvage_log(
                         "{}; read on at {} (lsn {}..{} lost)",
                         skipped.record, skipped.resume, skipped.at.lsn, skipped.resume.lsn
                     ),
+                ));
+            }
+            if let Some(zone) = report.end_reason.cut {
+                salvage.damage.push(Damage::new(
+                    "store file",
+                    format!("zone {zone}"),
+                    &report.end_reason,
                 ));
             }
             if !report.incomplete_txns.is_empty() {
@@ -291,28 +544,34 @@ fn salvage_log(
             salvage
                 .damage
                 .push(Damage::from_error(&log::log_err(e), "log", start));
-            Ok(stitch_wal::RecoveryReport {
-                start,
-                end: start,
-                end_reason: stitch_wal::LogEnd {
-                    at: start,
-                    record: stitch_wal::RecordError::NoRoom { left: 0 },
-                    next_segment: "not read: the log is damaged".into(),
-                    damage: None,
-                },
-                last_lsn: None,
-                next_lsn: start.lsn,
-                records: 0,
-                winners: 0,
-                losers: 0,
-                loser_txns: Vec::new(),
-                redone: 0,
-                undone: 0,
-                zones: Vec::new(),
-                skipped: Vec::new(),
-                incomplete_txns: Vec::new(),
-            })
+            Ok(empty_report(start))
         }
+    }
+}
+
+/// What replaying nothing from `start` found.
+fn empty_report(start: stitch_wal::LogPosition) -> stitch_wal::RecoveryReport {
+    stitch_wal::RecoveryReport {
+        start,
+        end: start,
+        end_reason: stitch_wal::LogEnd {
+            at: start,
+            record: stitch_wal::RecordError::NoRoom { left: 0 },
+            next_segment: "not read".into(),
+            damage: None,
+            cut: None,
+        },
+        last_lsn: None,
+        next_lsn: start.lsn,
+        records: 0,
+        winners: 0,
+        losers: 0,
+        loser_txns: Vec::new(),
+        redone: 0,
+        undone: 0,
+        zones: Vec::new(),
+        skipped: Vec::new(),
+        incomplete_txns: Vec::new(),
     }
 }
 

@@ -3,9 +3,10 @@
 //!
 //! The damaged store is opened salvaging ([`Db::open_salvaging_on`]): the older superblock's
 //! manifest if the newest is damaged; each run with its damaged filter dropped, its damaged
-//! blocks left out, its index rebuilt from its blocks when every index extent is lost and
-//! the blocks can be found and read alone (`Run::open_salvaging`), else the blocks a damaged
-//! index extent listed left out; the log replayed past damage where its records are whole. Its contents are then
+//! blocks left out, a damaged index extent read from its mirror, and where both copies are
+//! lost the blocks found and read alone where its builder wrote them (`Run::open_salvaging`),
+//! else the blocks they listed left out; the log replayed past damage where its records are
+//! whole. Its contents are then
 //! written, through the ordinary write path, into a new store: the named snapshots oldest
 //! first (each table made equal to the snapshot's, then the snapshot taken again under its
 //! name), then the current state. Nothing of the damaged store is written, so repair never

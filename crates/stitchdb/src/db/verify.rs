@@ -129,7 +129,8 @@ impl Db {
 #[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placed {
-    /// "manifest", "run index", "run filter", "run block" or "log segment".
+    /// "manifest", "run index", "run index mirror", "run filter", "run block" or "log
+    /// segment".
     pub what: &'static str,
     /// Its first byte on the disk.
     pub disk_offset: u64,
@@ -189,6 +190,12 @@ impl Db {
             );
             out.extend(
                 run.meta
+                    .index_mirror
+                    .iter()
+                    .map(|&a| extent("run index mirror", a, format!("run {id}"))),
+            );
+            out.extend(
+                run.meta
                     .filters
                     .iter()
                     .map(|p| extent("run filter", p.addr, format!("run {id}"))),
@@ -203,5 +210,127 @@ impl Db {
             }));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::Manifest;
+    use crate::{Error, MemDisk};
+    use std::collections::BTreeMap;
+    use std::ops::Bound;
+    use stitch_zone::{ExtentKind, Stream};
+
+    fn options() -> Options {
+        Options {
+            zone_size: 64 * 1024,
+            memtable_size: 16 * 1024,
+            level_runs: 2,
+            background: false,
+            ..Options::default()
+        }
+    }
+
+    fn key(i: u64) -> Vec<u8> {
+        format!("key{i:06}").into_bytes()
+    }
+
+    fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let t = db.default_table();
+        db.range(t, Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    }
+
+    /// The bytes of a store as manifest version 4 left it (runs without index mirrors), and
+    /// what it holds: written now, its manifest then written again in version 4.
+    fn store_before_mirrors() -> (Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>) {
+        let disk = Arc::new(MemDisk::new(0));
+        let db = Db::create_on(disk.clone(), options()).unwrap();
+        let t = db.default_table();
+        let mut model = BTreeMap::new();
+        for j in 0..3000u64 {
+            let i = j * 7 % 3000;
+            let value = format!("value {i} {}", "v".repeat(40)).into_bytes();
+            db.put(t, key(i), &value).unwrap();
+            model.insert(key(i), value);
+        }
+        db.compact().unwrap();
+        let zones = &db.inner.zones;
+        let root = db.inner.checkpoint.lock().manifest.unwrap();
+        let manifest = Manifest::decode(&zones.read(root, ExtentKind::MANIFEST).unwrap()).unwrap();
+        let old = manifest.encode_before_mirrors();
+        let (addr, patch) = zones
+            .append_to(Stream::Manifest, ExtentKind::MANIFEST, &old, &[])
+            .unwrap();
+        zones.write_superblock(Some(addr), &[patch]).unwrap();
+        zones.cache().flush_all().unwrap();
+        // The image now, before closing writes a checkpoint of its own.
+        let mut bytes = vec![0u8; disk.len() as usize];
+        disk.read_at(0, &mut bytes).unwrap();
+        drop(db);
+        (bytes, model)
+    }
+
+    fn disk_of(bytes: &[u8]) -> Arc<dyn Disk> {
+        let disk = MemDisk::new(bytes.len() as u64);
+        disk.write_at(0, bytes).unwrap();
+        Arc::new(disk)
+    }
+
+    #[test]
+    fn a_store_written_before_index_mirrors_opens_checks_merges_and_repairs() {
+        let (bytes, model) = store_before_mirrors();
+        let db = Db::open_on(disk_of(&bytes), options()).unwrap();
+        assert_eq!(contents(&db), model);
+        let runs: Vec<_> = db.inner.version.read().tables[&db.default_table()]
+            .runs()
+            .cloned()
+            .collect();
+        assert!(!runs.is_empty());
+        for run in &runs {
+            assert!(run.meta.index_mirror.is_empty() && !run.meta.blocks_together);
+        }
+        db.check().unwrap();
+        drop(db);
+        assert!(Db::check_store_on(disk_of(&bytes), options())
+            .unwrap()
+            .is_ok());
+
+        // Its runs' index lost, repair rebuilds them from their blocks as before mirrors.
+        let layout = Db::open_read_only_on(disk_of(&bytes), options())
+            .unwrap()
+            .layout();
+        assert!(!layout.iter().any(|p| p.what == "run index mirror"));
+        let mut damaged = bytes.clone();
+        for p in layout.iter().filter(|p| p.what == "run index") {
+            let at = (p.disk_offset + p.len / 2) as usize;
+            damaged[at] = !damaged[at];
+        }
+        match Db::open_on(disk_of(&damaged), options()) {
+            Err(Error::Corrupt { what, .. }) => assert_eq!(what, "run index"),
+            other => panic!("opened a damaged store: {:?}", other.map(|_| ())),
+        }
+        let fresh: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+        let report = Db::repair_on(disk_of(&damaged), fresh.clone(), options()).unwrap();
+        assert!(report.salvage.lost.is_empty(), "{:?}", report.salvage);
+        assert_eq!(contents(&Db::open_on(fresh, options()).unwrap()), model);
+
+        // Written to and merged, its runs gain mirrors.
+        let db = Db::open_on(disk_of(&bytes), options()).unwrap();
+        let t = db.default_table();
+        let mut model = model;
+        for i in (0..3000).step_by(10) {
+            db.put(t, key(i), b"new").unwrap();
+            model.insert(key(i), b"new".to_vec());
+        }
+        db.compact().unwrap();
+        assert_eq!(contents(&db), model);
+        for run in db.inner.version.read().tables[&t].runs() {
+            assert_eq!(run.meta.index_mirror.len(), run.meta.index.len());
+        }
+        db.check().unwrap();
     }
 }

@@ -39,10 +39,11 @@ pub struct RunBuilder {
     reused: Option<Reused>,
 }
 
-/// What a run lists of other runs' instead of writing its own: index extents, filter parts
-/// (each with its filter, already read).
+/// What a run lists of other runs' instead of writing its own: index extents and their
+/// mirrors, filter parts (each with its filter, already read).
 pub struct Reused {
     pub index: Vec<ExtentAddr>,
+    pub index_mirror: Vec<ExtentAddr>,
     pub filters: Vec<(FilterPart, Arc<QuotientFilter>)>,
 }
 
@@ -65,6 +66,8 @@ impl RunBuilder {
                 min_seq: u64::MAX,
                 max_seq: 0,
                 index: Vec::new(),
+                index_mirror: Vec::new(),
+                blocks_together: false,
                 filters: Vec::new(),
                 ranges: Vec::new(),
                 seq_override: None,
@@ -183,17 +186,21 @@ impl RunBuilder {
         if self.blocks.is_empty() && self.meta.ranges.is_empty() {
             return Ok(None);
         }
+        self.meta.blocks_together = self.stitched_bytes == 0 && self.reused.is_none();
         let mut filters = Vec::new();
         match self.reused.take() {
             // Durable already: nothing to wait for.
             Some(Reused {
                 index,
+                index_mirror,
                 filters: parts,
             }) => {
-                for &addr in index.iter().chain(parts.iter().map(|(p, _)| &p.addr)) {
+                let parts_at = parts.iter().map(|(p, _)| &p.addr);
+                for &addr in index.iter().chain(&index_mirror).chain(parts_at) {
                     self.storage.zones.incref(addr)?;
                 }
                 self.meta.index = index;
+                self.meta.index_mirror = index_mirror;
                 let mut end = 0;
                 for (part, filter) in parts {
                     end += part.blocks as usize;
@@ -221,15 +228,22 @@ impl RunBuilder {
                 }
                 let chunks =
                     index::encode_chunks(&self.blocks, self.storage.zones.max_payload() / 4);
+                // Each chunk twice: beside the blocks, and its mirror in the manifests'
+                // stream (another zone), so no one damaged place loses a block's handle.
                 for chunk in chunks {
-                    let (addr, patch) = self.storage.zones.append_to(
-                        self.stream,
-                        ExtentKind::RUN_INDEX,
-                        &chunk,
-                        &[],
-                    )?;
-                    self.patches.push(patch);
-                    self.meta.index.push(addr);
+                    for (stream, list) in [
+                        (self.stream, &mut self.meta.index),
+                        (Stream::Manifest, &mut self.meta.index_mirror),
+                    ] {
+                        let (addr, patch) = self.storage.zones.append_to(
+                            stream,
+                            ExtentKind::RUN_INDEX,
+                            &chunk,
+                            &[],
+                        )?;
+                        self.patches.push(patch);
+                        list.push(addr);
+                    }
                 }
             }
         }

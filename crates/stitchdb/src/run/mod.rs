@@ -5,6 +5,7 @@ mod block;
 mod build;
 mod cache;
 mod index;
+mod rebuild;
 mod search;
 mod stitch;
 mod write_behind;
@@ -76,6 +77,14 @@ pub struct RunMeta {
     pub min_seq: u64,
     pub max_seq: u64,
     pub index: Vec<ExtentAddr>,
+    /// A second copy of each index extent, in the same order (`index_mirror[i]` holds the
+    /// handles `index[i]` does), written in another zone: repair reads it where the index
+    /// extent is damaged (manifest version 5 on; empty for runs written before).
+    pub index_mirror: Vec<ExtentAddr>,
+    /// Its builder wrote every block of the run, one after another (none stitched from other
+    /// runs), so repair may look for blocks whose index is lost where they lie (manifest
+    /// version 5 on; false for runs written before).
+    pub blocks_together: bool,
     /// The run's quotient filter in parts, in block order (none: the run has no filter).
     pub filters: Vec<FilterPart>,
     /// Range tombstones the run carries (manifest version 3 on).
@@ -86,7 +95,9 @@ pub struct RunMeta {
 }
 
 impl RunMeta {
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    /// Encodes the run as the current manifest version writes it; without `mirror`, as
+    /// version 4 did (no index mirror: how tests write stores of before the mirror).
+    pub fn encode(&self, out: &mut Vec<u8>, mirror: bool) {
         let fields = [
             self.id,
             self.level as u64,
@@ -112,6 +123,13 @@ impl RunMeta {
         }
         // 0: none; else the sequence number plus one.
         put_varint(out, self.seq_override.map_or(0, |s| s + 1));
+        if mirror {
+            put_varint(out, u64::from(self.blocks_together));
+            put_varint(out, self.index_mirror.len() as u64);
+            for a in &self.index_mirror {
+                a.encode(out);
+            }
+        }
     }
 
     /// Decodes a run as manifest version `version` wrote it.
@@ -157,6 +175,26 @@ impl RunMeta {
         } else {
             (Vec::new(), None)
         };
+        let (blocks_together, index_mirror) = if version >= 5 {
+            let together = match r.varint()? {
+                0 => false,
+                1 => true,
+                v => return Err(format!("blocks-together flag {v}")),
+            };
+            let n = r.len()?;
+            if n != 0 && n != index.len() {
+                return Err(format!(
+                    "{n} index mirror extents for {} index extents",
+                    index.len()
+                ));
+            }
+            let mirror = (0..n)
+                .map(|_| address(r))
+                .collect::<std::result::Result<_, _>>()?;
+            (together, mirror)
+        } else {
+            (false, Vec::new())
+        };
         Ok(RunMeta {
             id,
             level,
@@ -165,17 +203,14 @@ impl RunMeta {
             min_seq,
             max_seq,
             index,
+            index_mirror,
+            blocks_together,
             filters,
             ranges,
             seq_override,
         })
     }
 }
-
-/// Reads the block at an address without its handle, checking it belongs to the run being
-/// rebuilt and sorts before the block after it (see `Run::rebuild_index`).
-type ReadBlockAlone<'a> =
-    dyn Fn(ExtentAddr, Option<&BlockHandle>) -> std::result::Result<BlockHandle, String> + 'a;
 
 /// Keys of a run that damage put out of reach (see [`Run::open_salvaging`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,6 +304,23 @@ impl Run {
         }))
     }
 
+    /// The zones of every extent the run `meta` describes (its index is read), without
+    /// opening it or marking anything live: for keeping the older checkpoint's runs at open.
+    pub fn zones_of(storage: &Storage, meta: &RunMeta) -> Result<Vec<stitch_zone::ZoneId>> {
+        let mut blocks = Vec::new();
+        for &addr in &meta.index {
+            let payload = storage.zones.read(addr, ExtentKind::RUN_INDEX)?;
+            index::decode_chunk(&payload, &mut blocks)
+                .map_err(|d| Error::corrupt("run index", format!("run {} {addr}", meta.id), d))?;
+        }
+        let mut zones: Vec<stitch_zone::ZoneId> = Self::extents_of(meta, &blocks)
+            .map(|(a, _)| a.zone)
+            .collect();
+        zones.sort_unstable();
+        zones.dedup();
+        Ok(zones)
+    }
+
     /// [`open`](Self::open) for `check` and `repair`: opens what can be read of a damaged
     /// run instead of failing at the first problem. If every index extent is lost, the index
     /// is rebuilt from the run's blocks where they can be found ([`Self::rebuild_index`]);
@@ -286,57 +338,98 @@ impl Run {
         let mut blocks: Vec<BlockHandle> = Vec::new();
         // Where in `blocks` the handles of unreadable index extents would have been.
         let mut gaps: Vec<usize> = Vec::new();
-        for &addr in &meta.index {
-            let read = storage
-                .zones
-                .read(addr, ExtentKind::RUN_INDEX)
-                .map_err(|e| Error::from(e).within("run index", format!("run {}", meta.id)))
-                .and_then(|payload| {
-                    let mut chunk = Vec::new();
-                    index::decode_chunk(&payload, &mut chunk)
-                        .map_err(|d| {
-                            Error::corrupt("run index", format!("run {} {addr}", meta.id), d)
-                        })
-                        .map(|()| chunk)
-                });
-            match read {
-                Ok(chunk) => blocks.extend(chunk),
-                Err(e) => {
-                    problems.push(e);
-                    if gaps.last() != Some(&blocks.len()) {
-                        gaps.push(blocks.len());
+        for (i, &addr) in meta.index.iter().enumerate() {
+            let read = Self::read_index_chunk(storage, &meta, addr, "run index");
+            let mirror = meta
+                .index_mirror
+                .get(i)
+                .map(|&m| Self::read_index_chunk(storage, &meta, m, "run index mirror"));
+            let chunk = match (read, mirror) {
+                (Ok(chunk), None) => Some(chunk),
+                (Ok(chunk), Some(Ok(copy))) => {
+                    if copy != chunk {
+                        problems.push(Error::corrupt(
+                            "run index mirror",
+                            format!("run {} {}", meta.id, meta.index_mirror[i]),
+                            format!("holds other block handles than its index extent {addr}"),
+                        ));
                     }
+                    Some(chunk)
                 }
+                (Ok(chunk), Some(Err(e))) | (Err(e), Some(Ok(chunk))) => {
+                    problems.push(e);
+                    Some(chunk)
+                }
+                (Err(e), Some(Err(m))) => {
+                    problems.extend([e, m]);
+                    None
+                }
+                (Err(e), None) => {
+                    problems.push(e);
+                    None
+                }
+            };
+            match chunk {
+                Some(chunk) => blocks.extend(chunk),
+                None if gaps.last() != Some(&blocks.len()) => gaps.push(blocks.len()),
+                None => {}
             }
         }
-        if blocks.is_empty() && !gaps.is_empty() {
-            // Every index extent lost: the run's own blocks lie right before its filter and
-            // index, and version 4 blocks can be read without their handles.
-            match Self::rebuild_index(storage, &meta) {
-                Ok(rebuilt) => {
-                    blocks = rebuilt;
-                    gaps.clear();
+        // Both copies of some index extents lost: their blocks are looked for where they
+        // were written, one after another, and read without their handles (version 4).
+        // Last gap first, so filling one leaves the places of those before it as they are.
+        // Only a run whose builder wrote every block, one after another: a stitched run's
+        // neighbours there are other runs' blocks (see `rebuild`). Runs of manifests before
+        // version 5 do not say: theirs are looked for only when every index extent is lost.
+        let together = meta.blocks_together || (meta.index_mirror.is_empty() && blocks.is_empty());
+        let mut unfilled = 0usize;
+        for &g in gaps.iter().rev() {
+            let known: u64 = blocks.iter().map(|b| b.entries).sum();
+            let (prev, next) = (g.checked_sub(1).map(|p| &blocks[p]), blocks.get(g));
+            let found = match meta.entries.checked_sub(known) {
+                Some(_) if !together => Err(
+                    "its blocks were stitched from other runs' (they do not lie together)"
+                        .to_string(),
+                ),
+                // The first blocks, with no block before them to stop at: only when every
+                // other entry is accounted for, so their count is known.
+                Some(_) if prev.is_none() && unfilled > 0 => {
+                    Err("blocks after them are lost too".to_string())
                 }
-                Err(why) => problems.push(Error::corrupt(
-                    "run index",
-                    format!("run {}", meta.id),
-                    format!("not rebuilt from the run's blocks: {why}"),
+                // The last gap to fill must hold exactly the entries still missing.
+                Some(left) => {
+                    let exact = g == gaps[0] && unfilled == 0;
+                    rebuild::blocks_back(storage, &meta, next, prev, left, exact)
+                }
+                None => Err(format!(
+                    "blocks hold {known} entries, the manifest says {}",
+                    meta.entries
                 )),
+            };
+            match found {
+                Ok(handles) => {
+                    blocks.splice(g..g, handles);
+                }
+                Err(why) => {
+                    unfilled += 1;
+                    problems.push(Error::corrupt(
+                        "run index",
+                        format!("run {}", meta.id),
+                        format!("not rebuilt from the run's blocks: {why}"),
+                    ));
+                    lost.push(LostRange {
+                        start: prev
+                            .map_or(Bound::Unbounded, |p| Bound::Excluded(p.last_key.clone())),
+                        end: next
+                            .map_or(Bound::Unbounded, |h| Bound::Excluded(h.first_key.clone())),
+                        entries: None,
+                        why: "its run index extent is damaged".into(),
+                    });
+                }
             }
         }
-        for &g in &gaps {
-            let start = g.checked_sub(1).map_or(Bound::Unbounded, |p| {
-                Bound::Excluded(blocks[p].last_key.clone())
-            });
-            let end = blocks
-                .get(g)
-                .map_or(Bound::Unbounded, |h| Bound::Excluded(h.first_key.clone()));
-            lost.push(LostRange {
-                start,
-                end,
-                entries: None,
-                why: "its run index extent is damaged".into(),
-            });
+        if unfilled == 0 {
+            gaps.clear();
         }
         let entries: u64 = blocks.iter().map(|b| b.entries).sum();
         if gaps.is_empty() && entries != meta.entries {
@@ -407,126 +500,21 @@ impl Run {
         (Some(Arc::new(whole)), problems, lost)
     }
 
-    /// The index handles of a run whose index extents are all lost, found from its blocks:
-    /// the intact extents of the zone its filter (or else its first index extent) is in,
-    /// walked back from there through run blocks lying one right after another (into the
-    /// end of an earlier zone where a block opens its zone: the one zone whose last extent
-    /// is a block that did not leave room for it), each read without a handle (block version
-    /// 4), until they hold exactly the entries the manifest gives the run. Every block must
-    /// sort before the one after it and hold only sequence numbers of the run. A run whose
-    /// blocks lie elsewhere (stitched from other runs' blocks) is not rebuilt.
-    fn rebuild_index(
-        storage: &Arc<Storage>,
+    /// The block handles in the index extent (or mirror: `what`) at `addr`.
+    fn read_index_chunk(
+        storage: &Storage,
         meta: &RunMeta,
-    ) -> std::result::Result<Vec<BlockHandle>, String> {
-        let zones = &storage.zones;
-        let anchor = meta
-            .filters
-            .first()
-            .map(|p| p.addr)
-            .or_else(|| meta.index.first().copied())
-            .ok_or("the manifest lists no extent of the run")?;
-        let mut extents = zones.extents_in(anchor.zone).map_err(|e| e.to_string())?;
-        // The run's filter and index extents, written after its blocks, are stepped over.
-        extents.retain(|(a, _)| a.offset < anchor.offset);
-        while extents
-            .last()
-            .is_some_and(|(_, k)| *k == ExtentKind::RUN_FILTER || *k == ExtentKind::RUN_INDEX)
-        {
-            extents.pop();
-        }
-        let in_run =
-            |seq: u64| meta.seq_override.is_some() || (meta.min_seq..=meta.max_seq).contains(&seq);
-        // A block at `addr` read alone, if it is one of the run's and sorts before `next`.
-        let block_before = |addr: ExtentAddr, next: Option<&BlockHandle>| {
-            let framed = zones
-                .read_durable_framed(addr, ExtentKind::RUN_BLOCK)
-                .map_err(|e| e.to_string())?;
-            let block = Block::parse_standalone(framed, stitch_zone::EXTENT_HEADER_LEN)
-                .map_err(|e| format!("{addr}: {e}"))?;
-            let (first, last) = (block.entry(0), block.entry(block.len() - 1));
-            let sorted = next.is_none_or(|n| last.key < n.first_key.as_slice());
-            if !sorted || !(0..block.len()).all(|i| in_run(block.entry(i).seq)) {
-                return Err(format!("{addr} is not a block of the run"));
-            }
-            Ok(BlockHandle {
-                first_key: first.key.to_vec(),
-                last_key: last.key.to_vec(),
-                entries: block.len() as u64,
-                addr,
-            })
-        };
-        let mut handles: Vec<BlockHandle> = Vec::new();
-        let mut entries = 0u64;
-        while entries < meta.entries {
-            let next = handles.last();
-            let here = extents.pop().filter(|&(addr, kind)| {
-                kind == ExtentKind::RUN_BLOCK && next.is_none_or(|n| n.addr.follows(&addr))
-            });
-            let handle = match (here, next) {
-                (Some((addr, _)), _) => block_before(addr, next)?,
-                // A block opening its zone: the run came from the end of another zone.
-                (None, Some(n)) if n.addr.offset == 0 => {
-                    let (zone_extents, handle) =
-                        Self::block_ending_a_zone(storage, n, &block_before)?;
-                    extents = zone_extents;
-                    handle
-                }
-                _ => {
-                    return Err(format!(
-                        "{entries} of {} entries found in blocks lying one after another",
-                        meta.entries
-                    ))
-                }
-            };
-            entries += handle.entries;
-            handles.push(handle);
-        }
-        if entries != meta.entries {
-            return Err(format!(
-                "blocks hold {entries} entries, the manifest says {}",
-                meta.entries
-            ));
-        }
-        handles.reverse();
-        Ok(handles)
-    }
-
-    /// The one zone whose last intact extent is a block of the run that `next` (opening its
-    /// zone) continues from; returns the zone's other extents and that block's handle.
-    fn block_ending_a_zone(
-        storage: &Arc<Storage>,
-        next: &BlockHandle,
-        block_before: &ReadBlockAlone<'_>,
-    ) -> std::result::Result<(Vec<(ExtentAddr, ExtentKind)>, BlockHandle), String> {
-        let zones = &storage.zones;
-        let count = zones.cache().disk().len() / zones.zone_size();
-        let mut found = None;
-        for zone in 1..count {
-            let Ok(zone) = u32::try_from(zone) else { break };
-            if zone == next.addr.zone {
-                continue;
-            }
-            let mut extents = zones.extents_in(zone).map_err(|e| e.to_string())?;
-            let Some(&(addr, kind)) = extents.last() else {
-                continue;
-            };
-            if kind != ExtentKind::RUN_BLOCK || !next.addr.continues(&addr, zones.zone_size()) {
-                continue;
-            }
-            let Ok(handle) = block_before(addr, Some(next)) else {
-                continue;
-            };
-            if found.is_some() {
-                return Err(format!(
-                    "more than one zone ends in a block {} may continue from",
-                    next.addr
-                ));
-            }
-            extents.pop();
-            found = Some((extents, handle));
-        }
-        found.ok_or_else(|| format!("no zone ends in a block {} continues from", next.addr))
+        addr: ExtentAddr,
+        what: &'static str,
+    ) -> Result<Vec<BlockHandle>> {
+        let payload = storage
+            .zones
+            .read(addr, ExtentKind::RUN_INDEX)
+            .map_err(|e| Error::from(e).within(what, format!("run {}", meta.id)))?;
+        let mut chunk = Vec::new();
+        index::decode_chunk(&payload, &mut chunk)
+            .map_err(|d| Error::corrupt(what, format!("run {} {addr}", meta.id), d))?;
+        Ok(chunk)
     }
 
     /// Reads and checks the filter parts of a run with `blocks` blocks; on any problem the
@@ -581,7 +569,8 @@ impl Run {
         meta: &'a RunMeta,
         blocks: &'a [BlockHandle],
     ) -> impl Iterator<Item = (ExtentAddr, ExtentKind)> + 'a {
-        let index = meta.index.iter().map(|&a| (a, ExtentKind::RUN_INDEX));
+        let index =
+            (meta.index.iter().chain(&meta.index_mirror)).map(|&a| (a, ExtentKind::RUN_INDEX));
         let filter = meta
             .filters
             .iter()

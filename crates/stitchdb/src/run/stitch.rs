@@ -240,18 +240,24 @@ pub fn merge_runs(
 /// of writing the same handles and a merged filter again (RocksDB moves such files down a level;
 /// here each run keeps a reference to what it lists). Filter parts only with `filters` and if
 /// every input has them (else the run has no filter, as a merge of an unfiltered input has
-/// none). `None` when any block was copied, dropped or stitched from elsewhere.
+/// none). `None` when any block was copied, dropped or stitched from elsewhere, or an input
+/// has no index mirror (written before mirrors: the run writes its own index and mirror).
 fn whole_inputs(inputs: &[Arc<Run>], blocks: &[BlockHandle], filters: bool) -> Option<Reused> {
     let mut whole: Vec<&Arc<Run>> = inputs.iter().filter(|r| !r.blocks.is_empty()).collect();
     whole.sort_by(|a, b| a.blocks[0].first_key.cmp(&b.blocks[0].first_key));
     let concatenated = whole.iter().flat_map(|r| r.blocks.iter().map(|b| b.addr));
     let same = blocks.len() == whole.iter().map(|r| r.blocks.len()).sum::<usize>()
         && concatenated.eq(blocks.iter().map(|b| b.addr));
+    let mirrored = whole.iter().all(|r| !r.meta.index_mirror.is_empty());
     let with_filters = filters && whole.iter().all(|r| r.has_filter());
-    same.then(|| Reused {
+    (same && mirrored).then(|| Reused {
         index: whole
             .iter()
             .flat_map(|r| r.meta.index.iter().copied())
+            .collect(),
+        index_mirror: whole
+            .iter()
+            .flat_map(|r| r.meta.index_mirror.iter().copied())
             .collect(),
         filters: match with_filters {
             true => whole.iter().flat_map(|r| r.filter_parts()).collect(),
