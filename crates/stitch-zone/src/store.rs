@@ -562,7 +562,7 @@ impl ZoneStore {
         // the cache writes run outside it, where log appends, reference counting and reads
         // need not wait for them.
         let _serial = self.appenders[stream as usize].lock();
-        let addr = {
+        let addr = self.or_release_held(|| {
             let mut st = self.state.lock();
             let zone = self.zone_with_room(&mut st, stream, total)?;
             let z = &mut st.zones[zone as usize];
@@ -571,12 +571,12 @@ impl ZoneStore {
             // Counted live from the reservation on, so the zone cannot be freed under the write.
             z.live += total;
             *st.appended.entry(kind).or_default() += total;
-            ExtentAddr {
+            Ok(ExtentAddr {
                 zone,
                 offset: offset as u32,
                 len: total as u32,
-            }
-        };
+            })
+        })?;
         let written = write(addr);
         let mut st = self.state.lock();
         match written {
@@ -874,16 +874,57 @@ impl ZoneStore {
 
     /// Takes a free zone for one owner (a log segment). Its old contents are not cleared.
     pub fn alloc_zone(&self) -> Result<ZoneId> {
+        self.or_release_held(|| {
+            let mut st = self.state.lock();
+            let keep = st.reserve.log;
+            let zone = self.take_free_zone(&mut st, keep)?;
+            st.zones[zone as usize] = Zone {
+                usage: ZoneUse::Owned,
+                live: 0,
+                write_ptr: 0,
+                free_after: PatchId::NONE,
+            };
+            Ok(zone)
+        })
+    }
+
+    /// Runs `take` (which takes a zone); if the store is out of space, frees the zones held
+    /// for the older superblock's checkpoint at once (after a flush) and runs it again. Writing on matters
+    /// more than keeping that checkpoint whole for repair: it only backs up the newest, and
+    /// repair reports whatever of it was overwritten (its checksums fail).
+    fn or_release_held<T>(&self, take: impl Fn() -> Result<T>) -> Result<T> {
+        match take() {
+            Err(ZoneError::NoSpace(_)) if self.release_held() => {
+                // A zone is freed once the writes into it are durable: flushing gets them
+                // there now (this is the rare path of a full store).
+                self.cache.flush_all()?;
+                take()
+            }
+            taken => taken,
+        }
+    }
+
+    /// Queues every held zone for freeing as if nothing held it (once its writes and what
+    /// its release named are durable); returns whether there were any.
+    fn release_held(&self) -> bool {
         let mut st = self.state.lock();
-        let keep = st.reserve.log;
-        let zone = self.take_free_zone(&mut st, keep)?;
-        st.zones[zone as usize] = Zone {
-            usage: ZoneUse::Owned,
-            live: 0,
-            write_ptr: 0,
-            free_after: PatchId::NONE,
-        };
-        Ok(zone)
+        let held = std::mem::take(&mut st.held);
+        if held.is_empty() {
+            return false;
+        }
+        tracing::warn!(
+            zones = held.len(),
+            "out of space: zones the older superblock's checkpoint may still name are freed \
+             now, so repair can no longer fall back to that checkpoint whole"
+        );
+        let due: Vec<(ZoneId, PatchId)> = held
+            .into_iter()
+            .map(|(zone, _)| (zone, st.zones[zone as usize].free_after))
+            .collect();
+        st.to_free.extend(due);
+        drop(st);
+        self.schedule_frees();
+        true
     }
 
     /// Gives back an owned zone, once `after` is committed (the checkpoint that stopped
