@@ -209,9 +209,9 @@ fn open_store(c: &MountConfig) -> Result<Db, String> {
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
         let opened = if c.read_only {
-            Db::open_read_only(&c.store, store_options())
+            Db::open_read_only(&c.store, Options::default())
         } else {
-            Db::open(&c.store, store_options())
+            Db::open(&c.store, Options::default())
         };
         match opened {
             Ok(db) => return Ok(db),
@@ -226,16 +226,6 @@ fn open_store(c: &MountConfig) -> Result<Db, String> {
             }
             Err(e) => return Err(format!("cannot open store {shown}: {e}")),
         }
-    }
-}
-
-/// How a mount opens its store: memtables of 32 MiB (the default's 4 MiB flushed so often
-/// that random 4 KiB overwrites of a file cost merges most of their time; with 32 MiB, 256 MiB
-/// of them through `write_loop` took 25-35% less CPU), the rest as `Options::default()`.
-fn store_options() -> Options {
-    Options {
-        memtable_size: 32 << 20,
-        ..Options::default()
     }
 }
 
