@@ -36,9 +36,13 @@ pub enum Stream {
     /// into a run): apart from the flush's, so neither cuts the other's blocks into spans too
     /// short to stitch.
     Ingest = 4,
+    /// Second copies of run indexes: in a zone of their own, so a run's index and its mirror
+    /// never share a sector, and apart from manifests, which live for one checkpoint, so a
+    /// long-lived run's mirror does not keep a zone of dead manifests from being freed.
+    Mirror = 5,
 }
 
-const STREAMS: usize = 5;
+const STREAMS: usize = 6;
 const MIN_ZONE_SIZE: u64 = 64 * 1024;
 
 /// How a [`ZoneStore`] divides and grows its disk.
@@ -630,9 +634,12 @@ impl ZoneStore {
             st.open[stream as usize] = None;
             Self::retire(st, open, ZoneUse::Closed);
         }
-        // Ingested runs are writers' data, as the log is: they stop where the log does.
+        // Ingested runs are writers' data, as the log is: they stop where the log does. A
+        // mirror is a second copy: on a full device it is what goes unwritten (the run goes
+        // without one), never the flush or merge that would free room.
         let keep = match stream {
             Stream::Ingest => st.reserve.log,
+            Stream::Mirror => st.reserve.extents + 1,
             _ => st.reserve.extents,
         };
         let zone = self.take_free_zone(st, keep)?;

@@ -177,6 +177,39 @@ impl RunBuilder {
         self.meta.ranges = ranges;
     }
 
+    /// Writes each index chunk a second time, in the mirrors' stream (another zone), so no
+    /// one damaged place loses a block's handle. On a full device the run goes without a
+    /// mirror (as runs of stores from before mirrors do) rather than failing the flush or
+    /// merge that would free room: the mirrors' stream leaves one free zone more than other
+    /// extents do (`ZoneStore`'s reserve), so it is the mirror that finds no room first. The
+    /// next merge that rewrites the run's index gives it one.
+    fn write_mirror(&mut self, chunks: &[Vec<u8>]) -> Result<()> {
+        let mut written = Vec::with_capacity(chunks.len());
+        for chunk in chunks {
+            match self
+                .storage
+                .zones
+                .append_to(Stream::Mirror, ExtentKind::RUN_INDEX, chunk, &[])
+            {
+                Ok((addr, patch)) => {
+                    self.patches.push(patch);
+                    written.push(addr);
+                }
+                Err(stitch_zone::ZoneError::NoSpace(why)) => {
+                    tracing::warn!(
+                        "run {} written without an index mirror: {why}",
+                        self.meta.id
+                    );
+                    self.storage.zones.decref_all(written)?;
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.meta.index_mirror = written;
+        Ok(())
+    }
+
     /// Writes the index and `filter` (a filter too large for one extent is left out: the run
     /// then answers every lookup itself); returns the run and one patch standing for all its
     /// writes, or `None` if the run has neither entries nor range tombstones.
@@ -228,23 +261,17 @@ impl RunBuilder {
                 }
                 let chunks =
                     index::encode_chunks(&self.blocks, self.storage.zones.max_payload() / 4);
-                // Each chunk twice: beside the blocks, and its mirror in the manifests'
-                // stream (another zone), so no one damaged place loses a block's handle.
-                for chunk in chunks {
-                    for (stream, list) in [
-                        (self.stream, &mut self.meta.index),
-                        (Stream::Manifest, &mut self.meta.index_mirror),
-                    ] {
-                        let (addr, patch) = self.storage.zones.append_to(
-                            stream,
-                            ExtentKind::RUN_INDEX,
-                            &chunk,
-                            &[],
-                        )?;
-                        self.patches.push(patch);
-                        list.push(addr);
-                    }
+                for chunk in &chunks {
+                    let (addr, patch) = self.storage.zones.append_to(
+                        self.stream,
+                        ExtentKind::RUN_INDEX,
+                        chunk,
+                        &[],
+                    )?;
+                    self.patches.push(patch);
+                    self.meta.index.push(addr);
                 }
+                self.write_mirror(&chunks)?;
             }
         }
         let done = self.storage.zones.cache().empty(&self.patches)?;
