@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitchdb::{Db, Durability, Isolation, Options, SimDisk, Stitching, WriteBatch};
-use support::{table_contents, CrashingDisk};
+use support::{random_write, table_contents, CrashingDisk};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -105,20 +105,7 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
         }
         let ops = if sorted.is_some() { 0 } else { ops };
         for _ in 0..ops {
-            let k = format!("k{:02}", rng.gen_range(0..40)).into_bytes();
-            if rng.gen_bool(0.2) {
-                writes.push((k.clone(), None));
-                state.remove(&k);
-            } else {
-                let len = if rng.gen_bool(0.1) {
-                    rng.gen_range(1000..5000)
-                } else {
-                    rng.gen_range(0..60)
-                };
-                let v: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-                writes.push((k.clone(), Some(v.clone())));
-                state.insert(k, v);
-            }
+            writes.push(random_write(&mut rng, &mut state));
         }
         writes.push((MARKER.to_vec(), Some(n.to_be_bytes().to_vec())));
         state.insert(MARKER.to_vec(), n.to_be_bytes().to_vec());

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitchdb::{Db, Disk, Durability, MemDisk, Options, SimDisk};
-use support::{table_contents, CrashingDisk};
+use support::{random_write, table_contents, CrashingDisk};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -60,19 +60,9 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
         let t = db.default_table();
         let mut batch = stitchdb::WriteBatch::new();
         for _ in 0..rng.gen_range(1..4) {
-            let k = format!("k{:02}", rng.gen_range(0..40)).into_bytes();
-            if rng.gen_bool(0.2) {
-                batch.delete(t, k.clone());
-                state.remove(&k);
-            } else {
-                let len = if rng.gen_bool(0.1) {
-                    rng.gen_range(1000..5000)
-                } else {
-                    rng.gen_range(0..60)
-                };
-                let v: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-                batch.put(t, k.clone(), v.clone());
-                state.insert(k, v);
+            match random_write(&mut rng, &mut state) {
+                (k, None) => batch.delete(t, k),
+                (k, Some(v)) => batch.put(t, k, v),
             }
         }
         batch.put(t, MARKER.to_vec(), n.to_be_bytes().to_vec());

@@ -40,3 +40,25 @@ pub fn table_contents(db: &Db, t: TableId) -> BTreeMap<Vec<u8>, Vec<u8>> {
         .map(|r| r.unwrap())
         .collect()
 }
+
+/// One random write of the crash workloads, applied to the model `state`: a key of 40
+/// (`k00`..`k39`), deleted one time in five (`None`), else set to 0-60 random bytes or, one
+/// time in ten, 1,000-5,000 (values that fill blocks and memtables quickly).
+pub fn random_write(
+    rng: &mut impl rand::Rng,
+    state: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+) -> (Vec<u8>, Option<Vec<u8>>) {
+    let k = format!("k{:02}", rng.gen_range(0..40)).into_bytes();
+    if rng.gen_bool(0.2) {
+        state.remove(&k);
+        return (k, None);
+    }
+    let len = if rng.gen_bool(0.1) {
+        rng.gen_range(1000..5000)
+    } else {
+        rng.gen_range(0..60)
+    };
+    let v: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+    state.insert(k.clone(), v.clone());
+    (k, Some(v))
+}
