@@ -724,6 +724,13 @@ fn runs_of(layout: &[stitchdb::Placed]) -> BTreeMap<String, RunPlaces> {
     runs
 }
 
+/// Where every extent of the store in `bytes` (written by [`index_store`]) lies.
+fn layout_of(bytes: &[u8]) -> Vec<stitchdb::Placed> {
+    Db::open_read_only_on(disk_of(bytes), index_options())
+        .unwrap()
+        .layout()
+}
+
 /// The store's large runs: the one merged from rewritten blocks and the stitched one.
 fn large_runs(layout: &[stitchdb::Placed]) -> (RunPlaces, RunPlaces) {
     let mut runs = runs_of(layout);
@@ -801,9 +808,7 @@ fn damage_index(
 #[test]
 fn a_run_losing_one_copy_of_its_index_loses_nothing() {
     let (bytes, model) = index_store();
-    let layout = Db::open_read_only_on(disk_of(&bytes), index_options())
-        .unwrap()
-        .layout();
+    let layout = layout_of(&bytes);
     let (copied, stitched) = large_runs(&layout);
     assert!(stitched.index.len() >= 2 && copied.index.len() >= 2);
     assert_eq!(stitched.mirror.len(), stitched.index.len());
@@ -856,9 +861,7 @@ fn a_run_losing_one_copy_of_its_index_loses_nothing() {
 #[test]
 fn a_run_losing_both_copies_is_rebuilt_from_blocks_lying_together() {
     let (bytes, model) = index_store();
-    let layout = Db::open_read_only_on(disk_of(&bytes), index_options())
-        .unwrap()
-        .layout();
+    let layout = layout_of(&bytes);
     let (copied, _) = large_runs(&layout);
     let middle = copied.index.len() / 2;
     let last = copied.index.len() - 1;
@@ -915,9 +918,7 @@ fn only_listed_keys_missing(
 #[test]
 fn a_stitched_run_losing_both_copies_lists_what_it_lost() {
     let (bytes, model) = index_store();
-    let layout = Db::open_read_only_on(disk_of(&bytes), index_options())
-        .unwrap()
-        .layout();
+    let layout = layout_of(&bytes);
     let (_, stitched) = large_runs(&layout);
     let places = [&stitched.index[1], &stitched.mirror[1]];
     let case = "both copies of a stitched run's extent";
