@@ -71,11 +71,16 @@ impl Scene {
     /// Mounts in the foreground as a child (so the test knows its pid) and waits until the
     /// mount is ready.
     fn mount_foreground(&mut self) {
+        self.mount_foreground_with(&[]);
+    }
+    /// [`mount_foreground`](Self::mount_foreground) with more arguments (`-o` options).
+    fn mount_foreground_with(&mut self, args: &[&str]) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
             .arg("mount")
             .arg(self.store())
             .arg(self.mp())
             .arg("-f")
+            .args(args)
             .env("STITCHDB_MOUNT_NOTIFY", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -358,6 +363,54 @@ fn locks_contend_on_the_mount_as_on_the_host_file_system() {
     }
     let mut s = Scene::new();
     s.mount_foreground();
+    let got = run(&s.mp());
+    s.unmount();
+    assert!(s.daemon.take().unwrap().wait().unwrap().success());
+    assert_eq!(got, want, "the mount (left) and the host (right) differ");
+}
+
+#[test]
+fn writes_truncates_and_chown_take_privileges_away_as_on_the_host_file_system() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!("SKIPPED: the writers switch users, which needs root");
+        return;
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("SKIPPED: python3 is not installed");
+        return;
+    }
+    // privileges.py: set-user-id, set-group-id and security.capability after writes and
+    // truncates by root and by other users, and after chown. The adapter asks the kernel for
+    // HANDLE_KILLPRIV_V2, so on the mount the file system drops them, not the kernel.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/privileges.py");
+    let run = |dir: &Path| {
+        let out = Command::new("python3")
+            .arg(&script)
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "privileges.py in {}: {out:?}",
+            dir.display()
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let searchable = |dir: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let host = tempfile::tempdir().unwrap();
+    searchable(host.path());
+    let want = run(host.path());
+    assert!(want.contains("write by other outside of 6767 group 1000: exit 0, 0767 caps gone"));
+    let mut s = Scene::new();
+    searchable(s.tmp.path());
+    s.mount_foreground_with(&["-o", "allow_other"]);
     let got = run(&s.mp());
     s.unmount();
     assert!(s.daemon.take().unwrap().wait().unwrap().success());

@@ -30,6 +30,9 @@ pub const SYMLINK_MAX: usize = 4095;
 pub const XATTR_NAME_MAX: usize = 255;
 /// See [`XATTR_NAME_MAX`].
 pub const XATTR_SIZE_MAX: usize = 65536;
+/// The extended attribute holding a file's capabilities: writes, truncates and chown take
+/// it away.
+const CAPABILITY_XATTR: &[u8] = b"security.capability";
 
 /// A time to set with `utimensat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +60,11 @@ pub struct SetAttr {
     pub mtime: Option<TimeSet>,
     /// The change comes through an open file (`ftruncate`): its open mode was checked then.
     pub through_handle: bool,
+    /// The change time the caller keeps for the file, set with the other times. A caller
+    /// that keeps a file's times itself (the kernel, with FUSE's write-back cache) sends
+    /// them this way, having checked the permission to change them itself: times given
+    /// with a change time are set without checks. `None`: the change time is now.
+    pub ctime: Option<Timespec>,
 }
 
 /// One entry read from a directory.
@@ -645,11 +653,16 @@ impl<K: Kv> Op<'_, K> {
                 a.gid = g;
             }
             if a.kind != Kind::Dir {
-                // chown clears set-user-id, and set-group-id where it means "group execute".
+                // chown clears set-user-id whoever calls, set-group-id where it means "group
+                // execute" or the caller is outside the group and not root, and the file's
+                // capabilities (Linux's chown_common).
                 a.perm &= !libc::S_ISUID;
-                if a.perm & 0o010 != 0 {
+                if a.perm & libc::S_ISGID != 0
+                    && (a.perm & 0o010 != 0 || !caller.is_root() && !caller.in_group(a.gid))
+                {
                     a.perm &= !libc::S_ISGID;
                 }
+                self.drop_capabilities(ino)?;
             }
         }
         if let Some(size) = s.size {
@@ -667,10 +680,13 @@ impl<K: Kv> Op<'_, K> {
             self.truncate(&a, size)?;
             a.size = size;
             a.mtime = self.now;
+            self.drop_privileges(&mut a)?;
         }
         for (which, time) in [(0, s.atime), (1, s.mtime)] {
             let Some(time) = time else { continue };
             let t = match time {
+                TimeSet::Now if s.ctime.is_some() => self.now,
+                TimeSet::At(t) if s.ctime.is_some() => t,
                 TimeSet::Now => {
                     if !caller.owns(&a) && !perm::allowed(&a, caller, W) {
                         return err(libc::EACCES);
@@ -690,9 +706,38 @@ impl<K: Kv> Op<'_, K> {
                 a.mtime = t;
             }
         }
-        a.ctime = self.now;
+        a.ctime = s.ctime.unwrap_or(self.now);
         self.put_attr(&a);
         Ok(a)
+    }
+
+    /// What writing or truncating a regular file takes away, as Linux's `file_remove_privs`
+    /// does (the file system does it itself: the FUSE adapter asks the kernel for
+    /// `HANDLE_KILLPRIV_V2`, so the kernel no longer reads `security.capability` before every
+    /// write): set-user-id, and set-group-id where it means "group execute" or the caller is
+    /// outside the file's group, unless the caller is root (`CAP_FSETID`); the file's
+    /// capabilities whoever writes.
+    fn drop_privileges(&mut self, a: &mut Attr) -> FsResult<()> {
+        if a.kind != Kind::File {
+            return Ok(());
+        }
+        if !self.caller.is_root() {
+            a.perm &= !libc::S_ISUID;
+            if a.perm & libc::S_ISGID != 0 && (a.perm & 0o010 != 0 || !self.caller.in_group(a.gid))
+            {
+                a.perm &= !libc::S_ISGID;
+            }
+        }
+        self.drop_capabilities(a.ino)
+    }
+
+    /// Deletes `security.capability` of `ino`, if it has one.
+    fn drop_capabilities(&mut self, ino: u64) -> FsResult<()> {
+        let key = name_key(ino, CAPABILITY_XATTR);
+        if self.kv.get(self.t.xattrs, &key)?.is_some() {
+            self.kv.delete(self.t.xattrs, &key);
+        }
+        Ok(())
     }
 
     /// Cuts or extends file `a`'s data to `size` bytes: blocks past it go, the block it ends
@@ -760,14 +805,7 @@ impl<K: Kv> Op<'_, K> {
         a.size = a.size.max(end);
         a.mtime = self.now;
         a.ctime = self.now;
-        if !self.caller.is_root() {
-            // A write by anyone but root clears set-user-id (and set-group-id where it means
-            // "group execute"), as ext4 does.
-            a.perm &= !libc::S_ISUID;
-            if a.perm & 0o010 != 0 {
-                a.perm &= !libc::S_ISGID;
-            }
-        }
+        self.drop_privileges(&mut a)?;
         self.put_attr(&a);
         Ok(n)
     }
@@ -986,10 +1024,16 @@ impl<K: Kv> Op<'_, K> {
         Ok(names)
     }
 
-    /// `removexattr`.
+    /// `removexattr`. Anyone who may write a file may remove its `security.capability`:
+    /// when the kernel takes a file's capabilities away for a write or truncate it does so
+    /// in the writer's name (ext4 does not check; removing them only takes privilege away).
     pub fn removexattr(&mut self, ino: u64, name: &[u8]) -> FsResult<()> {
         let mut a = self.attr(ino)?;
-        self.xattr_access(&a, name, true)?;
+        if name == CAPABILITY_XATTR && a.kind == Kind::File {
+            perm::check(&a, self.caller, W)?;
+        } else {
+            self.xattr_access(&a, name, true)?;
+        }
         let key = name_key(ino, name);
         if self.kv.get(self.t.xattrs, &key)?.is_none() {
             return err(libc::ENODATA);

@@ -222,6 +222,80 @@ fn other_users_get_the_errors_ext4_gives() {
     ok(&fs);
 }
 
+/// Writes, truncates and chown take privileges away as Linux does: the FUSE adapter leaves
+/// it to the file system (`HANDLE_KILLPRIV_V2`). Each case sets the bits again first.
+#[test]
+fn writes_truncates_and_chown_drop_set_id_bits_and_capabilities() {
+    let fs = new_fs(3);
+    let root = Caller::root();
+    let alice = Caller {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![],
+    };
+    let f = fs
+        .mknod(&root, ROOT_INO, b"f", libc::S_IFREG | 0o666, 0)
+        .unwrap();
+    let set = |perm: u32, gid: u32| {
+        let s = SetAttr {
+            mode: Some(perm),
+            gid: Some(gid),
+            ..SetAttr::default()
+        };
+        // chown first clears, so set the mode after it.
+        fs.setattr(&root, f.ino, &s).unwrap();
+        let s = SetAttr {
+            mode: Some(perm),
+            ..SetAttr::default()
+        };
+        fs.setattr(&root, f.ino, &s).unwrap();
+        fs.setxattr(&root, f.ino, b"security.capability", b"caps", 0)
+            .unwrap();
+    };
+    let perm = |fs: &Fs| fs.getattr(f.ino).unwrap().perm;
+    let caps = |fs: &Fs| fs.getxattr(&root, f.ino, b"security.capability").is_ok();
+    let truncate = SetAttr {
+        size: Some(1),
+        through_handle: true,
+        ..SetAttr::default()
+    };
+    // (mode, group, who writes, mode after): set-group-id goes where it means "group
+    // execute" or the writer is outside the group; root keeps both bits.
+    let cases = [
+        (0o6777, 1000, &alice, 0o0777),
+        (0o6767, 1000, &alice, 0o2767),
+        (0o6767, 2000, &alice, 0o0767),
+        (0o6777, 0, &root, 0o6777),
+    ];
+    for (mode, gid, who, after) in cases {
+        set(mode, gid);
+        fs.write(who, f.ino, 0, b"x").unwrap();
+        assert_eq!(perm(&fs), after, "write by {} of {mode:o}", who.uid);
+        assert!(!caps(&fs), "a write takes the capabilities, even root's");
+        set(mode, gid);
+        fs.setattr(who, f.ino, &truncate).unwrap();
+        assert_eq!(perm(&fs), after, "truncate by {} of {mode:o}", who.uid);
+        assert!(!caps(&fs), "a truncate takes the capabilities");
+    }
+    // chown, even by root, clears set-user-id, and set-group-id with group execute.
+    for (mode, after) in [(0o6777, 0o0777), (0o6767, 0o2767)] {
+        set(mode, 0);
+        let chown = SetAttr {
+            uid: Some(1000),
+            ..SetAttr::default()
+        };
+        fs.setattr(&root, f.ino, &chown).unwrap();
+        assert_eq!(perm(&fs), after, "chown of {mode:o}");
+        assert!(!caps(&fs), "chown takes the capabilities");
+        let back = SetAttr {
+            uid: Some(0),
+            ..SetAttr::default()
+        };
+        fs.setattr(&root, f.ino, &back).unwrap();
+    }
+    ok(&fs);
+}
+
 #[test]
 fn a_full_store_gives_enospc_and_keeps_what_was_fsynced() {
     let disk = Arc::new(SimDisk::new(SimConfig {

@@ -1,6 +1,7 @@
 //! [`KvFuse`]: the FUSE requests served by a [`Fs`].
 
 use crate::attr::{file_attr, file_type, timespec};
+use crate::poll::Poller;
 use fuser::{
     consts, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
@@ -9,7 +10,7 @@ use fuser::{
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 use stitchdb_fs::{Caller, DirEntry, Fs, FsError, SetAttr, TimeSet, BLOCK_SIZE};
 
@@ -33,6 +34,12 @@ pub struct AdapterOptions {
     pub store_path: PathBuf,
 }
 
+/// `FUSE_HANDLE_KILLPRIV_V2` (protocol 7.33, not among `fuser`'s constants): the file system
+/// clears set-user-id, set-group-id and `security.capability` on write, truncate and chown
+/// itself (`stitchdb-fs` does, as ext4 would), so the kernel stops asking for
+/// `security.capability` before every write and stops reading attributes before every chown.
+const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
+
 /// Threads serving requests that only read (lookups, getattr, reads, readdir, xattrs).
 const READERS: usize = 4;
 
@@ -47,6 +54,9 @@ type Job = Box<dyn FnOnce() + Send>;
 pub struct KvFuse {
     fs: Arc<Fs>,
     opts: AdapterOptions,
+    /// Set once the session's device exists (see [`KvFuse::poller`]); empty when polling is
+    /// off.
+    poller: Arc<OnceLock<Poller>>,
     readers: Option<std::sync::mpsc::Sender<Job>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -75,8 +85,22 @@ impl KvFuse {
         KvFuse {
             fs,
             opts,
+            poller: Arc::new(OnceLock::new()),
             readers: Some(tx),
             threads,
+        }
+    }
+
+    /// Where the session puts its [`Poller`] once the device is open: the adapter is moved
+    /// into the session before the session's descriptor exists.
+    pub fn poller(&self) -> Arc<OnceLock<Poller>> {
+        self.poller.clone()
+    }
+
+    /// Marks the mount busy, so the session thread polls for the next request.
+    fn busy(&self) {
+        if let Some(p) = self.poller.get() {
+            p.busy();
         }
     }
 
@@ -176,7 +200,8 @@ impl Filesystem for KvFuse {
             | consts::FUSE_DO_READDIRPLUS
             | consts::FUSE_READDIRPLUS_AUTO
             | consts::FUSE_PARALLEL_DIROPS
-            | consts::FUSE_CACHE_SYMLINKS;
+            | consts::FUSE_CACHE_SYMLINKS
+            | FUSE_HANDLE_KILLPRIV_V2;
         if self.opts.writeback_cache {
             wanted |= consts::FUSE_WRITEBACK_CACHE;
         }
@@ -204,19 +229,17 @@ impl Filesystem for KvFuse {
     }
 
     fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let who = caller(req);
-        let name = name.as_bytes().to_vec();
-        self.read_job(move |fs, ttl| match fs.lookup(&who, parent, &name) {
-            Ok(a) => reply.entry(&ttl, &file_attr(&a), 0),
-            Err(e) => reply.error(errno(&e)),
-        });
+        self.busy();
+        let r = self.fs.lookup(&caller(req), parent, name.as_bytes());
+        self.entry_reply(r, reply);
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        self.read_job(move |fs, ttl| match fs.getattr(ino) {
-            Ok(a) => reply.attr(&ttl, &file_attr(&a)),
+        self.busy();
+        match self.fs.getattr(ino) {
+            Ok(a) => reply.attr(&self.opts.ttl, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
-        });
+        }
     }
 
     fn setattr(
@@ -229,7 +252,7 @@ impl Filesystem for KvFuse {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         fh: Option<u64>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
@@ -237,6 +260,7 @@ impl Filesystem for KvFuse {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
+        self.busy();
         let s = SetAttr {
             mode,
             uid,
@@ -245,6 +269,9 @@ impl Filesystem for KvFuse {
             atime: time_set(atime),
             mtime: time_set(mtime),
             through_handle: fh.is_some(),
+            // Only a kernel keeping the file's times (the write-back cache) sends a change
+            // time; it checked the caller's right to set them (default_permissions).
+            ctime: ctime.map(timespec),
         };
         match self.fs.setattr(&caller(req), ino, &s) {
             Ok(a) => reply.attr(&self.opts.ttl, &file_attr(&a)),
@@ -253,10 +280,11 @@ impl Filesystem for KvFuse {
     }
 
     fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
-        self.read_job(move |fs, _| match fs.readlink(ino) {
+        self.busy();
+        match self.fs.readlink(ino) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
-        });
+        }
     }
 
     fn mknod(
@@ -269,6 +297,7 @@ impl Filesystem for KvFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.busy();
         let r = self
             .fs
             .mknod(&caller(req), parent, name.as_bytes(), mode, rdev);
@@ -284,11 +313,13 @@ impl Filesystem for KvFuse {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        self.busy();
         let r = self.fs.mkdir(&caller(req), parent, name.as_bytes(), mode);
         self.entry_reply(r, reply);
     }
 
     fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.busy();
         match self.fs.unlink(&caller(req), parent, name.as_bytes()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -296,6 +327,7 @@ impl Filesystem for KvFuse {
     }
 
     fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.busy();
         match self.fs.rmdir(&caller(req), parent, name.as_bytes()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -310,6 +342,7 @@ impl Filesystem for KvFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.busy();
         let r = self.fs.symlink(
             &caller(req),
             parent,
@@ -329,6 +362,7 @@ impl Filesystem for KvFuse {
         flags: u32,
         reply: ReplyEmpty,
     ) {
+        self.busy();
         let r = self.fs.rename(
             &caller(req),
             parent,
@@ -351,6 +385,7 @@ impl Filesystem for KvFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.busy();
         let r = self
             .fs
             .link(&caller(req), ino, newparent, newname.as_bytes());
@@ -358,6 +393,7 @@ impl Filesystem for KvFuse {
     }
 
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        self.busy();
         match self.fs.open(&caller(req), ino, flags) {
             // Only this mount changes the files, so the page cache stays valid across opens.
             Ok(_) => reply.opened(ino, consts::FOPEN_KEEP_CACHE),
@@ -376,6 +412,7 @@ impl Filesystem for KvFuse {
         _lock_owner: Option<u64>,
         reply: ReplyData,
     ) {
+        self.busy();
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(libc::EINVAL);
         };
@@ -397,6 +434,7 @@ impl Filesystem for KvFuse {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
+        self.busy();
         let Ok(mut offset) = u64::try_from(offset) else {
             return reply.error(libc::EINVAL);
         };
@@ -422,6 +460,7 @@ impl Filesystem for KvFuse {
         _lock_owner: u64,
         reply: ReplyEmpty,
     ) {
+        self.busy();
         // Every write request is already a commit and close(2) is not a durability point, so
         // there is nothing to do. ENOSYS tells the kernel so once: it then stops sending a
         // FLUSH on every close (one round trip fewer per file closed), while still writing
@@ -440,6 +479,7 @@ impl Filesystem for KvFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.busy();
         match self.fs.release(ino) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -454,6 +494,7 @@ impl Filesystem for KvFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.busy();
         match self.fs.fsync() {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -461,6 +502,7 @@ impl Filesystem for KvFuse {
     }
 
     fn opendir(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        self.busy();
         match self.fs.getattr(ino) {
             Ok(a) if a.kind != stitchdb_fs::Kind::Dir => reply.error(libc::ENOTDIR),
             Ok(a) => {
@@ -485,6 +527,7 @@ impl Filesystem for KvFuse {
         offset: i64,
         mut reply: ReplyDirectory,
     ) {
+        self.busy();
         let listed = entries_from(&self.fs, ino, offset, |entry| {
             Ok(reply.add(
                 entry.ino,
@@ -507,6 +550,7 @@ impl Filesystem for KvFuse {
         offset: i64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        self.busy();
         let (fs, ttl) = (&self.fs, &self.opts.ttl);
         let listed = entries_from(fs, ino, offset, |entry| {
             let attr = file_attr(&fs.getattr(entry.ino)?);
@@ -533,6 +577,7 @@ impl Filesystem for KvFuse {
         _flags: i32,
         reply: ReplyEmpty,
     ) {
+        self.busy();
         reply.ok();
     }
 
@@ -544,6 +589,7 @@ impl Filesystem for KvFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.busy();
         match self.fs.fsync() {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -551,6 +597,7 @@ impl Filesystem for KvFuse {
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        self.busy();
         let st = self.fs.statfs();
         let dir = self
             .opts
@@ -587,6 +634,7 @@ impl Filesystem for KvFuse {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.busy();
         match self
             .fs
             .setxattr(&caller(req), ino, name.as_bytes(), value, flags as u32)
@@ -604,6 +652,7 @@ impl Filesystem for KvFuse {
         size: u32,
         reply: ReplyXattr,
     ) {
+        self.busy();
         match self.fs.getxattr(&caller(req), ino, name.as_bytes()) {
             Ok(v) => xattr_reply(&v, size, reply),
             Err(e) => reply.error(errno(&e)),
@@ -611,6 +660,7 @@ impl Filesystem for KvFuse {
     }
 
     fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        self.busy();
         match self.fs.listxattr(&caller(req), ino) {
             Ok(names) => {
                 let mut v = Vec::new();
@@ -625,6 +675,7 @@ impl Filesystem for KvFuse {
     }
 
     fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.busy();
         match self.fs.removexattr(&caller(req), ino, name.as_bytes()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -632,6 +683,7 @@ impl Filesystem for KvFuse {
     }
 
     fn access(&mut self, req: &Request<'_>, ino: u64, mask: i32, reply: ReplyEmpty) {
+        self.busy();
         match self.fs.access(&caller(req), ino, mask as u32) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -648,6 +700,7 @@ impl Filesystem for KvFuse {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        self.busy();
         match self.fs.create(&caller(req), parent, name.as_bytes(), mode) {
             Ok(a) => reply.created(
                 &self.opts.ttl,
@@ -670,6 +723,7 @@ impl Filesystem for KvFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.busy();
         let (Ok(offset), Ok(length)) = (u64::try_from(offset), u64::try_from(length)) else {
             return reply.error(libc::EINVAL);
         };
@@ -688,6 +742,7 @@ impl Filesystem for KvFuse {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        self.busy();
         if self.opts.writeback_cache {
             // The kernel holds written pages (and the size they make) that have not reached
             // the store, and sends FUSE_LSEEK without writing them back first, so the store

@@ -2,14 +2,17 @@
 //! through the `fuser` crate (no libfuse: the mount system call as root, `fusermount3`
 //! otherwise). `stitchdb mount` is built on [`mount::serve`].
 //!
-//! Modules: `attr` (conversions to FUSE's types), `adapter` (the requests), `mount` (mount
-//! point checks, options, the session and its clean unmount).
+//! Modules: `attr` (conversions to FUSE's types), `adapter` (the requests), `poll` (polling
+//! the device between the requests of a burst), `mount` (mount point checks, options, the
+//! session and its clean unmount).
 
 #![forbid(unsafe_code)]
 
 mod adapter;
 mod attr;
 pub mod mount;
+mod poll;
 
 pub use adapter::{AdapterOptions, KvFuse, MAX_REQUEST};
-pub use mount::{is_mount_point, serve, unmount, MountConfig};
+pub use mount::{is_mount_point, open_session, serve, unmount, MountConfig};
+pub use poll::{Poller, DEFAULT_POLL_WINDOW};

@@ -2,7 +2,9 @@
 //! unmount on SIGTERM, SIGINT or SIGHUP that leaves everything durable.
 
 use crate::adapter::{AdapterOptions, KvFuse};
+use crate::poll::Poller;
 use fuser::MountOption;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -23,9 +25,6 @@ pub struct MountConfig {
     pub allow_other: bool,
     /// `allow_root`: root may use the mount too.
     pub allow_root: bool,
-    /// `default_permissions`: the kernel checks permissions from the attributes (the file
-    /// system checks them too).
-    pub default_permissions: bool,
     /// `sync`: every operation is durable when it returns.
     pub sync: bool,
     /// `attr_timeout=SECONDS` / `entry_timeout=SECONDS` (the smaller is used for both).
@@ -34,6 +33,9 @@ pub struct MountConfig {
     pub writeback_cache: bool,
     /// Kernel mount flags passed through: `nodev`, `nosuid`, `noexec`, `dirsync` ...
     pub flags: Vec<String>,
+    /// `poll_us=N`: how long the session thread polls for the next request after each one
+    /// (0: it always sleeps); see [`crate::poll`].
+    pub poll_window: Duration,
 }
 
 impl MountConfig {
@@ -51,11 +53,11 @@ impl MountConfig {
             read_only: false,
             allow_other: false,
             allow_root: false,
-            default_permissions: false,
             sync: false,
             ttl: Duration::from_secs(1),
             writeback_cache: true,
             flags: Vec::new(),
+            poll_window: crate::DEFAULT_POLL_WINDOW,
         };
         let secs = |v: &str, o: &str| -> Result<Duration, String> {
             v.parse::<f64>()
@@ -75,6 +77,12 @@ impl MountConfig {
                     let t = secs(v, o)?;
                     ttl = Some(ttl.map_or(t, |old| old.min(t)));
                 }
+                Some(("poll_us", v)) => {
+                    let us = v.parse::<u64>().ok().filter(|&us| us <= 1_000_000).ok_or_else(
+                        || format!("mount option {o}: {v:?} is not a number of microseconds (at most 1000000)"),
+                    )?;
+                    c.poll_window = Duration::from_micros(us);
+                }
                 Some(("fsname" | "subtype", _)) => {}
                 Some(_) if o.starts_with("x-") => {}
                 Some(_) => return Err(format!("unknown mount option {o:?}")),
@@ -83,7 +91,8 @@ impl MountConfig {
                     "rw" => c.read_only = false,
                     "allow_other" => c.allow_other = true,
                     "allow_root" => c.allow_root = true,
-                    "default_permissions" => c.default_permissions = true,
+                    // Always on: see `fuse_options`.
+                    "default_permissions" => {}
                     "sync" => c.sync = true,
                     "async" => c.sync = false,
                     "writeback_cache" => c.writeback_cache = true,
@@ -106,6 +115,15 @@ impl MountConfig {
         Ok(c)
     }
 
+    /// How the adapter serves this mount.
+    pub fn adapter_options(&self) -> AdapterOptions {
+        AdapterOptions {
+            ttl: self.ttl,
+            writeback_cache: self.writeback_cache && !self.read_only,
+            store_path: self.store.clone(),
+        }
+    }
+
     fn fuse_options(&self) -> Vec<MountOption> {
         let mut v = vec![
             MountOption::FSName(self.store.display().to_string()),
@@ -122,9 +140,10 @@ impl MountConfig {
         if self.allow_root {
             v.push(MountOption::AllowRoot);
         }
-        if self.default_permissions {
-            v.push(MountOption::DefaultPermissions);
-        }
+        // The kernel checks every caller's permissions from the attributes, as it does for
+        // ext4 (the file system checks them again). Needed with the write-back cache: the
+        // kernel then keeps regular files' times and sends them back in its own name.
+        v.push(MountOption::DefaultPermissions);
         for f in &self.flags {
             v.push(match f.as_str() {
                 "dev" => MountOption::Dev,
@@ -253,6 +272,24 @@ pub fn unmount(mp: &Path) -> Result<(), String> {
     ))
 }
 
+/// Mounts `adapter` as `c` says and returns the session, not yet serving; its device is
+/// polled between requests as `c.poll_window` says (see [`crate::poll`]).
+pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<KvFuse>, String> {
+    let poller = adapter.poller();
+    let session = fuser::Session::new(adapter, &c.mountpoint, &c.fuse_options())
+        .map_err(|e| format!("mounting on {}: {e}", c.mountpoint.display()))?;
+    let device = session
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| format!("duplicating the FUSE device: {e}"))?;
+    if let Some(p) = Poller::start(device, c.poll_window)
+        .map_err(|e| format!("starting the FUSE device's poll controller: {e}"))?
+    {
+        let _ = poller.set(p);
+    }
+    Ok(session)
+}
+
 /// Mounts and serves until unmounted (by `umount`, `fusermount3 -u`, or a SIGTERM, SIGINT
 /// or SIGHUP, which unmount); `on_ready` runs once the mount is in place. Everything is
 /// durable when it returns.
@@ -273,16 +310,7 @@ pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     )
     .map_err(|e| format!("cannot mount the file system of {}: {e}", c.store.display()))?;
     let fs = Arc::new(fs);
-    let adapter = KvFuse::new(
-        fs.clone(),
-        AdapterOptions {
-            ttl: c.ttl,
-            writeback_cache: c.writeback_cache && !c.read_only,
-            store_path: c.store.clone(),
-        },
-    );
-    let mut session = fuser::Session::new(adapter, &c.mountpoint, &c.fuse_options())
-        .map_err(|e| format!("mounting on {}: {e}", c.mountpoint.display()))?;
+    let mut session = open_session(c, KvFuse::new(fs.clone(), c.adapter_options()))?;
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGINT,
@@ -316,5 +344,29 @@ pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     match Arc::try_unwrap(fs) {
         Ok(fs) => fs.close().map_err(|e| format!("closing the store: {e}")),
         Err(fs) => fs.fsync().map_err(|e| format!("syncing the store: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(options: &[&str]) -> Result<MountConfig, String> {
+        let lists: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        MountConfig::parse("s.store".into(), "mnt".into(), &lists)
+    }
+
+    #[test]
+    fn poll_window_defaults_and_is_set_in_microseconds() {
+        assert_eq!(parse(&[]).unwrap().poll_window, crate::DEFAULT_POLL_WINDOW);
+        assert_eq!(
+            parse(&["ro,poll_us=50"]).unwrap().poll_window,
+            Duration::from_micros(50)
+        );
+        assert_eq!(parse(&["poll_us=0"]).unwrap().poll_window, Duration::ZERO);
+        for bad in ["poll_us=", "poll_us=-1", "poll_us=1.5", "poll_us=1000001"] {
+            let e = parse(&[bad]).unwrap_err();
+            assert!(e.contains("poll_us"), "{bad}: {e}");
+        }
     }
 }

@@ -28,7 +28,8 @@ pub struct MountArgs {
     foreground: bool,
     /// Mount options, comma-separated: ro, rw, allow_other, allow_root, default_permissions,
     /// sync (every operation durable on return), attr_timeout=S, entry_timeout=S,
-    /// no_writeback_cache, nodev, nosuid, noexec, dirsync (others mount(8) uses are ignored)
+    /// no_writeback_cache, poll_us=N (how long to poll for the next request after each one;
+    /// 0: never), nodev, nosuid, noexec, dirsync (others mount(8) uses are ignored)
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
 }

@@ -6,10 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
 use stitchdb::{Db, Options};
 use stitchdb_fs::{Fs, FsOptions};
-use stitchdb_fuse::{AdapterOptions, KvFuse};
+use stitchdb_fuse::{open_session, KvFuse, MountConfig};
 
 /// Why FUSE tests cannot run here, if they cannot: no /dev/fuse or no fusermount3.
 pub fn fuse_unavailable() -> Option<String> {
@@ -64,19 +63,14 @@ impl Mounted {
         std::fs::create_dir(&dir).unwrap();
         let db = Db::create(&store, Options::default()).unwrap();
         let fs = Arc::new(Fs::mount(db, FsOptions::default()).unwrap());
-        let adapter = KvFuse::new(
-            fs,
-            AdapterOptions {
-                ttl: Duration::from_secs(1),
-                writeback_cache,
-                store_path: store.clone(),
-            },
-        );
-        let opts = [
-            fuser::MountOption::FSName("stitchdb-test".into()),
-            fuser::MountOption::RW,
-        ];
-        let session = fuser::Session::new(adapter, &dir, &opts).unwrap();
+        // The options and session `stitchdb mount` uses, polling included.
+        let cache = if writeback_cache {
+            "writeback_cache"
+        } else {
+            "no_writeback_cache"
+        };
+        let config = MountConfig::parse(store.clone(), dir.clone(), &[cache.to_string()]).unwrap();
+        let session = open_session(&config, KvFuse::new(fs, config.adapter_options())).unwrap();
         let session = session.spawn().unwrap();
         Mounted {
             dir,
