@@ -22,6 +22,9 @@ pub const XATTR_CREATE: u32 = 1;
 pub const XATTR_REPLACE: u32 = 2;
 /// Deleting up to this many blocks writes a tombstone per block; more, one range tombstone.
 const POINT_DELETE_BLOCKS: u64 = 256;
+/// Reads of up to this many blocks look each block up (through the runs' filters) rather
+/// than scan for them; longer reads scan.
+const POINT_READ_BLOCKS: u64 = 16;
 /// Blocks `seek` reads at a time while it looks for a hole.
 const SEEK_BATCH: usize = 256;
 /// The longest symlink target (`PATH_MAX` less its NUL).
@@ -60,10 +63,13 @@ pub struct SetAttr {
     pub mtime: Option<TimeSet>,
     /// The change comes through an open file (`ftruncate`): its open mode was checked then.
     pub through_handle: bool,
-    /// The change time the caller keeps for the file, set with the other times. A caller
-    /// that keeps a file's times itself (the kernel, with FUSE's write-back cache) sends
-    /// them this way, having checked the permission to change them itself: times given
-    /// with a change time are set without checks. `None`: the change time is now.
+    /// The change time, when the caller keeps the file's times itself: the kernel does with
+    /// FUSE's write-back cache, and writes back its modification and change times (no access
+    /// time) after writes, through the writer's open file, and after changes of names, in
+    /// the name of whoever made them. So a modification time with a change time and no access
+    /// time is taken through an open file from anyone who may write the file, or from anyone
+    /// at all when it is unchanged; utimensat's rules apply otherwise. `None`: the change
+    /// time is now.
     pub ctime: Option<Timespec>,
 }
 
@@ -682,11 +688,19 @@ impl<K: Kv> Op<'_, K> {
             a.mtime = self.now;
             self.drop_privileges(&mut a)?;
         }
+        // The kernel writing back times it keeps (mtime and ctime, never atime): after a write,
+        // through the writer's handle (utimensat never comes through one), or after a change
+        // of names, by whoever made it, with the modification time unchanged.
+        let written_back = s.ctime.is_some() && s.atime.is_none() && s.mode.is_none();
         for (which, time) in [(0, s.atime), (1, s.mtime)] {
             let Some(time) = time else { continue };
             let t = match time {
-                TimeSet::Now if s.ctime.is_some() => self.now,
-                TimeSet::At(t) if s.ctime.is_some() => t,
+                TimeSet::At(t)
+                    if written_back
+                        && (t == a.mtime || s.through_handle && perm::allowed(&a, caller, W)) =>
+                {
+                    t
+                }
                 TimeSet::Now => {
                     if !caller.owns(&a) && !perm::allowed(&a, caller, W) {
                         return err(libc::EACCES);
@@ -825,14 +839,30 @@ impl<K: Kv> Op<'_, K> {
         let mut out = vec![0u8; (end - offset) as usize];
         let first = offset / BLOCK_SIZE;
         let last = (end - 1) / BLOCK_SIZE;
-        let blocks = self.kv.scan(
-            self.t.data,
-            &pair_key(ino, first),
-            &pair_key(ino, last + 1),
-            usize::MAX,
-        )?;
-        for (k, v) in blocks {
-            let (_, block) = decode_pair_key(&k)?;
+        let blocks = if last - first < POINT_READ_BLOCKS {
+            // A point read asks each run's filter and reads only the runs that may hold the
+            // block; a scan reads, in every run whose keys span the offset, the block that
+            // would hold it (after random writes, most runs span most of the file).
+            let mut found = Vec::new();
+            for block in first..=last {
+                if let Some(v) = self.kv.get(self.t.data, &pair_key(ino, block))? {
+                    found.push((block, v));
+                }
+            }
+            found
+        } else {
+            let scanned = self.kv.scan(
+                self.t.data,
+                &pair_key(ino, first),
+                &pair_key(ino, last + 1),
+                usize::MAX,
+            )?;
+            scanned
+                .into_iter()
+                .map(|(k, v)| Ok((decode_pair_key(&k)?.1, v)))
+                .collect::<FsResult<Vec<_>>>()?
+        };
+        for (block, v) in blocks {
             let start = block * BLOCK_SIZE;
             let (lo, hi) = (start.max(offset), (start + v.len() as u64).min(end));
             if lo < hi {

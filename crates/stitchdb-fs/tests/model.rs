@@ -152,6 +152,9 @@ fn run(seed: u64, steps: usize) {
                         MAX_FILE_SIZE + rng.gen_range(0..10)
                     } else if rng.gen_bool(0.5) {
                         m.inodes[&ino].data.len() as u64 // appends
+                    } else if rng.gen_bool(0.1) {
+                        // Far out: holes, and files long enough for reads that scan.
+                        rng.gen_range(40_000..200_000)
                     } else {
                         rng.gen_range(0..40_000)
                     };
@@ -189,7 +192,11 @@ fn run(seed: u64, steps: usize) {
                         libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
                     ));
                     assert_eq!(got, m.punch(ino, off, len), "{what}: punch");
-                    let (o, l) = (rng.gen_range(0..40_000), rng.gen_range(0..10_000));
+                    // Short reads look blocks up one by one, long ones (over 16 blocks) scan.
+                    let (o, l) = (
+                        rng.gen_range(0..40_000),
+                        [rng.gen_range(0..10_000), rng.gen_range(0..250_000)][rng.gen_range(0..2)],
+                    );
                     assert_eq!(errno(fs.read(ino, o, l)), m.read(ino, o, l), "{what}: read");
                 }
             }

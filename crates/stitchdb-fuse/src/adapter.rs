@@ -270,7 +270,7 @@ impl Filesystem for KvFuse {
             mtime: time_set(mtime),
             through_handle: fh.is_some(),
             // Only a kernel keeping the file's times (the write-back cache) sends a change
-            // time; it checked the caller's right to set them (default_permissions).
+            // time: see `SetAttr::ctime`.
             ctime: ctime.map(timespec),
         };
         match self.fs.setattr(&caller(req), ino, &s) {

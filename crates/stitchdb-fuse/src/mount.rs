@@ -31,6 +31,10 @@ pub struct MountConfig {
     pub ttl: Duration,
     /// `writeback_cache` (the default) or `no_writeback_cache`.
     pub writeback_cache: bool,
+    /// `default_permissions`: the kernel checks permissions from the attributes too (the
+    /// file system always checks them). Off by default: the kernel then reads a directory's
+    /// attributes again after every change in it (a GETATTR per create or unlink).
+    pub default_permissions: bool,
     /// Kernel mount flags passed through: `nodev`, `nosuid`, `noexec`, `dirsync` ...
     pub flags: Vec<String>,
     /// `poll_us=N`: how long the session thread polls for the next request after each one
@@ -55,6 +59,7 @@ impl MountConfig {
             allow_root: false,
             sync: false,
             ttl: Duration::from_secs(1),
+            default_permissions: false,
             writeback_cache: true,
             flags: Vec::new(),
             poll_window: crate::DEFAULT_POLL_WINDOW,
@@ -91,8 +96,7 @@ impl MountConfig {
                     "rw" => c.read_only = false,
                     "allow_other" => c.allow_other = true,
                     "allow_root" => c.allow_root = true,
-                    // Always on: see `fuse_options`.
-                    "default_permissions" => {}
+                    "default_permissions" => c.default_permissions = true,
                     "sync" => c.sync = true,
                     "async" => c.sync = false,
                     "writeback_cache" => c.writeback_cache = true,
@@ -140,10 +144,9 @@ impl MountConfig {
         if self.allow_root {
             v.push(MountOption::AllowRoot);
         }
-        // The kernel checks every caller's permissions from the attributes, as it does for
-        // ext4 (the file system checks them again). Needed with the write-back cache: the
-        // kernel then keeps regular files' times and sends them back in its own name.
-        v.push(MountOption::DefaultPermissions);
+        if self.default_permissions {
+            v.push(MountOption::DefaultPermissions);
+        }
         for f in &self.flags {
             v.push(match f.as_str() {
                 "dev" => MountOption::Dev,
