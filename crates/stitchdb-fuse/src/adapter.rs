@@ -1,6 +1,7 @@
 //! [`KvFuse`]: the FUSE requests served by a [`Fs`].
 
 use crate::attr::{file_attr, file_type, timespec};
+use crate::bdi::BdiSettings;
 use crate::poll::Poller;
 use fuser::{
     consts, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
@@ -10,6 +11,7 @@ use fuser::{
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 use stitchdb_fs::{Caller, DirEntry, Fs, FsError, SetAttr, TimeSet, BLOCK_SIZE};
@@ -57,6 +59,10 @@ pub struct KvFuse {
     /// Set once the session's device exists (see [`KvFuse::poller`]); empty when polling is
     /// off.
     poller: Arc<OnceLock<Poller>>,
+    /// Backing-device settings to write once the kernel has taken the INIT reply, which sets
+    /// the readahead again: on the first request after it (see [`KvFuse::set_bdi`]).
+    bdi: parking_lot::Mutex<Option<(BdiSettings, PathBuf)>>,
+    bdi_pending: AtomicBool,
     readers: Option<std::sync::mpsc::Sender<Job>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -86,6 +92,8 @@ impl KvFuse {
             fs,
             opts,
             poller: Arc::new(OnceLock::new()),
+            bdi: parking_lot::Mutex::new(None),
+            bdi_pending: AtomicBool::new(false),
             readers: Some(tx),
             threads,
         }
@@ -97,10 +105,24 @@ impl KvFuse {
         self.poller.clone()
     }
 
-    /// Marks the mount busy, so the session thread polls for the next request.
+    /// Writes `settings` into the backing device of the mount at `mountpoint` (canonical)
+    /// when the first request after INIT comes.
+    pub fn set_bdi(&self, settings: BdiSettings, mountpoint: PathBuf) {
+        *self.bdi.lock() = Some((settings, mountpoint));
+        self.bdi_pending.store(true, Ordering::Release);
+    }
+
+    /// At the start of every request: marks the mount busy, so the session thread polls for
+    /// the next one; the first writes the backing-device settings.
     fn busy(&self) {
         if let Some(p) = self.poller.get() {
             p.busy();
+        }
+        if self.bdi_pending.load(Ordering::Acquire) {
+            if let Some((settings, mountpoint)) = self.bdi.lock().take() {
+                settings.apply(&mountpoint);
+            }
+            self.bdi_pending.store(false, Ordering::Release);
         }
     }
 

@@ -3,16 +3,19 @@
 //! otherwise). `stitchdb mount` is built on [`mount::serve`].
 //!
 //! Modules: `attr` (conversions to FUSE's types), `adapter` (the requests), `poll` (polling
-//! the device between the requests of a burst), `mount` (mount point checks, options, the
+//! the device between the requests of a burst), `bdi` (the mount's readahead and dirty-page
+//! limits), `mount` (mount point checks, options, the
 //! session and its clean unmount).
 
 #![forbid(unsafe_code)]
 
 mod adapter;
 mod attr;
+mod bdi;
 pub mod mount;
 mod poll;
 
 pub use adapter::{AdapterOptions, KvFuse, MAX_REQUEST};
+pub use bdi::BdiSettings;
 pub use mount::{is_mount_point, open_session, serve, unmount, MountConfig};
 pub use poll::{Poller, DEFAULT_POLL_WINDOW};

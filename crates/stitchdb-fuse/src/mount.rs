@@ -2,6 +2,7 @@
 //! unmount on SIGTERM, SIGINT or SIGHUP that leaves everything durable.
 
 use crate::adapter::{AdapterOptions, KvFuse};
+use crate::bdi::BdiSettings;
 use crate::poll::Poller;
 use fuser::MountOption;
 use std::os::fd::AsFd;
@@ -40,6 +41,9 @@ pub struct MountConfig {
     /// `poll_us=N`: how long the session thread polls for the next request after each one
     /// (0: it always sleeps); see [`crate::poll`].
     pub poll_window: Duration,
+    /// `read_ahead_kb=N`, `max_ratio=N`: the mount's backing device settings; those not given
+    /// are taken from the disk holding the store (see [`crate::bdi`]).
+    pub bdi: BdiSettings,
 }
 
 impl MountConfig {
@@ -63,6 +67,7 @@ impl MountConfig {
             writeback_cache: true,
             flags: Vec::new(),
             poll_window: crate::DEFAULT_POLL_WINDOW,
+            bdi: BdiSettings::default(),
         };
         let secs = |v: &str, o: &str| -> Result<Duration, String> {
             v.parse::<f64>()
@@ -87,6 +92,18 @@ impl MountConfig {
                         || format!("mount option {o}: {v:?} is not a number of microseconds (at most 1000000)"),
                     )?;
                     c.poll_window = Duration::from_micros(us);
+                }
+                Some(("read_ahead_kb", v)) => {
+                    c.bdi.read_ahead_kb =
+                        Some(v.parse().map_err(|_| {
+                            format!("mount option {o}: {v:?} is not a number of KiB")
+                        })?)
+                }
+                Some(("max_ratio", v)) => {
+                    let pct = v.parse().ok().filter(|&p| (1..=100).contains(&p));
+                    c.bdi.max_ratio = Some(pct.ok_or_else(|| {
+                        format!("mount option {o}: {v:?} is not a percentage from 1 to 100")
+                    })?)
                 }
                 Some(("fsname" | "subtype", _)) => {}
                 Some(_) if o.starts_with("x-") => {}
@@ -182,7 +199,7 @@ fn mountinfo_has(path: &Path) -> bool {
 }
 
 /// Mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape_mountinfo(s: &str) -> String {
+pub(crate) fn unescape_mountinfo(s: &str) -> String {
     s.replace("\\040", " ")
         .replace("\\011", "\t")
         .replace("\\012", "\n")
@@ -279,6 +296,19 @@ pub fn unmount(mp: &Path) -> Result<(), String> {
 /// polled between requests as `c.poll_window` says (see [`crate::poll`]).
 pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<KvFuse>, String> {
     let poller = adapter.poller();
+    // Resolved before mounting: once mounted, resolving it would ask this daemon.
+    let canonical = c
+        .mountpoint
+        .canonicalize()
+        .map_err(|e| format!("mount point {}: {e}", c.mountpoint.display()))?;
+    let disk = BdiSettings::of_disk_holding(&c.store);
+    adapter.set_bdi(
+        BdiSettings {
+            read_ahead_kb: c.bdi.read_ahead_kb.or(disk.read_ahead_kb),
+            max_ratio: c.bdi.max_ratio.or(disk.max_ratio),
+        },
+        canonical,
+    );
     let session = fuser::Session::new(adapter, &c.mountpoint, &c.fuse_options())
         .map_err(|e| format!("mounting on {}: {e}", c.mountpoint.display()))?;
     let device = session
@@ -370,6 +400,23 @@ mod tests {
         for bad in ["poll_us=", "poll_us=-1", "poll_us=1.5", "poll_us=1000001"] {
             let e = parse(&[bad]).unwrap_err();
             assert!(e.contains("poll_us"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn backing_device_settings_are_left_to_the_disk_unless_given() {
+        assert_eq!(parse(&[]).unwrap().bdi, BdiSettings::default());
+        let c = parse(&["read_ahead_kb=1024,max_ratio=40"]).unwrap();
+        assert_eq!(
+            c.bdi,
+            BdiSettings {
+                read_ahead_kb: Some(1024),
+                max_ratio: Some(40)
+            }
+        );
+        for bad in ["read_ahead_kb=x", "max_ratio=0", "max_ratio=101", "max_ratio=-5"] {
+            let e = parse(&[bad]).unwrap_err();
+            assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
         }
     }
 }

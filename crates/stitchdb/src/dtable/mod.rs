@@ -94,13 +94,14 @@ impl DTable for Arc<Run> {
         self.covers(key)
     }
 
-    /// Runs cannot stop at `end` themselves: the overlay above cuts the merged stream.
-    fn cursor(&self, start: Bound<&[u8]>, _end: Bound<&[u8]>) -> Source {
-        Box::new(self.iter_from(start_key(start)))
+    /// Runs cannot stop at `end` themselves (the overlay above cuts the merged stream), but
+    /// read no block ahead past it.
+    fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
+        Box::new(self.iter_range(start_key(start), end))
     }
 
-    fn lazy_cursor(&self, start: Bound<&[u8]>, _end: Bound<&[u8]>) -> Box<dyn LazySource> {
-        Box::new(self.iter_from(start_key(start)))
+    fn lazy_cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Box<dyn LazySource> {
+        Box::new(self.iter_range(start_key(start), end))
     }
 
     /// Runs cannot stop at `start` themselves: the overlay above cuts the merged stream.

@@ -8,6 +8,8 @@ mod index;
 mod rebuild;
 mod search;
 mod stitch;
+#[cfg(test)]
+mod testing;
 mod write_behind;
 
 #[cfg(test)]
@@ -26,6 +28,7 @@ use crate::merge_iter::LazySource;
 use crate::{Error, Result};
 pub(crate) use block::{Block, Framing};
 use search::BlockSearch;
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -716,14 +719,20 @@ impl Run {
         Ok(block)
     }
 
-    /// Blocks `i..` for a merge that copies them all: read in one disk request while each
-    /// follows the one before on disk, up to `max_bytes` of extents (always block `i`; when
-    /// it is the only one, as [`block_from`](Self::block_from) reads it). Not kept in the
-    /// read cache, as [`Fill::Stream`] says.
-    pub(crate) fn blocks_ahead(&self, i: usize, max_bytes: u64) -> Result<Vec<Arc<Block>>> {
+    /// Blocks `i..until` for a reader that wants them all (a merge that copies them, a
+    /// scan streaming through them): read in one disk request while each follows the one
+    /// before on disk, up to `max_bytes` of extents (always block `i`; when it is the only
+    /// one, as [`block_from`](Self::block_from) reads it). Not kept in the read cache, as
+    /// [`Fill::Stream`] says.
+    pub(crate) fn blocks_ahead(
+        &self,
+        i: usize,
+        until: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<Arc<Block>>> {
         let mut end = i + 1;
         let mut bytes = u64::from(self.blocks[i].addr.len);
-        while let Some(h) = self.blocks.get(end) {
+        while let Some(h) = self.blocks[..until.min(self.blocks.len())].get(end) {
             bytes += u64::from(h.addr.len);
             if bytes > max_bytes || !h.addr.follows(&self.blocks[end - 1].addr) {
                 break;
@@ -815,13 +824,29 @@ impl Run {
 
     /// All entries from the first whose key is at least `from`, in order.
     pub fn iter_from(self: &Arc<Self>, from: &[u8]) -> RunIter {
+        self.iter_range(from, Bound::Unbounded)
+    }
+
+    /// The entries from the first whose key is at least `from`, in order, for a scan that
+    /// stops at `end`: it may yield keys past `end` (the caller cuts them), but reads ahead
+    /// no block that starts past it.
+    pub fn iter_range(self: &Arc<Self>, from: &[u8], end: Bound<&[u8]>) -> RunIter {
         let block = self.search.first_ending_at_or_after(&self.blocks, from);
         RunIter {
             run: self.clone(),
             block,
             current: None,
             seek: Some(from.to_vec()),
+            end: end.map(<[u8]>::to_vec),
+            ahead: VecDeque::new(),
+            read_ahead: FIRST_READ_AHEAD,
         }
+    }
+
+    /// The first block from `from` on that starts past `end`: no entry a scan stopping at
+    /// `end` wants lies in it or after it.
+    fn first_block_past(&self, from: usize, end: Bound<&[u8]>) -> usize {
+        from + self.blocks[from..].partition_point(|h| !past_end(&h.first_key, end))
     }
 }
 
@@ -933,7 +958,15 @@ pub(crate) enum Fill {
     Stream,
 }
 
-/// Iterates a run's entries block by block.
+/// What a streaming [`RunIter`] reads from the disk at once at first: it doubles with each
+/// read up to [`MAX_READ_AHEAD`], so a short scan reads little past what it wants and a long
+/// one reads in large requests.
+const FIRST_READ_AHEAD: u64 = 64 << 10;
+/// See [`FIRST_READ_AHEAD`].
+const MAX_READ_AHEAD: u64 = 1 << 20;
+
+/// Iterates a run's entries block by block. Past the block it starts in, it reads blocks
+/// that lie back to back on the disk in one request (read-ahead), up to the scan's end.
 pub struct RunIter {
     run: Arc<Run>,
     /// The next block to load.
@@ -941,6 +974,12 @@ pub struct RunIter {
     /// The loaded block and the next entry in it.
     current: Option<(Arc<Block>, usize)>,
     seek: Option<Vec<u8>>,
+    /// Where the scan stops: blocks starting past it are not read ahead.
+    end: Bound<Vec<u8>>,
+    /// Blocks `block..` read ahead.
+    ahead: VecDeque<Arc<Block>>,
+    /// Bytes of the next read-ahead.
+    read_ahead: u64,
 }
 
 impl Iterator for RunIter {
@@ -959,24 +998,96 @@ impl Iterator for RunIter {
             if self.block >= self.run.blocks.len() {
                 return None;
             }
-            // The block a scan starts in is cached (a seek is much like a point read); the
-            // blocks it streams through after that are not.
-            let fill = if self.seek.is_some() {
-                Fill::Cache
-            } else {
-                Fill::Stream
-            };
-            match self.run.block_from(self.block, fill) {
+            match self.load() {
                 Ok(b) => {
                     let start = self.seek.take().map_or(0, |k| b.seek(&k));
                     self.current = Some((b, start));
                 }
                 Err(e) => {
                     self.block = self.run.blocks.len();
+                    self.ahead.clear();
                     return Some(Err(e));
                 }
             }
             self.block += 1;
+        }
+    }
+}
+
+impl RunIter {
+    /// Block `self.block`: the block a scan starts in is read alone and cached (a seek is
+    /// much like a point read); the blocks it streams through after that are read ahead and
+    /// not cached.
+    fn load(&mut self) -> Result<Arc<Block>> {
+        if let Some(b) = self.ahead.pop_front() {
+            return Ok(b);
+        }
+        if self.seek.is_some() {
+            return self.run.block_from(self.block, Fill::Cache);
+        }
+        let end = self.end.as_ref().map(Vec::as_slice);
+        let until = self
+            .run
+            .first_block_past(self.block, end)
+            .max(self.block + 1);
+        let mut read = self.run.blocks_ahead(self.block, until, self.read_ahead)?;
+        self.read_ahead = (self.read_ahead * 2).min(MAX_READ_AHEAD);
+        let first = read.remove(0);
+        self.ahead.extend(read);
+        Ok(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{counted_storage, run_of};
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+    use stitch_io::DiskRequest;
+
+    fn key(r: u32) -> Vec<u8> {
+        [r.to_be_bytes().as_slice(), &[1]].concat()
+    }
+
+    #[test]
+    fn a_scan_reads_ahead_in_large_requests_and_not_past_its_end() {
+        let (disk, storage) = counted_storage();
+        let blocks = 600;
+        let run = run_of(&storage, 1, 1, blocks);
+        let bytes = Arc::new(AtomicU64::new(0));
+        let counted = bytes.clone();
+        disk.set_hook(move |r| {
+            if let DiskRequest::Read { len, .. } = r {
+                counted.fetch_add(len, Ordering::Relaxed);
+            }
+        });
+        let block_bytes = 4096 + 64;
+        // (first key, end): the keys from..to, each in a block of its own, back to back.
+        for (from, to) in [
+            (0, blocks),
+            (10, 50),
+            (100, 101),
+            (299, blocks),
+            (599, blocks),
+        ] {
+            let (reads, read) = (disk.reads(), bytes.load(Ordering::Relaxed));
+            let end = key(to);
+            let got: Vec<Vec<u8>> = run
+                .iter_range(&key(from), Bound::Excluded(&end))
+                .map(|e| e.unwrap().key)
+                .take_while(|k| *k < end)
+                .collect();
+            assert_eq!(got, (from..to).map(key).collect::<Vec<_>>(), "{from}..{to}");
+            let (reads, read) = (disk.reads() - reads, bytes.load(Ordering::Relaxed) - read);
+            let wanted = u64::from(to - from);
+            // The first block alone, then requests doubling from 64 KiB to 1 MiB: a few
+            // requests where one per block was made before.
+            assert!(reads <= 2 + wanted / 200 + 5, "{from}..{to}: {reads} reads");
+            // Nothing past the block that tells where the range ends.
+            assert!(
+                read <= (wanted + 1) * block_bytes,
+                "{from}..{to}: read {read} bytes for {wanted} blocks"
+            );
         }
     }
 }

@@ -178,7 +178,8 @@ pub fn merge_runs(
                 None => {
                     let limit = copy_ahead(&cursors, i, stitching, zone_size);
                     let c = &mut cursors[i];
-                    let mut read = VecDeque::from(c.run.blocks_ahead(c.next_block, limit)?);
+                    let mut read =
+                        VecDeque::from(c.run.blocks_ahead(c.next_block, usize::MAX, limit)?);
                     let block = read.pop_front().expect("blocks_ahead reads at least one");
                     c.ahead = read;
                     block
@@ -388,38 +389,14 @@ fn stitchable_span(
 mod tests {
     use super::*;
     use crate::entry::Value;
-    use stitch_io::{CountingDisk, MemDisk};
-    use stitch_patch::{BlockCache, CacheConfig};
-    use stitch_zone::{ZoneConfig, ZoneStore};
-
-    /// A run of one-block entries: for each range `r`, key `r`/`suffix`.
-    fn run_of(storage: &Arc<Storage>, id: u64, suffix: u8, ranges: u32) -> Arc<Run> {
-        let value = vec![suffix; 4090];
-        let mut builder = RunBuilder::new(storage, id, 0, Stream::Flush);
-        for r in 0..ranges {
-            let key = [r.to_be_bytes().as_slice(), &[suffix]].concat();
-            builder
-                .add(EntryRef {
-                    key: &key,
-                    seq: u64::from(suffix),
-                    value: Some(&value),
-                })
-                .unwrap();
-        }
-        let (run, patch) = builder.finish(None).unwrap().unwrap();
-        storage.zones.cache().flush_patch(patch).unwrap();
-        run
-    }
+    use crate::run::testing::{counted_storage, run_of};
 
     #[test]
     fn interleaved_inputs_are_copied_from_reads_of_many_blocks() {
         // Like randomappend's first merges: each input holds one block per key range, and
         // the two alternate range by range, so no span is long enough to stitch and every
         // block is copied. The merge reads them in requests of up to 64 KiB, not 4 KiB.
-        let disk = Arc::new(CountingDisk::new(Arc::new(MemDisk::new(0))));
-        let cache = Arc::new(BlockCache::new(disk.clone(), CacheConfig::default()));
-        let zones = Arc::new(ZoneStore::create(cache, ZoneConfig::default()).unwrap());
-        let storage = Storage::new(zones, 0, false);
+        let (disk, storage) = counted_storage();
         let ranges = 300;
         let older = run_of(&storage, 1, 1, ranges);
         let newer = run_of(&storage, 2, 2, ranges);

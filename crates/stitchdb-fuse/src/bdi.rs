@@ -1,0 +1,90 @@
+//! The mount's backing device info (`/sys/class/bdi/MAJOR:MINOR/`): how much the kernel reads
+//! ahead in a file and how many dirty pages it lets the mount hold.
+//!
+//! The kernel gives every FUSE mount a backing device of its own with settings made for a
+//! daemon it cannot trust: 128 KiB of readahead, and at most 1% of the dirty-page limit
+//! (`max_ratio`), where a disk gets its queue's readahead (8 MiB on this machine's virtio
+//! disk) and up to 100%. With 1% (about 48 MiB here) the kernel writes a file's pages back
+//! long before they could gather into large requests: random 4 KiB writes over 1 GiB reach
+//! the store one page at a time. A mount by root (which the store trusts anyway) takes the
+//! settings of the disk holding its store instead, unless `-o read_ahead_kb=N` or
+//! `-o max_ratio=N` say otherwise. Measured in docs/kvfs.md, "Serving".
+
+use std::path::{Path, PathBuf};
+
+/// What to set; `None` leaves the kernel's value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BdiSettings {
+    /// Readahead in KiB.
+    pub read_ahead_kb: Option<u64>,
+    /// The share of the dirty-page limit the mount may hold, in percent.
+    pub max_ratio: Option<u64>,
+}
+
+impl BdiSettings {
+    /// The settings of the disk holding `store`, where `/sys` tells them: its queue's
+    /// readahead, and the 100% every disk may hold.
+    pub fn of_disk_holding(store: &Path) -> BdiSettings {
+        let read_ahead_kb = rustix::fs::stat(store).ok().and_then(|st| {
+            let dev = Path::new("/sys/dev/block").join(format!(
+                "{}:{}",
+                rustix::fs::major(st.st_dev),
+                rustix::fs::minor(st.st_dev)
+            ));
+            // A whole disk has its queue; a partition's is its disk's.
+            [
+                dev.join("queue/read_ahead_kb"),
+                dev.join("../queue/read_ahead_kb"),
+            ]
+            .iter()
+            .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
+        });
+        BdiSettings {
+            read_ahead_kb,
+            max_ratio: Some(100),
+        }
+    }
+
+    /// Writes the settings into the backing device of the FUSE mount at `mountpoint` (a
+    /// canonical path, made before mounting: resolving the mount point would ask the daemon).
+    /// Each one that cannot be written (not root, no `/sys`) is logged and left as it was.
+    pub fn apply(&self, mountpoint: &Path) {
+        let Some(dir) = bdi_dir(mountpoint) else {
+            tracing::warn!(
+                "no backing device found for {} in /proc/self/mountinfo: readahead and \
+                 dirty-page limits left as the kernel set them",
+                mountpoint.display()
+            );
+            return;
+        };
+        for (name, value) in [
+            ("read_ahead_kb", self.read_ahead_kb),
+            ("max_ratio", self.max_ratio),
+        ] {
+            let Some(value) = value else { continue };
+            let path = dir.join(name);
+            match std::fs::write(&path, value.to_string()) {
+                Ok(()) => tracing::info!("{} = {value}", path.display()),
+                Err(e) => tracing::warn!("setting {} to {value}: {e}", path.display()),
+            }
+        }
+    }
+}
+
+/// `/sys/class/bdi/MAJOR:MINOR` of the mount at `mountpoint`, from `/proc/self/mountinfo`
+/// (a `stat` of the mount point would ask the daemon, which is not serving yet).
+fn bdi_dir(mountpoint: &Path) -> Option<PathBuf> {
+    let want = mountpoint.to_string_lossy();
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // The last mount on the path is the one on top: ours.
+    let dev = info
+        .lines()
+        .rev()
+        .filter(|l| {
+            l.split(' ')
+                .nth(4)
+                .is_some_and(|mp| crate::mount::unescape_mountinfo(mp) == want)
+        })
+        .find_map(|l| l.split(' ').nth(2))?;
+    Some(Path::new("/sys/class/bdi").join(dev))
+}

@@ -1,0 +1,37 @@
+//! Runs for the run module's unit tests: a store on a memory disk that counts its reads, and
+//! runs of one entry per block.
+
+use super::{Run, RunBuilder, Storage};
+use crate::entry::EntryRef;
+use std::sync::Arc;
+use stitch_io::{CountingDisk, MemDisk};
+use stitch_patch::{BlockCache, CacheConfig};
+use stitch_zone::{Stream, ZoneConfig, ZoneStore};
+
+/// A store on a memory disk, and the disk, which counts the requests made of it.
+pub(crate) fn counted_storage() -> (Arc<CountingDisk>, Arc<Storage>) {
+    let disk = Arc::new(CountingDisk::new(Arc::new(MemDisk::new(0))));
+    let cache = Arc::new(BlockCache::new(disk.clone(), CacheConfig::default()));
+    let zones = Arc::new(ZoneStore::create(cache, ZoneConfig::default()).unwrap());
+    (disk, Storage::new(zones, 0, false))
+}
+
+/// A run of one-block entries, written to the disk: for each range `r`, key `r`/`suffix`
+/// (`r` big-endian) with a value of 4,090 bytes `suffix`.
+pub(crate) fn run_of(storage: &Arc<Storage>, id: u64, suffix: u8, ranges: u32) -> Arc<Run> {
+    let value = vec![suffix; 4090];
+    let mut builder = RunBuilder::new(storage, id, 0, Stream::Flush);
+    for r in 0..ranges {
+        let key = [r.to_be_bytes().as_slice(), &[suffix]].concat();
+        builder
+            .add(EntryRef {
+                key: &key,
+                seq: u64::from(suffix),
+                value: Some(&value),
+            })
+            .unwrap();
+    }
+    let (run, patch) = builder.finish(None).unwrap().unwrap();
+    storage.zones.cache().flush_patch(patch).unwrap();
+    run
+}
