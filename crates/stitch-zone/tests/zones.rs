@@ -630,3 +630,45 @@ fn a_reserve_is_held_back_until_lifted() {
     }
     assert!(matches!(store.alloc_zone(), Err(ZoneError::NoSpace(_))));
 }
+
+#[test]
+fn a_log_zone_never_written_is_filled_with_zeros_and_a_recycled_one_is_not_rewritten() {
+    let counting = Arc::new(stitch_io::CountingDisk::new(Arc::new(MemDisk::new(0))));
+    let disk: Arc<dyn Disk> = counting.clone();
+    let store = ZoneStore::create(cache(disk.clone()), config()).unwrap();
+    let written = Arc::new(Mutex::new(Vec::new()));
+    let seen = written.clone();
+    counting.set_hook(move |r| {
+        if let stitch_io::DiskRequest::Write { offset, len } = r {
+            seen.lock().push((offset, len));
+        }
+    });
+    let bytes_into = |zone: u32| -> u64 {
+        let (start, end) = (u64::from(zone) * ZONE, u64::from(zone + 1) * ZONE);
+        written
+            .lock()
+            .iter()
+            .map(|&(o, l)| (o + l).min(end).saturating_sub(o.max(start)))
+            .sum()
+    };
+    // A new zone: its blocks are written (with zeros), so the log's appends overwrite them.
+    let fresh = store.alloc_zone().unwrap();
+    assert_eq!(
+        bytes_into(fresh),
+        ZONE,
+        "every byte of the new zone written"
+    );
+    assert!(zone_bytes(&*disk, fresh).iter().all(|&b| b == 0));
+    // A recycled zone (emptied, its blocks written before) is taken as it is.
+    let addrs = fill_zones_until(&store, 1, fresh + 2);
+    empty_zone(&store, &addrs, fresh + 1);
+    assert_eq!(store.stats().recycled_zones, 1);
+    written.lock().clear();
+    let reused = store.alloc_zone().unwrap();
+    assert_eq!(reused, fresh + 1, "the recycled zone is taken first");
+    assert_eq!(bytes_into(reused), 0, "not rewritten");
+    assert!(
+        zone_bytes(&*disk, reused).contains(&1),
+        "its old contents stay"
+    );
+}

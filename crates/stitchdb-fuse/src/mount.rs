@@ -414,7 +414,12 @@ mod tests {
                 max_ratio: Some(40)
             }
         );
-        for bad in ["read_ahead_kb=x", "max_ratio=0", "max_ratio=101", "max_ratio=-5"] {
+        for bad in [
+            "read_ahead_kb=x",
+            "max_ratio=0",
+            "max_ratio=101",
+            "max_ratio=-5",
+        ] {
             let e = parse(&[bad]).unwrap_err();
             assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
         }

@@ -22,7 +22,11 @@ fn bdi_of(dir: &Path) -> std::path::PathBuf {
 }
 
 fn read(path: &Path) -> u64 {
-    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]
