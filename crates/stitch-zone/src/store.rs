@@ -790,14 +790,25 @@ impl ZoneStore {
     /// Adds a reference to a live extent. Fails on an extent whose count already reached zero
     /// (Goby: a dying extent cannot be revived).
     pub fn incref(&self, addr: ExtentAddr) -> Result<()> {
+        self.incref_all(&[addr])
+    }
+
+    /// [`incref`](Self::incref) for many extents under one lock (a merge stitching a span of
+    /// blocks): all of them, or none if one is dead.
+    pub fn incref_all(&self, addrs: &[ExtentAddr]) -> Result<()> {
         let mut st = self.state.lock();
-        match st.refs.get_mut(&(addr.zone, addr.offset)) {
-            Some((_, entry)) => {
-                entry.refs += 1;
-                Ok(())
-            }
-            None => Err(ZoneError::Dead(addr)),
+        if let Some(&dead) = addrs
+            .iter()
+            .find(|a| !st.refs.contains_key(&(a.zone, a.offset)))
+        {
+            return Err(ZoneError::Dead(dead));
         }
+        for addr in addrs {
+            if let Some((_, entry)) = st.refs.get_mut(&(addr.zone, addr.offset)) {
+                entry.refs += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Drops a reference. At zero the extent's release handler runs and its bytes stop

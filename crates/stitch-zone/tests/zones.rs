@@ -215,6 +215,13 @@ fn reference_counts_run_release_handlers_and_refuse_revival() {
         "a dying extent cannot be revived"
     );
     assert!(matches!(store.decref(a), Err(ZoneError::Dead(_))));
+    // Many at once: all or none.
+    let (b, _) = store.append(ExtentKind::RUN_INDEX, b"b", &[]).unwrap();
+    let (c, _) = store.append(ExtentKind::RUN_INDEX, b"c", &[]).unwrap();
+    assert!(matches!(store.incref_all(&[b, a, c]), Err(ZoneError::Dead(d)) if d == a));
+    assert_eq!((store.refs(b), store.refs(c)), (1, 1), "none added");
+    store.incref_all(&[b, c, c]).unwrap();
+    assert_eq!((store.refs(b), store.refs(c)), (2, 3));
 }
 
 #[test]

@@ -76,12 +76,12 @@ fn evacuate(
         let mut out = RunBuilder::new(&inner.storage, id, old.meta.level, Stream::Merge);
         for h in old.blocks() {
             if !zones.contains(&h.addr.zone) {
-                out.stitch(old, h)?;
+                out.stitch(old, std::slice::from_ref(h))?;
                 continue;
             }
             let handle = |addr| BlockHandle { addr, ..h.clone() };
             match moved.get(&h.addr) {
-                Some(&new) => out.stitch(old, &handle(new))?,
+                Some(&new) => out.stitch(old, &[handle(new)])?,
                 None => {
                     let payload = inner.zones.read(h.addr, ExtentKind::RUN_BLOCK)?;
                     let (new, patch) = inner.zones.append_to(

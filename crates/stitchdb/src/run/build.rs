@@ -132,11 +132,15 @@ impl RunBuilder {
         Ok(())
     }
 
-    /// Takes over an existing block of `from` as it is, with a reference of its own. Sequence
-    /// bounds widen to the source run's (the block is not read).
-    pub fn stitch(&mut self, from: &Run, handle: &BlockHandle) -> Result<()> {
-        self.storage.zones.incref(handle.addr)?;
-        self.adopt(from, handle)
+    /// Takes over existing blocks of `from` as they are, each with a reference of its own.
+    /// Sequence bounds widen to the source run's (the blocks are not read).
+    pub fn stitch(&mut self, from: &Run, handles: &[BlockHandle]) -> Result<()> {
+        let addrs: Vec<_> = handles.iter().map(|h| h.addr).collect();
+        self.storage.zones.incref_all(&addrs)?;
+        for h in handles {
+            self.adopt(from, h)?;
+        }
+        Ok(())
     }
 
     /// Takes over a block whose reference the caller already holds for this run.

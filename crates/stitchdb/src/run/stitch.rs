@@ -165,9 +165,7 @@ pub fn merge_runs(
             };
             if let Some(end) = span {
                 let c = &cursors[i];
-                for h in &c.run.blocks[c.next_block..end] {
-                    out.stitch(&c.run, h)?;
-                }
+                out.stitch(&c.run, &c.run.blocks[c.next_block..end])?;
                 cursors[i].next_block = end;
                 cursors[i].ahead.clear();
                 filter.reset();
