@@ -2,13 +2,15 @@
 //!
 //! Each input yields its fingerprints in ascending order; cutting them down to the merged width
 //! (dropping low bits) keeps them sorted, so a k-way merge feeds the one-pass
-//! [`SortedBuilder`]. The cost is linear in the total number of slots (times the number of
-//! inputs for picking the smallest head, which is at most a handful).
+//! [`SortedBuilder`]. The cost is linear in the total number of slots, times the logarithm of
+//! the number of inputs (a heap picks the smallest head).
 
 use crate::build::SortedBuilder;
 use crate::filter::QuotientFilter;
 use crate::params::FilterParams;
 use crate::FilterError;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 impl QuotientFilter {
     /// The parameters [`merge`](Self::merge) picks for these inputs:
@@ -65,24 +67,22 @@ impl QuotientFilter {
                 input
                     .fingerprints()
                     .map(move |fingerprint| fingerprint >> dropped_bits)
-                    .peekable()
             })
             .collect();
         let mut builder = SortedBuilder::new(params)?;
-        loop {
-            let mut smallest: Option<(usize, u64)> = None;
-            for (index, stream) in streams.iter_mut().enumerate() {
-                if let Some(&fingerprint) = stream.peek() {
-                    if smallest.is_none_or(|(_, best)| fingerprint < best) {
-                        smallest = Some((index, fingerprint));
-                    }
-                }
-            }
-            let Some((index, fingerprint)) = smallest else {
-                break;
-            };
-            streams[index].next();
+        // The smallest head of every stream, on a heap: a run's filter may come in thousands
+        // of parts (one per ingested run it stitched), and scanning every head for each
+        // fingerprint made merging one such filter take seconds.
+        let mut heads: BinaryHeap<Reverse<(u64, usize)>> = streams
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(index, stream)| stream.next().map(|f| Reverse((f, index))))
+            .collect();
+        while let Some(Reverse((fingerprint, index))) = heads.pop() {
             builder.push(fingerprint)?;
+            if let Some(next) = streams[index].next() {
+                heads.push(Reverse((next, index)));
+            }
         }
         Ok(builder.finish())
     }

@@ -109,6 +109,29 @@ fn large_merges_equal_building_from_scratch() {
     assert!(merged.fp_rate_estimate() <= 0.01);
 }
 
+/// A run stitched from many ingested runs keeps one filter part per run: a merge of
+/// thousands of small inputs (and a large one) equals building from scratch.
+#[test]
+fn merges_of_thousands_of_parts_equal_building_from_scratch() {
+    let mut sizes = vec![256u64; 3_000];
+    sizes.push(200_000);
+    let filters: Vec<QuotientFilter> = sizes
+        .iter()
+        .enumerate()
+        .map(|(namespace, &len)| {
+            let mut filter = QuotientFilter::new(len, 0.01).unwrap();
+            filled(&mut filter, namespace as u32, len);
+            filter
+        })
+        .collect();
+    let hashes: Vec<u64> = sizes
+        .iter()
+        .enumerate()
+        .flat_map(|(namespace, &len)| key_hashes(namespace as u32, 0..len))
+        .collect();
+    check_merge(&filters, &hashes, 0.01);
+}
+
 #[test]
 fn merge_params_follow_the_rules() {
     let mut wide = QuotientFilter::with_spare_bits(1_000, 0.01, 5).unwrap();
