@@ -181,6 +181,7 @@ impl Side {
                 kv,
                 t: &self.tables,
                 now,
+                file_now: now,
                 caller: &self.caller,
                 open: &self.open,
             };
@@ -194,6 +195,7 @@ impl Side {
                 kv: batch,
                 t: &self.tables,
                 now,
+                file_now: now,
                 caller: &self.caller,
                 open: &self.open,
             };

@@ -42,6 +42,10 @@ pub struct FsOptions {
     pub root_owner: (u32, u32, u32),
     /// Where time stamps come from.
     pub clock: Clock,
+    /// Where a new regular file's time stamps come from (`None`: `clock`). A mount whose
+    /// kernel keeps regular files' times itself (FUSE's write-back cache) stamps them from
+    /// the kernel's clock, so the times the kernel sets later never go back before them.
+    pub file_clock: Option<Clock>,
     /// Mount without writing anything (the store may be open read-only): the file system
     /// must exist, and orphans are left for the next read-write mount.
     pub read_only: bool,
@@ -53,6 +57,7 @@ impl Default for FsOptions {
             durability: Durability::Ordered,
             root_owner: (0, 0, 0o755),
             clock: system_clock(),
+            file_clock: None,
             read_only: false,
         }
     }
@@ -170,6 +175,7 @@ impl Fs {
             kv: Batch::new(&self.db),
             t: &self.tables,
             now: (self.opts.clock)(),
+            file_now: (self.opts.file_clock.as_ref().unwrap_or(&self.opts.clock))(),
             caller,
             open,
         }

@@ -94,6 +94,8 @@ pub struct Op<'a, K: Kv> {
     pub t: &'a Tables,
     /// The time stamps it sets.
     pub now: Timespec,
+    /// The time stamps of a regular file it makes (see [`crate::FsOptions::file_clock`]).
+    pub file_now: Timespec,
     /// Who makes it.
     pub caller: &'a Caller,
     /// Open files by inode: an inode that loses its last name while open is kept (as an
@@ -234,6 +236,11 @@ impl<K: Kv> Op<'_, K> {
         {
             perm_bits &= !libc::S_ISGID;
         }
+        let now = if kind == Kind::File {
+            self.file_now
+        } else {
+            self.now
+        };
         let is_dir = kind == Kind::Dir;
         if is_dir {
             if d.nlink >= LINK_MAX {
@@ -254,10 +261,10 @@ impl<K: Kv> Op<'_, K> {
             } else {
                 0
             },
-            atime: self.now,
-            mtime: self.now,
-            ctime: self.now,
-            crtime: self.now,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            crtime: now,
             parent: if is_dir { parent } else { 0 },
             next_cookie: if is_dir { FIRST_COOKIE } else { 0 },
         };

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 use stitchdb::{Db, Durability, IoErrorKind, Options};
-use stitchdb_fs::{Fs, FsOptions};
+use stitchdb_fs::{Fs, FsOptions, Timespec};
 
 /// What to mount where, and how.
 #[derive(Debug, Clone)]
@@ -136,6 +136,25 @@ impl MountConfig {
         Ok(c)
     }
 
+    /// How the file system is opened for this mount.
+    pub fn fs_options(&self) -> FsOptions {
+        FsOptions {
+            durability: if self.sync {
+                Durability::Sync
+            } else {
+                Durability::Ordered
+            },
+            read_only: self.read_only,
+            // With the write-back cache the kernel stamps regular files' modification and
+            // change times itself, from its coarse clock (the last timer tick: up to 4 ms
+            // behind here). A new file stamped from the exact clock then had its first write
+            // dated before its creation, and before files made just after it: a file written
+            // after another was made came out older (200 of 200 tries), which misleads make.
+            file_clock: self.adapter_options().writeback_cache.then(coarse_clock),
+            ..FsOptions::default()
+        }
+    }
+
     /// How the adapter serves this mount.
     pub fn adapter_options(&self) -> AdapterOptions {
         AdapterOptions {
@@ -177,6 +196,18 @@ impl MountConfig {
         }
         v
     }
+}
+
+/// The kernel's coarse real-time clock (`CLOCK_REALTIME_COARSE`): what it stamps the times
+/// it keeps for FUSE files with.
+fn coarse_clock() -> stitchdb_fs::Clock {
+    Arc::new(|| {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        Timespec {
+            secs: t.tv_sec,
+            nanos: t.tv_nsec as u32,
+        }
+    })
 }
 
 /// Whether `path` is a mount point now (per /proc/self/mountinfo).
@@ -329,19 +360,8 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
 pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     check_mountpoint(&c.mountpoint)?;
     let db = open_store(c)?;
-    let fs = Fs::mount(
-        db,
-        FsOptions {
-            durability: if c.sync {
-                Durability::Sync
-            } else {
-                Durability::Ordered
-            },
-            read_only: c.read_only,
-            ..FsOptions::default()
-        },
-    )
-    .map_err(|e| format!("cannot mount the file system of {}: {e}", c.store.display()))?;
+    let fs = Fs::mount(db, c.fs_options())
+        .map_err(|e| format!("cannot mount the file system of {}: {e}", c.store.display()))?;
     let fs = Arc::new(fs);
     let mut session = open_session(c, KvFuse::new(fs.clone(), c.adapter_options()))?;
     let mut signals = signal_hook::iterator::Signals::new([

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use stitchdb::{Db, Options};
-use stitchdb_fs::{Fs, FsOptions};
+use stitchdb_fs::Fs;
 use stitchdb_fuse::{open_session, KvFuse, MountConfig};
 
 /// Why FUSE tests cannot run here, if they cannot: no /dev/fuse or no fusermount3.
@@ -62,7 +62,6 @@ impl Mounted {
         let dir = tmp.path().join("mnt");
         std::fs::create_dir(&dir).unwrap();
         let db = Db::create(&store, Options::default()).unwrap();
-        let fs = Arc::new(Fs::mount(db, FsOptions::default()).unwrap());
         // The options and session `stitchdb mount` uses, polling included.
         let cache = if writeback_cache {
             "writeback_cache"
@@ -70,6 +69,7 @@ impl Mounted {
             "no_writeback_cache"
         };
         let config = MountConfig::parse(store.clone(), dir.clone(), &[cache.to_string()]).unwrap();
+        let fs = Arc::new(Fs::mount(db, config.fs_options()).unwrap());
         let session = open_session(&config, KvFuse::new(fs, config.adapter_options())).unwrap();
         let session = session.spawn().unwrap();
         Mounted {
