@@ -369,6 +369,65 @@ fn large_sorted_batches_are_ingested_beside_ordinary_writes() {
 }
 
 #[test]
+fn a_sorted_batch_over_keys_the_memtable_holds_is_ingested_but_for_those_keys() {
+    // Random writes leave keys all over the range in the memtable; a large sorted batch over
+    // that range is still ingested, its keys the memtable held going through the memtable (in
+    // front of their older versions) and the rest into the run. Past an eighth held, the
+    // batch is written the ordinary way. Every value read is the newest, before and after a
+    // reopen (replay adopts the run and the held keys from the one record).
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let opts = Options {
+        memtable_size: 1 << 20,
+        ..options(Stitching::Threshold(0))
+    };
+    let mut db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+    let t = db.default_table();
+    let key = |i: u32| format!("k{i:05}").into_bytes();
+    let mut model = BTreeMap::new();
+    for (round, held) in [(0u32, 3u32), (1, 5), (2, 40)] {
+        for j in 0..held {
+            let (k, v) = (key((j * 7919 + round) % 256), vec![1; 30]);
+            db.put(t, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        let before = db.stats().ingested_runs;
+        let mut b = WriteBatch::new();
+        for i in 0..256 {
+            let v = vec![round as u8 + 2; 100];
+            b.put(t, key(i), v.clone());
+            model.insert(key(i), v);
+        }
+        db.write(&b, Durability::Async).unwrap();
+        let ingested = db.stats().ingested_runs - before;
+        // 3 or 5 held keys (8 after the first round) of 256 leave the run most of the batch;
+        // 40 (over 32) do not.
+        assert_eq!(
+            ingested,
+            u64::from(held < 32),
+            "round {round}: {held} keys held"
+        );
+        for (k, v) in &model {
+            assert_eq!(db.get(t, k).unwrap().as_ref(), Some(v), "round {round}");
+        }
+        let scanned: Vec<_> = db
+            .scan_prefix(t, b"k")
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(scanned, model.clone().into_iter().collect::<Vec<_>>());
+    }
+    drop(db);
+    db = Db::open_on(disk, opts).unwrap();
+    let scanned: Vec<_> = db
+        .scan_prefix(t, b"k")
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(scanned, model.into_iter().collect::<Vec<_>>());
+    db.check().unwrap();
+}
+
+#[test]
 fn ingested_runs_are_read_while_the_background_writes_them() {
     // Sorted batches are ingested (their runs installed before their blocks reach the disk)
     // while readers scan and look keys up, merges stitch the runs and Ordered flushes write

@@ -19,19 +19,22 @@
 //!   `checkpoint::write_manifest`), and a checkpoint is asked for once [`LOGGED_RUNS_LIMIT`]
 //!   runs are waiting, which bounds both that and replay.
 //! * Readers take the first layer holding a key (memtable, frozen memtable, runs newest
-//!   first). The run goes in front of level 0, behind the memtables, so a batch is ingested
-//!   only if neither memtable holds a key in its range (else it is written the ordinary way);
-//!   every run holds only older versions. Replay copies the run's entries into the replayed
-//!   memtable instead (see `recover::redo_ingest`).
+//!   first). The run goes in front of level 0, behind the memtables, so it holds none of the
+//!   keys the memtables hold a version of: those few (after random writes, the memtable holds
+//!   keys all over a file) go through the memtable with the rest of the batch, in front of
+//!   their older versions; with more than an eighth of the stretch held, the batch is written
+//!   the ordinary way. Every run holds only older versions. Replay copies the run's entries
+//!   into the replayed memtable instead (see `recover::redo_ingest`).
 
 use super::Inner;
 use crate::batch::{decode_ops, OpsPayload, RangeOp, TableId};
 use crate::codec::{put_varint, Reader};
 use crate::entry::{EntryRef, Value};
-use crate::memtable::{MemIter, Memtable};
+use crate::memtable::MemIter;
 use crate::run::{Run, RunBuilder, RunMeta};
 use crate::version::TableState;
 use crate::Result;
+use std::collections::BTreeSet;
 use std::ops::{Bound, Range};
 use std::sync::Arc;
 use stitch_filter::hash_key;
@@ -74,27 +77,35 @@ pub(crate) fn find_stretch(
     best.map(|(r, _)| r)
 }
 
-/// Whether `mem` holds a version of some key in `[first, last]`.
-fn holds_key_in(mem: &Arc<Memtable>, first: &[u8], last: &[u8]) -> bool {
-    MemIter::new(mem.clone(), Bound::Included(first), Bound::Included(last))
-        .next()
-        .is_some()
-}
-
-/// Whether table `t`'s memtables hold a key in `[first, last]` (then a run of those keys
-/// cannot go behind them).
-pub(crate) fn memtables_overlap(t: &TableState, first: &[u8], last: &[u8]) -> bool {
-    holds_key_in(&t.mem, first, last)
-        || t.imm.as_ref().is_some_and(|m| holds_key_in(m, first, last))
+/// The keys in `[first, last]` table `t`'s memtables hold a version of, if there are at most
+/// `limit` (`None`: more). A run ingested behind the memtables must not hold these keys: a
+/// reader would find the memtable's older version first. The batch writes them through the
+/// memtable instead.
+pub(crate) fn memtable_keys_in(
+    t: &TableState,
+    first: &[u8],
+    last: &[u8],
+    limit: usize,
+) -> Option<BTreeSet<Vec<u8>>> {
+    let mut keys = BTreeSet::new();
+    for mem in std::iter::once(&t.mem).chain(&t.imm) {
+        for e in MemIter::new(mem.clone(), Bound::Included(first), Bound::Included(last)) {
+            keys.insert(e.key);
+            if keys.len() > limit {
+                return None;
+            }
+        }
+    }
+    Some(keys)
 }
 
 /// Writes `puts` (sorted, all puts to one table) as a level-0 run whose entries have sequence
 /// number `seq` into the block cache (`None` for no puts); returns it and the patch writing
 /// it, which the record naming the run must follow. The caller holds the writer lock (`seq` is
 /// the next record's LSN).
-pub(crate) fn write_run(
+pub(crate) fn write_run<'a>(
     inner: &Inner,
-    puts: &[(TableId, Vec<u8>, Value)],
+    puts: impl IntoIterator<Item = &'a (TableId, Vec<u8>, Value)>,
     seq: u64,
 ) -> Result<Option<(Arc<Run>, PatchId)>> {
     let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Ingest);

@@ -249,8 +249,12 @@ pub(crate) fn commit_batch(
         for (table, start, end) in &batch.ranges {
             version.table(*table)?.mem.delete_range(start, end, lsn);
         }
-        // The ingested stretch is in its run already.
-        let in_run = |i: usize| ingested.as_ref().is_some_and(|g| g.range.contains(&i));
+        // The ingested stretch is in its run already, but for the keys the memtables held.
+        let in_run = |i: usize| {
+            ingested
+                .as_ref()
+                .is_some_and(|g| g.range.contains(&i) && g.held.binary_search(&i).is_err())
+        };
         let insert = |table: TableId, key: &[u8], value: Value| -> Result<()> {
             version.table(table)?.mem.insert(key, lsn, value);
             Ok(())
@@ -314,6 +318,9 @@ pub(crate) fn commit_batch(
 /// A stretch of a batch written as a run, and the record naming it.
 struct Ingested {
     range: std::ops::Range<usize>,
+    /// The stretch's ops (indices into the batch, ascending) left out of the run: keys the
+    /// memtables held, written through the memtable.
+    held: Vec<usize>,
     table: TableId,
     run: Arc<crate::run::Run>,
     lsn: u64,
@@ -321,9 +328,10 @@ struct Ingested {
 }
 
 /// Writes `batch.ops[range]` as a run and appends the commit's one record (the run's entry and
-/// the batch's other operations), under the writer lock. `None` (nothing written) when the
-/// stretch cannot go behind the table's memtables, or the rest of the batch does not fit in
-/// one record: the batch is then written the ordinary way.
+/// the batch's other operations), under the writer lock. Keys of the stretch the memtables
+/// hold go with the other operations (see `ingest`). `None` (nothing written) when the
+/// memtables hold too many of them, or the rest of the batch does not fit in one record: the
+/// batch is then written the ordinary way.
 fn try_ingest(
     inner: &Inner,
     wal: &stitch_wal::Wal,
@@ -337,21 +345,34 @@ fn try_ingest(
         return Ok(None);
     };
     let table = first.0;
-    if ingest::memtables_overlap(inner.version.read().table(table)?, &first.1, &last.1) {
+    let Some(in_memtables) = ingest::memtable_keys_in(
+        inner.version.read().table(table)?,
+        &first.1,
+        &last.1,
+        stretch.len() / 8,
+    ) else {
         return Ok(None);
-    }
-    let rest: Vec<_> = batch.ops[..range.start]
+    };
+    let held: Vec<usize> = range
+        .clone()
+        .filter(|&i| in_memtables.contains(&batch.ops[i].1))
+        .collect();
+    let outside: Vec<_> = batch.ops[..range.start]
         .iter()
         .chain(&batch.ops[range.end..])
-        .cloned()
         .collect();
     // Another write of the batch to a key in the stretch's range would sit in the memtable,
     // in front of the run, whatever its place in the batch.
     let inside =
-        |(t, k, _): &(TableId, Vec<u8>, Value)| *t == table && first.1 <= *k && *k <= last.1;
-    if rest.iter().any(inside) {
+        |(t, k, _): &&(TableId, Vec<u8>, Value)| *t == table && first.1 <= *k && *k <= last.1;
+    if outside.iter().any(inside) {
         return Ok(None);
     }
+    let rest: Vec<_> = outside
+        .into_iter()
+        .chain(held.iter().map(|&i| &batch.ops[i]))
+        .cloned()
+        .collect();
     let rest_bytes: usize = rest
         .iter()
         .map(|(_, k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 24)
@@ -362,7 +383,11 @@ fn try_ingest(
         return Ok(None);
     }
     let seq = wal.last_lsn() + 1;
-    let Some((run, written)) = inner.guard(ingest::write_run(inner, stretch, seq))? else {
+    let into_run = range
+        .clone()
+        .filter(|i| held.binary_search(i).is_err())
+        .map(|i| &batch.ops[i]);
+    let Some((run, written)) = inner.guard(ingest::write_run(inner, into_run, seq))? else {
         return Ok(None);
     };
     let head = ingest::record_head(table, &run.meta);
@@ -392,6 +417,7 @@ fn try_ingest(
     };
     Ok(Some(Ingested {
         range,
+        held,
         table,
         run,
         lsn,
