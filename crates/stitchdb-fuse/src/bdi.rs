@@ -2,13 +2,16 @@
 //! ahead in a file and how many dirty pages it lets the mount hold.
 //!
 //! The kernel gives every FUSE mount a backing device of its own with settings made for a
-//! daemon it cannot trust: 128 KiB of readahead, and at most 1% of the dirty-page limit
-//! (`max_ratio`), where a disk gets its queue's readahead (8 MiB on this machine's virtio
-//! disk) and up to 100%. With 1% (about 48 MiB here) the kernel writes a file's pages back
-//! long before they could gather into large requests: random 4 KiB writes over 1 GiB reach
-//! the store one page at a time. A mount by root (which the store trusts anyway) takes the
-//! settings of the disk holding its store instead, unless `-o read_ahead_kb=N` or
-//! `-o max_ratio=N` say otherwise. Measured in docs/kvfs.md, "Serving".
+//! daemon it cannot trust: 128 KiB of readahead, at most 1% of the dirty-page limit
+//! (`max_ratio`), and that share enforced on its own (`strict_limit`: the mount is throttled
+//! to the write rate it has shown, even while the machine's dirty pages are far below their
+//! limit), where a disk gets its queue's readahead (8 MiB on this machine's virtio disk), up
+//! to 100% and no strict limit. With 1%, or with a strict limit after a spell of small synced
+//! writes taught the kernel a low rate, the kernel writes a file's pages back long before
+//! they could gather into large requests: random 4 KiB writes over 1 GiB reach the store one
+//! page at a time. A mount by root (which the store trusts anyway) takes the settings of the
+//! disk holding its store instead, unless `-o read_ahead_kb=N`, `-o max_ratio=N` or
+//! `-o strict_limit=0|1` say otherwise. Measured in docs/kvfs.md, "Serving".
 
 use std::path::{Path, PathBuf};
 
@@ -19,11 +22,14 @@ pub struct BdiSettings {
     pub read_ahead_kb: Option<u64>,
     /// The share of the dirty-page limit the mount may hold, in percent.
     pub max_ratio: Option<u64>,
+    /// Whether the mount is held to its own share of dirty pages whatever the machine's (1),
+    /// or only once the machine's dirty pages near their limit (0).
+    pub strict_limit: Option<u64>,
 }
 
 impl BdiSettings {
     /// The settings of the disk holding `store`, where `/sys` tells them: its queue's
-    /// readahead, and the 100% every disk may hold.
+    /// readahead, and every disk's 100% and no strict limit.
     pub fn of_disk_holding(store: &Path) -> BdiSettings {
         let read_ahead_kb = rustix::fs::stat(store).ok().and_then(|st| {
             let dev = Path::new("/sys/dev/block").join(format!(
@@ -42,6 +48,7 @@ impl BdiSettings {
         BdiSettings {
             read_ahead_kb,
             max_ratio: Some(100),
+            strict_limit: Some(0),
         }
     }
 
@@ -60,6 +67,7 @@ impl BdiSettings {
         for (name, value) in [
             ("read_ahead_kb", self.read_ahead_kb),
             ("max_ratio", self.max_ratio),
+            ("strict_limit", self.strict_limit),
         ] {
             let Some(value) = value else { continue };
             let path = dir.join(name);

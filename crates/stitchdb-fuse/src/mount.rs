@@ -41,8 +41,9 @@ pub struct MountConfig {
     /// `poll_us=N`: how long the session thread polls for the next request after each one
     /// (0: it always sleeps); see [`crate::poll`].
     pub poll_window: Duration,
-    /// `read_ahead_kb=N`, `max_ratio=N`: the mount's backing device settings; those not given
-    /// are taken from the disk holding the store (see [`crate::bdi`]).
+    /// `read_ahead_kb=N`, `max_ratio=N`, `strict_limit=0|1`: the mount's backing device
+    /// settings; those not given are taken from the disk holding the store (see
+    /// [`crate::bdi`]).
     pub bdi: BdiSettings,
 }
 
@@ -104,6 +105,13 @@ impl MountConfig {
                     c.bdi.max_ratio = Some(pct.ok_or_else(|| {
                         format!("mount option {o}: {v:?} is not a percentage from 1 to 100")
                     })?)
+                }
+                Some(("strict_limit", v)) => {
+                    c.bdi.strict_limit = Some(match v {
+                        "0" => 0,
+                        "1" => 1,
+                        _ => return Err(format!("mount option {o}: {v:?} is not 0 or 1")),
+                    })
                 }
                 Some(("fsname" | "subtype", _)) => {}
                 Some(_) if o.starts_with("x-") => {}
@@ -337,6 +345,7 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
         BdiSettings {
             read_ahead_kb: c.bdi.read_ahead_kb.or(disk.read_ahead_kb),
             max_ratio: c.bdi.max_ratio.or(disk.max_ratio),
+            strict_limit: c.bdi.strict_limit.or(disk.strict_limit),
         },
         canonical,
     );
@@ -426,12 +435,13 @@ mod tests {
     #[test]
     fn backing_device_settings_are_left_to_the_disk_unless_given() {
         assert_eq!(parse(&[]).unwrap().bdi, BdiSettings::default());
-        let c = parse(&["read_ahead_kb=1024,max_ratio=40"]).unwrap();
+        let c = parse(&["read_ahead_kb=1024,max_ratio=40,strict_limit=1"]).unwrap();
         assert_eq!(
             c.bdi,
             BdiSettings {
                 read_ahead_kb: Some(1024),
-                max_ratio: Some(40)
+                max_ratio: Some(40),
+                strict_limit: Some(1),
             }
         );
         for bad in [
@@ -439,6 +449,7 @@ mod tests {
             "max_ratio=0",
             "max_ratio=101",
             "max_ratio=-5",
+            "strict_limit=2",
         ] {
             let e = parse(&[bad]).unwrap_err();
             assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");

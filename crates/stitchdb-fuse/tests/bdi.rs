@@ -1,5 +1,5 @@
-//! The mount's backing device: a mount by root takes the readahead and dirty-page share of
-//! the disk holding its store, not FUSE's 128 KiB and 1%.
+//! The mount's backing device: a mount by root takes the readahead and dirty-page limits of
+//! the disk holding its store, not FUSE's 128 KiB, 1% and strict limit.
 
 #![allow(clippy::unwrap_used)]
 
@@ -42,6 +42,7 @@ fn a_mount_by_root_takes_the_readahead_and_dirty_share_of_its_disk() {
     let bdi = bdi_of(&m.dir);
     let disk = BdiSettings::of_disk_holding(&m.store);
     assert_eq!(read(&bdi.join("max_ratio")), 100);
+    assert_eq!(read(&bdi.join("strict_limit")), 0);
     if let Some(kb) = disk.read_ahead_kb {
         assert_eq!(read(&bdi.join("read_ahead_kb")), kb);
     }

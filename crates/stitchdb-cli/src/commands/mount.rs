@@ -29,9 +29,9 @@ pub struct MountArgs {
     /// Mount options, comma-separated: ro, rw, allow_other, allow_root, default_permissions,
     /// sync (every operation durable on return), attr_timeout=S, entry_timeout=S,
     /// no_writeback_cache, poll_us=N (how long to poll for the next request after each one;
-    /// 0: never), read_ahead_kb=N and max_ratio=PERCENT (the mount's readahead and share of
-    /// dirty pages; by default those of the disk holding the store), nodev, nosuid, noexec,
-    /// dirsync (others mount(8) uses are ignored)
+    /// 0: never), read_ahead_kb=N, max_ratio=PERCENT and strict_limit=0|1 (the mount's
+    /// readahead and dirty-page limits; by default those of the disk holding the store),
+    /// nodev, nosuid, noexec, dirsync (others mount(8) uses are ignored)
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
 }
