@@ -106,15 +106,53 @@ class Bindfs(Side):
 class Kvfs(Side):
     def setup(self, args):
         shutil.rmtree(self.root, ignore_errors=True)
-        store = os.path.join(self.root, "kvfs.store")
+        self.store = os.path.join(self.root, "kvfs.store")
         self.dir = os.path.join(self.root, "mnt")
         os.makedirs(self.dir)
-        run([args.stitchdb, "init", store], stdout=subprocess.DEVNULL)
+        run([args.stitchdb, "init", self.store], stdout=subprocess.DEVNULL)
         self.mountpoint = self.dir
-        cmd = [args.stitchdb, "mount", store, self.dir]
+        cmd = [args.stitchdb, "mount", self.store, self.dir]
         if args.kvfs_options:
             cmd += ["-o", args.kvfs_options]
         run(cmd)
+
+    def daemon_pid(self):
+        """The pid of the daemon serving this mount (its command line names the store)."""
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"mount" in argv and self.store.encode() in argv:
+                return int(pid)
+        return None
+
+    def settle(self):
+        """Waits (up to two minutes) until the daemon's background work (merges after a
+        phase's writes) is done: less than 2% of a CPU over a second. Returns the seconds
+        waited, so another side's phase does not run beside this one's deferred work."""
+        pid = self.daemon_pid()
+        if pid is None:
+            return 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def cpu():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / tick
+            except OSError:
+                return None
+
+        start = time.monotonic()
+        while time.monotonic() - start < 120:
+            before = cpu()
+            time.sleep(1)
+            after = cpu()
+            if before is None or after is None or after - before < 0.02:
+                break
+        return time.monotonic() - start
 
 
 def fio(side, args, name, rw, bs, size, extra=()):
@@ -351,6 +389,11 @@ def main():
             order = sides[i % len(sides):] + sides[: i % len(sides)]
             results[key] = {}
             for side in order:
+                for other in sides:
+                    if isinstance(other, Kvfs):
+                        waited = other.settle()
+                        if waited > 1.5:
+                            log(f"kvfs background work settled after {waited:.0f} s")
                 drop_caches()
                 value = func(side, args)
                 results[key][side.name] = value
