@@ -80,10 +80,10 @@ proptest! {
     }
 }
 
-#[test]
-fn large_merges_equal_building_from_scratch() {
-    let sizes = [400_000u64, 250_000, 0, 60_000, 1_000];
-    let filters: Vec<QuotientFilter> = sizes
+/// Filters of `sizes` keys each (from disjoint key namespaces, at a 1% rate), and all their
+/// key hashes.
+fn filters_of(sizes: &[u64]) -> (Vec<QuotientFilter>, Vec<u64>) {
+    let filters = sizes
         .iter()
         .enumerate()
         .map(|(namespace, &len)| {
@@ -92,11 +92,17 @@ fn large_merges_equal_building_from_scratch() {
             filter
         })
         .collect();
-    let hashes: Vec<u64> = sizes
+    let hashes = sizes
         .iter()
         .enumerate()
         .flat_map(|(namespace, &len)| key_hashes(namespace as u32, 0..len))
         .collect();
+    (filters, hashes)
+}
+
+#[test]
+fn large_merges_equal_building_from_scratch() {
+    let (filters, hashes) = filters_of(&[400_000, 250_000, 0, 60_000, 1_000]);
     let merged = check_merge(&filters, &hashes, 0.01);
     assert_eq!(
         merged.capacity(),
@@ -115,20 +121,7 @@ fn large_merges_equal_building_from_scratch() {
 fn merges_of_thousands_of_parts_equal_building_from_scratch() {
     let mut sizes = vec![256u64; 3_000];
     sizes.push(200_000);
-    let filters: Vec<QuotientFilter> = sizes
-        .iter()
-        .enumerate()
-        .map(|(namespace, &len)| {
-            let mut filter = QuotientFilter::new(len, 0.01).unwrap();
-            filled(&mut filter, namespace as u32, len);
-            filter
-        })
-        .collect();
-    let hashes: Vec<u64> = sizes
-        .iter()
-        .enumerate()
-        .flat_map(|(namespace, &len)| key_hashes(namespace as u32, 0..len))
-        .collect();
+    let (filters, hashes) = filters_of(&sizes);
     check_merge(&filters, &hashes, 0.01);
 }
 

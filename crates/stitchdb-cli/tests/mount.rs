@@ -329,35 +329,57 @@ fn pjdfstest_passes_on_a_mount() {
     assert!(failed.is_empty(), "failed: {failed:?}");
 }
 
-#[test]
-fn locks_contend_on_the_mount_as_on_the_host_file_system() {
+/// Runs the Python script `tests/NAME` on a directory of the host's file system and on a
+/// fresh mount (`-o OPTIONS` if given), both searchable by other users; returns what it
+/// printed on each, host first. `None` (the test skipped, saying why) without FUSE or Python.
+fn on_host_and_mount(name: &str, options: Option<&str>) -> Option<(String, String)> {
     if let Some(why) = fuse_unavailable() {
         eprintln!("SKIPPED: {why}");
-        return;
+        return None;
     }
     if Command::new("python3").arg("-V").output().is_err() {
         eprintln!("SKIPPED: python3 is not installed");
-        return;
+        return None;
     }
-    // locks.py: two processes contend for POSIX record locks (F_SETLK, F_SETLKW, F_GETLK),
-    // open-file-description locks and flock(2), the flock(1) command among them; it prints
-    // what each call returned. The mount must answer every call as the host's file system.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/locks.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(name);
     let run = |dir: &Path| {
         let out = Command::new("python3")
             .arg(&script)
             .arg(dir)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "locks.py in {}: {out:?}",
-            dir.display()
-        );
+        assert!(out.status.success(), "{name} in {}: {out:?}", dir.display());
         String::from_utf8(out.stdout).unwrap()
     };
+    let searchable = |dir: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
     let host = tempfile::tempdir().unwrap();
-    let want = run(host.path());
+    searchable(host.path());
+    let on_host = run(host.path());
+    let mut s = Scene::new();
+    searchable(s.tmp.path());
+    match options {
+        Some(o) => s.mount_foreground_with(&["-o", o]),
+        None => s.mount_foreground(),
+    }
+    let on_mount = run(&s.mp());
+    s.unmount();
+    assert!(s.daemon.take().unwrap().wait().unwrap().success());
+    Some((on_host, on_mount))
+}
+
+#[test]
+fn locks_contend_on_the_mount_as_on_the_host_file_system() {
+    // locks.py: two processes contend for POSIX record locks (F_SETLK, F_SETLKW, F_GETLK),
+    // open-file-description locks and flock(2), the flock(1) command among them; it prints
+    // what each call returned. The mount must answer every call as the host's file system.
+    let Some((want, got)) = on_host_and_mount("locks.py", None) else {
+        return;
+    };
     // The script's own checks: contention was seen, and a waiter blocked until released.
     for line in [
         "child posix write 50..60: EAGAIN",
@@ -370,59 +392,22 @@ fn locks_contend_on_the_mount_as_on_the_host_file_system() {
     ] {
         assert!(want.lines().any(|l| l == line), "{line:?} not in:\n{want}");
     }
-    let mut s = Scene::new();
-    s.mount_foreground();
-    let got = run(&s.mp());
-    s.unmount();
-    assert!(s.daemon.take().unwrap().wait().unwrap().success());
     assert_eq!(got, want, "the mount (left) and the host (right) differ");
 }
 
 #[test]
 fn writes_truncates_and_chown_take_privileges_away_as_on_the_host_file_system() {
-    if let Some(why) = fuse_unavailable() {
-        eprintln!("SKIPPED: {why}");
-        return;
-    }
     if rustix::process::geteuid().as_raw() != 0 {
         eprintln!("SKIPPED: the writers switch users, which needs root");
-        return;
-    }
-    if Command::new("python3").arg("-V").output().is_err() {
-        eprintln!("SKIPPED: python3 is not installed");
         return;
     }
     // privileges.py: set-user-id, set-group-id and security.capability after writes and
     // truncates by root and by other users, and after chown. The adapter asks the kernel for
     // HANDLE_KILLPRIV_V2, so on the mount the file system drops them, not the kernel.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/privileges.py");
-    let run = |dir: &Path| {
-        let out = Command::new("python3")
-            .arg(&script)
-            .arg(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "privileges.py in {}: {out:?}",
-            dir.display()
-        );
-        String::from_utf8(out.stdout).unwrap()
+    let Some((want, got)) = on_host_and_mount("privileges.py", Some("allow_other")) else {
+        return;
     };
-    let searchable = |dir: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    };
-    let host = tempfile::tempdir().unwrap();
-    searchable(host.path());
-    let want = run(host.path());
     assert!(want.contains("write by other outside of 6767 group 1000: exit 0, 0767 caps gone"));
-    let mut s = Scene::new();
-    searchable(s.tmp.path());
-    s.mount_foreground_with(&["-o", "allow_other"]);
-    let got = run(&s.mp());
-    s.unmount();
-    assert!(s.daemon.take().unwrap().wait().unwrap().success());
     assert_eq!(got, want, "the mount (left) and the host (right) differ");
 }
 
