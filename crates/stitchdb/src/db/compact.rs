@@ -221,6 +221,21 @@ fn merge_and_install(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<
     };
     let change = |v: &mut Version| v.update(plan.table, replace);
     install_deferred(inner, change, &[patch], plan.inputs.clone())?;
+    tracing::debug!(
+        "merged table {} levels {}..{} ({} runs, {} bytes, sequence numbers {}): {} bytes stitched, {} copied",
+        plan.table.0,
+        plan.first,
+        plan.level,
+        plan.inputs.len(),
+        plan.inputs.iter().map(|r| r.meta.data_bytes).sum::<u64>(),
+        plan.inputs
+            .iter()
+            .map(|r| format!("{}-{}", r.meta.min_seq, r.meta.max_seq))
+            .collect::<Vec<_>>()
+            .join(" "),
+        stats.stitched_bytes,
+        stats.copied_bytes
+    );
     let mut c = inner.compaction.lock();
     c.merges += 1;
     c.copied_bytes += stats.copied_bytes;

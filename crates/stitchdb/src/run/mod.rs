@@ -7,6 +7,7 @@ mod cache;
 mod index;
 mod rebuild;
 mod search;
+mod shadow;
 mod stitch;
 #[cfg(test)]
 mod testing;

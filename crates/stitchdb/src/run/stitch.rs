@@ -2,10 +2,13 @@
 //! overlaps no other input is *stitched* into the output (its index entry moves, the block
 //! stays where it is) when it starts a span of such blocks, contiguous on disk, at least as
 //! long as the stitching threshold; everything else is decoded and copied, merged entry by
-//! entry with the other inputs. Threshold 0 stitches every block it can (the log-structured
-//! end of the continuum); `Never` copies everything (a classic LSM-tree merge).
+//! entry with the other inputs. A span that other inputs overlap only with versions it
+//! shadows is stitched as well (see [`super::shadow`]). Threshold 0 stitches every block it
+//! can (the log-structured end of the continuum); `Never` copies everything (a classic
+//! LSM-tree merge).
 
 use super::block::Block;
+use super::shadow::shadowing_span;
 use super::{BlockHandle, Reused, Run, RunBuilder, Storage};
 use crate::entry::{EntryRef, RangeDeletes, RangeTombstone};
 use crate::merge_iter::VersionFilter;
@@ -30,18 +33,21 @@ pub struct MergeStats {
 }
 
 /// One input's position: the next block not yet consumed, and a decoded block being copied.
-struct Cursor {
-    run: Arc<Run>,
-    next_block: usize,
-    current: Option<(Arc<Block>, usize)>,
-    /// Blocks `next_block..`, read together with an earlier one (see [`copy_ahead`]).
-    ahead: VecDeque<Arc<Block>>,
+pub(super) struct Cursor {
+    pub(super) run: Arc<Run>,
+    pub(super) next_block: usize,
+    pub(super) current: Option<(Arc<Block>, usize)>,
+    /// Blocks `next_block..`, read together with an earlier one (see [`copy_ahead`]) or to
+    /// judge a shadowing span.
+    pub(super) ahead: VecDeque<Arc<Block>>,
+    /// No shadowing span starts before this block (see [`shadowing_span`]).
+    pub(super) no_shadow_before: usize,
 }
 
 impl Cursor {
     /// The next key this input will produce (a block's first key when at a block boundary,
     /// where the sequence number is not known yet and counts as newest).
-    fn peek(&self) -> Option<(&[u8], Reverse<u64>)> {
+    pub(super) fn peek(&self) -> Option<(&[u8], Reverse<u64>)> {
         match &self.current {
             Some((b, pos)) => {
                 let e = self.run.seen(b.entry(*pos));
@@ -146,6 +152,7 @@ pub fn merge_runs(
             next_block: 0,
             current: None,
             ahead: VecDeque::new(),
+            no_shadow_before: 0,
         })
         .collect();
     // Each round takes the input with the smallest next key (newest version first among
@@ -161,13 +168,24 @@ pub fn merge_runs(
             let straddles = filter.is_current(&c.run.blocks[c.next_block].first_key);
             let span = match straddles {
                 true => None,
-                false => stitchable_span(&cursors, i, stitching, zone_size),
+                false => match stitchable_span(&cursors, i, stitching, zone_size) {
+                    Some(end) => Some(end),
+                    None => shadowing_span(&mut cursors, i, stitching, zone_size, oldest_snapshot)?,
+                },
             };
             if let Some(end) = span {
                 let c = &cursors[i];
                 out.stitch(&c.run, &c.run.blocks[c.next_block..end])?;
+                let last = c.run.blocks[end - 1].last_key.clone();
                 cursors[i].next_block = end;
                 cursors[i].ahead.clear();
+                // What the other inputs hold up to the span's end it shadows (nothing, for
+                // a span no other input overlaps).
+                for (j, c) in cursors.iter_mut().enumerate() {
+                    if j != i {
+                        c.skip_through(&last)?;
+                    }
+                }
                 filter.reset();
                 continue;
             }
@@ -347,7 +365,7 @@ fn clear_span(
 }
 
 /// At most this many bytes of blocks are read in one request by [`copy_ahead`].
-const COPY_AHEAD: u64 = 64 * 1024;
+pub(super) const COPY_AHEAD: u64 = 64 * 1024;
 
 /// If input `i`'s next block starts a span that may be stitched, the block index where the
 /// span ends. A block qualifies when every other input's next key sorts after its last key

@@ -2,7 +2,7 @@
 //! runs of one entry per block.
 
 use super::{Run, RunBuilder, Storage};
-use crate::entry::EntryRef;
+use crate::entry::{Entry, EntryRef};
 use std::sync::Arc;
 use stitch_io::{CountingDisk, MemDisk};
 use stitch_patch::{BlockCache, CacheConfig};
@@ -34,4 +34,28 @@ pub(crate) fn run_of(storage: &Arc<Storage>, id: u64, suffix: u8, ranges: u32) -
     let (run, patch) = builder.finish(None).unwrap().unwrap();
     storage.zones.cache().flush_patch(patch).unwrap();
     run
+}
+
+/// A run of `entries` (in key order, newest version first), written to the disk.
+pub(crate) fn run_from(storage: &Arc<Storage>, id: u64, entries: &[Entry]) -> Arc<Run> {
+    let mut builder = RunBuilder::new(storage, id, 0, Stream::Flush);
+    for e in entries {
+        builder
+            .add(EntryRef {
+                key: &e.key,
+                seq: e.seq,
+                value: e.value.as_deref(),
+            })
+            .unwrap();
+    }
+    let (run, patch) = builder.finish(None).unwrap().unwrap();
+    storage.zones.cache().flush_patch(patch).unwrap();
+    run
+}
+
+/// Every entry of `run`, block by block.
+pub(crate) fn entries_of(run: &Run) -> Vec<Entry> {
+    (0..run.blocks().len())
+        .flat_map(|i| run.read_block(i).unwrap())
+        .collect()
 }
