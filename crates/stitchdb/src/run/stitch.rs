@@ -405,7 +405,7 @@ fn stitchable_span(
 mod tests {
     use super::*;
     use crate::entry::Value;
-    use crate::run::testing::{counted_storage, run_of};
+    use crate::run::testing::{counted_storage, entries_of, run_of};
 
     #[test]
     fn interleaved_inputs_are_copied_from_reads_of_many_blocks() {
@@ -433,8 +433,8 @@ mod tests {
         storage.zones.cache().flush_patch(patch).unwrap();
         assert_eq!(stats.stitched_bytes, 0);
         assert!(reads <= 2 * 40, "{reads} reads for {} blocks", 2 * ranges);
-        let entries: Vec<(Vec<u8>, Value)> = (0..merged.blocks().len())
-            .flat_map(|i| merged.read_block(i).unwrap())
+        let entries: Vec<(Vec<u8>, Value)> = entries_of(&merged)
+            .into_iter()
             .map(|e| (e.key, e.value))
             .collect();
         let expected: Vec<(Vec<u8>, Value)> = (0..ranges)

@@ -1,5 +1,5 @@
-//! Runs for the run module's unit tests: a store on a memory disk that counts its reads, and
-//! runs of one entry per block.
+//! Runs for the run module's unit tests: a store on a memory disk that counts its reads, runs
+//! of given entries or of one entry per block, and what a run holds.
 
 use super::{Run, RunBuilder, Storage};
 use crate::entry::{Entry, EntryRef};
@@ -19,21 +19,14 @@ pub(crate) fn counted_storage() -> (Arc<CountingDisk>, Arc<Storage>) {
 /// A run of one-block entries, written to the disk: for each range `r`, key `r`/`suffix`
 /// (`r` big-endian) with a value of 4,090 bytes `suffix`.
 pub(crate) fn run_of(storage: &Arc<Storage>, id: u64, suffix: u8, ranges: u32) -> Arc<Run> {
-    let value = vec![suffix; 4090];
-    let mut builder = RunBuilder::new(storage, id, 0, Stream::Flush);
-    for r in 0..ranges {
-        let key = [r.to_be_bytes().as_slice(), &[suffix]].concat();
-        builder
-            .add(EntryRef {
-                key: &key,
-                seq: u64::from(suffix),
-                value: Some(&value),
-            })
-            .unwrap();
-    }
-    let (run, patch) = builder.finish(None).unwrap().unwrap();
-    storage.zones.cache().flush_patch(patch).unwrap();
-    run
+    let entries: Vec<Entry> = (0..ranges)
+        .map(|r| Entry {
+            key: [r.to_be_bytes().as_slice(), &[suffix]].concat(),
+            seq: u64::from(suffix),
+            value: Some(vec![suffix; 4090]),
+        })
+        .collect();
+    run_from(storage, id, &entries)
 }
 
 /// A run of `entries` (in key order, newest version first), written to the disk.
