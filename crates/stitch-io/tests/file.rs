@@ -241,3 +241,44 @@ fn direct_and_buffered_writes_of_one_range_read_back_the_latest() {
     let d = FileDisk::open(&path, LockMode::Shared).unwrap();
     assert_eq!(d.direct_write_alignment(), None);
 }
+
+#[test]
+fn reads_polling_for_the_device_return_what_sleeping_reads_do() {
+    let (_dir, path) = store();
+    let d = FileDisk::create(&path).unwrap();
+    d.grow(4 << 20).unwrap();
+    let data: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 253) as u8 + 1).collect();
+    d.write_at(0, &data).unwrap();
+    d.sync().unwrap();
+    // Drop the file's cached pages (written back by the sync), so reads go to the device.
+    let f = std::fs::File::open(&path).unwrap();
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    let cases = [
+        (0, 4096),
+        (12_345, 4_135),
+        (1 << 20, 65_536),
+        (2 << 20, 65_537),       // past the polling limit: read as usual
+        ((3 << 20) - 100, 4096), // half written, half never written (zeros)
+        ((4 << 20) - 10, 10),
+        (777, 0),
+    ];
+    for limit in [
+        std::time::Duration::from_millis(5),
+        std::time::Duration::ZERO,
+    ] {
+        stitch_io::spin_for_reads(limit);
+        for &(at, len) in &cases {
+            let mut want = vec![0u8; len];
+            let from = (at as usize).min(data.len());
+            let written = (data.len() - from).min(len);
+            want[..written].copy_from_slice(&data[from..from + written]);
+            assert_eq!(
+                d.read_vec_at(at, len).unwrap(),
+                want,
+                "{len} at {at}, {limit:?}"
+            );
+        }
+        // Out of range is still refused.
+        assert!(d.read_vec_at((4 << 20) - 10, 11).is_err());
+    }
+}

@@ -45,12 +45,23 @@ const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 /// Threads serving requests that only read (lookups, getattr, reads, readdir, xattrs).
 const READERS: usize = 4;
 
+/// The largest data read the session thread serves itself when nothing waits behind it:
+/// about one device request (a random 4 KiB read and its neighbours), not the kernel's
+/// read-ahead of a sequential reader, whose requests gain from overlapping on the readers.
+const INLINE_READ_MAX: u32 = 64 << 10;
+
+/// How long the session thread polls for the device during a read it serves itself before
+/// sleeping: a few times a cold read's latency on a solid-state disk.
+const READ_SPIN_LIMIT: Duration = Duration::from_micros(500);
+
 type Job = Box<dyn FnOnce() + Send>;
 
 /// The FUSE file system: every request becomes a call on the [`Fs`]. Requests that change
 /// something are served in the order they arrive, on the session's thread (each is one
 /// commit); requests that only read are handed to reader threads, so a slow read (a cold
-/// block) does not hold up the requests behind it. A read runs against committed state, so
+/// block) does not hold up the requests behind it; except a short read of file data when
+/// the session thread polls and no request is waiting, which it serves itself, polling for
+/// the device too (see [`KvFuse::read`]). A read runs against committed state, so
 /// it sees a change the kernel sent before it, and the kernel orders what must be ordered by
 /// waiting for replies.
 pub struct KvFuse {
@@ -236,10 +247,15 @@ impl Filesystem for KvFuse {
         let _ = config.set_max_write(MAX_REQUEST);
         let _ = config.set_max_readahead(MAX_REQUEST);
         let _ = config.set_time_granularity(Duration::from_nanos(1));
+        // This runs on the session thread, which serves lone short reads itself when it polls.
+        if self.poller.get().is_some() {
+            stitchdb::spin_for_reads(READ_SPIN_LIMIT);
+        }
         Ok(())
     }
 
     fn destroy(&mut self) {
+        stitchdb::spin_for_reads(Duration::ZERO);
         // Finish the reads in flight, then make everything durable.
         drop(self.readers.take());
         for t in self.threads.drain(..) {
@@ -438,10 +454,23 @@ impl Filesystem for KvFuse {
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(libc::EINVAL);
         };
-        self.read_job(move |fs, _| match fs.read(ino, offset, size as usize) {
+        let serve = move |fs: &Fs, _| match fs.read(ino, offset, size as usize) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
-        });
+        };
+        // A lone short read (a random reader's next block) is served here: handing it to a
+        // reader thread would add a wake-up on another CPU to the device's latency, and one
+        // more when the device completes, each tens of microseconds on a VM whose idle CPUs
+        // halt; this thread polls /dev/fuse anyway, and polls the device the same way
+        // (`spin_for_reads`, set in `init`). With a request queued behind it, or polling
+        // off, the read goes to the readers, so concurrent readers still overlap.
+        let lone =
+            size <= INLINE_READ_MAX && self.poller.get().is_some_and(|p| !p.request_waiting());
+        if lone {
+            serve(&self.fs, self.opts.ttl);
+        } else {
+            self.read_job(serve);
+        }
     }
 
     fn write(

@@ -17,6 +17,7 @@
 //! polling again.
 
 use parking_lot::{Condvar, Mutex};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -87,6 +88,19 @@ impl Poller {
                 s.wake.notify_one();
             }
         }
+    }
+}
+
+impl Poller {
+    /// Whether a request is waiting on the device now (a poll that does not sleep): the
+    /// session thread serves a short read itself only when nothing queues behind it.
+    pub fn request_waiting(&self) -> bool {
+        let mut fds = [PollFd::new(&self.shared.device, PollFlags::IN)];
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
     }
 }
 
@@ -208,6 +222,21 @@ mod tests {
             !nonblocking(&read_end),
             "left blocking when the session ends"
         );
+    }
+
+    #[test]
+    fn a_waiting_request_is_seen_without_taking_it() {
+        let (read_end, write_end) = rustix::pipe::pipe().unwrap();
+        let poller = Poller::start(read_end.try_clone().unwrap(), Duration::from_millis(20))
+            .unwrap()
+            .unwrap();
+        assert!(!poller.request_waiting(), "nothing written yet");
+        rustix::io::write(&write_end, b"r").unwrap();
+        assert!(poller.request_waiting());
+        assert!(poller.request_waiting(), "looking does not consume it");
+        let mut byte = [0u8];
+        rustix::io::read(&read_end, &mut byte).unwrap();
+        assert!(!poller.request_waiting(), "taken");
     }
 
     #[test]

@@ -73,7 +73,9 @@ pub use db::{
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};
 pub use run::MergeStats;
-pub use stitch_io::{Disk, FileDisk, IoError, IoErrorKind, IoOp, MemDisk, SimConfig, SimDisk};
+pub use stitch_io::{
+    spin_for_reads, Disk, FileDisk, IoError, IoErrorKind, IoOp, MemDisk, SimConfig, SimDisk,
+};
 pub use stitch_patch::{CacheStats, ContextGuard, GroupId, PatchContext};
 pub use stitch_zone::ZoneStats;
 pub use txn::{Isolation, Nested, Transaction, TxnIter};
