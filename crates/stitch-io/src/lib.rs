@@ -18,7 +18,7 @@ mod sys;
 pub use counting::{CountingDisk, DiskRequest};
 pub use crashing::{CrashImage, CrashingDisk};
 pub use error::{IoError, IoErrorKind, IoOp, Result};
-pub use file::{spin_for_reads, FileDisk, LockMode};
+pub use file::{spin_for_reads, write_direct, FileDisk, LockMode};
 pub use mem::MemDisk;
 pub use sim::{SimConfig, SimDisk, SimStats};
 

@@ -210,9 +210,10 @@ fn direct_and_buffered_writes_of_one_range_read_back_the_latest() {
     let (_dir, path) = store();
     let d = FileDisk::create(&path).unwrap();
     d.grow(1 << 20).unwrap();
-    // Where the file system has direct I/O (ext4, xfs; not tmpfs), aligned writes bypass
-    // the page cache; either way every write must be what the next read sees, whichever
-    // path it took and whatever the page cache held of the range before.
+    // Where the file system has direct I/O (ext4, xfs; not tmpfs), this thread's aligned
+    // writes bypass the page cache; either way every write must be what the next read sees,
+    // whichever path it took and whatever the page cache held of the range before.
+    stitch_io::write_direct(true);
     let align = d.direct_write_alignment().unwrap_or(512);
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let block = 4 * align;
@@ -236,6 +237,7 @@ fn direct_and_buffered_writes_of_one_range_read_back_the_latest() {
         assert_eq!(d.read_vec_at(at, 3 * block).unwrap(), want);
     }
     d.sync().unwrap();
+    stitch_io::write_direct(false);
     drop(d);
     // A read-only opener never writes, so it opens no direct descriptor.
     let d = FileDisk::open(&path, LockMode::Shared).unwrap();

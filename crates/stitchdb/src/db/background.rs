@@ -45,6 +45,9 @@ pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<std::thread::JoinHandle<()>> {
 }
 
 fn run_flusher(inner: &Arc<Inner>) {
+    // This thread only writes and waits: it gains the saved copy and loses nothing waiting
+    // for the device (see `stitch_io::write_direct`).
+    stitch_io::write_direct(true);
     let interval = Duration::from_millis(inner.opts.ordered_flush_interval_ms.max(1));
     loop {
         let (ckpt, ordered) = {
