@@ -1,20 +1,16 @@
 //! A regular file or a raw block device as a [`Disk`].
 
 use crate::error::{check_range, IoError, IoErrorKind, IoOp, Result};
+use crate::per_thread;
 use crate::sys;
 use crate::Disk;
 use rustix::buffer::spare_capacity;
-use rustix::fs::Advice;
 use rustix::fs::FlockOperation;
 use rustix::io::Errno;
-use rustix::io::ReadWriteFlags;
-use std::cell::Cell;
 use std::fs::{File, OpenOptions};
-use std::io::{IoSlice, IoSliceMut};
-use std::num::NonZeroU64;
+use std::io::IoSlice;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// How a [`FileDisk`] is locked against other openers (`flock(2)` on the store itself, so a
 /// raw block device is locked the same way as a file).
@@ -36,7 +32,7 @@ pub struct FileDisk {
     /// Serializes `grow`: two racing `set_len` calls could otherwise shrink the file.
     grow_lock: parking_lot::Mutex<()>,
     /// The store opened a second time with `O_DIRECT`, for the writes of threads that asked
-    /// for it ([`write_direct`]) whose offset, lengths and buffers meet the device's
+    /// for it ([`write_direct`](crate::write_direct)) whose offset, lengths and buffers meet the device's
     /// alignment. `None` when read-only or when the file system does not offer direct I/O.
     direct: Option<DirectFile>,
 }
@@ -176,68 +172,6 @@ impl FileDisk {
     }
 }
 
-thread_local! {
-    /// How long a small read on this thread may poll for the device; zero: it sleeps.
-    static SPIN_FOR_READS: Cell<Duration> = const { Cell::new(Duration::ZERO) };
-    /// Whether this thread's aligned writes bypass the page cache.
-    static WRITE_DIRECT: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Makes the calling thread's writes to a [`FileDisk`] go straight to the device
-/// (`O_DIRECT`) where the file system offers it and the write is aligned (whole blocks from
-/// aligned buffers are), or through the page cache again (`false`, the default). A direct
-/// write saves copying every byte into the page cache (a third of a mount's CPU while it
-/// absorbed a sequential write), but returns only once the device has the bytes, where a
-/// buffered write returns after the copy and the kernel writes in the background. So it
-/// suits a thread that does nothing else meanwhile, like the background flusher, and not one
-/// that computes between writes: merges writing their output direct ran random 4 KiB fills
-/// 25-35% slower.
-pub fn write_direct(on: bool) {
-    WRITE_DIRECT.with(|w| w.set(on));
-}
-
-/// The largest read [`spin_for_reads`] applies to: a few blocks, a device's single request.
-const SPIN_READ_MAX: usize = 64 << 10;
-
-/// Makes reads of up to 64 KiB from a [`FileDisk`] on the calling thread wait for the device
-/// by polling instead of sleeping, for up to `limit` (after which they sleep as usual);
-/// `Duration::ZERO` turns it off. For a thread that would otherwise be woken for each read
-/// and whose caller waits for it: on a virtual machine whose idle CPUs halt, the wake-up when
-/// the device completes costs tens of microseconds, a third of a cold 4 KiB read. Such a read
-/// starts the device (`POSIX_FADV_WILLNEED`) and retries `preadv2(RWF_NOWAIT)`, which copies
-/// the bytes once the page cache has them, until it does.
-pub fn spin_for_reads(limit: Duration) {
-    SPIN_FOR_READS.with(|s| s.set(limit));
-}
-
-/// Reads `len` bytes at `offset` polling the page cache for up to `limit`; `None` if they did
-/// not arrive in time, or if the file cannot be read this way (the caller then reads as usual,
-/// waiting for the device read this one started).
-fn spin_read(file: &File, offset: u64, len: usize, limit: Duration) -> Option<Vec<u8>> {
-    let mut buf = vec![0u8; len];
-    let (mut got, mut started) = (0, None::<Instant>);
-    while got < len {
-        let mut iov = [IoSliceMut::new(&mut buf[got..])];
-        match rustix::io::preadv2(file, &mut iov, offset + got as u64, ReadWriteFlags::NOWAIT) {
-            Ok(0) => return None,
-            Ok(n) => got += n,
-            Err(Errno::AGAIN) => match started {
-                // Not cached: start the device on the rest, then poll.
-                None => {
-                    let rest = NonZeroU64::new((len - got) as u64);
-                    rustix::fs::fadvise(file, offset + got as u64, rest, Advice::WillNeed).ok()?;
-                    started = Some(Instant::now());
-                }
-                Some(t) if t.elapsed() > limit => return None,
-                Some(_) => std::hint::spin_loop(),
-            },
-            Err(Errno::INTR) => {}
-            Err(_) => return None,
-        }
-    }
-    Some(buf)
-}
-
 /// What one `pread`, `preadv` or `pwritev` returned: the bytes it moved, `None` if a signal
 /// interrupted it (call again), or its error; `at_zero` when it moved nothing (the file ended,
 /// or the device is full).
@@ -261,12 +195,9 @@ impl Disk for FileDisk {
     fn read_vec_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         check_range(self, IoOp::Read, offset, len as u64, self.len())?;
         let fail = |e| IoError::from_os(IoOp::Read, self.describe(), offset, len as u64, e);
-        if len <= SPIN_READ_MAX {
-            let limit = SPIN_FOR_READS.with(Cell::get);
-            if !limit.is_zero() {
-                if let Some(buf) = spin_read(&self.file, offset, len, limit) {
-                    return Ok(buf);
-                }
+        if let Some(limit) = per_thread::read_spin_limit(len) {
+            if let Some(buf) = per_thread::spin_read(&self.file, offset, len, limit) {
+                return Ok(buf);
             }
         }
         let mut buf = Vec::<u8>::with_capacity(len);
@@ -329,7 +260,7 @@ impl Disk for FileDisk {
             let r = match &self.direct {
                 // A file system that reported an alignment and still refuses it gets the
                 // buffered write instead.
-                Some(d) if WRITE_DIRECT.with(Cell::get) && d.fits(at, &iov) => {
+                Some(d) if per_thread::writes_direct() && d.fits(at, &iov) => {
                     match rustix::io::pwritev(&d.file, &iov, at) {
                         Err(Errno::INVAL) => rustix::io::pwritev(&self.file, &iov, at),
                         r => r,

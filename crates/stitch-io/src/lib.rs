@@ -12,14 +12,16 @@ mod crashing;
 mod error;
 mod file;
 mod mem;
+mod per_thread;
 mod sim;
 mod sys;
 
 pub use counting::{CountingDisk, DiskRequest};
 pub use crashing::{CrashImage, CrashingDisk};
 pub use error::{IoError, IoErrorKind, IoOp, Result};
-pub use file::{spin_for_reads, write_direct, FileDisk, LockMode};
+pub use file::{FileDisk, LockMode};
 pub use mem::MemDisk;
+pub use per_thread::{spin_for_reads, write_direct};
 pub use sim::{SimConfig, SimDisk, SimStats};
 
 /// The unit a disk writes atomically: a write may be torn at these boundaries by a crash.
