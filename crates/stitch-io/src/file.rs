@@ -32,8 +32,9 @@ pub struct FileDisk {
     /// Serializes `grow`: two racing `set_len` calls could otherwise shrink the file.
     grow_lock: parking_lot::Mutex<()>,
     /// The store opened a second time with `O_DIRECT`, for the writes of threads that asked
-    /// for it ([`write_direct`](crate::write_direct)) whose offset, lengths and buffers meet the device's
-    /// alignment. `None` when read-only or when the file system does not offer direct I/O.
+    /// for it ([`write_direct`](crate::write_direct)) whose offset, lengths and buffers meet
+    /// the device's alignment. `None` when read-only or when the file system does not offer
+    /// direct I/O.
     direct: Option<DirectFile>,
 }
 

@@ -89,9 +89,7 @@ impl Poller {
             }
         }
     }
-}
 
-impl Poller {
     /// Whether a request is waiting on the device now (a poll that does not sleep): the
     /// session thread serves a short read itself only when nothing queues behind it.
     pub fn request_waiting(&self) -> bool {

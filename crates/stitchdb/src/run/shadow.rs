@@ -323,7 +323,8 @@ mod tests {
             let (merged, _) = merge(&storage, &inputs, Stitching::Threshold(threshold), oldest);
             let out = entries_of(&merged);
             let order = |e: &Entry| (e.key.clone(), std::cmp::Reverse(e.seq));
-            prop_assert!(out.windows(2).all(|w| order(&w[0]) < order(&w[1])), "sorted, no duplicates");
+            let sorted = out.windows(2).all(|w| order(&w[0]) < order(&w[1]));
+            prop_assert!(sorted, "sorted, no duplicates");
             for snapshot in oldest..=n {
                 prop_assert_eq!(visible(&out, snapshot), visible(&all, snapshot));
             }
