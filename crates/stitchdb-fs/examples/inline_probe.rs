@@ -184,6 +184,7 @@ impl Side {
                 file_now: now,
                 caller: &self.caller,
                 open: &self.open,
+                deleted: Vec::new(),
             };
             let r = f(&mut op).unwrap();
             if commit {
@@ -198,6 +199,7 @@ impl Side {
                 file_now: now,
                 caller: &self.caller,
                 open: &self.open,
+                deleted: Vec::new(),
             };
             let r = f(&mut op).unwrap();
             if commit {

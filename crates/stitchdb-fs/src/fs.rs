@@ -49,6 +49,12 @@ pub struct FsOptions {
     /// Mount without writing anything (the store may be open read-only): the file system
     /// must exist, and orphans are left for the next read-write mount.
     pub read_only: bool,
+    /// The caller holds on to inode numbers and says when it lets one go ([`Fs::forget`]),
+    /// as the kernel does over FUSE: an inode deleted (last name removed, last open closed)
+    /// then still answers `getattr` and `setattr`, from memory, until forgotten, as a
+    /// deleted inode the kernel still holds does on ext4. (The kernel writes a file's times
+    /// back after its last close, and a failed write-back fails `syncfs`.)
+    pub keep_deleted: bool,
 }
 
 impl Default for FsOptions {
@@ -59,6 +65,7 @@ impl Default for FsOptions {
             clock: system_clock(),
             file_clock: None,
             read_only: false,
+            keep_deleted: false,
         }
     }
 }
@@ -74,10 +81,14 @@ pub struct FsStat {
     pub name_max: u32,
 }
 
-/// What only the writer may touch: inode numbers to hand out and the open files.
+/// What only the writer may touch: inode numbers to hand out, the open files, and the
+/// deleted inodes the caller still holds.
 struct Writer {
     next_ino: u64,
     open: HashMap<u64, u32>,
+    /// The last attributes of deleted inodes not yet forgotten (only with
+    /// [`FsOptions::keep_deleted`]); inode numbers are never reused within a mount.
+    deleted: HashMap<u64, Attr>,
 }
 
 /// A file system in a store.
@@ -124,6 +135,7 @@ impl Fs {
             writer: Mutex::new(Writer {
                 next_ino,
                 open: HashMap::new(),
+                deleted: HashMap::new(),
             }),
         };
         if !fs.opts.read_only {
@@ -178,6 +190,7 @@ impl Fs {
             file_now: (self.opts.file_clock.as_ref().unwrap_or(&self.opts.clock))(),
             caller,
             open,
+            deleted: Vec::new(),
         }
     }
 
@@ -199,12 +212,19 @@ impl Fs {
         f: impl FnOnce(&mut Op<'_, Batch<'_>>, &mut u64) -> FsResult<R>,
     ) -> FsResult<R> {
         let mut w = self.writer.lock();
-        let Writer { next_ino, open } = &mut *w;
+        let Writer {
+            next_ino,
+            open,
+            deleted,
+        } = &mut *w;
         let mut op = self.op_with(caller, open);
         let mut ino = *next_ino;
         let r = f(&mut op, &mut ino)?;
         op.kv.commit(self.opts.durability)?;
         *next_ino = ino;
+        if self.opts.keep_deleted {
+            deleted.extend(op.deleted.into_iter().map(|a| (a.ino, a)));
+        }
         Ok(r)
     }
 
@@ -215,12 +235,45 @@ impl Fs {
 
     /// The attributes of `ino`.
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
-        self.read_op(&Caller::root(), |op| op.attr(ino))
+        match self.read_op(&Caller::root(), |op| op.attr(ino)) {
+            Err(FsError::Errno(libc::ENOENT)) => self.writer.lock().deleted.get(&ino).cloned(),
+            r => return r,
+        }
+        .ok_or(FsError::Errno(libc::ENOENT))
     }
 
     /// Changes attributes (chmod, chown, truncate, utimens).
     pub fn setattr(&self, caller: &Caller, ino: u64, s: &SetAttr) -> FsResult<Attr> {
-        self.write_op(caller, |op, _| op.setattr(ino, s))
+        match self.write_op(caller, |op, _| op.setattr(ino, s)) {
+            Err(FsError::Errno(libc::ENOENT)) => self.setattr_deleted(caller, ino, s),
+            r => r,
+        }
+    }
+
+    /// `setattr` of a deleted inode not yet forgotten: the same checks and changes, on its
+    /// attributes in memory (nothing of it is left in the store to change).
+    fn setattr_deleted(&self, caller: &Caller, ino: u64, s: &SetAttr) -> FsResult<Attr> {
+        let mut w = self.writer.lock();
+        let Writer { open, deleted, .. } = &mut *w;
+        let Some(ghost) = deleted.get_mut(&ino) else {
+            return Err(FsError::Errno(libc::ENOENT));
+        };
+        // The operation runs against its own uncommitted write of the attributes, and its
+        // writes are dropped with it.
+        let mut op = self.op_with(caller, open);
+        op.kv
+            .put(self.tables.inodes, &ino_key(ino), encode_attr(ghost));
+        *ghost = op.setattr(ino, s)?;
+        Ok(ghost.clone())
+    }
+
+    /// The caller no longer holds inode `ino` (the kernel's `forget`): a deleted inode is
+    /// gone for good.
+    pub fn forget(&self, ino: u64) {
+        let mut w = self.writer.lock();
+        if !w.deleted.is_empty() {
+            w.deleted.remove(&ino);
+        }
     }
 
     /// Makes a file, device node, FIFO or socket (`mode` holds kind and permissions).
@@ -266,7 +319,7 @@ impl Fs {
     /// `create`: makes a regular file `name` (`EEXIST` if the name is taken) and opens it.
     pub fn create(&self, caller: &Caller, parent: u64, name: &[u8], mode: u32) -> FsResult<Attr> {
         let mut w = self.writer.lock();
-        let Writer { next_ino, open } = &mut *w;
+        let Writer { next_ino, open, .. } = &mut *w;
         let mut op = self.op_with(caller, open);
         let a = op.make(parent, name, Kind::File, mode, 0, *next_ino)?;
         op.kv.commit(self.opts.durability)?;
@@ -371,7 +424,11 @@ impl Fs {
         match op.attr(ino) {
             Ok(a) if a.nlink == 0 => {
                 op.purge(ino)?;
-                op.kv.commit(self.opts.durability)
+                op.kv.commit(self.opts.durability)?;
+                if self.opts.keep_deleted {
+                    w.deleted.insert(ino, a);
+                }
+                Ok(())
             }
             Ok(_) | Err(FsError::Errno(libc::ENOENT)) => Ok(()),
             Err(e) => Err(e),

@@ -101,6 +101,9 @@ pub struct Op<'a, K: Kv> {
     /// Open files by inode: an inode that loses its last name while open is kept (as an
     /// orphan) until its last close.
     pub open: &'a HashMap<u64, u32>,
+    /// The last attributes of the inodes this operation deleted (see
+    /// [`crate::FsOptions::keep_deleted`]).
+    pub deleted: Vec<Attr>,
 }
 
 /// Fails with `ENAMETOOLONG` over 255 bytes, `EINVAL` for a name no path can hold.
@@ -316,6 +319,7 @@ impl<K: Kv> Op<'_, K> {
             self.kv.put(self.t.orphans, &ino_key(a.ino), Vec::new());
         } else {
             self.purge(a.ino)?;
+            self.deleted.push(a);
         }
         Ok(())
     }

@@ -481,3 +481,80 @@ fn seek_data_and_hole_follow_the_stored_blocks() {
     assert_eq!(fs.seek(b.ino, 5, false).unwrap(), 300 * B + 1);
     ok(&fs);
 }
+
+/// What the kernel does after a file's last close (it writes the file's times back) must
+/// work on a file already deleted: a failure there failed `syncfs` after any program had
+/// made and removed a temporary file (tar's placeholders for links, for one).
+#[test]
+fn a_deleted_inode_answers_getattr_and_setattr_until_forgotten() {
+    let disk = Arc::new(SimDisk::new(SimConfig {
+        seed: 4,
+        len: 0,
+        capacity: None,
+    }));
+    let db = Db::create_on(disk, small_options()).unwrap();
+    let opts = FsOptions {
+        keep_deleted: true,
+        ..FsOptions::default()
+    };
+    let fs = Fs::mount(db, opts).unwrap();
+    let root = Caller::root();
+    let alice = Caller {
+        uid: 1000,
+        gid: 1000,
+        groups: vec![],
+    };
+    let times = SetAttr {
+        mtime: Some(TimeSet::At(stitchdb_fs::Timespec { secs: 5, nanos: 6 })),
+        ..SetAttr::default()
+    };
+    // Deleted by its unlink (never open), and by its last close (unlinked while open).
+    let closed = fs.create(&root, ROOT_INO, b"closed", 0o644).unwrap();
+    fs.write(&root, closed.ino, 0, b"data").unwrap();
+    fs.release(closed.ino).unwrap();
+    fs.unlink(&root, ROOT_INO, b"closed").unwrap();
+    let open = fs.create(&root, ROOT_INO, b"open", 0o600).unwrap();
+    fs.unlink(&root, ROOT_INO, b"open").unwrap();
+    fs.release(open.ino).unwrap();
+    for ino in [closed.ino, open.ino] {
+        let a = fs.getattr(ino).unwrap();
+        assert_eq!(a.nlink, 0);
+        let b = fs.setattr(&root, ino, &times).unwrap();
+        assert_eq!(b.mtime, stitchdb_fs::Timespec { secs: 5, nanos: 6 });
+        assert_eq!(
+            fs.getattr(ino).unwrap().mtime,
+            b.mtime,
+            "the change is kept"
+        );
+        // The same checks as on a live inode.
+        let chmod = SetAttr {
+            mode: Some(0o777),
+            ..SetAttr::default()
+        };
+        assert_eq!(e(fs.setattr(&alice, ino, &chmod)), libc::EPERM);
+        // Nothing of it is in the store.
+        assert_eq!(
+            fs.lookup(&root, ROOT_INO, b"closed").unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert_eq!(e(fs.read(ino, 0, 10)), libc::ENOENT);
+    }
+    let r = check_fs(fs.db(), fs.tables()).unwrap();
+    assert_eq!((r.orphans, r.blocks), (0, 0));
+    ok(&fs);
+    fs.forget(closed.ino);
+    assert_eq!(e(fs.getattr(closed.ino)), libc::ENOENT);
+    assert_eq!(e(fs.setattr(&root, closed.ino, &times)), libc::ENOENT);
+    assert_eq!(
+        fs.getattr(open.ino).unwrap().nlink,
+        0,
+        "forgetting one keeps the other"
+    );
+    // Without the option (a caller that never forgets) nothing is kept.
+    let plain = new_fs(5);
+    let f = plain.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    plain.release(f.ino).unwrap();
+    plain.unlink(&root, ROOT_INO, b"f").unwrap();
+    assert_eq!(e(plain.getattr(f.ino)), libc::ENOENT);
+    assert_eq!(e(plain.setattr(&root, f.ino, &times)), libc::ENOENT);
+}

@@ -272,6 +272,12 @@ impl Filesystem for KvFuse {
         self.entry_reply(r, reply);
     }
 
+    /// The kernel lets go of `ino` (it sends the whole count it held, when it evicts the
+    /// inode): a deleted inode it still held is gone for good.
+    fn forget(&mut self, _req: &Request<'_>, ino: u64, _nlookup: u64) {
+        self.fs.forget(ino);
+    }
+
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         self.busy();
         match self.fs.getattr(ino) {

@@ -159,6 +159,8 @@ impl MountConfig {
             // dated before its creation, and before files made just after it: a file written
             // after another was made came out older (200 of 200 tries), which misleads make.
             file_clock: self.adapter_options().writeback_cache.then(coarse_clock),
+            // The kernel holds inodes until it forgets them (`KvFuse::forget`).
+            keep_deleted: true,
             ..FsOptions::default()
         }
     }

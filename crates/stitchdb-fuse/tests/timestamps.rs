@@ -1,6 +1,7 @@
 //! Time stamps through the write-back cache: the kernel stamps regular files' modification
 //! and change times itself, from its coarse clock, so the file system stamps new files from
-//! the same clock; times must never run backwards between the two.
+//! the same clock; times must never run backwards between the two. And it writes them back
+//! after a file's last close, when the file may already be deleted.
 
 #![allow(clippy::unwrap_used)]
 
@@ -29,5 +30,26 @@ fn a_file_written_after_another_was_made_is_not_older() {
             mtime_ns(&made)
         );
     }
+    m.unmount();
+}
+
+/// A file made, closed and deleted (tar's placeholder for a link; any temporary file): the
+/// kernel writes its times back at the next `syncfs`, to an inode with no name and no open
+/// file. The file system answered `ENOENT`, and `syncfs` failed with it.
+#[test]
+fn syncfs_succeeds_after_files_were_made_closed_and_deleted() {
+    require_fuse!();
+    let m = support::Mounted::new(true);
+    for (i, data) in [&b""[..], b"x", &[1u8; 100_000]].iter().enumerate() {
+        let p = m.dir.join(format!("tmp{i}"));
+        std::fs::write(&p, data).unwrap();
+        std::fs::remove_file(&p).unwrap();
+    }
+    let dir = std::fs::File::open(&m.dir).unwrap();
+    rustix::fs::syncfs(&dir).unwrap();
+    // And once the kernel has let them go, syncing still succeeds.
+    std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+    rustix::fs::syncfs(&dir).unwrap();
+    drop(dir);
     m.unmount();
 }
