@@ -33,9 +33,9 @@ fn a_file_written_after_another_was_made_is_not_older() {
     m.unmount();
 }
 
-/// A file made, closed and deleted (tar's placeholder for a link; any temporary file): the
-/// kernel writes its times back at the next `syncfs`, to an inode with no name and no open
-/// file. The file system answered `ENOENT`, and `syncfs` failed with it.
+/// A file made, closed and deleted (tar's placeholder for a link; any temporary file), or
+/// replaced by a rename: the kernel writes its times back, to an inode with no name and no
+/// open file. The file system answered `ENOENT`, and the next `syncfs` failed with it.
 #[test]
 fn syncfs_succeeds_after_files_were_made_closed_and_deleted() {
     require_fuse!();
@@ -45,6 +45,12 @@ fn syncfs_succeeds_after_files_were_made_closed_and_deleted() {
         std::fs::write(&p, data).unwrap();
         std::fs::remove_file(&p).unwrap();
     }
+    // A rename over a file deletes the file it replaces, whose change time the kernel then
+    // writes back at once (an editor saving through a temporary file does this).
+    std::fs::write(m.dir.join("saved"), b"old").unwrap();
+    std::fs::write(m.dir.join("saved.tmp"), b"new").unwrap();
+    std::fs::rename(m.dir.join("saved.tmp"), m.dir.join("saved")).unwrap();
+    assert_eq!(std::fs::read(m.dir.join("saved")).unwrap(), b"new");
     let dir = std::fs::File::open(&m.dir).unwrap();
     rustix::fs::syncfs(&dir).unwrap();
     // And once the kernel has let them go, syncing still succeeds.
