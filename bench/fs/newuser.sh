@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # KVFS tried as a new user would (issue 21's check): mount, untar Debian's linux-source-6.1,
 # build something in it (`make defconfig`, then a few kernel objects, which builds kconfig,
-# objtool and the generated headers first), read every file back, unmount, check, remount,
-# read it all again and compare: with what was read before unmounting, and with the same
-# steps on the host's file system (diff -r of the two trees, contents, modes and symlinks).
+# objtool and the generated headers first), `sync -f` (syncfs, which fails on any write-back
+# error), read every file back, unmount, check, remount, read it all again and compare: with
+# what was read before unmounting, and with the same steps on the host's file system (diff -r
+# of the two trees, contents, modes and symlinks).
 #
 #   bench/fs/newuser.sh STITCHDB WORKDIR [TARBALL]
 #
@@ -75,6 +76,9 @@ build() { # build DIR: the steps a user takes in the source tree
     src=$(echo "$dir"/linux-source-*)
     step "$side" "make defconfig" make -C "$src" defconfig
     step "$side" "make ${TARGETS[*]}" make -C "$src" -j"$JOBS" "${TARGETS[@]}"
+    # syncfs reports every write-back error the kernel met since (a write-back refused for
+    # a file the build deleted failed it once), where `sync` reports none.
+    step "$side" "sync -f" sync -f "$dir"
     step "$side" "read back (manifest)" bash -c "$(declare -f manifest); manifest '$dir' > '$WORK/$side.manifest'"
 }
 
