@@ -235,11 +235,13 @@ impl Fs {
 
     /// The attributes of `ino`.
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
-        match self.read_op(&Caller::root(), |op| op.attr(ino)) {
-            Err(FsError::Errno(libc::ENOENT)) => self.writer.lock().deleted.get(&ino).cloned(),
-            r => return r,
+        let r = self.read_op(&Caller::root(), |op| op.attr(ino));
+        if let Err(FsError::Errno(libc::ENOENT)) = r {
+            if let Some(a) = self.writer.lock().deleted.get(&ino) {
+                return Ok(a.clone());
+            }
         }
-        .ok_or(FsError::Errno(libc::ENOENT))
+        r
     }
 
     /// Changes attributes (chmod, chown, truncate, utimens).
