@@ -40,9 +40,8 @@ const SPIN_READ_MAX: usize = 64 << 10;
 /// sleep as usual); `Duration::ZERO` turns it off. For a thread that would otherwise be woken
 /// for each read and whose caller waits for it: on a virtual machine whose idle CPUs halt,
 /// the wake-up when the device completes costs tens of microseconds, a third of a cold 4 KiB
-/// read. Such a read
-/// starts the device (`POSIX_FADV_WILLNEED`) and retries `preadv2(RWF_NOWAIT)`, which copies
-/// the bytes once the page cache has them, until it does.
+/// read. Such a read starts the device (`POSIX_FADV_WILLNEED`) and retries
+/// `preadv2(RWF_NOWAIT)`, which copies the bytes once the page cache has them, until it does.
 pub fn spin_for_reads(limit: Duration) {
     SPIN_FOR_READS.with(|s| s.set(limit));
 }

@@ -220,12 +220,18 @@ impl Fs {
         let mut op = self.op_with(caller, open);
         let mut ino = *next_ino;
         let r = f(&mut op, &mut ino)?;
-        op.kv.commit(self.opts.durability)?;
+        self.commit(op, deleted)?;
         *next_ino = ino;
+        Ok(r)
+    }
+
+    /// Commits `op`; with [`FsOptions::keep_deleted`], remembers the inodes it deleted.
+    fn commit(&self, op: Op<'_, Batch<'_>>, deleted: &mut HashMap<u64, Attr>) -> FsResult<()> {
+        op.kv.commit(self.opts.durability)?;
         if self.opts.keep_deleted {
             deleted.extend(op.deleted.into_iter().map(|a| (a.ino, a)));
         }
-        Ok(r)
+        Ok(())
     }
 
     /// The attributes of the file `name` in directory `parent`.
@@ -406,7 +412,7 @@ impl Fs {
     /// Closes one open of `ino`: its last close deletes it if it has no name left.
     pub fn release(&self, ino: u64) -> FsResult<()> {
         let mut w = self.writer.lock();
-        let Writer { open, .. } = &mut *w;
+        let Writer { open, deleted, .. } = &mut *w;
         let last = match open.get_mut(&ino) {
             Some(n) if *n > 1 => {
                 *n -= 1;
@@ -426,11 +432,8 @@ impl Fs {
         match op.attr(ino) {
             Ok(a) if a.nlink == 0 => {
                 op.purge(ino)?;
-                op.kv.commit(self.opts.durability)?;
-                if self.opts.keep_deleted {
-                    w.deleted.insert(ino, a);
-                }
-                Ok(())
+                op.deleted.push(a);
+                self.commit(op, deleted)
             }
             Ok(_) | Err(FsError::Errno(libc::ENOENT)) => Ok(()),
             Err(e) => Err(e),
