@@ -3,6 +3,7 @@
 use crate::attr::{file_attr, file_type, timespec};
 use crate::bdi::BdiSettings;
 use crate::poll::Poller;
+use crate::serve::{self, errno, Served, Xattr};
 use fuser::{
     consts, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
@@ -11,15 +12,12 @@ use fuser::{
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
-use stitchdb_fs::{Caller, DirEntry, Fs, FsError, SetAttr, TimeSet, BLOCK_SIZE};
+use stitchdb_fs::{Caller, Fs, FsError, SetAttr, TimeSet};
 
 /// The largest read and write request (1 MiB): the kernel sends up to this much in one.
 pub const MAX_REQUEST: u32 = 1 << 20;
-/// Entries read from the store per batch while filling a readdir reply.
-const READDIR_BATCH: usize = 128;
 
 /// How the adapter talks to the kernel.
 #[derive(Debug, Clone)]
@@ -42,19 +40,9 @@ pub struct AdapterOptions {
 /// `security.capability` before every write and stops reading attributes before every chown.
 const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 
-/// Threads serving requests that only read (lookups, getattr, reads, readdir, xattrs).
-const READERS: usize = 4;
-
-/// The largest data read the session thread serves itself when nothing waits behind it:
-/// about one device request (a random 4 KiB read and its neighbours), not the kernel's
-/// read-ahead of a sequential reader, whose requests gain from overlapping on the readers.
-const INLINE_READ_MAX: u32 = 64 << 10;
-
 /// How long the session thread polls for the device during a read it serves itself before
 /// sleeping: a few times a cold read's latency on a solid-state disk.
 const READ_SPIN_LIMIT: Duration = Duration::from_micros(500);
-
-type Job = Box<dyn FnOnce() + Send>;
 
 /// The FUSE file system: every request becomes a call on the [`Fs`]. Requests that change
 /// something are served in the order they arrive, on the session's thread (each is one
@@ -65,48 +53,25 @@ type Job = Box<dyn FnOnce() + Send>;
 /// it sees a change the kernel sent before it, and the kernel orders what must be ordered by
 /// waiting for replies.
 pub struct KvFuse {
-    fs: Arc<Fs>,
-    opts: AdapterOptions,
+    served: Arc<Served>,
     /// Set once the session's device exists (see [`KvFuse::poller`]); empty when polling is
     /// off.
     poller: Arc<OnceLock<Poller>>,
-    /// Backing-device settings to write once the kernel has taken the INIT reply, which sets
-    /// the readahead again: on the first request after it (see [`KvFuse::set_bdi`]).
-    bdi: parking_lot::Mutex<Option<(BdiSettings, PathBuf)>>,
-    bdi_pending: AtomicBool,
-    readers: Option<std::sync::mpsc::Sender<Job>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    /// The io_uring queues' rings, made once the device is open (see
+    /// [`KvFuse::offer_queues`]), until INIT takes them.
+    prepared: Arc<parking_lot::Mutex<Option<fuse_uring::Prepared>>>,
+    /// The running queues, once INIT started them.
+    queues: Option<fuse_uring::Queues>,
 }
 
 impl KvFuse {
     /// Serves `fs`.
     pub fn new(fs: Arc<Fs>, opts: AdapterOptions) -> KvFuse {
-        let (tx, rx) = std::sync::mpsc::channel::<Job>();
-        let rx = Arc::new(parking_lot::Mutex::new(rx));
-        let threads = (0..READERS)
-            .filter_map(|i| {
-                let rx = rx.clone();
-                std::thread::Builder::new()
-                    .name(format!("kvfs-read-{i}"))
-                    .spawn(move || loop {
-                        // The lock is held only to take the next job, not to run it.
-                        let job = rx.lock().recv();
-                        match job {
-                            Ok(job) => job(),
-                            Err(_) => return,
-                        }
-                    })
-                    .ok()
-            })
-            .collect();
         KvFuse {
-            fs,
-            opts,
+            served: Arc::new(Served::new(fs, opts)),
             poller: Arc::new(OnceLock::new()),
-            bdi: parking_lot::Mutex::new(None),
-            bdi_pending: AtomicBool::new(false),
-            readers: Some(tx),
-            threads,
+            prepared: Arc::new(parking_lot::Mutex::new(None)),
+            queues: None,
         }
     }
 
@@ -116,11 +81,16 @@ impl KvFuse {
         self.poller.clone()
     }
 
+    /// Where the session puts the io_uring queues' rings, which INIT offers the kernel (see
+    /// `fuse_uring`): the adapter is moved into the session before the device exists.
+    pub fn offer_queues(&self) -> Arc<parking_lot::Mutex<Option<fuse_uring::Prepared>>> {
+        self.prepared.clone()
+    }
+
     /// Writes `settings` into the backing device of the mount at `mountpoint` (canonical)
     /// when the first request after INIT comes.
     pub fn set_bdi(&self, settings: BdiSettings, mountpoint: PathBuf) {
-        *self.bdi.lock() = Some((settings, mountpoint));
-        self.bdi_pending.store(true, Ordering::Release);
+        self.served.set_bdi(settings, mountpoint);
     }
 
     /// At the start of every request: marks the mount busy, so the session thread polls for
@@ -129,94 +99,52 @@ impl KvFuse {
         if let Some(p) = self.poller.get() {
             p.busy();
         }
-        if self.bdi_pending.load(Ordering::Acquire) {
-            if let Some((settings, mountpoint)) = self.bdi.lock().take() {
-                settings.apply(&mountpoint);
-            }
-            self.bdi_pending.store(false, Ordering::Release);
-        }
+        self.served.request_started();
     }
 
-    /// Runs `job` on a reader thread (on this one if none could be started).
-    fn read_job(&self, job: impl FnOnce(&Fs, Duration) + Send + 'static) {
-        let fs = self.fs.clone();
-        let ttl = self.opts.ttl;
-        let job: Job = Box::new(move || job(&fs, ttl));
-        match &self.readers {
-            Some(tx) if !self.threads.is_empty() => {
-                if let Err(e) = tx.send(job) {
-                    (e.0)();
-                }
+    /// Starts the io_uring queues if the session made their rings, and takes them in the
+    /// INIT reply if the kernel offers them. They are started first: once the kernel has the
+    /// reply, it holds every request until the queues are registered.
+    fn start_queues(&mut self, config: &mut KernelConfig) {
+        let Some(prepared) = self.prepared.lock().take() else {
+            return;
+        };
+        let handler: Arc<dyn fuse_uring::Handler> = self.served.clone();
+        let queues = match prepared.start(handler, MAX_REQUEST as usize) {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!("starting the io_uring queues: {e}; serving /dev/fuse");
+                return;
             }
-            _ => job(),
+        };
+        if config
+            .add_capabilities(fuse_uring::abi::FUSE_OVER_IO_URING)
+            .is_err()
+        {
+            // Not offered: the queues could not have registered yet (the kernel refuses
+            // them until it has the INIT reply), and now never will.
+            tracing::info!(
+                "the kernel does not offer FUSE over io_uring (as root: echo Y > \
+                 /sys/module/fuse/parameters/enable_uring): serving /dev/fuse"
+            );
+            queues.stop();
+            return;
         }
+        tracing::info!("serving through io_uring queues");
+        self.queues = Some(queues);
     }
 
     fn entry_reply(&self, r: Result<stitchdb_fs::Attr, FsError>, reply: ReplyEntry) {
         match r {
-            Ok(a) => reply.entry(&self.opts.ttl, &file_attr(&a), 0),
+            Ok(a) => reply.entry(&self.served.opts.ttl, &file_attr(&a), 0),
             Err(e) => reply.error(errno(&e)),
         }
     }
 }
 
-/// The errno of a failure, logging the ones that are not the caller's doing.
-/// Hands the entries of directory `ino` from `offset` on to `add`, a batch at a time, until
-/// the directory ends or `add` answers that the kernel's reply buffer is full.
-fn entries_from(
-    fs: &Fs,
-    ino: u64,
-    offset: i64,
-    mut add: impl FnMut(DirEntry) -> Result<bool, FsError>,
-) -> Result<(), FsError> {
-    let mut offset = offset.max(0) as u64;
-    loop {
-        let batch = fs.readdir(ino, offset, READDIR_BATCH)?;
-        if batch.is_empty() {
-            return Ok(());
-        }
-        for entry in batch {
-            let next = entry.offset;
-            if add(entry)? {
-                return Ok(());
-            }
-            offset = next;
-        }
-    }
-}
-
-fn errno(e: &FsError) -> i32 {
-    if !matches!(e, FsError::Errno(_)) {
-        tracing::error!("file system operation failed: {e}");
-    }
-    e.errno()
-}
-
-/// The credentials of a request: its uid and gid, and the process's supplementary groups
-/// (read from /proc only when a check could need them: root passes every check).
+/// The credentials of a request.
 fn caller(req: &Request<'_>) -> Caller {
-    let (uid, gid) = (req.uid(), req.gid());
-    let groups = if uid == 0 {
-        Vec::new()
-    } else {
-        supplementary_groups(req.pid())
-    };
-    Caller { uid, gid, groups }
-}
-
-fn supplementary_groups(pid: u32) -> Vec<u32> {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return Vec::new();
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| {
-            g.split_whitespace()
-                .filter_map(|n| n.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+    serve::caller(req.uid(), req.gid(), req.pid())
 }
 
 fn time_set(t: Option<TimeOrNow>) -> Option<TimeSet> {
@@ -235,7 +163,7 @@ impl Filesystem for KvFuse {
             | consts::FUSE_PARALLEL_DIROPS
             | consts::FUSE_CACHE_SYMLINKS
             | FUSE_HANDLE_KILLPRIV_V2;
-        if self.opts.writeback_cache {
+        if self.served.opts.writeback_cache {
             wanted |= consts::FUSE_WRITEBACK_CACHE;
         }
         // Ask for each on its own: a kernel without one still gets the others.
@@ -244,6 +172,7 @@ impl Filesystem for KvFuse {
                 tracing::info!("the kernel does not offer FUSE capability {bit:#x}");
             }
         }
+        self.start_queues(config);
         let _ = config.set_max_write(MAX_REQUEST);
         let _ = config.set_max_readahead(MAX_REQUEST);
         let _ = config.set_time_granularity(Duration::from_nanos(1));
@@ -256,32 +185,32 @@ impl Filesystem for KvFuse {
 
     fn destroy(&mut self) {
         stitchdb::spin_for_reads(Duration::ZERO);
-        // Finish the reads in flight, then make everything durable.
-        drop(self.readers.take());
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        if let Some(q) = self.queues.take() {
+            q.stop();
         }
-        if let Err(e) = self.fs.fsync() {
+        // Finish the reads in flight, then make everything durable.
+        self.served.readers.finish();
+        if let Err(e) = self.served.fs.fsync() {
             tracing::error!("sync at unmount failed: {e}");
         }
     }
 
     fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         self.busy();
-        let r = self.fs.lookup(&caller(req), parent, name.as_bytes());
+        let r = self.served.fs.lookup(&caller(req), parent, name.as_bytes());
         self.entry_reply(r, reply);
     }
 
     /// The kernel lets go of `ino` (it sends the whole count it held, when it evicts the
     /// inode): a deleted inode it still held is gone for good.
     fn forget(&mut self, _req: &Request<'_>, ino: u64, _nlookup: u64) {
-        self.fs.forget(ino);
+        self.served.fs.forget(ino);
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         self.busy();
-        match self.fs.getattr(ino) {
-            Ok(a) => reply.attr(&self.opts.ttl, &file_attr(&a)),
+        match self.served.fs.getattr(ino) {
+            Ok(a) => reply.attr(&self.served.opts.ttl, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -317,15 +246,15 @@ impl Filesystem for KvFuse {
             // time: see `SetAttr::ctime`.
             ctime: ctime.map(timespec),
         };
-        match self.fs.setattr(&caller(req), ino, &s) {
-            Ok(a) => reply.attr(&self.opts.ttl, &file_attr(&a)),
+        match self.served.fs.setattr(&caller(req), ino, &s) {
+            Ok(a) => reply.attr(&self.served.opts.ttl, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
         self.busy();
-        match self.fs.readlink(ino) {
+        match self.served.fs.readlink(ino) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
         }
@@ -343,6 +272,7 @@ impl Filesystem for KvFuse {
     ) {
         self.busy();
         let r = self
+            .served
             .fs
             .mknod(&caller(req), parent, name.as_bytes(), mode, rdev);
         self.entry_reply(r, reply);
@@ -358,13 +288,16 @@ impl Filesystem for KvFuse {
         reply: ReplyEntry,
     ) {
         self.busy();
-        let r = self.fs.mkdir(&caller(req), parent, name.as_bytes(), mode);
+        let r = self
+            .served
+            .fs
+            .mkdir(&caller(req), parent, name.as_bytes(), mode);
         self.entry_reply(r, reply);
     }
 
     fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         self.busy();
-        match self.fs.unlink(&caller(req), parent, name.as_bytes()) {
+        match self.served.fs.unlink(&caller(req), parent, name.as_bytes()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -372,7 +305,7 @@ impl Filesystem for KvFuse {
 
     fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
         self.busy();
-        match self.fs.rmdir(&caller(req), parent, name.as_bytes()) {
+        match self.served.fs.rmdir(&caller(req), parent, name.as_bytes()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -387,7 +320,7 @@ impl Filesystem for KvFuse {
         reply: ReplyEntry,
     ) {
         self.busy();
-        let r = self.fs.symlink(
+        let r = self.served.fs.symlink(
             &caller(req),
             parent,
             link_name.as_bytes(),
@@ -407,7 +340,7 @@ impl Filesystem for KvFuse {
         reply: ReplyEmpty,
     ) {
         self.busy();
-        let r = self.fs.rename(
+        let r = self.served.fs.rename(
             &caller(req),
             parent,
             name.as_bytes(),
@@ -431,6 +364,7 @@ impl Filesystem for KvFuse {
     ) {
         self.busy();
         let r = self
+            .served
             .fs
             .link(&caller(req), ino, newparent, newname.as_bytes());
         self.entry_reply(r, reply);
@@ -438,7 +372,7 @@ impl Filesystem for KvFuse {
 
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         self.busy();
-        match self.fs.open(&caller(req), ino, flags) {
+        match self.served.fs.open(&caller(req), ino, flags) {
             // Only this mount changes the files, so the page cache stays valid across opens.
             Ok(_) => reply.opened(ino, consts::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(errno(&e)),
@@ -460,7 +394,7 @@ impl Filesystem for KvFuse {
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(libc::EINVAL);
         };
-        let serve = move |fs: &Fs, _| match fs.read(ino, offset, size as usize) {
+        let serve = move |fs: &Fs| match fs.read(ino, offset, size as usize) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
         };
@@ -470,12 +404,13 @@ impl Filesystem for KvFuse {
         // halt; this thread polls /dev/fuse anyway, and polls the device the same way
         // (`spin_for_reads`, set in `init`). With a request queued behind it, or polling
         // off, the read goes to the readers, so concurrent readers still overlap.
-        let lone =
-            size <= INLINE_READ_MAX && self.poller.get().is_some_and(|p| !p.request_waiting());
+        let lone = size <= serve::INLINE_READ_MAX
+            && self.poller.get().is_some_and(|p| !p.request_waiting());
         if lone {
-            serve(&self.fs, self.opts.ttl);
+            serve(&self.served.fs);
         } else {
-            self.read_job(serve);
+            let fs = self.served.fs.clone();
+            self.served.readers.run(Box::new(move || serve(&fs)));
         }
     }
 
@@ -492,18 +427,11 @@ impl Filesystem for KvFuse {
         reply: ReplyWrite,
     ) {
         self.busy();
-        let Ok(mut offset) = u64::try_from(offset) else {
-            return reply.error(libc::EINVAL);
+        let offset = match self.served.write_offset(ino, offset, flags) {
+            Ok(o) => o,
+            Err(e) => return reply.error(e),
         };
-        // With the write-back cache the kernel places appends itself; without it, O_APPEND
-        // writes go at the end.
-        if !self.opts.writeback_cache && flags & libc::O_APPEND != 0 {
-            match self.fs.getattr(ino) {
-                Ok(a) => offset = a.size,
-                Err(e) => return reply.error(errno(&e)),
-            }
-        }
-        match self.fs.write(&caller(req), ino, offset, data) {
+        match self.served.fs.write(&caller(req), ino, offset, data) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
         }
@@ -537,7 +465,7 @@ impl Filesystem for KvFuse {
         reply: ReplyEmpty,
     ) {
         self.busy();
-        match self.fs.release(ino) {
+        match self.served.fs.release(ino) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -552,7 +480,7 @@ impl Filesystem for KvFuse {
         reply: ReplyEmpty,
     ) {
         self.busy();
-        match self.fs.fsync() {
+        match self.served.fs.fsync() {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -560,19 +488,9 @@ impl Filesystem for KvFuse {
 
     fn opendir(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         self.busy();
-        match self.fs.getattr(ino) {
-            Ok(a) if a.kind != stitchdb_fs::Kind::Dir => reply.error(libc::ENOTDIR),
-            Ok(a) => {
-                let mask = match flags & libc::O_ACCMODE {
-                    libc::O_RDONLY => stitchdb_fs::R,
-                    _ => stitchdb_fs::R | stitchdb_fs::W,
-                };
-                match self.fs.access(&caller(req), a.ino, mask) {
-                    Ok(()) => reply.opened(ino, 0),
-                    Err(e) => reply.error(errno(&e)),
-                }
-            }
-            Err(e) => reply.error(errno(&e)),
+        match self.served.opendir(&caller(req), ino, flags) {
+            Ok(()) => reply.opened(ino, 0),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -585,7 +503,7 @@ impl Filesystem for KvFuse {
         mut reply: ReplyDirectory,
     ) {
         self.busy();
-        let listed = entries_from(&self.fs, ino, offset, |entry| {
+        let listed = self.served.entries_from(ino, offset, |entry| {
             Ok(reply.add(
                 entry.ino,
                 entry.offset as i64,
@@ -595,7 +513,7 @@ impl Filesystem for KvFuse {
         });
         match listed {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -608,8 +526,8 @@ impl Filesystem for KvFuse {
         mut reply: ReplyDirectoryPlus,
     ) {
         self.busy();
-        let (fs, ttl) = (&self.fs, &self.opts.ttl);
-        let listed = entries_from(fs, ino, offset, |entry| {
+        let (fs, ttl) = (&self.served.fs, &self.served.opts.ttl);
+        let listed = self.served.entries_from(ino, offset, |entry| {
             let attr = file_attr(&fs.getattr(entry.ino)?);
             Ok(reply.add(
                 entry.ino,
@@ -622,7 +540,7 @@ impl Filesystem for KvFuse {
         });
         match listed {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -647,7 +565,7 @@ impl Filesystem for KvFuse {
         reply: ReplyEmpty,
     ) {
         self.busy();
-        match self.fs.fsync() {
+        match self.served.fs.fsync() {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -655,29 +573,9 @@ impl Filesystem for KvFuse {
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
         self.busy();
-        let st = self.fs.statfs();
-        let dir = self
-            .opts
-            .store_path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        // The store grows into its device's free space.
-        let (free, files_free) = match rustix::fs::statvfs(dir) {
-            Ok(v) => (v.f_bavail * v.f_frsize, v.f_ffree),
-            Err(_) => (0, 0),
-        };
-        let used_blocks = st.used_bytes.div_ceil(BLOCK_SIZE);
-        let free_blocks = free / BLOCK_SIZE;
+        let st = self.served.statfs();
         reply.statfs(
-            used_blocks + free_blocks,
-            free_blocks,
-            free_blocks,
-            st.inodes + files_free,
-            files_free,
-            BLOCK_SIZE as u32,
-            st.name_max,
-            BLOCK_SIZE as u32,
+            st.blocks, st.bfree, st.bavail, st.files, st.ffree, st.bsize, st.namelen, st.frsize,
         );
     }
 
@@ -693,6 +591,7 @@ impl Filesystem for KvFuse {
     ) {
         self.busy();
         match self
+            .served
             .fs
             .setxattr(&caller(req), ino, name.as_bytes(), value, flags as u32)
         {
@@ -710,7 +609,7 @@ impl Filesystem for KvFuse {
         reply: ReplyXattr,
     ) {
         self.busy();
-        match self.fs.getxattr(&caller(req), ino, name.as_bytes()) {
+        match self.served.fs.getxattr(&caller(req), ino, name.as_bytes()) {
             Ok(v) => xattr_reply(&v, size, reply),
             Err(e) => reply.error(errno(&e)),
         }
@@ -718,22 +617,19 @@ impl Filesystem for KvFuse {
 
     fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
         self.busy();
-        match self.fs.listxattr(&caller(req), ino) {
-            Ok(names) => {
-                let mut v = Vec::new();
-                for n in names {
-                    v.extend_from_slice(&n);
-                    v.push(0);
-                }
-                xattr_reply(&v, size, reply);
-            }
+        match self.served.fs.listxattr(&caller(req), ino) {
+            Ok(names) => xattr_reply(&serve::xattr_list(names), size, reply),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
         self.busy();
-        match self.fs.removexattr(&caller(req), ino, name.as_bytes()) {
+        match self
+            .served
+            .fs
+            .removexattr(&caller(req), ino, name.as_bytes())
+        {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -741,7 +637,7 @@ impl Filesystem for KvFuse {
 
     fn access(&mut self, req: &Request<'_>, ino: u64, mask: i32, reply: ReplyEmpty) {
         self.busy();
-        match self.fs.access(&caller(req), ino, mask as u32) {
+        match self.served.fs.access(&caller(req), ino, mask as u32) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -758,9 +654,13 @@ impl Filesystem for KvFuse {
         reply: ReplyCreate,
     ) {
         self.busy();
-        match self.fs.create(&caller(req), parent, name.as_bytes(), mode) {
+        match self
+            .served
+            .fs
+            .create(&caller(req), parent, name.as_bytes(), mode)
+        {
             Ok(a) => reply.created(
-                &self.opts.ttl,
+                &self.served.opts.ttl,
                 &file_attr(&a),
                 0,
                 a.ino,
@@ -784,7 +684,11 @@ impl Filesystem for KvFuse {
         let (Ok(offset), Ok(length)) = (u64::try_from(offset), u64::try_from(length)) else {
             return reply.error(libc::EINVAL);
         };
-        match self.fs.fallocate(&caller(req), ino, offset, length, mode) {
+        match self
+            .served
+            .fs
+            .fallocate(&caller(req), ino, offset, length, mode)
+        {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -800,37 +704,18 @@ impl Filesystem for KvFuse {
         reply: ReplyLseek,
     ) {
         self.busy();
-        if self.opts.writeback_cache {
-            // The kernel holds written pages (and the size they make) that have not reached
-            // the store, and sends FUSE_LSEEK without writing them back first, so the store
-            // cannot answer for them. ENOSYS makes the kernel answer every later lseek on this
-            // mount itself, from its own size: the whole file is data, the hole is at the end
-            // (what Linux does for file systems that report no holes).
-            return reply.error(libc::ENOSYS);
-        }
-        let Ok(offset) = u64::try_from(offset) else {
-            return reply.error(libc::ENXIO);
-        };
-        let data = match whence {
-            libc::SEEK_DATA => true,
-            libc::SEEK_HOLE => false,
-            _ => return reply.error(libc::EINVAL),
-        };
-        match self.fs.seek(ino, offset, data) {
+        match self.served.lseek(ino, offset, whence) {
             Ok(o) => reply.offset(o as i64),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 }
 
-/// Answers a getxattr or listxattr: the size when asked for it (size 0), `ERANGE` when the
-/// caller's buffer is too small.
+/// Sends a getxattr or listxattr answer.
 fn xattr_reply(v: &[u8], size: u32, reply: ReplyXattr) {
-    if size == 0 {
-        reply.size(v.len() as u32);
-    } else if v.len() > size as usize {
-        reply.error(libc::ERANGE);
-    } else {
-        reply.data(v);
+    match serve::xattr_answer(v, size) {
+        Ok(Xattr::Size(n)) => reply.size(n),
+        Ok(Xattr::Data(d)) => reply.data(d),
+        Err(e) => reply.error(e),
     }
 }

@@ -46,21 +46,55 @@ pub fn timespec(t: SystemTime) -> Timespec {
     }
 }
 
-/// What FUSE reports for an inode. Directories show ext4's one-block size.
-pub fn file_attr(a: &Attr) -> FileAttr {
-    let size = if a.kind == Kind::Dir {
-        BLOCK_SIZE
+/// The `S_IF*` bits of a kind.
+pub fn type_bits(kind: Kind) -> u32 {
+    match kind {
+        Kind::File => libc::S_IFREG,
+        Kind::Dir => libc::S_IFDIR,
+        Kind::Symlink => libc::S_IFLNK,
+        Kind::Fifo => libc::S_IFIFO,
+        Kind::Socket => libc::S_IFSOCK,
+        Kind::CharDev => libc::S_IFCHR,
+        Kind::BlockDev => libc::S_IFBLK,
+    }
+}
+
+/// The size and 512-byte blocks FUSE reports: directories show ext4's one-block size.
+fn size_and_blocks(a: &Attr) -> (u64, u64) {
+    if a.kind == Kind::Dir {
+        (BLOCK_SIZE, BLOCK_SIZE / 512)
     } else {
-        a.size
-    };
+        (a.size, a.blocks())
+    }
+}
+
+/// What FUSE reports for an inode, as the io_uring queues send it.
+pub fn fuse_attr(a: &Attr) -> fuse_uring::FuseAttr {
+    let (size, blocks) = size_and_blocks(a);
+    let t = |t: Timespec| (t.secs, t.nanos);
+    fuse_uring::FuseAttr {
+        ino: a.ino,
+        size,
+        blocks,
+        atime: t(a.atime),
+        mtime: t(a.mtime),
+        ctime: t(a.ctime),
+        mode: type_bits(a.kind) | a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: BLOCK_SIZE as u32,
+    }
+}
+
+/// What FUSE reports for an inode, as `fuser` takes it.
+pub fn file_attr(a: &Attr) -> FileAttr {
+    let (size, blocks) = size_and_blocks(a);
     FileAttr {
         ino: a.ino,
         size,
-        blocks: if a.kind == Kind::Dir {
-            BLOCK_SIZE / 512
-        } else {
-            a.blocks()
-        },
+        blocks,
         atime: system_time(a.atime),
         mtime: system_time(a.mtime),
         ctime: system_time(a.ctime),

@@ -14,6 +14,8 @@ mod attr;
 mod bdi;
 pub mod mount;
 mod poll;
+mod serve;
+mod uring;
 
 pub use adapter::{AdapterOptions, KvFuse, MAX_REQUEST};
 pub use bdi::BdiSettings;

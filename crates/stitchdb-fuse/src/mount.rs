@@ -45,6 +45,9 @@ pub struct MountConfig {
     /// settings; those not given are taken from the disk holding the store (see
     /// [`crate::bdi`]).
     pub bdi: BdiSettings,
+    /// `io_uring` (the default) or `no_io_uring`: serve requests through per-CPU io_uring
+    /// queues when the kernel offers them (see `fuse_uring`).
+    pub io_uring: bool,
 }
 
 impl MountConfig {
@@ -69,6 +72,7 @@ impl MountConfig {
             flags: Vec::new(),
             poll_window: crate::DEFAULT_POLL_WINDOW,
             bdi: BdiSettings::default(),
+            io_uring: true,
         };
         let secs = |v: &str, o: &str| -> Result<Duration, String> {
             v.parse::<f64>()
@@ -126,6 +130,8 @@ impl MountConfig {
                     "async" => c.sync = false,
                     "writeback_cache" => c.writeback_cache = true,
                     "no_writeback_cache" => c.writeback_cache = false,
+                    "io_uring" => c.io_uring = true,
+                    "no_io_uring" => c.io_uring = false,
                     // Access times are never written (as noatime): reads stay reads.
                     "noatime" | "relatime" | "atime" | "strictatime" | "nodiratime" => {}
                     "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "dirsync" => {
@@ -253,7 +259,9 @@ fn check_mountpoint(mp: &Path) -> Result<(), String> {
     match std::fs::metadata(mp) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => return Err(format!("mount point {shown} is not a directory")),
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+        // ENOTCONN; ECONNABORTED when the dead daemon served through io_uring queues and the
+        // stat came while the kernel tore them down.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)) => {
             return Err(format!(
                 "mount point {shown} is busy: a file system whose daemon died is still mounted \
                  there (unmount it with `fusermount3 -u {shown}`)"
@@ -337,6 +345,7 @@ pub fn unmount(mp: &Path) -> Result<(), String> {
 /// polled between requests as `c.poll_window` says (see [`crate::poll`]).
 pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<KvFuse>, String> {
     let poller = adapter.poller();
+    let prepared = adapter.offer_queues();
     // Resolved before mounting: once mounted, resolving it would ask this daemon.
     let canonical = c
         .mountpoint
@@ -357,12 +366,40 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
         .as_fd()
         .try_clone_to_owned()
         .map_err(|e| format!("duplicating the FUSE device: {e}"))?;
+    if c.io_uring {
+        allow_uring();
+        let ours = device
+            .try_clone()
+            .map_err(|e| format!("duplicating the FUSE device: {e}"))?;
+        match fuse_uring::Prepared::new(ours) {
+            Ok(p) => *prepared.lock() = Some(p),
+            Err(e) => tracing::info!("no io_uring queues ({e}): serving /dev/fuse"),
+        }
+    }
     if let Some(p) = Poller::start(device, c.poll_window)
         .map_err(|e| format!("starting the FUSE device's poll controller: {e}"))?
     {
         let _ = poller.set(p);
     }
     Ok(session)
+}
+
+/// The `fuse` module's switch that lets daemons ask for io_uring queues.
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Turns on the kernel's FUSE over io_uring if it is off and this process may (root): it only
+/// lets a daemon ask for the queues in its INIT reply, so other mounts are served as before
+/// unless their daemons ask too. Without it (not root, or a kernel before 6.14) the mount
+/// is served through `/dev/fuse`.
+fn allow_uring() {
+    match std::fs::read_to_string(ENABLE_URING) {
+        Ok(v) if v.trim() == "N" => match std::fs::write(ENABLE_URING, "Y") {
+            Ok(()) => tracing::info!("{ENABLE_URING} = Y"),
+            Err(e) => tracing::info!("cannot turn on {ENABLE_URING} ({e}): serving /dev/fuse"),
+        },
+        Ok(_) => {}
+        Err(e) => tracing::info!("no FUSE over io_uring in this kernel ({ENABLE_URING}: {e})"),
+    }
 }
 
 /// Mounts and serves until unmounted (by `umount`, `fusermount3 -u`, or a SIGTERM, SIGINT

@@ -369,8 +369,10 @@ fn tree(base: &Path) -> BTreeMap<String, String> {
     out
 }
 
-fn run(seed: u64, steps: usize, writeback_cache: bool) {
-    let mounted = Mounted::new(writeback_cache);
+/// Applies `steps` random operations to a mount with `options` and to the host.
+fn run(seed: u64, steps: usize, options: &str) {
+    let writeback_cache = !options.contains("no_writeback_cache");
+    let mounted = Mounted::with_options(options);
     let host = tempfile::tempdir().unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (mut ok, mut failed) = (0usize, 0usize);
@@ -421,7 +423,7 @@ fn run(seed: u64, steps: usize, writeback_cache: bool) {
             );
         }
     }
-    eprintln!("seed {seed} (write-back cache {writeback_cache}): {ok} operations succeeded, {failed} failed alike");
+    eprintln!("seed {seed} (-o {options}): {ok} operations succeeded, {failed} failed alike");
     assert!(
         ok > steps / 6 && failed > steps / 10,
         "{ok} succeeded, {failed} failed"
@@ -439,11 +441,19 @@ fn steps() -> usize {
 #[test]
 fn random_operations_on_the_mount_match_the_host_file_system() {
     require_fuse!();
-    run(1, steps(), true);
+    run(1, steps(), "writeback_cache");
 }
 
 #[test]
 fn without_the_write_back_cache_too() {
     require_fuse!();
-    run(2, steps() / 3, false);
+    run(2, steps() / 3, "no_writeback_cache");
+}
+
+/// The mounts above are served through io_uring queues where the kernel has them (and the
+/// test runs as root); this one through `/dev/fuse`.
+#[test]
+fn served_through_dev_fuse_too() {
+    require_fuse!();
+    run(3, steps() / 3, "writeback_cache,no_io_uring");
 }

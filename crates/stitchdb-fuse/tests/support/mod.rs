@@ -54,21 +54,27 @@ pub struct Mounted {
 }
 
 impl Mounted {
-    /// A new store in a temporary directory, mounted there (`options` are adapter options:
-    /// write-back cache on or off).
+    /// A new store in a temporary directory, mounted there with the write-back cache on or
+    /// off.
     pub fn new(writeback_cache: bool) -> Mounted {
+        let cache = if writeback_cache {
+            "writeback_cache"
+        } else {
+            "no_writeback_cache"
+        };
+        Mounted::with_options(cache)
+    }
+
+    /// A new store in a temporary directory, mounted there with `options` (`-o`'s).
+    pub fn with_options(options: &str) -> Mounted {
         let tmp = tempfile::tempdir().unwrap();
         let store = tmp.path().join("fs.store");
         let dir = tmp.path().join("mnt");
         std::fs::create_dir(&dir).unwrap();
         let db = Db::create(&store, Options::default()).unwrap();
         // The options and session `stitchdb mount` uses, polling included.
-        let cache = if writeback_cache {
-            "writeback_cache"
-        } else {
-            "no_writeback_cache"
-        };
-        let config = MountConfig::parse(store.clone(), dir.clone(), &[cache.to_string()]).unwrap();
+        let config =
+            MountConfig::parse(store.clone(), dir.clone(), &[options.to_string()]).unwrap();
         let fs = Arc::new(Fs::mount(db, config.fs_options()).unwrap());
         let session = open_session(&config, KvFuse::new(fs, config.adapter_options())).unwrap();
         let session = session.spawn().unwrap();
