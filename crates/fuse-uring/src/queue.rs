@@ -136,9 +136,18 @@ struct Slot {
 /// answers `EIO`.
 pub struct Later {
     slot: usize,
+    /// The request's payload (its used part), in the slot's payload buffer: nothing writes
+    /// there until the reply is sent (the queue thread leaves a slot alone while it waits
+    /// for the reply, and keeps its buffers until its ring, and with it every request it
+    /// holds, is gone).
+    payload: (*const u8, usize),
     back: Arc<Back>,
     sent: bool,
 }
+
+// SAFETY: the only pointer is to bytes nothing writes while the `Later` lives (see
+// `payload`).
+unsafe impl Send for Later {}
 
 /// How replies sent [`Later`] reach their queue thread: a channel of the slots answered, and
 /// an eventfd whose read the thread keeps pending in its ring, so that a write to it wakes
@@ -149,6 +158,12 @@ struct Back {
 }
 
 impl Later {
+    /// The request's payload (its names and written data), readable until the reply is sent.
+    pub fn payload(&self) -> &[u8] {
+        // SAFETY: see the field's doc; the reference cannot outlive `self`.
+        unsafe { std::slice::from_raw_parts(self.payload.0, self.payload.1) }
+    }
+
     /// Sends the reply: its arguments, or the errno to answer with.
     pub fn send(mut self, reply: Result<Vec<u8>, i32>) {
         self.sent = true;
@@ -231,6 +246,12 @@ impl Queue {
         let served = self.serve(&mut ring, &mut slots, &back, &rx, &mut wake_buf);
         // The ring goes first: its commands end (cancelled) before the buffers they name.
         drop(ring);
+        // Replies still being made elsewhere read their slots' payloads: wait for them
+        // (every `Later` delivers once, sent or dropped).
+        let mut waiting = slots.iter().filter(|s| s.waiting.is_some()).count();
+        while waiting > 0 && rx.recv().is_ok() {
+            waiting -= 1;
+        }
         drop(slots);
         drop(wake_buf);
         served
@@ -326,6 +347,7 @@ impl Queue {
         let (unique, commit_id) = (req.unique, req.commit_id);
         let mut later = Some(Later {
             slot: i,
+            payload: (req.payload.as_ptr(), req.payload.len()),
             back: back.clone(),
             sent: false,
         });

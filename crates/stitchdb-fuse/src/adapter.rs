@@ -44,10 +44,11 @@ const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 /// sleeping: a few times a cold read's latency on a solid-state disk.
 const READ_SPIN_LIMIT: Duration = Duration::from_micros(500);
 
-/// The FUSE file system: every request becomes a call on the [`Fs`]. Requests that change
-/// something are served in the order they arrive, on the session's thread (each is one
-/// commit); requests that only read are handed to reader threads, so a slow read (a cold
-/// block) does not hold up the requests behind it; except a short read of file data when
+/// The FUSE file system served through `/dev/fuse` (and the io_uring queues' start): every
+/// request becomes a call on the [`Fs`]. Requests that change something are served in the
+/// order they arrive, on the session's thread (each is one commit); reads of file data are
+/// handed to worker threads, so a slow read (a cold block) does not hold up the requests
+/// behind it; except a short read of file data when
 /// the session thread polls and no request is waiting, which it serves itself, polling for
 /// the device too (see [`KvFuse::read`]). A read runs against committed state, so
 /// it sees a change the kernel sent before it, and the kernel orders what must be ordered by
@@ -189,7 +190,7 @@ impl Filesystem for KvFuse {
             q.stop();
         }
         // Finish the reads in flight, then make everything durable.
-        self.served.readers.finish();
+        self.served.workers.finish();
         if let Err(e) = self.served.fs.fsync() {
             tracing::error!("sync at unmount failed: {e}");
         }
@@ -399,18 +400,18 @@ impl Filesystem for KvFuse {
             Err(e) => reply.error(errno(&e)),
         };
         // A lone short read (a random reader's next block) is served here: handing it to a
-        // reader thread would add a wake-up on another CPU to the device's latency, and one
+        // worker would add a wake-up on another CPU to the device's latency, and one
         // more when the device completes, each tens of microseconds on a VM whose idle CPUs
         // halt; this thread polls /dev/fuse anyway, and polls the device the same way
         // (`spin_for_reads`, set in `init`). With a request queued behind it, or polling
-        // off, the read goes to the readers, so concurrent readers still overlap.
-        let lone = size <= serve::INLINE_READ_MAX
-            && self.poller.get().is_some_and(|p| !p.request_waiting());
+        // off, the read goes to the workers, so concurrent readers still overlap.
+        let lone =
+            size <= serve::INLINE_MAX && self.poller.get().is_some_and(|p| !p.request_waiting());
         if lone {
             serve(&self.served.fs);
         } else {
             let fs = self.served.fs.clone();
-            self.served.readers.run(Box::new(move || serve(&fs)));
+            self.served.workers.run(Box::new(move || serve(&fs)));
         }
     }
 

@@ -13,16 +13,16 @@ use stitchdb_fs::{Caller, DirEntry, Fs, FsError, BLOCK_SIZE};
 /// Entries read from the store per batch while filling a readdir reply.
 const READDIR_BATCH: usize = 128;
 
-/// Threads serving reads of file data off the thread the request came on.
-const READERS: usize = 4;
+/// Threads serving requests off the thread they came on.
+const WORKERS: usize = 4;
 
-/// The largest data read served on the thread the request came on: about one device request
-/// (a random 4 KiB read and its neighbours), not the kernel's read-ahead of a sequential
-/// reader, whose requests gain from overlapping on the readers (and from running on the
-/// CPUs the reader is not on).
-pub const INLINE_READ_MAX: u32 = 64 << 10;
+/// The largest read or write served on the thread the request came on: about one device
+/// request (a random 4 KiB read and its neighbours). Longer ones are the kernel's read-ahead
+/// of a sequential reader and its write-back of dirty pages, requests no caller waits for
+/// one by one: they gain from overlapping on the workers, on CPUs the caller is not on.
+pub const INLINE_MAX: u32 = 64 << 10;
 
-/// A read to run on a reader thread.
+/// A request to serve on a worker thread.
 pub type Job = Box<dyn FnOnce() + Send>;
 
 /// A request's outcome: its answer, or the errno the kernel gets.
@@ -32,7 +32,7 @@ pub type Answer<T> = Result<T, i32>;
 pub struct Served {
     pub fs: Arc<Fs>,
     pub opts: AdapterOptions,
-    pub readers: Readers,
+    pub workers: Workers,
     /// Backing-device settings to write once the kernel has taken the INIT reply, which sets
     /// the readahead again: on the first request after it (see [`Served::set_bdi`]).
     bdi: Mutex<Option<(BdiSettings, PathBuf)>>,
@@ -63,7 +63,7 @@ impl Served {
         Served {
             fs,
             opts,
-            readers: Readers::start(READERS),
+            workers: Workers::start(WORKERS),
             bdi: Mutex::new(None),
             bdi_pending: AtomicBool::new(false),
         }
@@ -183,22 +183,22 @@ impl Served {
     }
 }
 
-/// Threads that run reads handed to them, in the order handed.
-pub struct Readers {
-    /// `None` once [`Readers::finish`] ran.
+/// Threads that serve requests handed to them, in the order handed.
+pub struct Workers {
+    /// `None` once [`Workers::finish`] ran.
     tx: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
-impl Readers {
-    fn start(n: usize) -> Readers {
+impl Workers {
+    fn start(n: usize) -> Workers {
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let threads = (0..n)
             .filter_map(|i| {
                 let rx = rx.clone();
                 std::thread::Builder::new()
-                    .name(format!("kvfs-read-{i}"))
+                    .name(format!("kvfs-work-{i}"))
                     .spawn(move || loop {
                         // The lock is held only to take the next job, not to run it.
                         let job = rx.lock().recv();
@@ -210,13 +210,13 @@ impl Readers {
                     .ok()
             })
             .collect::<Vec<_>>();
-        Readers {
+        Workers {
             tx: Mutex::new((!threads.is_empty()).then_some(tx)),
             threads: Mutex::new(threads),
         }
     }
 
-    /// Runs `job` on a reader thread (on this one if there are none, or no more).
+    /// Runs `job` on a worker thread (on this one if there are none, or no more).
     pub fn run(&self, job: Job) {
         let job = match &*self.tx.lock() {
             Some(tx) => match tx.send(job) {
@@ -228,7 +228,7 @@ impl Readers {
         job();
     }
 
-    /// Waits for the reads handed over so far; later ones run on the caller's thread.
+    /// Waits for the jobs handed over so far; later ones run on the caller's thread.
     pub fn finish(&self) {
         drop(self.tx.lock().take());
         for t in self.threads.lock().drain(..) {

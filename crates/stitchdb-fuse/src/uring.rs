@@ -76,12 +76,12 @@ impl Handler for Served {
                 let offset = u64::try_from(o.u64(8) as i64).map_err(|_| libc::EINVAL)?;
                 let size = o.u32(16);
                 // A short read (a random reader's next block) is served here, on the
-                // caller's CPU; a long one (read-ahead) on a reader thread, so that a
-                // sequential reader's requests overlap, on the CPU the reader is not on.
-                if size > serve::INLINE_READ_MAX {
+                // caller's CPU; a long one (read-ahead) on a worker, so that a sequential
+                // reader's requests overlap, on the CPU the reader is not on.
+                if size > serve::INLINE_MAX {
                     if let Some(later) = later.take() {
                         let fs = fs.clone();
-                        self.readers.run(Box::new(move || {
+                        self.workers.run(Box::new(move || {
                             later.send(fs.read(ino, offset, size as usize).map_err(|e| errno(&e)))
                         }));
                         return Ok(());
@@ -92,12 +92,28 @@ impl Handler for Served {
                 Ok(())
             }
             op::WRITE => {
-                let size = o.u32(16) as usize;
-                let data = req.payload.get(..size).ok_or(libc::EINVAL)?;
+                let size = o.u32(16);
+                if req.payload.len() < size as usize {
+                    return Err(libc::EINVAL);
+                }
                 let offset = self.write_offset(ino, o.u64(8) as i64, o.u32(32) as i32)?;
+                // A long write (the kernel's write-back of a file's dirty pages, which no
+                // caller waits for one request at a time) goes to a worker, off the CPU
+                // the writer keeps busy; a short one (an fsync'd 4 KiB) is served here.
+                if size > serve::INLINE_MAX {
+                    if let Some(later) = later.take() {
+                        let (fs, caller) = (fs.clone(), who());
+                        self.workers.run(Box::new(move || {
+                            let data = &later.payload()[..size as usize];
+                            let n = fs.write(&caller, ino, offset, data);
+                            later.send(n.map(|n| write_out(n as u32)).map_err(|e| errno(&e)))
+                        }));
+                        return Ok(());
+                    }
+                }
+                let data = &req.payload[..size as usize];
                 let n = fs.write(&who(), ino, offset, data).map_err(|e| errno(&e))?;
-                out.u32(n as u32);
-                out.u32(0);
+                out.extend_from_slice(&write_out(n as u32));
                 Ok(())
             }
             op::STATFS => {
@@ -185,6 +201,14 @@ impl Handler for Served {
             _ => Err(libc::ENOSYS),
         }
     }
+}
+
+/// `struct fuse_write_out`: the bytes written.
+fn write_out(n: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8);
+    out.u32(n);
+    out.u32(0);
+    out
 }
 
 /// A getxattr or listxattr answer: `struct fuse_getxattr_out` with the size, or the bytes.
