@@ -21,6 +21,9 @@ pub use queue::{Later, Prepared, Queues};
 
 /// Serves the requests of the queues (on every queue's thread, concurrently).
 pub trait Handler: Send + Sync + 'static {
+    /// Runs first on each queue thread (already pinned to its CPU), for per-thread settings.
+    fn thread_started(&self) {}
+
     /// Serves `req`: appends the reply's arguments to `out` (empty on entry), or returns the
     /// errno to answer with. A handler that answers from another thread takes `later` and
     /// sends the reply through it; what it returns is then ignored.

@@ -136,18 +136,9 @@ struct Slot {
 /// answers `EIO`.
 pub struct Later {
     slot: usize,
-    /// The request's payload (its used part), in the slot's payload buffer: nothing writes
-    /// there until the reply is sent (the queue thread leaves a slot alone while it waits
-    /// for the reply, and keeps its buffers until its ring, and with it every request it
-    /// holds, is gone).
-    payload: (*const u8, usize),
     back: Arc<Back>,
     sent: bool,
 }
-
-// SAFETY: the only pointer is to bytes nothing writes while the `Later` lives (see
-// `payload`).
-unsafe impl Send for Later {}
 
 /// How replies sent [`Later`] reach their queue thread: a channel of the slots answered, and
 /// an eventfd whose read the thread keeps pending in its ring, so that a write to it wakes
@@ -158,12 +149,6 @@ struct Back {
 }
 
 impl Later {
-    /// The request's payload (its names and written data), readable until the reply is sent.
-    pub fn payload(&self) -> &[u8] {
-        // SAFETY: see the field's doc; the reference cannot outlive `self`.
-        unsafe { std::slice::from_raw_parts(self.payload.0, self.payload.1) }
-    }
-
     /// Sends the reply: its arguments, or the errno to answer with.
     pub fn send(mut self, reply: Result<Vec<u8>, i32>) {
         self.sent = true;
@@ -216,6 +201,7 @@ impl Queue {
         // too, and made creates, stats and unlinks 1.5-2.5x slower (measured: 20,000 files,
         // bench/fs/metaops.sh), for 5% on sequential reads.
         pin_to_cpu(self.qid as usize);
+        self.handler.thread_started();
         ring.submitter().register_enable_rings()?;
         let mut slots: Vec<Slot> = (0..ENTRIES)
             .map(|_| {
@@ -246,12 +232,6 @@ impl Queue {
         let served = self.serve(&mut ring, &mut slots, &back, &rx, &mut wake_buf);
         // The ring goes first: its commands end (cancelled) before the buffers they name.
         drop(ring);
-        // Replies still being made elsewhere read their slots' payloads: wait for them
-        // (every `Later` delivers once, sent or dropped).
-        let mut waiting = slots.iter().filter(|s| s.waiting.is_some()).count();
-        while waiting > 0 && rx.recv().is_ok() {
-            waiting -= 1;
-        }
         drop(slots);
         drop(wake_buf);
         served
@@ -291,17 +271,10 @@ impl Queue {
             );
             for &(i, res) in &done {
                 if i as u64 == WAKE {
-                    for (i, reply) in replies.try_iter() {
-                        let Some(slot) = slots.get_mut(i) else {
-                            continue;
-                        };
-                        let Some((unique, commit_id)) = slot.waiting.take() else {
-                            continue;
-                        };
-                        let reply = reply.as_deref().map_err(|&e| e);
-                        write_reply(&mut slot.header, &mut slot.payload, unique, reply);
-                        self.push(ring, self.commit(i, commit_id))?;
+                    if res < 0 {
+                        return Err(std::io::Error::from_raw_os_error(-res));
                     }
+                    self.commit_replies(ring, slots, replies)?;
                     self.push(ring, wake_read(&back.wake, wake_buf))?;
                     continue;
                 }
@@ -330,6 +303,27 @@ impl Queue {
         Ok(())
     }
 
+    /// Commits the replies sent [`Later`] since the last wake-up.
+    fn commit_replies(
+        &self,
+        ring: &mut IoUring<squeue::Entry128>,
+        slots: &mut [Slot],
+        replies: &Receiver<(usize, Result<Vec<u8>, i32>)>,
+    ) -> std::io::Result<()> {
+        for (i, reply) in replies.try_iter() {
+            let Some(slot) = slots.get_mut(i) else {
+                continue;
+            };
+            let Some((unique, commit_id)) = slot.waiting.take() else {
+                continue;
+            };
+            let reply = reply.as_deref().map_err(|&e| e);
+            write_reply(&mut slot.header, &mut slot.payload, unique, reply);
+            self.push(ring, self.commit(i, commit_id))?;
+        }
+        Ok(())
+    }
+
     /// Serves the request in slot `i` and writes the reply there; returns its commit id, or
     /// `None` when the handler answers [`Later`].
     fn answer(
@@ -347,7 +341,6 @@ impl Queue {
         let (unique, commit_id) = (req.unique, req.commit_id);
         let mut later = Some(Later {
             slot: i,
-            payload: (req.payload.as_ptr(), req.payload.len()),
             back: back.clone(),
             sent: false,
         });

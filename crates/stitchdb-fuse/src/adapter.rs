@@ -40,10 +40,6 @@ pub struct AdapterOptions {
 /// `security.capability` before every write and stops reading attributes before every chown.
 const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 
-/// How long the session thread polls for the device during a read it serves itself before
-/// sleeping: a few times a cold read's latency on a solid-state disk.
-const READ_SPIN_LIMIT: Duration = Duration::from_micros(500);
-
 /// The FUSE file system served through `/dev/fuse` (and the io_uring queues' start): every
 /// request becomes a call on the [`Fs`]. Requests that change something are served in the
 /// order they arrive, on the session's thread (each is one commit); reads of file data are
@@ -179,7 +175,7 @@ impl Filesystem for KvFuse {
         let _ = config.set_time_granularity(Duration::from_nanos(1));
         // This runs on the session thread, which serves lone short reads itself when it polls.
         if self.poller.get().is_some() {
-            stitchdb::spin_for_reads(READ_SPIN_LIMIT);
+            stitchdb::spin_for_reads(serve::READ_SPIN_LIMIT);
         }
         Ok(())
     }

@@ -16,11 +16,15 @@ const READDIR_BATCH: usize = 128;
 /// Threads serving requests off the thread they came on.
 const WORKERS: usize = 4;
 
-/// The largest read or write served on the thread the request came on: about one device
-/// request (a random 4 KiB read and its neighbours). Longer ones are the kernel's read-ahead
-/// of a sequential reader and its write-back of dirty pages, requests no caller waits for
-/// one by one: they gain from overlapping on the workers, on CPUs the caller is not on.
+/// The largest read served on the thread the request came on: about one device request (a
+/// random 4 KiB read and its neighbours). Longer ones are the kernel's read-ahead of a
+/// sequential reader, requests no caller waits for one by one: they gain from overlapping
+/// on the workers, on CPUs the reader is not on.
 pub const INLINE_MAX: u32 = 64 << 10;
+
+/// How long a thread serving short reads itself polls for the device before sleeping: a few
+/// times a cold read's latency on a solid-state disk (see `stitchdb::spin_for_reads`).
+pub const READ_SPIN_LIMIT: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// A request to serve on a worker thread.
 pub type Job = Box<dyn FnOnce() + Send>;
