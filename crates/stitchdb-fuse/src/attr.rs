@@ -46,19 +46,6 @@ pub fn timespec(t: SystemTime) -> Timespec {
     }
 }
 
-/// The `S_IF*` bits of a kind.
-pub fn type_bits(kind: Kind) -> u32 {
-    match kind {
-        Kind::File => libc::S_IFREG,
-        Kind::Dir => libc::S_IFDIR,
-        Kind::Symlink => libc::S_IFLNK,
-        Kind::Fifo => libc::S_IFIFO,
-        Kind::Socket => libc::S_IFSOCK,
-        Kind::CharDev => libc::S_IFCHR,
-        Kind::BlockDev => libc::S_IFBLK,
-    }
-}
-
 /// The size and 512-byte blocks FUSE reports: directories show ext4's one-block size.
 fn size_and_blocks(a: &Attr) -> (u64, u64) {
     if a.kind == Kind::Dir {
@@ -79,7 +66,7 @@ pub fn fuse_attr(a: &Attr) -> fuse_uring::FuseAttr {
         atime: t(a.atime),
         mtime: t(a.mtime),
         ctime: t(a.ctime),
-        mode: type_bits(a.kind) | a.perm,
+        mode: a.kind.mode_bits() | a.perm,
         nlink: a.nlink,
         uid: a.uid,
         gid: a.gid,

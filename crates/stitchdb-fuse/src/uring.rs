@@ -150,7 +150,7 @@ impl Handler for Served {
                     } else {
                         None
                     };
-                    let mode = crate::attr::type_bits(e.kind);
+                    let mode = e.kind.mode_bits();
                     let fits = put_dirent(
                         out,
                         limit,
