@@ -6,12 +6,14 @@
 //! wake-up of another (on a virtual machine, waking a halted CPU costs tens of
 //! microseconds), and the reply and the fetch of the next request are one system call.
 //!
-//! How it fits a daemon: the daemon asks for [`abi::FUSE_OVER_IO_URING`] in its INIT reply
-//! if the kernel offers it (the `fuse` module's `enable_uring` parameter), having made the
-//! rings first ([`Prepared::new`]), and then starts the queues ([`Prepared::start`]). From
-//! then on the kernel sends every request through them except FORGET and INTERRUPT, which
-//! still come on `/dev/fuse`. A [`Handler`] serves the requests, on all queue threads at
-//! once. If registering fails, the kernel falls back to `/dev/fuse` by itself.
+//! How it fits a daemon: it makes the rings when it opens the device ([`Prepared::new`]),
+//! starts the queues while it answers INIT ([`Prepared::start`]; they register once the
+//! kernel has the reply), and asks for [`abi::FUSE_OVER_IO_URING`] in that reply if the
+//! kernel offers it (the `fuse` module's `enable_uring` parameter), stopping the queues if
+//! not. From then on the kernel sends every request through them except FORGET and
+//! INTERRUPT, which still come on `/dev/fuse`. A [`Handler`] serves the requests, on all
+//! queue threads at once. If registering fails, the kernel falls back to `/dev/fuse` by
+//! itself.
 
 pub mod abi;
 mod queue;
