@@ -42,7 +42,7 @@ pub struct Queues {
 }
 
 impl Prepared {
-    /// The rings of [`THREADS_PER_QUEUE`] threads for each possible CPU (the kernel's queue
+    /// The rings of `THREADS_PER_QUEUE` threads for each possible CPU (the kernel's queue
     /// count) for the connection of `device` (a descriptor of its `/dev/fuse`).
     pub fn new(device: OwnedFd) -> std::io::Result<Prepared> {
         let rings = (0..possible_cpus())
