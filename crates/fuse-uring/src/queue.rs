@@ -31,8 +31,9 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 /// queues only when it has them.
 pub struct Prepared {
     device: Arc<OwnedFd>,
-    /// Each ring with the queue (CPU) it serves.
-    rings: Vec<(u16, IoUring<squeue::Entry128>)>,
+    /// Each ring with the queue (CPU) it serves, and whether that CPU is online (its threads
+    /// are pinned there).
+    rings: Vec<(u16, bool, IoUring<squeue::Entry128>)>,
 }
 
 /// The running queues of a connection.
@@ -42,12 +43,21 @@ pub struct Queues {
 }
 
 impl Prepared {
-    /// The rings of `THREADS_PER_QUEUE` threads for each possible CPU (the kernel's queue
-    /// count) for the connection of `device` (a descriptor of its `/dev/fuse`).
+    /// The rings of `THREADS_PER_QUEUE` threads for each online CPU, and of one for each CPU
+    /// that is possible but not online (the kernel's queues are one per possible CPU, and
+    /// it serves none until all have registered), for the connection of `device` (a
+    /// descriptor of its `/dev/fuse`).
     pub fn new(device: OwnedFd) -> std::io::Result<Prepared> {
-        let rings = (0..possible_cpus())
-            .flat_map(|qid| std::iter::repeat_n(qid as u16, THREADS_PER_QUEUE))
-            .map(|qid| {
+        let sys = |name| std::fs::read_to_string(format!("/sys/devices/system/cpu/{name}"));
+        let possible = sys("possible").map_or(1, |l| cpu_list(&l).len()).max(1);
+        let online = sys("online").map(|l| cpu_list(&l)).unwrap_or_default();
+        let rings = (0..possible)
+            .flat_map(|qid| {
+                let on = online.is_empty() || online.contains(&qid);
+                let threads = if on { THREADS_PER_QUEUE } else { 1 };
+                std::iter::repeat_n((qid as u16, on), threads)
+            })
+            .map(|(qid, on)| {
                 // 128-byte entries carry the command; the ring serves one thread, which
                 // runs the kernel's work for it only when it waits (DEFER_TASKRUN). It is
                 // enabled on that thread, its only submitter.
@@ -56,7 +66,7 @@ impl Prepared {
                     .setup_defer_taskrun()
                     .setup_r_disabled()
                     .build(2 * ENTRIES as u32 + 1)
-                    .map(|ring| (qid, ring))
+                    .map(|ring| (qid, on, ring))
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Prepared {
@@ -70,13 +80,14 @@ impl Prepared {
     pub fn start(self, handler: Arc<dyn Handler>, payload: usize) -> std::io::Result<Queues> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
-        for (qid, ring) in self.rings {
+        for (qid, pinned, ring) in self.rings {
             let (device, handler, stop) = (self.device.clone(), handler.clone(), stop.clone());
             let t = std::thread::Builder::new()
                 .name(format!("fuse-queue-{qid}"))
                 .spawn(move || {
                     let q = Queue {
                         qid,
+                        pinned,
                         device,
                         handler,
                         stop,
@@ -102,22 +113,16 @@ impl Queues {
     }
 }
 
-/// The number of possible CPUs, as the kernel counts its queues.
-fn possible_cpus() -> usize {
-    let list = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
-    let n: usize = list
-        .trim()
+/// The CPUs of a list in the kernel's format (`0-3,8,10-11`).
+fn cpu_list(list: &str) -> Vec<usize> {
+    list.trim()
         .split(',')
-        .filter(|r| !r.is_empty())
-        .map(|r| match r.split_once('-') {
-            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
-                (Ok(a), Ok(b)) if b >= a => b - a + 1,
-                _ => 1,
-            },
-            None => 1,
+        .filter_map(|r| match r.split_once('-') {
+            Some((a, b)) => Some(a.parse().ok()?..=b.parse().ok()?),
+            None => r.parse().ok().map(|c| c..=c),
         })
-        .sum();
-    n.max(1)
+        .flatten()
+        .collect()
 }
 
 /// An entry's buffers. They stay where they are while the kernel holds their addresses: it
@@ -192,6 +197,8 @@ struct Queue {
     device: Arc<OwnedFd>,
     handler: Arc<dyn Handler>,
     stop: Arc<AtomicBool>,
+    /// Kept on its queue's CPU (false for a CPU that is not online).
+    pinned: bool,
 }
 
 impl Queue {
@@ -200,7 +207,9 @@ impl Queue {
         // that keeps its CPU busy) took the requests of callers waiting for their answer
         // too, and made creates, stats and unlinks 1.5-2.5x slower (measured: 20,000 files,
         // bench/fs/metaops.sh), for 5% on sequential reads.
-        pin_to_cpu(self.qid as usize);
+        if self.pinned {
+            pin_to_cpu(self.qid as usize);
+        }
         self.handler.thread_started();
         ring.submitter().register_enable_rings()?;
         let mut slots: Vec<Slot> = (0..ENTRIES)
@@ -424,5 +433,23 @@ fn pin_to_cpu(cpu: usize) {
     set.set(cpu);
     if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
         tracing::warn!("pinning FUSE queue {cpu} to its CPU: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_read_as_the_kernel_writes_them() {
+        assert_eq!(cpu_list("0-1\n"), vec![0, 1]);
+        assert_eq!(cpu_list("0"), vec![0]);
+        assert_eq!(cpu_list("0-2,5,7-8"), vec![0, 1, 2, 5, 7, 8]);
+        assert_eq!(cpu_list(""), Vec::<usize>::new());
+        assert_eq!(
+            cpu_list("x,3"),
+            vec![3],
+            "a part that is not a number is skipped"
+        );
     }
 }
