@@ -360,6 +360,10 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
         },
         canonical,
     );
+    // Before mounting: the kernel sends INIT, offering the queues or not, as it mounts.
+    if c.io_uring {
+        allow_uring();
+    }
     let session = fuser::Session::new(adapter, &c.mountpoint, &c.fuse_options())
         .map_err(|e| format!("mounting on {}: {e}", c.mountpoint.display()))?;
     let device = session
@@ -367,7 +371,6 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
         .try_clone_to_owned()
         .map_err(|e| format!("duplicating the FUSE device: {e}"))?;
     if c.io_uring {
-        allow_uring();
         let ours = device
             .try_clone()
             .map_err(|e| format!("duplicating the FUSE device: {e}"))?;
