@@ -361,16 +361,14 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
         canonical,
     );
     // Before mounting: the kernel sends INIT, offering the queues or not, as it mounts.
-    if c.io_uring {
-        allow_uring();
-    }
+    let uring = c.io_uring && allow_uring();
     let session = fuser::Session::new(adapter, &c.mountpoint, &c.fuse_options())
         .map_err(|e| format!("mounting on {}: {e}", c.mountpoint.display()))?;
     let device = session
         .as_fd()
         .try_clone_to_owned()
         .map_err(|e| format!("duplicating the FUSE device: {e}"))?;
-    if c.io_uring {
+    if uring {
         let ours = device
             .try_clone()
             .map_err(|e| format!("duplicating the FUSE device: {e}"))?;
@@ -392,16 +390,26 @@ const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 
 /// Turns on the kernel's FUSE over io_uring if it is off and this process may (root): it only
 /// lets a daemon ask for the queues in its INIT reply, so other mounts are served as before
-/// unless their daemons ask too. Without it (not root, or a kernel before 6.14) the mount
-/// is served through `/dev/fuse`.
-fn allow_uring() {
+/// unless their daemons ask too. Whether the kernel will offer the queues: without them (not
+/// root, or a kernel before 6.14) the mount is served through `/dev/fuse`, and no rings or
+/// queue threads are made for it.
+fn allow_uring() -> bool {
     match std::fs::read_to_string(ENABLE_URING) {
         Ok(v) if v.trim() == "N" => match std::fs::write(ENABLE_URING, "Y") {
-            Ok(()) => tracing::info!("{ENABLE_URING} = Y"),
-            Err(e) => tracing::info!("cannot turn on {ENABLE_URING} ({e}): serving /dev/fuse"),
+            Ok(()) => {
+                tracing::info!("{ENABLE_URING} = Y");
+                true
+            }
+            Err(e) => {
+                tracing::info!("cannot turn on {ENABLE_URING} ({e}): serving /dev/fuse");
+                false
+            }
         },
-        Ok(_) => {}
-        Err(e) => tracing::info!("no FUSE over io_uring in this kernel ({ENABLE_URING}: {e})"),
+        Ok(_) => true,
+        Err(e) => {
+            tracing::info!("no FUSE over io_uring in this kernel ({ENABLE_URING}: {e})");
+            false
+        }
     }
 }
 
