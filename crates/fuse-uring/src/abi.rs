@@ -23,6 +23,10 @@ pub const CMD_COMMIT_AND_FETCH: u32 = 2;
 
 /// Bytes of the header buffer (`sizeof(struct fuse_uring_req_header)`).
 pub const HEADER_BYTES: usize = 288;
+
+/// `IORING_ENTER_GETEVENTS`: `io_uring_enter` runs the ring's deferred work (with
+/// `IORING_SETUP_DEFER_TASKRUN`, how requests reach the ring) and reaps completions.
+pub const ENTER_GETEVENTS: u32 = 1;
 const OP_IN: usize = 128;
 const ENT_IN_OUT: usize = 256;
 /// `ring_ent_in_out.commit_id`: the request's id, to commit its reply with.

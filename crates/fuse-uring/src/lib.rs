@@ -14,6 +14,10 @@
 //! INTERRUPT, which still come on `/dev/fuse`. A [`Handler`] serves the requests, on all
 //! queue threads at once. If registering fails, the kernel falls back to `/dev/fuse` by
 //! itself.
+//!
+//! While requests keep coming (within the poll window given to [`Prepared::new`]), one thread
+//! per CPU polls its ring instead of sleeping, so that no CPU halts between a reply and the
+//! caller's next request; an idle connection's threads all sleep.
 
 pub mod abi;
 mod queue;

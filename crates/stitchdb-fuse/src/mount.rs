@@ -38,8 +38,9 @@ pub struct MountConfig {
     pub default_permissions: bool,
     /// Kernel mount flags passed through: `nodev`, `nosuid`, `noexec`, `dirsync` ...
     pub flags: Vec<String>,
-    /// `poll_us=N`: how long the session thread polls for the next request after each one
-    /// (0: it always sleeps); see [`crate::poll`].
+    /// `poll_us=N`: how long the session thread (through `/dev/fuse`, see [`crate::poll`]) or
+    /// one thread per CPU (through the io_uring queues) polls for the next request after the
+    /// last one (0: they always sleep).
     pub poll_window: Duration,
     /// `read_ahead_kb=N`, `max_ratio=N`, `strict_limit=0|1`: the mount's backing device
     /// settings; those not given are taken from the disk holding the store (see
@@ -341,8 +342,8 @@ pub fn unmount(mp: &Path) -> Result<(), String> {
     ))
 }
 
-/// Mounts `adapter` as `c` says and returns the session, not yet serving; its device is
-/// polled between requests as `c.poll_window` says (see [`crate::poll`]).
+/// Mounts `adapter` as `c` says and returns the session, not yet serving; its device (or its
+/// io_uring queues) polled between requests as `c.poll_window` says.
 pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<KvFuse>, String> {
     let poller = adapter.poller();
     let prepared = adapter.offer_queues();
@@ -372,7 +373,7 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
         let ours = device
             .try_clone()
             .map_err(|e| format!("duplicating the FUSE device: {e}"))?;
-        match fuse_uring::Prepared::new(ours) {
+        match fuse_uring::Prepared::new(ours, c.poll_window) {
             Ok(p) => *prepared.lock() = Some(p),
             Err(e) => tracing::info!("no io_uring queues ({e}): serving /dev/fuse"),
         }

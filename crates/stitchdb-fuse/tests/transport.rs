@@ -23,6 +23,25 @@ fn queue_threads() -> usize {
         .count()
 }
 
+/// The CPU time the queue threads of this process have used, in clock ticks.
+fn queue_ticks() -> u64 {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| {
+            let t = t.ok()?.path();
+            let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+            if !comm.starts_with("fuse-queue-") {
+                return None;
+            }
+            let stat = std::fs::read_to_string(t.join("stat")).ok()?;
+            // After the command name (in parentheses): state is field 3, utime 14, stime 15.
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum()
+}
+
 /// Whether this kernel can serve FUSE over io_uring and this process may turn it on.
 fn uring_available() -> Option<String> {
     let param = "/sys/module/fuse/parameters/enable_uring";
@@ -54,6 +73,16 @@ fn a_root_mount_serves_through_per_cpu_queues_and_no_io_uring_through_the_device
     assert!(
         queues >= cpus,
         "{queues} queue threads serving for {cpus} CPUs"
+    );
+    // They poll only while requests keep coming: an idle mount costs no CPU. (A thread
+    // that kept polling would use a whole second of CPU, 100 ticks, in this one.)
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let before = queue_ticks();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let used = queue_ticks() - before;
+    assert!(
+        used <= 10,
+        "idle queue threads used {used} ticks in a second"
     );
     m.unmount();
     // Gone with the mount.
