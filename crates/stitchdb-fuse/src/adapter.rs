@@ -91,10 +91,14 @@ impl KvFuse {
     }
 
     /// At the start of every request: marks the mount busy, so the session thread polls for
-    /// the next one; the first writes the backing-device settings.
+    /// the next one; the first writes the backing-device settings. Not while the io_uring
+    /// queues serve: then only FORGET and INTERRUPT come here, which nobody waits for, and a
+    /// session thread polling for them would take CPU from the queues' own polling.
     fn busy(&self) {
-        if let Some(p) = self.poller.get() {
-            p.busy();
+        if self.queues.is_none() {
+            if let Some(p) = self.poller.get() {
+                p.busy();
+            }
         }
         self.served.request_started();
     }
