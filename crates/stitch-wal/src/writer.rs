@@ -164,6 +164,7 @@ impl Wal {
                 ))
             })?;
         let zone = zones.alloc_zone()?;
+        zones.zone_ready(zone);
         let next_zone = match zones.alloc_zone() {
             Ok(z) => z,
             Err(e) => {
@@ -429,6 +430,7 @@ impl Wal {
         let after_next = self.zones.alloc_zone()?;
         let cur = w.current();
         let zone = w.next_zone;
+        self.zones.zone_ready(zone);
         let header = SegmentHeader {
             version: WAL_FORMAT_VERSION,
             epoch: self.epoch,

@@ -45,6 +45,9 @@ pub enum Stream {
 const STREAMS: usize = 6;
 const MIN_ZONE_SIZE: u64 = 64 * 1024;
 
+/// The zeros [`ZoneStore::zero_zones`] writes per call: one write of about a millisecond here.
+const ZERO_STEP: u64 = 1 << 20;
+
 /// How a [`ZoneStore`] divides and grows its disk.
 #[derive(Debug, Clone)]
 pub struct ZoneConfig {
@@ -233,6 +236,11 @@ pub struct ZoneStore {
     state: Arc<Mutex<State>>,
     /// Serializes the appenders of each stream (see `append_to`).
     appenders: [Mutex<()>; STREAMS],
+    /// Zones taken by [`alloc_zone`](Self::alloc_zone) whose zeros are still to be written
+    /// (see [`write_zeros`](Self::write_zeros)), each with how many bytes from its start
+    /// have them already. Held while zeros are written, so that a zone is never written to
+    /// by its owner or given back while its zeros are.
+    unzeroed: Mutex<BTreeMap<ZoneId, u64>>,
 }
 
 impl ZoneStore {
@@ -341,6 +349,7 @@ impl ZoneStore {
             config,
             state: Arc::new(Mutex::new(state)),
             appenders: Default::default(),
+            unzeroed: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -895,8 +904,10 @@ impl ZoneStore {
     // ---- whole zones -----------------------------------------------------------------------
 
     /// Takes a free zone for one owner (a log segment). The old contents of a zone used
-    /// before are not cleared; a zone never written is filled with zeros (see
-    /// [`write_zeros`](Self::write_zeros)).
+    /// before are not cleared; a zone never written is to be filled with zeros (see
+    /// [`write_zeros`](Self::write_zeros)), by [`zero_zones`](Self::zero_zones) on a
+    /// background thread or at the latest by [`zone_ready`](Self::zone_ready), which the
+    /// owner calls before its first write into the zone.
     pub fn alloc_zone(&self) -> Result<ZoneId> {
         let (zone, recycled) = self.or_release_held(|| {
             let mut st = self.state.lock();
@@ -911,34 +922,62 @@ impl ZoneStore {
             Ok((zone, recycled))
         })?;
         if !recycled {
-            self.write_zeros(zone);
+            self.unzeroed.lock().insert(zone, 0);
         }
         Ok(zone)
     }
 
-    /// Writes zeros over an owned zone whose blocks were never written (new, or punched
-    /// out), and starts writing them back. On a file system, the first write into a block
-    /// also changes the file's block map, which the next sync writes too: a log appending
-    /// small synced records into such a zone paid that on every sync (8 KiB appended and
+    /// Makes `zone` (taken by [`alloc_zone`](Self::alloc_zone)) ready for its owner's first
+    /// write: writes what zeros it still lacks now.
+    pub fn zone_ready(&self, zone: ZoneId) {
+        let mut unzeroed = self.unzeroed.lock();
+        if let Some(done) = unzeroed.remove(&zone) {
+            self.write_zeros(zone, done, self.config.zone_size);
+        }
+    }
+
+    /// Writes the next [`ZERO_STEP`] of zeros of the zones taken but not zeroed yet: for a
+    /// background thread's every turn, so that the log, which takes its next zone a segment
+    /// ahead, finds it ready instead of zeroing it while a commit waits, and so that the
+    /// thread's other work waits for no more than one step.
+    pub fn zero_zones(&self) {
+        let mut unzeroed = self.unzeroed.lock();
+        let Some((&zone, &done)) = unzeroed.first_key_value() else {
+            return;
+        };
+        let to = (done + ZERO_STEP).min(self.config.zone_size);
+        if self.write_zeros(zone, done, to) && to < self.config.zone_size {
+            unzeroed.insert(zone, to);
+        } else {
+            unzeroed.remove(&zone);
+        }
+    }
+
+    /// Writes zeros over bytes `from..to` of an owned zone whose blocks were never written
+    /// (new, or punched out), and starts writing them back; returns whether it could. On a
+    /// file system, the first write into a block also changes the file's block map, which
+    /// the next sync writes too: a log appending small synced records into such a zone paid
+    /// that on every sync (8 KiB appended and
     /// `fdatasync`ed, on this machine's ext4: 216-294 us into a sparse or fallocated range,
     /// 121-149 us over written blocks). Zeros are what a never-written zone reads as anyway,
-    /// and the log allocates its next zone a segment ahead, so the zeros are on the disk
-    /// before the log reaches them. A failure only loses the speed-up.
-    fn write_zeros(&self, zone: ZoneId) {
-        const CHUNK: usize = 1 << 20;
-        let zeros = vec![0u8; CHUNK];
-        let (start, len) = (self.zone_offset(zone), self.config.zone_size);
+    /// and the log allocates its next zone a segment ahead, so the zeros, written meanwhile
+    /// by a background thread, are on the disk before the log reaches them. A failure only
+    /// loses the speed-up.
+    fn write_zeros(&self, zone: ZoneId, from: u64, to: u64) -> bool {
+        let zeros = vec![0u8; ZERO_STEP as usize];
+        let start = self.zone_offset(zone);
         let disk = self.cache.disk();
-        let mut at = start;
-        while at < start + len {
-            let n = (start + len - at).min(CHUNK as u64) as usize;
+        let mut at = start + from;
+        while at < start + to {
+            let n = (start + to - at).min(ZERO_STEP) as usize;
             if let Err(e) = disk.write_at(at, &zeros[..n]) {
                 tracing::warn!("writing zeros over new log zone {zone}: {e}");
-                return;
+                return false;
             }
             at += n as u64;
         }
-        disk.start_writeback(start, len);
+        disk.start_writeback(start + from, to.saturating_sub(from));
+        true
     }
 
     /// Runs `take` (which takes a zone); if the store is out of space, frees the zones held
@@ -985,6 +1024,7 @@ impl ZoneStore {
     /// one written now (the older slot may still name the zone: see
     /// [`write_superblock`](Self::write_superblock)).
     pub fn release_zone(&self, zone: ZoneId, after: PatchId) -> Result<()> {
+        self.unzeroed.lock().remove(&zone);
         let mut st = self.state.lock();
         let z = Self::zone_mut(&mut st, zone)?;
         if z.usage != ZoneUse::Owned {

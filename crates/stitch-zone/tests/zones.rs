@@ -5,7 +5,7 @@
 use parking_lot::Mutex;
 use std::sync::Arc;
 use stitch_io::{Disk, MemDisk, SimConfig, SimDisk};
-use stitch_patch::{BlockCache, CacheConfig};
+use stitch_patch::{BlockCache, CacheConfig, PatchId};
 use stitch_zone::{ExtentAddr, ExtentKind, Reserve, Stream, ZoneConfig, ZoneError, ZoneStore};
 
 const ZONE: u64 = 64 * 1024;
@@ -658,13 +658,23 @@ fn a_log_zone_never_written_is_filled_with_zeros_and_a_recycled_one_is_not_rewri
             .map(|&(o, l)| (o + l).min(end).saturating_sub(o.max(start)))
             .sum()
     };
-    // A new zone: its blocks are written (with zeros), so the log's appends overwrite them.
+    // A new zone: its blocks are written (with zeros) before its owner's first write, so the
+    // log's appends overwrite them; not while it is taken (a commit waits for that), but by
+    // a background thread's `zero_zones`.
     let fresh = store.alloc_zone().unwrap();
+    assert_eq!(
+        bytes_into(fresh),
+        0,
+        "nothing written while the zone is taken"
+    );
+    store.zero_zones();
     assert_eq!(
         bytes_into(fresh),
         ZONE,
         "every byte of the new zone written"
     );
+    store.zone_ready(fresh);
+    assert_eq!(bytes_into(fresh), ZONE, "and only once");
     assert!(zone_bytes(&*disk, fresh).iter().all(|&b| b == 0));
     // A recycled zone (emptied, its blocks written before) is taken as it is.
     let addrs = fill_zones_until(&store, 1, fresh + 2);
@@ -678,4 +688,48 @@ fn a_log_zone_never_written_is_filled_with_zeros_and_a_recycled_one_is_not_rewri
         zone_bytes(&*disk, reused).contains(&1),
         "its old contents stay"
     );
+}
+
+#[test]
+fn zeros_go_in_steps_the_owner_gets_the_rest_at_its_first_write_and_a_released_zone_none() {
+    const BIG: u64 = 4 << 20;
+    let counting = Arc::new(stitch_io::CountingDisk::new(Arc::new(MemDisk::new(0))));
+    let disk: Arc<dyn Disk> = counting.clone();
+    let store = ZoneStore::create(
+        cache(disk.clone()),
+        ZoneConfig {
+            zone_size: BIG,
+            ..config()
+        },
+    )
+    .unwrap();
+    let written = Arc::new(Mutex::new(0u64));
+    let seen = written.clone();
+    counting.set_hook(move |r| {
+        if let stitch_io::DiskRequest::Write { len, .. } = r {
+            *seen.lock() += len;
+        }
+    });
+    let zone = store.alloc_zone().unwrap();
+    store.zero_zones();
+    let step = *written.lock();
+    assert!(
+        step > 0 && step < BIG,
+        "one step of a 4 MiB zone's zeros: {step} bytes"
+    );
+    store.zone_ready(zone);
+    assert_eq!(
+        *written.lock(),
+        BIG,
+        "the rest when the owner needs the zone"
+    );
+    assert!(zone_bytes(&*disk, zone).iter().all(|&b| b == 0));
+    store.zero_zones();
+    assert_eq!(*written.lock(), BIG, "nothing left to zero");
+
+    let released = store.alloc_zone().unwrap();
+    store.release_zone(released, PatchId::NONE).unwrap();
+    store.zero_zones();
+    store.zone_ready(released);
+    assert_eq!(*written.lock(), BIG, "no zeros for a zone given back");
 }

@@ -69,6 +69,9 @@ fn run_flusher(inner: &Arc<Inner>) {
                 let _ = inner.guard(r);
             }
         }
+        // The log's next zone, taken a segment ahead, gets its zeros here rather than from
+        // the commit that moves the log into it (8 MiB written while that commit waits).
+        inner.zones.zero_zones();
         if ckpt {
             match checkpoint::checkpoint(inner, Trigger::Background) {
                 Ok(_) => request_compaction(inner),
