@@ -957,12 +957,11 @@ impl ZoneStore {
     /// (new, or punched out), and starts writing them back; returns whether it could. On a
     /// file system, the first write into a block also changes the file's block map, which
     /// the next sync writes too: a log appending small synced records into such a zone paid
-    /// that on every sync (8 KiB appended and
-    /// `fdatasync`ed, on this machine's ext4: 216-294 us into a sparse or fallocated range,
-    /// 121-149 us over written blocks). Zeros are what a never-written zone reads as anyway,
-    /// and the log allocates its next zone a segment ahead, so the zeros, written meanwhile
-    /// by a background thread, are on the disk before the log reaches them. A failure only
-    /// loses the speed-up.
+    /// that on every sync (8 KiB appended and `fdatasync`ed, on this machine's ext4: 216-294
+    /// us into a sparse or fallocated range, 121-149 us over written blocks). Zeros are what
+    /// a never-written zone reads as anyway, and the log allocates its next zone a segment
+    /// ahead, so the zeros, written meanwhile by a background thread, are on the disk before
+    /// the log reaches them. A failure only loses the speed-up.
     fn write_zeros(&self, zone: ZoneId, from: u64, to: u64) -> bool {
         let zeros = vec![0u8; ZERO_STEP as usize];
         let start = self.zone_offset(zone);
