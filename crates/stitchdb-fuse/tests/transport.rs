@@ -7,32 +7,27 @@ mod support;
 
 use support::Mounted;
 
-/// The names of this process's threads.
-fn threads() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|c| c.trim().to_string())
-        .collect()
-}
-
-fn queue_threads() -> usize {
-    threads()
-        .iter()
-        .filter(|t| t.starts_with("fuse-queue-"))
-        .count()
-}
-
-/// The CPU time the queue threads of this process have used, in clock ticks.
-fn queue_ticks() -> u64 {
+/// The `/proc` directories of this process's io_uring queue threads.
+fn queue_tasks() -> Vec<std::path::PathBuf> {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
         .filter_map(|t| {
             let t = t.ok()?.path();
             let comm = std::fs::read_to_string(t.join("comm")).ok()?;
-            if !comm.starts_with("fuse-queue-") {
-                return None;
-            }
+            comm.starts_with("fuse-queue-").then_some(t)
+        })
+        .collect()
+}
+
+fn queue_threads() -> usize {
+    queue_tasks().len()
+}
+
+/// The CPU time the queue threads of this process have used, in clock ticks.
+fn queue_ticks() -> u64 {
+    queue_tasks()
+        .iter()
+        .filter_map(|t| {
             let stat = std::fs::read_to_string(t.join("stat")).ok()?;
             // After the command name (in parentheses): state is field 3, utime 14, stime 15.
             let rest = stat.rsplit_once(')')?.1;
