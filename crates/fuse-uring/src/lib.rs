@@ -17,7 +17,8 @@
 //!
 //! While requests keep coming (within the poll window given to [`Prepared::new`]), one thread
 //! per CPU polls its ring instead of sleeping, so that no CPU halts between a reply and the
-//! caller's next request; an idle connection's threads all sleep.
+//! caller's next request, unless its CPU turns out busy with other work; an idle
+//! connection's threads all sleep.
 
 pub mod abi;
 mod queue;
