@@ -22,6 +22,16 @@ pub enum LockMode {
     Shared,
 }
 
+thread_local! {
+    /// The buffer of this thread's direct reads, kept for the next: the device writes into
+    /// memory already in use rather than into new pages.
+    static DIRECT_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The largest direct read whose buffer a thread keeps (a scan reads ahead up to 1 MiB);
+/// a larger one gets a buffer of its own.
+const SCRATCH_KEPT: usize = 4 << 20;
+
 /// A store kept in a regular file or on a raw block device.
 #[derive(Debug)]
 pub struct FileDisk {
@@ -33,8 +43,9 @@ pub struct FileDisk {
     grow_lock: parking_lot::Mutex<()>,
     /// The store opened a second time with `O_DIRECT`, for the writes of threads that asked
     /// for it ([`write_direct`](crate::write_direct)) whose offset, lengths and buffers meet
-    /// the device's alignment. `None` when read-only or when the file system does not offer
-    /// direct I/O.
+    /// the device's alignment, and the reads of threads that asked for it
+    /// ([`read_direct`](crate::read_direct)). `None` when read-only or when the file system
+    /// does not offer direct I/O.
     direct: Option<DirectFile>,
 }
 
@@ -48,7 +59,8 @@ struct DirectFile {
 }
 
 impl DirectFile {
-    /// Opens `path` for direct writes, if its file system reports how to align them.
+    /// Opens `path` for direct reads and writes, if its file system reports how to align
+    /// them.
     fn open(path: &Path) -> Option<Self> {
         use rustix::fs::{statx, AtFlags, StatxFlags};
         let st = statx(
@@ -66,6 +78,7 @@ impl DirectFile {
             return None;
         }
         let file = OpenOptions::new()
+            .read(true)
             .write(true)
             .custom_flags(libc::O_DIRECT)
             .open(path)
@@ -74,6 +87,72 @@ impl DirectFile {
             file,
             align: mem.max(offset),
         })
+    }
+
+    /// Reads pieces of `lens` bytes, back to back from `offset`, into an aligned buffer of
+    /// this thread (one request for the aligned range around them), then copies each out:
+    /// `None` if the file system refuses the read (`EINVAL`), which then goes through the
+    /// page cache. A direct read first writes back any dirty page-cache pages of its range,
+    /// so it sees what a buffered read would.
+    fn read_pieces(&self, offset: u64, lens: &[usize]) -> std::io::Result<Option<Vec<Vec<u8>>>> {
+        let total: u64 = lens.iter().map(|&l| l as u64).sum();
+        if total == 0 {
+            return Ok(Some(vec![Vec::new(); lens.len()]));
+        }
+        let a = self.align as u64;
+        let start = offset / a * a;
+        let span = ((offset + total).div_ceil(a) * a - start) as usize;
+        let skip = (offset - start) as usize;
+        if span > SCRATCH_KEPT {
+            return self.read_through(&mut Vec::new(), start, span, skip, lens);
+        }
+        DIRECT_SCRATCH.with(|s| self.read_through(&mut s.borrow_mut(), start, span, skip, lens))
+    }
+
+    /// [`read_pieces`](Self::read_pieces) through `scratch` (grown to fit): `span` aligned
+    /// bytes from `start`, the pieces from `skip` bytes into them.
+    fn read_through(
+        &self,
+        scratch: &mut Vec<u8>,
+        start: u64,
+        span: usize,
+        skip: usize,
+        lens: &[usize],
+    ) -> std::io::Result<Option<Vec<Vec<u8>>>> {
+        if scratch.len() < span + self.align {
+            *scratch = vec![0u8; span + self.align];
+        }
+        let skew = scratch.as_ptr().align_offset(self.align);
+        let buf = &mut scratch[skew..skew + span];
+        let mut got = 0;
+        while got < span {
+            match rustix::io::pread(&self.file, &mut buf[got..], start + got as u64) {
+                Ok(0) => break,
+                // Short only at the end of the file.
+                Ok(n) if n % self.align != 0 => {
+                    got += n;
+                    break;
+                }
+                Ok(n) => got += n,
+                Err(Errno::INTR) => {}
+                Err(Errno::INVAL) if got == 0 => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let total: usize = lens.iter().sum();
+        if got < skip + total {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let mut at = skip;
+        Ok(Some(
+            lens.iter()
+                .map(|&l| {
+                    let piece = buf[at..at + l].to_vec();
+                    at += l;
+                    piece
+                })
+                .collect(),
+        ))
     }
 
     /// Whether a write of `iov` at `offset` meets the alignment direct I/O needs.
@@ -165,6 +244,16 @@ impl FileDisk {
         self.block_device
     }
 
+    /// The pieces of [`Disk::read_vecs_at`] read past the page cache, if this thread asked
+    /// for that ([`read_direct`](crate::read_direct)) and the file system allows it; `None`
+    /// to read them through the page cache.
+    fn read_direct(&self, offset: u64, lens: &[usize]) -> std::io::Result<Option<Vec<Vec<u8>>>> {
+        match &self.direct {
+            Some(d) if per_thread::reads_direct() => d.read_pieces(offset, lens),
+            _ => Ok(None),
+        }
+    }
+
     /// The alignment of offsets, lengths and buffers that writes bypassing the page cache
     /// need, or `None` if every write goes through it (opened read-only, or a file system
     /// without direct I/O).
@@ -196,6 +285,9 @@ impl Disk for FileDisk {
     fn read_vec_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         check_range(self, IoOp::Read, offset, len as u64, self.len())?;
         let fail = |e| IoError::from_os(IoOp::Read, self.describe(), offset, len as u64, e);
+        if let Some(mut pieces) = self.read_direct(offset, &[len]).map_err(fail)? {
+            return Ok(pieces.pop().unwrap_or_default());
+        }
         if let Some(limit) = per_thread::read_spin_limit(len) {
             if let Some(buf) = per_thread::spin_read(&self.file, offset, len, limit) {
                 return Ok(buf);
@@ -225,6 +317,9 @@ impl Disk for FileDisk {
         let total: u64 = lens.iter().map(|&l| l as u64).sum();
         check_range(self, IoOp::Read, offset, total, self.len())?;
         let fail = |e| IoError::from_os(IoOp::Read, self.describe(), offset, total, e);
+        if let Some(pieces) = self.read_direct(offset, lens).map_err(fail)? {
+            return Ok(pieces);
+        }
         let mut bufs: Vec<Vec<u8>> = lens.iter().map(|&l| Vec::with_capacity(l)).collect();
         // What is left to read: bufs[part] from its length on, then the buffers after it.
         let (mut part, mut at) = (0, offset);

@@ -21,7 +21,7 @@ pub use crashing::{CrashImage, CrashingDisk};
 pub use error::{IoError, IoErrorKind, IoOp, Result};
 pub use file::{FileDisk, LockMode};
 pub use mem::MemDisk;
-pub use per_thread::{spin_for_reads, write_direct};
+pub use per_thread::{read_direct, spin_for_reads, write_direct};
 pub use sim::{SimConfig, SimDisk, SimStats};
 
 /// The unit a disk writes atomically: a write may be torn at these boundaries by a crash.

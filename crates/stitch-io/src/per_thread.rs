@@ -1,6 +1,7 @@
-//! How the calling thread waits for the device: two per-thread choices a [`FileDisk`]
+//! How the calling thread meets the device: three per-thread choices a [`FileDisk`]
 //! follows, made by the threads whose work suits them (the background flusher writes direct;
-//! a FUSE session thread that polls for requests polls for its reads too).
+//! a FUSE session thread that polls for requests polls for its reads too; the threads that
+//! read file data for a FUSE mount read direct).
 //!
 //! [`FileDisk`]: crate::FileDisk
 
@@ -17,6 +18,26 @@ thread_local! {
     static SPIN_FOR_READS: Cell<Duration> = const { Cell::new(Duration::ZERO) };
     /// Whether this thread's aligned writes bypass the page cache.
     static WRITE_DIRECT: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread's reads of durable bytes bypass the page cache.
+    static READ_DIRECT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Makes the calling thread's reads of durable bytes from a [`FileDisk`](crate::FileDisk)
+/// (`read_vec_at`, `read_vecs_at`: what the store reads of its runs) bypass the page cache
+/// (`O_DIRECT`) where the file system offers it, or go through it again (`false`, the
+/// default). For a thread whose reads are cached above the store: a FUSE daemon's reads of
+/// file data, which the kernel keeps in the mount's own page cache, so that the store's
+/// pages would be a second copy nobody reads again. The device then writes into a buffer
+/// this thread reuses instead of into newly allocated page-cache pages, which the kernel
+/// would then copy out of (and, on a virtual machine that hands freed memory back to its
+/// host, fault in first).
+pub fn read_direct(on: bool) {
+    READ_DIRECT.with(|r| r.set(on));
+}
+
+/// Whether this thread's reads of durable bytes bypass the page cache.
+pub(crate) fn reads_direct() -> bool {
+    READ_DIRECT.with(Cell::get)
 }
 
 /// Makes the calling thread's writes to a [`FileDisk`](crate::FileDisk) go straight to the

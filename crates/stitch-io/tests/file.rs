@@ -284,3 +284,62 @@ fn reads_polling_for_the_device_return_what_sleeping_reads_do() {
         assert!(d.read_vec_at((4 << 20) - 10, 11).is_err());
     }
 }
+
+#[test]
+fn direct_reads_return_what_buffered_reads_do_dirty_pages_included() {
+    let (_dir, path) = store();
+    let d = FileDisk::create(&path).unwrap();
+    d.grow(4 << 20).unwrap();
+    let mut data: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 251) as u8 + 1).collect();
+    d.write_at(0, &data).unwrap();
+    data.resize(4 << 20, 0);
+    // Offsets and lengths that meet no alignment, one piece or many, up to the file's end,
+    // and larger than any read before (the thread's buffer grows).
+    let cases: [(u64, &[usize]); 7] = [
+        (0, &[4096]),
+        (12_345, &[4_135]),
+        (333, &[100, 0, 7_000, 65_536, 1]),
+        ((1 << 20) - 1, &[2, 1 << 20]),
+        ((3 << 20) - 100, &[50, 4096]),
+        ((4 << 20) - 10, &[3, 7]),
+        (777, &[]),
+    ];
+    let check = |d: &FileDisk, data: &[u8], when: &str| {
+        for (at, lens) in cases {
+            let pieces = d.read_vecs_at(at, lens).unwrap();
+            let mut from = at as usize;
+            for (piece, &len) in pieces.iter().zip(lens) {
+                assert_eq!(
+                    piece.as_slice(),
+                    &data[from..from + len],
+                    "{lens:?} at {at}, {when}"
+                );
+                from += len;
+            }
+            if let [len] = lens {
+                assert_eq!(
+                    d.read_vec_at(at, *len).unwrap(),
+                    &data[at as usize..][..*len]
+                );
+            }
+        }
+        assert!(
+            d.read_vecs_at((4 << 20) - 10, &[5, 6]).is_err(),
+            "out of range, {when}"
+        );
+    };
+    for direct in [true, false] {
+        stitch_io::read_direct(direct);
+        // Not yet written back: a direct read must see the page cache's dirty bytes.
+        check(&d, &data, "dirty");
+        // Written again over part of the range, then synced and dropped from the page cache.
+        d.write_at(5_000, &[0xAB; 300_000]).unwrap();
+        data[5_000..305_000].fill(0xAB);
+        check(&d, &data, "rewritten");
+        d.sync().unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        check(&d, &data, "from the device");
+    }
+    stitch_io::read_direct(false);
+}

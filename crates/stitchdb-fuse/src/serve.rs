@@ -204,6 +204,8 @@ impl Workers {
                 std::thread::Builder::new()
                     .name(format!("kvfs-work-{i}"))
                     .spawn(move || loop {
+                        // File data read here is kept in the mount's page cache.
+                        stitchdb::read_direct(true);
                         // The lock is held only to take the next job, not to run it.
                         let job = rx.lock().recv();
                         match job {

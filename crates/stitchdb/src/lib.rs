@@ -74,7 +74,8 @@ pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};
 pub use run::MergeStats;
 pub use stitch_io::{
-    spin_for_reads, Disk, FileDisk, IoError, IoErrorKind, IoOp, MemDisk, SimConfig, SimDisk,
+    read_direct, spin_for_reads, Disk, FileDisk, IoError, IoErrorKind, IoOp, MemDisk, SimConfig,
+    SimDisk,
 };
 pub use stitch_patch::{CacheStats, ContextGuard, GroupId, PatchContext};
 pub use stitch_zone::ZoneStats;
