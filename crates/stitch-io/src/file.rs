@@ -74,7 +74,11 @@ impl DirectFile {
             st.stx_dio_mem_align as usize,
             st.stx_dio_offset_align as usize,
         );
-        if st.stx_mask & StatxFlags::DIOALIGN.bits() == 0 || mem == 0 || offset == 0 {
+        // Alignments are powers of two; anything else is not one a buffer can be placed at.
+        if st.stx_mask & StatxFlags::DIOALIGN.bits() == 0
+            || !mem.is_power_of_two()
+            || !offset.is_power_of_two()
+        {
             return None;
         }
         let file = OpenOptions::new()
