@@ -19,7 +19,7 @@ const EXTENT_VERSION: u8 = 1;
 pub struct ExtentAddr {
     /// The zone it lies in.
     pub zone: u32,
-    /// Its byte offset in the zone (a multiple of [`EXTENT_ALIGN`]).
+    /// Its byte offset in the zone (a multiple of `EXTENT_ALIGN`, 16).
     pub offset: u32,
     /// Its length in bytes, header included.
     pub len: u32,

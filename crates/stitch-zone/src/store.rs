@@ -905,7 +905,7 @@ impl ZoneStore {
 
     /// Takes a free zone for one owner (a log segment). The old contents of a zone used
     /// before are not cleared; a zone never written is to be filled with zeros (see
-    /// [`write_zeros`](Self::write_zeros)), by [`zero_zones`](Self::zero_zones) on a
+    /// `write_zeros`), by [`zero_zones`](Self::zero_zones) on a
     /// background thread or at the latest by [`zone_ready`](Self::zone_ready), which the
     /// owner calls before its first write into the zone.
     pub fn alloc_zone(&self) -> Result<ZoneId> {
@@ -936,7 +936,7 @@ impl ZoneStore {
         }
     }
 
-    /// Writes the next [`ZERO_STEP`] of zeros of the zones taken but not zeroed yet: for a
+    /// Writes the next `ZERO_STEP` (1 MiB) of zeros of the zones taken but not zeroed yet: for a
     /// background thread's every turn, so that the log, which takes its next zone a segment
     /// ahead, finds it ready instead of zeroing it while a commit waits, and so that the
     /// thread's other work waits for no more than one step.

@@ -1,7 +1,7 @@
 //! `stitchdb`: create, fill, query, export and check StitchDB stores from the shell.
 //!
 //! Every command is `stitchdb COMMAND STORE [ARGS]`; `src/commands` holds one module per
-//! command. Line formats for import, export and scan are in [`format`].
+//! command. Line formats for import, export and scan are in [`format`](mod@format).
 
 mod commands;
 mod error;

@@ -38,13 +38,13 @@ pub struct MountConfig {
     pub default_permissions: bool,
     /// Kernel mount flags passed through: `nodev`, `nosuid`, `noexec`, `dirsync` ...
     pub flags: Vec<String>,
-    /// `poll_us=N`: how long the session thread (through `/dev/fuse`, see [`crate::poll`]) or
+    /// `poll_us=N`: how long the session thread (through `/dev/fuse`, see the `poll` module) or
     /// one thread per CPU (through the io_uring queues) polls for the next request after the
     /// last one (0: they always sleep).
     pub poll_window: Duration,
     /// `read_ahead_kb=N`, `max_ratio=N`, `strict_limit=0|1`: the mount's backing device
-    /// settings; those not given are taken from the disk holding the store (see
-    /// [`crate::bdi`]).
+    /// settings; those not given are taken from the disk holding the store (see the `bdi`
+    /// module).
     pub bdi: BdiSettings,
     /// `io_uring` (the default) or `no_io_uring`: serve requests through per-CPU io_uring
     /// queues when the kernel offers them (see `fuse_uring`).

@@ -32,6 +32,8 @@ pub enum Command {
     #[command(visible_alias = "delete")]
     Del(kv::KeyArgs),
     /// Print key<TAB>value lines (TSV, see `stitchdb help`) in key order
+    // The help text shows `<TAB>` as written; rustdoc would take it for an HTML tag.
+    #[allow(rustdoc::invalid_html_tags)]
     Scan(scan::ScanArgs),
     /// Load key/value lines from FILE, committed in batches
     #[command(after_help = crate::format::FORMATS_HELP)]
