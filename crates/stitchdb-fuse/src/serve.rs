@@ -203,14 +203,17 @@ impl Workers {
                 let rx = rx.clone();
                 std::thread::Builder::new()
                     .name(format!("kvfs-work-{i}"))
-                    .spawn(move || loop {
-                        // File data read here is kept in the mount's page cache.
+                    .spawn(move || {
+                        // The workers serve reads of file data, which the kernel keeps in the
+                        // mount's page cache: the store's copy would be a second one.
                         stitchdb::read_direct(true);
-                        // The lock is held only to take the next job, not to run it.
-                        let job = rx.lock().recv();
-                        match job {
-                            Ok(job) => job(),
-                            Err(_) => return,
+                        loop {
+                            // The lock is held only to take the next job, not to run it.
+                            let job = rx.lock().recv();
+                            match job {
+                                Ok(job) => job(),
+                                Err(_) => return,
+                            }
                         }
                     })
                     .ok()
