@@ -48,6 +48,11 @@ const MIN_ZONE_SIZE: u64 = 64 * 1024;
 /// The zeros [`ZoneStore::zero_zones`] writes per call: one write of about a millisecond here.
 const ZERO_STEP: u64 = 1 << 20;
 
+/// What `write_zeros` writes from, allocated at its first use and kept, so that a step does
+/// not allocate and clear a megabyte again (a static array would add it to the binary).
+static ZEROS: std::sync::LazyLock<Box<[u8]>> =
+    std::sync::LazyLock::new(|| vec![0u8; ZERO_STEP as usize].into_boxed_slice());
+
 /// How a [`ZoneStore`] divides and grows its disk.
 #[derive(Debug, Clone)]
 pub struct ZoneConfig {
@@ -936,10 +941,10 @@ impl ZoneStore {
         }
     }
 
-    /// Writes the next `ZERO_STEP` (1 MiB) of zeros of the zones taken but not zeroed yet: for a
-    /// background thread's every turn, so that the log, which takes its next zone a segment
-    /// ahead, finds it ready instead of zeroing it while a commit waits, and so that the
-    /// thread's other work waits for no more than one step.
+    /// Writes the next `ZERO_STEP` (1 MiB) of zeros of the zones taken but not zeroed yet:
+    /// for a background thread's every turn, so that the log, which takes its next zone a
+    /// segment ahead, finds it ready instead of zeroing it while a commit waits, and so that
+    /// the thread's other work waits for no more than one step.
     pub fn zero_zones(&self) {
         let mut unzeroed = self.unzeroed.lock();
         let Some((&zone, &done)) = unzeroed.first_key_value() else {
@@ -963,13 +968,12 @@ impl ZoneStore {
     /// ahead, so the zeros, written meanwhile by a background thread, are on the disk before
     /// the log reaches them. A failure only loses the speed-up.
     fn write_zeros(&self, zone: ZoneId, from: u64, to: u64) -> bool {
-        let zeros = vec![0u8; ZERO_STEP as usize];
         let start = self.zone_offset(zone);
         let disk = self.cache.disk();
         let mut at = start + from;
         while at < start + to {
             let n = (start + to - at).min(ZERO_STEP) as usize;
-            if let Err(e) = disk.write_at(at, &zeros[..n]) {
+            if let Err(e) = disk.write_at(at, &ZEROS[..n]) {
                 tracing::warn!("writing zeros over new log zone {zone}: {e}");
                 return false;
             }
