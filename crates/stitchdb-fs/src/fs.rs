@@ -252,20 +252,29 @@ impl Fs {
 
     /// Changes attributes (chmod, chown, truncate, utimens).
     pub fn setattr(&self, caller: &Caller, ino: u64, s: &SetAttr) -> FsResult<Attr> {
-        match self.write_op(caller, |op, _| op.setattr(ino, s)) {
-            Err(FsError::Errno(libc::ENOENT)) => self.setattr_deleted(caller, ino, s),
-            r => r,
+        let mut w = self.writer.lock();
+        let Writer { open, deleted, .. } = &mut *w;
+        if let Some(ghost) = deleted.get_mut(&ino) {
+            // Deleted but not yet forgotten: the kernel sets the change time of every file
+            // it unlinks, after the unlink.
+            return self.setattr_deleted(caller, open, ghost, s);
         }
+        let mut op = self.op_with(caller, open);
+        let a = op.setattr(ino, s)?;
+        self.commit(op, deleted)?;
+        Ok(a)
     }
 
     /// `setattr` of a deleted inode not yet forgotten: the same checks and changes, on its
     /// attributes in memory (nothing of it is left in the store to change).
-    fn setattr_deleted(&self, caller: &Caller, ino: u64, s: &SetAttr) -> FsResult<Attr> {
-        let mut w = self.writer.lock();
-        let Writer { open, deleted, .. } = &mut *w;
-        let Some(ghost) = deleted.get_mut(&ino) else {
-            return Err(FsError::Errno(libc::ENOENT));
-        };
+    fn setattr_deleted(
+        &self,
+        caller: &Caller,
+        open: &HashMap<u64, u32>,
+        ghost: &mut Attr,
+        s: &SetAttr,
+    ) -> FsResult<Attr> {
+        let ino = ghost.ino;
         // The operation runs against its own uncommitted write of the attributes, and its
         // writes are dropped with it.
         let mut op = self.op_with(caller, open);

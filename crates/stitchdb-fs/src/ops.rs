@@ -318,7 +318,7 @@ impl<K: Kv> Op<'_, K> {
             self.put_attr(&a);
             self.kv.put(self.t.orphans, &ino_key(a.ino), Vec::new());
         } else {
-            self.purge(a.ino)?;
+            self.delete_inode(a.ino, Some(&a))?;
             self.deleted.push(a);
         }
         Ok(())
@@ -326,13 +326,19 @@ impl<K: Kv> Op<'_, K> {
 
     /// Deletes inode `ino` and everything it holds.
     pub fn purge(&mut self, ino: u64) -> FsResult<()> {
-        let key = ino_key(ino);
         let a = self.attr(ino).ok();
+        self.delete_inode(ino, a.as_ref())
+    }
+
+    /// Deletes inode `ino`, whose attributes are `a` (`None`: it has none left), and
+    /// everything it holds.
+    fn delete_inode(&mut self, ino: u64, a: Option<&Attr>) -> FsResult<()> {
+        let key = ino_key(ino);
         self.kv.delete(self.t.inodes, &key);
         self.kv.delete(self.t.orphans, &key);
-        match a.as_ref().map(|a| a.kind) {
+        match a.map(|a| a.kind) {
             Some(Kind::File) => {
-                let blocks = a.as_ref().map_or(0, |a| a.size.div_ceil(BLOCK_SIZE));
+                let blocks = a.map_or(0, |a| a.size.div_ceil(BLOCK_SIZE));
                 self.delete_blocks(ino, 0, blocks);
             }
             Some(Kind::Symlink) => self.kv.delete(self.t.symlinks, &key),
