@@ -42,18 +42,19 @@ impl Cursor {
     fn entries_in(&mut self, after: Option<&[u8]>, through: &[u8]) -> Result<Vec<OlderEntry>> {
         let above = |key: &[u8]| after.is_none_or(|a| key > a);
         let mut found = Vec::new();
-        let collect = |found: &mut Vec<OlderEntry>, block: &Block, from: usize, run: &super::Run| {
-            for pos in from..block.len() {
-                let e = run.seen(block.entry(pos));
-                if e.key > through {
-                    return false;
+        let collect =
+            |found: &mut Vec<OlderEntry>, block: &Block, from: usize, run: &super::Run| {
+                for pos in from..block.len() {
+                    let e = run.seen(block.entry(pos));
+                    if e.key > through {
+                        return false;
+                    }
+                    if above(e.key) {
+                        found.push((e.key.to_vec(), Some(e.seq)));
+                    }
                 }
-                if above(e.key) {
-                    found.push((e.key.to_vec(), Some(e.seq)));
-                }
-            }
-            true
-        };
+                true
+            };
         if let Some((block, pos)) = &self.current {
             if !collect(&mut found, block, *pos, &self.run) {
                 return Ok(found);
