@@ -909,10 +909,9 @@ impl ZoneStore {
     // ---- whole zones -----------------------------------------------------------------------
 
     /// Takes a free zone for one owner (a log segment). The old contents of a zone used
-    /// before are not cleared; a zone never written is to be filled with zeros (see
-    /// `write_zeros`), by [`zero_zones`](Self::zero_zones) on a
-    /// background thread or at the latest by [`zone_ready`](Self::zone_ready), which the
-    /// owner calls before its first write into the zone.
+    /// before are not cleared; a zone never written is filled with zeros (see
+    /// `write_zeros`) by [`zero_zones`](Self::zero_zones) on a background thread, until
+    /// its owner calls [`zone_ready`](Self::zone_ready) before its first write into it.
     pub fn alloc_zone(&self) -> Result<ZoneId> {
         let (zone, recycled) = self.or_release_held(|| {
             let mut st = self.state.lock();
@@ -933,12 +932,14 @@ impl ZoneStore {
     }
 
     /// Makes `zone` (taken by [`alloc_zone`](Self::alloc_zone)) ready for its owner's first
-    /// write: writes what zeros it still lacks now.
+    /// write: no zeros are written into it from now on (a step under way ends first). What
+    /// the background did not zero yet stays unwritten: zeros only save the syncs of a log
+    /// that appends slowly the change of the file's block map (see `write_zeros`), and
+    /// such a log leaves the background time to zero its next zone whole. A log that
+    /// outruns the background gains little from them, and zeroing the rest here stalled
+    /// every commit behind the one moving the log (up to 250 ms, traced during an untar).
     pub fn zone_ready(&self, zone: ZoneId) {
-        let mut unzeroed = self.unzeroed.lock();
-        if let Some(done) = unzeroed.remove(&zone) {
-            self.write_zeros(zone, done, self.config.zone_size);
-        }
+        self.unzeroed.lock().remove(&zone);
     }
 
     /// Writes the next `ZERO_STEP` (1 MiB) of zeros of the zones taken but not zeroed yet:
