@@ -418,7 +418,7 @@ impl Queue {
     /// request, which (the kernel's free entries being a stack) is the one a lone caller's
     /// next request goes to. With the first thread always the poller, a caller that once met
     /// the other thread kept meeting it and woke it for every request, while the poller spun
-    /// for nothing: unlinks took 73-88 us a file in those runs against 45-49 in the others
+    /// for nothing: unlinks took 72-89 us a file in those runs against 44-49 in the others
     /// (20,000 files, `bench/fs/metaops.sh`-like loops).
     fn polls(&self) -> bool {
         self.may_poll && self.last_server.load(Ordering::Relaxed) == self.member
