@@ -1,7 +1,8 @@
 //! Times file-system metadata operations at the library level (no FUSE): `N` empty files
 //! created in directories of 1,000, each looked up, then unlinked, as `bench/fs`'s file
 //! phases do through a mount; each unlink followed by what the kernel sends a mount with
-//! the write-back cache after it (a SETATTR of the change time, then the FORGET). `cargo run --release -p stitchdb-fs --example meta_ops -- DIR [N]`.
+//! the write-back cache after it (a SETATTR of the change time, then the FORGET).
+//! `cargo run --release -p stitchdb-fs --example meta_ops -- DIR [N]`.
 
 use std::time::Instant;
 use stitchdb::{Db, Options};

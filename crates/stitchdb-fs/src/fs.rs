@@ -211,12 +211,21 @@ impl Fs {
         caller: &Caller,
         f: impl FnOnce(&mut Op<'_, Batch<'_>>, &mut u64) -> FsResult<R>,
     ) -> FsResult<R> {
-        let mut w = self.writer.lock();
+        self.write_op_locked(&mut self.writer.lock(), caller, f)
+    }
+
+    /// [`write_op`](Self::write_op) with the writer lock already held.
+    fn write_op_locked<R>(
+        &self,
+        w: &mut Writer,
+        caller: &Caller,
+        f: impl FnOnce(&mut Op<'_, Batch<'_>>, &mut u64) -> FsResult<R>,
+    ) -> FsResult<R> {
         let Writer {
             next_ino,
             open,
             deleted,
-        } = &mut *w;
+        } = w;
         let mut op = self.op_with(caller, open);
         let mut ino = *next_ino;
         let r = f(&mut op, &mut ino)?;
@@ -259,10 +268,7 @@ impl Fs {
             // it unlinks, after the unlink.
             return self.setattr_deleted(caller, open, ghost, s);
         }
-        let mut op = self.op_with(caller, open);
-        let a = op.setattr(ino, s)?;
-        self.commit(op, deleted)?;
-        Ok(a)
+        self.write_op_locked(&mut w, caller, |op, _| op.setattr(ino, s))
     }
 
     /// `setattr` of a deleted inode not yet forgotten: the same checks and changes, on its
