@@ -221,11 +221,16 @@ pub fn check_fs(db: &Db, t: &Tables) -> FsResult<FsCheckReport> {
         }
     }
     for (k, _) in scan(db, t.xattrs)? {
-        if let Ok((ino, _)) = decode_name_key(&k) {
-            if !inodes.contains_key(&ino) {
-                bad(format!(
+        if let Ok((ino, name)) = decode_name_key(&k) {
+            match inodes.get(&ino) {
+                None => bad(format!(
                     "extended attribute of inode {ino}, which does not exist"
-                ));
+                )),
+                Some(a) if a.no_xattrs => bad(format!(
+                    "inode {ino} is marked as having no extended attributes but has {}",
+                    String::from_utf8_lossy(name)
+                )),
+                Some(_) => {}
             }
         }
     }

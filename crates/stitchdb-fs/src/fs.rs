@@ -2,6 +2,7 @@
 //! committed as one atomic write, in the order the calls finish, so after a crash the file
 //! system is a prefix of the completed calls; [`Fs::fsync`] makes everything before it durable.
 
+use crate::cache::MetaCache;
 use crate::error::{FsError, FsResult};
 use crate::kv::{Batch, Kv};
 use crate::ops::{DirEntry, Op, SetAttr};
@@ -96,6 +97,10 @@ pub struct Fs {
     db: Db,
     tables: Tables,
     opts: FsOptions,
+    /// Recent inode records and names. Every operation reads and commits through it
+    /// (`op_with`); nothing else may write the file system's tables while it is
+    /// mounted.
+    cache: MetaCache,
     /// Held for each changing operation from its first read to its commit: operations are
     /// atomic and commit in the order they run.
     writer: Mutex<Writer>,
@@ -128,10 +133,12 @@ impl Fs {
             Some(r) => decode_ino_key(&r?.0)? + 1,
             None => ROOT_INO + 1,
         };
+        let cache = MetaCache::new(vec![tables.names, tables.inodes]);
         let fs = Fs {
             db,
             tables,
             opts,
+            cache,
             writer: Mutex::new(Writer {
                 next_ino,
                 open: HashMap::new(),
@@ -184,7 +191,7 @@ impl Fs {
 
     fn op_with<'a>(&'a self, caller: &'a Caller, open: &'a HashMap<u64, u32>) -> Op<'a, Batch<'a>> {
         Op {
-            kv: Batch::new(&self.db),
+            kv: Batch::cached(&self.db, &self.cache),
             t: &self.tables,
             now: (self.opts.clock)(),
             file_now: (self.opts.file_clock.as_ref().unwrap_or(&self.opts.clock))(),
@@ -578,6 +585,7 @@ fn create(db: &Db, t: &Tables, opts: &FsOptions) -> FsResult<()> {
         crtime: now,
         parent: ROOT_INO,
         next_cookie: FIRST_COOKIE,
+        no_xattrs: true,
     };
     let mut b = Batch::new(db);
     b.put(t.inodes, &ino_key(ROOT_INO), encode_attr(&root));

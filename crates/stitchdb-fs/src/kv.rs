@@ -3,6 +3,7 @@
 //! atomic write (a commit). A transaction can implement the same trait, so the operations in
 //! `ops` run unchanged inside a transaction.
 
+use crate::cache::{Key, Lookup, MetaCache, Range};
 use crate::error::FsResult;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -33,10 +34,12 @@ pub trait Kv {
 /// applies them all as one atomic write.
 pub struct Batch<'db> {
     db: &'db Db,
+    /// Where reads of the cached tables look first, and commits put what they wrote.
+    cache: Option<&'db MetaCache>,
     /// Point writes (`None`: deleted) after the range deletes.
-    writes: BTreeMap<(TableId, Vec<u8>), Option<Vec<u8>>>,
+    writes: BTreeMap<Key, Option<Vec<u8>>>,
     /// Range deletes, applied before the point writes.
-    ranges: Vec<(TableId, Vec<u8>, Vec<u8>)>,
+    ranges: Vec<Range>,
 }
 
 impl<'db> Batch<'db> {
@@ -44,8 +47,18 @@ impl<'db> Batch<'db> {
     pub fn new(db: &'db Db) -> Self {
         Batch {
             db,
+            cache: None,
             writes: BTreeMap::new(),
             ranges: Vec::new(),
+        }
+    }
+
+    /// An empty operation over `db` and its metadata cache: every commit to the tables
+    /// `cache` holds must go through a batch over it.
+    pub(crate) fn cached(db: &'db Db, cache: &'db MetaCache) -> Self {
+        Batch {
+            cache: Some(cache),
+            ..Batch::new(db)
         }
     }
 
@@ -60,17 +73,40 @@ impl<'db> Batch<'db> {
             return Ok(());
         }
         let mut b = WriteBatch::new();
-        for (t, s, e) in self.ranges {
-            b.delete_range(t, s, e);
+        for (t, s, e) in &self.ranges {
+            b.delete_range(*t, s.clone(), e.clone());
         }
+        let Some(cache) = self.cache else {
+            for ((t, k), v) in self.writes {
+                match v {
+                    Some(v) => b.put(t, k, v),
+                    None => b.delete(t, k),
+                }
+            }
+            self.db.write(&b, durability)?;
+            return Ok(());
+        };
+        let mut cached = Vec::new();
         for ((t, k), v) in self.writes {
+            if cache.holds(t) {
+                cached.push(((t, k.clone()), v.clone()));
+            }
             match v {
                 Some(v) => b.put(t, k, v),
                 None => b.delete(t, k),
             }
         }
-        self.db.write(&b, durability)?;
-        Ok(())
+        cache.begin_commit();
+        match self.db.write(&b, durability) {
+            Ok(_) => {
+                cache.commit_written(&self.ranges, cached);
+                Ok(())
+            }
+            Err(e) => {
+                cache.commit_failed();
+                Err(e.into())
+            }
+        }
     }
 
     fn range_deleted(&self, table: TableId, key: &[u8]) -> bool {
@@ -88,7 +124,17 @@ impl Kv for Batch<'_> {
         if self.range_deleted(table, key) {
             return Ok(None);
         }
-        Ok(self.db.get(table, key)?)
+        match self.cache.filter(|c| c.holds(table)) {
+            None => Ok(self.db.get(table, key)?),
+            Some(cache) => match cache.get(table, key) {
+                Lookup::Hit(v) => Ok(v),
+                Lookup::Miss(generation) => {
+                    let v = self.db.get(table, key)?;
+                    cache.fill(generation, table, key, &v);
+                    Ok(v)
+                }
+            },
+        }
     }
 
     fn scan(

@@ -270,6 +270,7 @@ impl<K: Kv> Op<'_, K> {
             crtime: now,
             parent: if is_dir { parent } else { 0 },
             next_cookie: if is_dir { FIRST_COOKIE } else { 0 },
+            no_xattrs: true,
         };
         self.add_entry(&mut d, name, ino, kind);
         self.touch_dir(&mut d);
@@ -318,24 +319,27 @@ impl<K: Kv> Op<'_, K> {
             self.put_attr(&a);
             self.kv.put(self.t.orphans, &ino_key(a.ino), Vec::new());
         } else {
-            self.delete_inode(a.ino, Some(&a))?;
+            // It had a name until now, so it is no orphan.
+            self.delete_inode(a.ino, Some(&a), false)?;
             self.deleted.push(a);
         }
         Ok(())
     }
 
-    /// Deletes inode `ino` and everything it holds.
+    /// Deletes inode `ino` and everything it holds, its entry in `fs.orphans` included.
     pub fn purge(&mut self, ino: u64) -> FsResult<()> {
         let a = self.attr(ino).ok();
-        self.delete_inode(ino, a.as_ref())
+        self.delete_inode(ino, a.as_ref(), true)
     }
 
-    /// Deletes inode `ino`, whose attributes are `a` (`None`: it has none left), and
-    /// everything it holds.
-    fn delete_inode(&mut self, ino: u64, a: Option<&Attr>) -> FsResult<()> {
+    /// Deletes inode `ino`, whose attributes are `a` (`None`: it has none left), everything
+    /// it holds, and with `orphan` its entry in `fs.orphans`.
+    fn delete_inode(&mut self, ino: u64, a: Option<&Attr>, orphan: bool) -> FsResult<()> {
         let key = ino_key(ino);
         self.kv.delete(self.t.inodes, &key);
-        self.kv.delete(self.t.orphans, &key);
+        if orphan {
+            self.kv.delete(self.t.orphans, &key);
+        }
         match a.map(|a| a.kind) {
             Some(Kind::File) => {
                 let blocks = a.map_or(0, |a| a.size.div_ceil(BLOCK_SIZE));
@@ -344,6 +348,9 @@ impl<K: Kv> Op<'_, K> {
             Some(Kind::Symlink) => self.kv.delete(self.t.symlinks, &key),
             // A directory is empty when it goes: it has no dirents to delete.
             _ => {}
+        }
+        if a.is_some_and(|a| a.no_xattrs) {
+            return Ok(());
         }
         let (lo, hi) = ino_range(ino);
         for (k, _) in self.kv.scan(self.t.xattrs, &lo, &hi, usize::MAX)? {
@@ -685,7 +692,7 @@ impl<K: Kv> Op<'_, K> {
                 {
                     a.perm &= !libc::S_ISGID;
                 }
-                self.drop_capabilities(ino)?;
+                self.drop_capabilities(&a)?;
             }
         }
         if let Some(size) = s.size {
@@ -759,12 +766,15 @@ impl<K: Kv> Op<'_, K> {
                 a.perm &= !libc::S_ISGID;
             }
         }
-        self.drop_capabilities(a.ino)
+        self.drop_capabilities(a)
     }
 
-    /// Deletes `security.capability` of `ino`, if it has one.
-    fn drop_capabilities(&mut self, ino: u64) -> FsResult<()> {
-        let key = name_key(ino, CAPABILITY_XATTR);
+    /// Deletes `security.capability` of `a`, if it has one.
+    fn drop_capabilities(&mut self, a: &Attr) -> FsResult<()> {
+        if a.no_xattrs {
+            return Ok(());
+        }
+        let key = name_key(a.ino, CAPABILITY_XATTR);
         if self.kv.get(self.t.xattrs, &key)?.is_some() {
             self.kv.delete(self.t.xattrs, &key);
         }
@@ -1034,7 +1044,7 @@ impl<K: Kv> Op<'_, K> {
             return err(libc::E2BIG);
         }
         let key = name_key(ino, name);
-        let exists = self.kv.get(self.t.xattrs, &key)?.is_some();
+        let exists = !a.no_xattrs && self.kv.get(self.t.xattrs, &key)?.is_some();
         if flags & XATTR_CREATE != 0 && exists {
             return err(libc::EEXIST);
         }
@@ -1043,6 +1053,7 @@ impl<K: Kv> Op<'_, K> {
         }
         self.kv.put(self.t.xattrs, &key, value.to_vec());
         a.ctime = self.now;
+        a.no_xattrs = false;
         self.put_attr(&a);
         Ok(())
     }
@@ -1051,6 +1062,9 @@ impl<K: Kv> Op<'_, K> {
     pub fn getxattr(&mut self, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
         let a = self.attr(ino)?;
         self.xattr_access(&a, name, false)?;
+        if a.no_xattrs {
+            return err(libc::ENODATA);
+        }
         self.kv
             .get(self.t.xattrs, &name_key(ino, name))?
             .ok_or(FsError::Errno(libc::ENODATA))
@@ -1058,9 +1072,11 @@ impl<K: Kv> Op<'_, K> {
 
     /// `listxattr`: the names of `ino`'s attributes the caller may see, in order.
     pub fn listxattr(&mut self, ino: u64) -> FsResult<Vec<Vec<u8>>> {
-        self.attr(ino)?;
-        let (lo, hi) = ino_range(ino);
         let mut names = Vec::new();
+        if self.attr(ino)?.no_xattrs {
+            return Ok(names);
+        }
+        let (lo, hi) = ino_range(ino);
         for (k, _) in self.kv.scan(self.t.xattrs, &lo, &hi, usize::MAX)? {
             let (_, name) = decode_name_key(&k)?;
             if name.starts_with(b"trusted.") && !self.caller.is_root() {
@@ -1082,7 +1098,7 @@ impl<K: Kv> Op<'_, K> {
             self.xattr_access(&a, name, true)?;
         }
         let key = name_key(ino, name);
-        if self.kv.get(self.t.xattrs, &key)?.is_none() {
+        if a.no_xattrs || self.kv.get(self.t.xattrs, &key)?.is_none() {
             return err(libc::ENODATA);
         }
         self.kv.delete(self.t.xattrs, &key);

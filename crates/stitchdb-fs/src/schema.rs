@@ -208,6 +208,10 @@ pub struct Attr {
     pub parent: u64,
     /// A directory's next entry cookie (readdir offsets); 0 for other kinds.
     pub next_cookie: u64,
+    /// The inode has no extended attributes: set when it is made, cleared by its first
+    /// `setxattr` (false says nothing). Deleting, writing and asking for a file's
+    /// capabilities then need no look into `fs.xattrs`.
+    pub no_xattrs: bool,
 }
 
 impl Attr {
@@ -222,6 +226,10 @@ impl Attr {
         self.size.div_ceil(BLOCK_SIZE) * (BLOCK_SIZE / 512)
     }
 }
+
+/// Bit 0 of an inode record's flags word: [`Attr::no_xattrs`]. Records written before it
+/// have the word zero, which reads as "may have extended attributes", as it must.
+const FLAG_NO_XATTRS: u32 = 1;
 
 /// Encoded size of an inode record, version 1.
 /// Version, kind, four u32 (perm, uid, gid, nlink), size, rdev, four times, parent, next
@@ -244,8 +252,8 @@ pub fn encode_attr(a: &Attr) -> Vec<u8> {
     }
     v.extend_from_slice(&a.parent.to_be_bytes());
     v.extend_from_slice(&a.next_cookie.to_be_bytes());
-    // Reserved flags word: room for per-inode flags without a new version.
-    v.extend_from_slice(&0u32.to_be_bytes());
+    let flags = if a.no_xattrs { FLAG_NO_XATTRS } else { 0 };
+    v.extend_from_slice(&flags.to_be_bytes());
     debug_assert_eq!(v.len(), ATTR_LEN);
     v
 }
@@ -320,6 +328,7 @@ pub fn decode_attr(ino: u64, bytes: &[u8]) -> FsResult<Attr> {
     );
     let parent = f.u64().ok_or_else(bad)?;
     let next_cookie = f.u64().ok_or_else(bad)?;
+    let flags = f.u32().ok_or_else(bad)?;
     if perm > 0o7777 {
         return Err(bad());
     }
@@ -338,6 +347,7 @@ pub fn decode_attr(ino: u64, bytes: &[u8]) -> FsResult<Attr> {
         crtime,
         parent,
         next_cookie,
+        no_xattrs: flags & FLAG_NO_XATTRS != 0,
     })
 }
 
@@ -507,9 +517,17 @@ mod tests {
             crtime: Timespec::default(),
             parent: 1,
             next_cookie: 40,
+            no_xattrs: true,
         };
         let bytes = encode_attr(&a);
-        assert_eq!(decode_attr(7, &bytes), Ok(a));
+        assert_eq!(decode_attr(7, &bytes), Ok(a.clone()));
+        // Flags this version does not know are ignored (the word was written as zero).
+        let mut unknown_flag = bytes.clone();
+        *unknown_flag.last_mut().unwrap() |= 0x80;
+        assert_eq!(decode_attr(7, &unknown_flag), Ok(a.clone()));
+        let mut no_flags = bytes.clone();
+        *no_flags.last_mut().unwrap() = 0;
+        assert!(!decode_attr(7, &no_flags).unwrap().no_xattrs);
         for cut in 0..bytes.len() {
             assert!(decode_attr(7, &bytes[..cut]).is_err());
         }

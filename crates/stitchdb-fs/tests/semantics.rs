@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use stitchdb::{Db, SimConfig, SimDisk};
+use stitchdb::{Db, Durability, SimConfig, SimDisk, WriteBatch};
 use stitchdb_fs::{check_fs, Caller, Fs, FsOptions, SetAttr, TimeSet, ROOT_INO};
 use support::{new_fs, small_options};
 
@@ -557,4 +557,58 @@ fn a_deleted_inode_answers_getattr_and_setattr_until_forgotten() {
     plain.unlink(&root, ROOT_INO, b"f").unwrap();
     assert_eq!(e(plain.getattr(f.ino)), libc::ENOENT);
     assert_eq!(e(plain.setattr(&root, f.ino, &times)), libc::ENOENT);
+}
+
+#[test]
+fn check_names_each_broken_invariant() {
+    let fs = new_fs(6);
+    let root = Caller::root();
+    let mut inos = Vec::new();
+    for name in [&b"gone"[..], b"linked", b"long", b"plain", b"copied"] {
+        let a = fs.create(&root, ROOT_INO, name, 0o644).unwrap();
+        fs.release(a.ino).unwrap();
+        inos.push(a.ino);
+    }
+    let [gone, linked, long, plain, copied] = inos[..] else {
+        unreachable!()
+    };
+    ok(&fs);
+    let t = fs.tables();
+    let key = |ino: u64| ino.to_be_bytes().to_vec();
+    let with_name = |ino: u64, name: &[u8]| [&ino.to_be_bytes()[..], name].concat();
+    let record = |ino: u64| fs.db().get(t.inodes, key(ino)).unwrap().unwrap();
+    // Written around the file system (and its cache): only `check_fs` reads after this.
+    let mut b = WriteBatch::new();
+    // A name left pointing at a deleted inode.
+    b.delete(t.inodes, key(gone));
+    // A link count of 2 with one name (docs/format.md: the u32 at bytes 14..18).
+    let mut r = record(linked);
+    r[14..18].copy_from_slice(&2u32.to_be_bytes());
+    b.put(t.inodes, key(linked), r);
+    // A block past the end of an empty file.
+    b.put(t.data, with_name(long, &0u64.to_be_bytes()), vec![1u8; 10]);
+    // An extended attribute of an inode marked as having none.
+    b.put(t.xattrs, with_name(plain, b"user.x"), b"v".to_vec());
+    // An inode no name reaches.
+    b.put(t.inodes, key(copied + 100), record(copied));
+    fs.db().write(&b, Durability::Sync).unwrap();
+    let problems = check_fs(fs.db(), fs.tables()).unwrap().problems;
+    let expected = [
+        format!("dangling (inode {gone} does not exist)"),
+        format!("inode {linked}: link count 2 but 1 names link to it"),
+        format!("file {long}: block 0 (10 bytes) lies past its size 0"),
+        format!("inode {plain} is marked as having no extended attributes but has user.x"),
+        format!(
+            "inode {}: link count 1 but 0 names link to it",
+            copied + 100
+        ),
+        format!("inode {} is not reachable from the root", copied + 100),
+    ];
+    for what in &expected {
+        assert!(
+            problems.iter().any(|p| p.contains(what.as_str())),
+            "{what:?} not in {problems:?}"
+        );
+    }
+    assert_eq!(problems.len(), expected.len(), "{problems:?}");
 }
