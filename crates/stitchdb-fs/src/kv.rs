@@ -83,7 +83,7 @@ impl<'db> Batch<'db> {
                     None => b.delete(t, k),
                 }
             }
-            self.db.write(&b, durability)?;
+            self.db.write_owned(b, durability)?;
             return Ok(());
         };
         let mut cached = Vec::new();
@@ -97,7 +97,7 @@ impl<'db> Batch<'db> {
             }
         }
         cache.begin_commit();
-        match self.db.write(&b, durability) {
+        match self.db.write_owned(b, durability) {
             Ok(_) => {
                 cache.commit_written(&self.ranges, cached);
                 Ok(())

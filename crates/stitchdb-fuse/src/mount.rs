@@ -448,11 +448,15 @@ pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     served.map_err(|e| format!("serving the mount: {e}"))?;
     let st = fs.db().stats();
     tracing::info!(
-        "unmounted {}: merges stitched {} bytes and copied {} bytes; memtable flushes wrote {} bytes",
+        "unmounted {}: merges stitched {} bytes and copied {} bytes; memtable flushes wrote {} bytes; writers waited {} times for a memtable backlog ({:.3} s) and slept {} times while merges were behind ({:.3} s)",
         c.mountpoint.display(),
         st.merge_stitched_bytes,
         st.merge_copied_bytes,
-        st.flushed_bytes
+        st.flushed_bytes,
+        st.stalls.backlog_waits,
+        st.stalls.backlog.as_secs_f64(),
+        st.stalls.paced_sleeps,
+        st.stalls.paced.as_secs_f64()
     );
     match Arc::try_unwrap(fs) {
         Ok(fs) => fs.close().map_err(|e| format!("closing the store: {e}")),

@@ -68,7 +68,7 @@ pub use batch::{TableId, WriteBatch};
 pub use db::{
     AppendedBytes, CheckReport, Damage, Db, DbIter, DefragReport, Engaged, LostKeys, PatchGroup,
     Placed, RepairReport, Salvage, Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats,
-    DEFAULT_TABLE,
+    WriteStalls, DEFAULT_TABLE,
 };
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};

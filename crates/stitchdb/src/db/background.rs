@@ -4,10 +4,12 @@
 //! before the first is written out.
 
 use super::checkpoint::{self, Trigger};
+use super::stats::WriteStalls;
 use super::{compact, log, Inner};
 use crate::options::MERGE_STREAMS;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use stitch_zone::Stream;
 
 #[derive(Debug, Default)]
@@ -210,7 +212,9 @@ pub(crate) fn pace(inner: &Inner, bytes: usize) {
         return;
     }
     OWED.set(Duration::ZERO);
+    let start = Instant::now();
     std::thread::sleep(owed);
+    inner.stalls.paced.add(start.elapsed());
 }
 
 /// What writing `bytes` costs a writer at `debt` runs waiting to be merged, `free` of which
@@ -226,6 +230,8 @@ fn pacing_delay(debt: usize, free: usize, bytes: usize) -> Duration {
 /// Holds a writer back while some table has a full memtable *and* another one still being
 /// written out: memory stays bounded at about two memtables per table.
 pub(crate) fn wait_while_backlogged(inner: &Inner) {
+    let start = Instant::now();
+    let mut waited = false;
     // Checked under the signal lock, which [`notify_flushed`] takes too: a flush finishing
     // between the check and the wait still wakes the writer.
     let mut s = inner.signal.lock();
@@ -237,11 +243,61 @@ pub(crate) fn wait_while_backlogged(inner: &Inner) {
                 .any(|t| t.imm.is_some() && inner.memtable_is_full(t))
         };
         if !backlogged || inner.failure.lock().is_some() {
+            if waited {
+                inner.stalls.backlog.add(start.elapsed());
+            }
             return;
         }
+        waited = true;
         s.checkpoint = true;
         inner.wake.notify_all();
         inner.flushed.wait_for(&mut s, Duration::from_millis(10));
+    }
+}
+
+/// How often, and for how long, one cause held writers back (counters: no lock).
+#[derive(Debug, Default)]
+pub(crate) struct StallCounter {
+    times: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl StallCounter {
+    fn add(&self, held: Duration) {
+        self.times.fetch_add(1, Ordering::Relaxed);
+        self.nanos.fetch_add(
+            u64::try_from(held.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn read(&self) -> (u64, Duration) {
+        (
+            self.times.load(Ordering::Relaxed),
+            Duration::from_nanos(self.nanos.load(Ordering::Relaxed)),
+        )
+    }
+}
+
+/// Writers held back since the store was opened, by cause.
+#[derive(Debug, Default)]
+pub(crate) struct Stalls {
+    /// Waits for a frozen memtable to be written out ([`wait_while_backlogged`]).
+    backlog: StallCounter,
+    /// Sleeps while merges are behind ([`pace`]).
+    paced: StallCounter,
+}
+
+impl Stalls {
+    pub(crate) fn read(&self) -> WriteStalls {
+        let (backlog_waits, backlog) = self.backlog.read();
+        let (paced_sleeps, paced) = self.paced.read();
+        WriteStalls {
+            backlog_waits,
+            backlog,
+            paced_sleeps,
+            paced,
+        }
     }
 }
 
@@ -255,6 +311,23 @@ pub(crate) fn notify_flushed(inner: &Inner) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stalls_are_counted_by_cause_with_their_time() {
+        let stalls = Stalls::default();
+        stalls.paced.add(Duration::from_millis(3));
+        stalls.paced.add(Duration::from_micros(1500));
+        stalls.backlog.add(Duration::from_millis(10));
+        assert_eq!(
+            stalls.read(),
+            WriteStalls {
+                backlog_waits: 1,
+                backlog: Duration::from_millis(10),
+                paced_sleeps: 2,
+                paced: Duration::from_micros(4500),
+            }
+        );
+    }
 
     #[test]
     fn pacing_starts_past_the_free_debt_and_grows_with_debt_and_bytes() {

@@ -61,7 +61,7 @@ pub use patchgroup::{Engaged, PatchGroup};
 pub use read::DbIter;
 pub use repair::RepairReport;
 pub use snapshot::{Snapshot, SnapshotInfo};
-pub use stats::{AppendedBytes, Stats, TableStats};
+pub use stats::{AppendedBytes, Stats, TableStats, WriteStalls};
 pub use verify::{Placed, StoreCheck};
 
 use crate::batch::TableId;
@@ -162,6 +162,8 @@ pub(crate) struct Inner {
     /// Key and range locks of locking transactions (their own lock, a leaf). A lock is waited
     /// for with none of this struct's locks held.
     pub(crate) locks: LockManager,
+    /// How often and how long writers were held back (counters: no lock).
+    pub(super) stalls: background::Stalls,
 
     // ---- Readers. -----------------------------------------------------------------------
     /// The tables as readers see them: replaced whole (under the write side) by commits that
@@ -346,6 +348,7 @@ impl Db {
             }),
             version: RwLock::new(Arc::new(recovered.version.clone())),
             visible_seq: AtomicU64::new(recovered.last_lsn),
+            stalls: background::Stalls::default(),
             checkpoint: Mutex::new(CheckpointState {
                 manifest,
                 next_run_id: recovered.next_run_id,

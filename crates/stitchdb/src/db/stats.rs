@@ -25,6 +25,21 @@ pub struct TableStats {
     pub memtable_bytes: usize,
 }
 
+/// How often and for how long writers were held back since the store was opened, by cause:
+/// where a commit's time went beyond its own work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStalls {
+    /// Commits that waited for a full memtable to be written out before theirs could be
+    /// frozen (memory stays at about two memtables a table).
+    pub backlog_waits: u64,
+    /// Their time together.
+    pub backlog: std::time::Duration,
+    /// Sleeps of writers slowed while merges were behind.
+    pub paced_sleeps: u64,
+    /// Their time together.
+    pub paced: std::time::Duration,
+}
+
 /// Bytes of extents written since the store was opened (headers included), by what they hold:
 /// where a workload's writes go, beside the log.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -123,6 +138,8 @@ pub struct Stats {
     pub read_cache_bytes: usize,
     /// Extent bytes written since open, by kind.
     pub appended: AppendedBytes,
+    /// Writers held back since open.
+    pub stalls: WriteStalls,
     /// Why the store is read-only, if a write failed.
     pub failure: Option<String>,
 }
@@ -183,6 +200,7 @@ impl Db {
             runs_awaiting_manifest,
             read_cache_blocks,
             read_cache_bytes,
+            stalls: inner.stalls.read(),
             failure: inner.failure.lock().clone(),
         }
     }
@@ -268,6 +286,15 @@ impl fmt::Display for Stats {
             f,
             "commits: last sequence {}; {} manifests written",
             self.last_seq, self.checkpoints
+        )?;
+        let s = &self.stalls;
+        writeln!(
+            f,
+            "writers held back: {} times for a memtable backlog ({:.3} s), {} paced sleeps ({:.3} s)",
+            s.backlog_waits,
+            s.backlog.as_secs_f64(),
+            s.paced_sleeps,
+            s.paced.as_secs_f64()
         )?;
         if let Some(why) = &self.failure {
             writeln!(f, "READ-ONLY: {why}")?;

@@ -29,14 +29,14 @@ impl Db {
     ) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put(table, key.as_ref(), value.as_ref());
-        self.write_owned(b)
+        self.write_owned(b, self.inner.opts.durability)
     }
 
     /// Removes `key` from `table` (a no-op if absent) with the store's default durability.
     pub fn delete(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(table, key.as_ref());
-        self.write_owned(b)
+        self.write_owned(b, self.inner.opts.durability)
     }
 
     /// Deletes every key from `start` (inclusive) to `end` (exclusive) in `table` with one
@@ -49,7 +49,7 @@ impl Db {
     ) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete_range(table, start.as_ref(), end.as_ref());
-        self.write_owned(b)
+        self.write_owned(b, self.inner.opts.durability)
     }
 
     /// Applies a batch atomically: after a crash all of it or none of it is present.
@@ -57,10 +57,10 @@ impl Db {
         write_batch(&self.inner, Cow::Borrowed(batch), durability)
     }
 
-    /// [`write`](Self::write) with the default durability, of a batch whose values the
-    /// memtable may take over rather than copy.
-    fn write_owned(&self, batch: WriteBatch) -> Result<()> {
-        write_batch(&self.inner, Cow::Owned(batch), self.inner.opts.durability)
+    /// [`write`](Self::write) of a batch the store takes: its values move into the memtable
+    /// instead of being copied.
+    pub fn write_owned(&self, batch: WriteBatch, durability: Durability) -> Result<()> {
+        write_batch(&self.inner, Cow::Owned(batch), durability)
     }
 }
 
