@@ -172,7 +172,9 @@ impl Fs {
         op.kv.commit(Durability::Sync)
     }
 
-    /// The store.
+    /// The store. Reading it is safe; a write through it to the file system's tables would
+    /// go around the metadata cache, which would then answer with what it replaced: the file
+    /// system's tables change only through this handle's operations.
     pub fn db(&self) -> &Db {
         &self.db
     }
