@@ -76,19 +76,10 @@ impl<'db> Batch<'db> {
         for (t, s, e) in &self.ranges {
             b.delete_range(*t, s.clone(), e.clone());
         }
-        let Some(cache) = self.cache else {
-            for ((t, k), v) in self.writes {
-                match v {
-                    Some(v) => b.put(t, k, v),
-                    None => b.delete(t, k),
-                }
-            }
-            self.db.write_owned(b, durability)?;
-            return Ok(());
-        };
+        // The writes of the cached tables, kept for the cache once the commit is written.
         let mut cached = Vec::new();
         for ((t, k), v) in self.writes {
-            if cache.holds(t) {
+            if self.cache.is_some_and(|c| c.holds(t)) {
                 cached.push(((t, k.clone()), v.clone()));
             }
             match v {
@@ -96,6 +87,10 @@ impl<'db> Batch<'db> {
                 None => b.delete(t, k),
             }
         }
+        let Some(cache) = self.cache else {
+            self.db.write_owned(b, durability)?;
+            return Ok(());
+        };
         cache.begin_commit();
         match self.db.write_owned(b, durability) {
             Ok(_) => {
