@@ -31,6 +31,12 @@ pub struct BlockHandle {
 }
 
 impl BlockHandle {
+    /// Whether the block holds versions of one key only (its first key is its last): what
+    /// the block holds is then known from the handle, unread.
+    pub fn holds_one_key(&self) -> bool {
+        self.first_key == self.last_key
+    }
+
     /// An upper bound of the handle's encoded size.
     fn max_encoded_len(&self) -> usize {
         self.first_key.len() + self.last_key.len() + HANDLE_OVERHEAD

@@ -67,7 +67,7 @@ impl Cursor {
             && self.run.blocks[self.next_block + k].first_key.as_slice() <= through
         {
             let h = &self.run.blocks[self.next_block + k];
-            if h.first_key == h.last_key {
+            if h.holds_one_key() {
                 if above(&h.first_key) {
                     found.push((h.first_key.clone(), None));
                 }
@@ -195,7 +195,7 @@ fn shadows(
 ) -> Result<bool> {
     let run = cursors[i].run.clone();
     let h = &run.blocks[cursors[i].next_block + k];
-    if h.first_key == h.last_key && run.meta.max_seq <= oldest_snapshot {
+    if h.holds_one_key() && run.meta.max_seq <= oldest_snapshot {
         return Ok(older.iter().all(|(key, _)| *key == h.first_key));
     }
     let block = cursors[i].block_at(k)?;
@@ -289,7 +289,7 @@ mod tests {
         let newer: Vec<Entry> = (0..300).map(|k| block(k, 2)).collect();
         let older_run = run_from(&storage, 1, &older);
         let newer_run = run_from(&storage, 2, &newer);
-        assert!(newer_run.blocks.iter().all(|h| h.first_key == h.last_key));
+        assert!(newer_run.blocks.iter().all(|h| h.holds_one_key()));
         let before = disk.reads();
         let (merged, stats) = merge(
             &storage,
