@@ -1,5 +1,6 @@
 //! Diagnostics from the library and the tool, as `tracing` events on stderr.
 
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 /// Warnings and errors only, unless asked for more.
@@ -12,7 +13,8 @@ pub fn parse_filter(filter: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Logs to stderr at `--log`'s level if given, else `RUST_LOG`'s, else warnings.
+/// Logs to stderr at `--log`'s level if given, else `RUST_LOG`'s, else warnings; in colour
+/// only on a terminal (a daemon's log file gets plain text).
 pub fn init(filter: Option<&str>) {
     let filter = match filter {
         Some(f) => EnvFilter::new(f),
@@ -23,5 +25,6 @@ pub fn init(filter: Option<&str>) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

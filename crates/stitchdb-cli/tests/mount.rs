@@ -30,11 +30,22 @@ fn fuse_unavailable() -> Option<&'static str> {
 }
 
 fn mounted(mp: &Path) -> bool {
+    mount_entry(mp).is_some()
+}
+
+/// The type and source of the mount on `mp`, per /proc/self/mountinfo.
+fn mount_entry(mp: &Path) -> Option<(String, String)> {
     let canon = mp.canonicalize().unwrap_or_else(|_| mp.to_path_buf());
     std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
-        .any(|l| l.split(' ').nth(4) == Some(canon.to_str().unwrap()))
+        .find(|l| l.split(' ').nth(4) == Some(canon.to_str().unwrap()))
+        .and_then(|l| {
+            // Optional fields end at " - "; then the type and the source.
+            let (_, tail) = l.split_once(" - ")?;
+            let mut f = tail.split(' ');
+            Some((f.next()?.to_string(), f.next()?.to_string()))
+        })
 }
 
 /// A store and a mount point in a temporary directory; unmounts and kills its daemon on drop.
@@ -82,8 +93,9 @@ impl Scene {
             .arg("-f")
             .args(args)
             .env("STITCHDB_MOUNT_NOTIFY", "1")
+            .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(self.daemon_log())
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -92,6 +104,18 @@ impl Scene {
             .unwrap();
         assert_eq!(line.trim(), "ready");
         self.daemon = Some(child);
+    }
+    /// Where foreground daemons write their log (appended to, one mount after another).
+    fn daemon_log(&self) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.tmp.path().join("daemon.log"))
+            .unwrap()
+    }
+    /// What foreground daemons logged so far.
+    fn logged(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("daemon.log")).unwrap_or_default()
     }
     fn unmount(&self) {
         let out = Command::new("fusermount3")
@@ -143,7 +167,10 @@ fn mount_errors_daemon_and_clean_unmount_on_sigterm() {
     // The daemon form returns once the mount is ready.
     let out = stitchdb(&[Path::new("mount"), &s.store(), &s.mp()]);
     assert!(out.status.success(), "{out:?}");
-    assert!(mounted(&s.mp()));
+    // The mount table names the type with its subtype, as libfuse does, and the store.
+    let (fs_type, source) = mount_entry(&s.mp()).unwrap();
+    assert_eq!(fs_type, "fuse.stitchdb");
+    assert_eq!(Path::new(&source), s.store().canonicalize().unwrap());
     std::fs::write(s.mp().join("hello"), b"world").unwrap();
     // Busy mount point; store in use.
     assert!(err(&[Path::new("mount"), &s.store(), &s.mp()]).contains("busy"));
@@ -170,6 +197,10 @@ fn mount_errors_daemon_and_clean_unmount_on_sigterm() {
     assert_eq!(std::fs::read(s.mp().join("hello")).unwrap(), b"world");
     s.unmount();
     assert!(s.daemon.take().unwrap().wait().unwrap().success());
+    // Neither way of unmounting made the daemon unmount the path again (which would fail,
+    // or take away a file system mounted there since) or log anything else.
+    let log = s.logged();
+    assert!(!log.contains("ERROR") && !log.contains("WARN"), "{log}");
 }
 
 #[test]

@@ -1,11 +1,11 @@
 //! The FUSE adapter of KVFS (`stitchdb-fs`): serves a store's file system to the kernel
-//! through the `fuser` crate (no libfuse: the mount system call as root, `fusermount3`
-//! otherwise). `stitchdb mount` is built on [`mount::serve`].
+//! through the `fuser` crate (no libfuse: the mount system call as root, see `sysmount`,
+//! `fusermount3` through `fuser` otherwise). `stitchdb mount` is built on [`mount::serve`].
 //!
 //! Modules: `attr` (conversions to FUSE's types), `adapter` (the requests), `poll` (polling
 //! the device between the requests of a burst), `bdi` (the mount's readahead and dirty-page
-//! limits), `mount` (mount point checks, options, the
-//! session and its clean unmount).
+//! limits), `mount` (mount point checks, options, the session and its clean unmount),
+//! `sysmount` (the mount system call and the test of a live connection).
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +15,7 @@ mod bdi;
 pub mod mount;
 mod poll;
 mod serve;
+mod sysmount;
 mod uring;
 
 pub use adapter::{AdapterOptions, KvFuse, MAX_REQUEST};

@@ -181,6 +181,18 @@ impl MountConfig {
         }
     }
 
+    /// Who may use the mount, checked by the session: what `fuser` derives from the
+    /// options it mounts with.
+    fn session_acl(&self) -> fuser::SessionACL {
+        if self.allow_root {
+            fuser::SessionACL::RootAndOwner
+        } else if self.allow_other {
+            fuser::SessionACL::All
+        } else {
+            fuser::SessionACL::Owner
+        }
+    }
+
     fn fuse_options(&self) -> Vec<MountOption> {
         let mut v = vec![
             MountOption::FSName(self.store.display().to_string()),
@@ -359,12 +371,17 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
             max_ratio: c.bdi.max_ratio.or(disk.max_ratio),
             strict_limit: c.bdi.strict_limit.or(disk.strict_limit),
         },
-        canonical,
+        canonical.clone(),
     );
     // Before mounting: the kernel sends INIT, offering the queues or not, as it mounts.
     let uring = c.io_uring && allow_uring();
-    let session = fuser::Session::new(adapter, &c.mountpoint, &c.fuse_options())
-        .map_err(|e| format!("mounting on {}: {e}", c.mountpoint.display()))?;
+    let mounting = |e| format!("mounting on {}: {e}", c.mountpoint.display());
+    let session = if mounts_itself() {
+        let device = crate::sysmount::mount(c, &canonical).map_err(mounting)?;
+        fuser::Session::from_fd(adapter, device, c.session_acl())
+    } else {
+        fuser::Session::new(adapter, &c.mountpoint, &c.fuse_options()).map_err(mounting)?
+    };
     let device = session
         .as_fd()
         .try_clone_to_owned()
@@ -384,6 +401,12 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
         let _ = poller.set(p);
     }
     Ok(session)
+}
+
+/// Whether this daemon mounts with the mount system call itself (as root; see the `sysmount`
+/// module) rather than through `fuser` and `fusermount3`.
+fn mounts_itself() -> bool {
+    rustix::process::geteuid().is_root()
 }
 
 /// The `fuse` module's switch that lets daemons ask for io_uring queues.
@@ -442,6 +465,13 @@ pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     });
     on_ready();
     let served = session.run();
+    // Serving ends when the connection does, unless reading the device failed: then the
+    // mount is still there, with nobody left to answer it.
+    if mounts_itself() && crate::sysmount::connected(session.as_fd()) {
+        if let Err(e) = unmount(&c.mountpoint) {
+            tracing::error!("{e}");
+        }
+    }
     drop(session);
     signal_handle.close();
     let _ = watcher.join();
