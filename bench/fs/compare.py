@@ -111,10 +111,29 @@ class Kvfs(Side):
         os.makedirs(self.dir)
         run([args.stitchdb, "init", self.store], stdout=subprocess.DEVNULL)
         self.mountpoint = self.dir
-        cmd = [args.stitchdb, "mount", self.store, self.dir]
+        # The daemon's log, kept beside the side's directory: at unmount it says how much
+        # the merges stitched and how long writers waited for the background work.
+        self.log = self.root + "-daemon.log"
+        with open(self.log, "w"):
+            pass
+        cmd = [args.stitchdb, "--log", "stitchdb_fuse=info", "mount", self.store, self.dir,
+               "--log-file", self.log]
         if args.kvfs_options:
             cmd += ["-o", args.kvfs_options]
         run(cmd)
+
+    def teardown(self):
+        super().teardown()
+        # The daemon writes its last line once it has closed the store.
+        for _ in range(300):
+            with open(self.log) as f:
+                text = f.read()
+            if "unmounted" in text:
+                break
+            time.sleep(0.1)
+        for line in text.splitlines():
+            if "unmounted" in line or "ERROR" in line or "WARN" in line:
+                log(f"kvfs daemon: {line.split(': ', 1)[-1]}")
 
     def daemon_pid(self):
         """The pid of the daemon serving this mount (its command line names the store)."""

@@ -1,7 +1,11 @@
 //! Diagnostics from the library and the tool, as `tracing` events on stderr.
 
 use std::io::IsTerminal;
+use std::sync::OnceLock;
 use tracing_subscriber::EnvFilter;
+
+/// The `--log` filter this process was started with, for the daemon `mount` starts.
+static GIVEN: OnceLock<String> = OnceLock::new();
 
 /// Warnings and errors only, unless asked for more.
 const DEFAULT_FILTER: &str = "warn";
@@ -17,7 +21,10 @@ pub fn parse_filter(filter: &str) -> Result<String, String> {
 /// only on a terminal (a daemon's log file gets plain text).
 pub fn init(filter: Option<&str>) {
     let filter = match filter {
-        Some(f) => EnvFilter::new(f),
+        Some(f) => {
+            let _ = GIVEN.set(f.to_string());
+            EnvFilter::new(f)
+        }
         None => {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
         }
@@ -27,4 +34,9 @@ pub fn init(filter: Option<&str>) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+}
+
+/// The `--log` filter given on the command line, if any.
+pub fn given_filter() -> Option<&'static str> {
+    GIVEN.get().map(String::as_str)
 }

@@ -164,8 +164,18 @@ fn mount_errors_daemon_and_clean_unmount_on_sigterm() {
     assert!(err(&[Path::new("mount"), &s.store(), &missing]).contains("does not exist"));
     let no_store = s.tmp.path().join("none.store");
     assert!(err(&[Path::new("mount"), &no_store, &s.mp()]).contains("stitchdb init"));
-    // The daemon form returns once the mount is ready.
-    let out = stitchdb(&[Path::new("mount"), &s.store(), &s.mp()]);
+    // The daemon form returns once the mount is ready; its log goes where --log-file says,
+    // at the level --log gives.
+    let daemon_log = s.tmp.path().join("background.log");
+    let out = stitchdb(&[
+        Path::new("--log"),
+        Path::new("stitchdb_fuse=info"),
+        Path::new("mount"),
+        &s.store(),
+        &s.mp(),
+        Path::new("--log-file"),
+        &daemon_log,
+    ]);
     assert!(out.status.success(), "{out:?}");
     // The mount table names the type with its subtype, as libfuse does, and the store.
     let (fs_type, source) = mount_entry(&s.mp()).unwrap();
@@ -178,6 +188,21 @@ fn mount_errors_daemon_and_clean_unmount_on_sigterm() {
     std::fs::create_dir(&other).unwrap();
     assert!(err(&[Path::new("mount"), &s.store(), &other]).contains("in use"));
     s.unmount();
+    let said_unmounted = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::read_to_string(&daemon_log).is_ok_and(|l| l.contains("unmounted"))
+    });
+    assert!(said_unmounted, "{:?}", std::fs::read_to_string(&daemon_log));
+    let unwritable = s.tmp.path().join("no-such-dir").join("x.log");
+    let refused = err(&[
+        Path::new("mount"),
+        &s.store(),
+        &s.mp(),
+        Path::new("--log-file"),
+        &unwritable,
+    ]);
+    assert!(refused.contains("log file"), "{refused}");
+    assert!(!mounted(&s.mp()));
     // Foreground, written without fsync, then SIGTERM: unmounted, and the data is durable.
     s.mount_foreground();
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();

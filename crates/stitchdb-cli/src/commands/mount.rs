@@ -35,6 +35,10 @@ pub struct MountArgs {
     /// nodev, nosuid, noexec, dirsync (others mount(8) uses are ignored)
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
+    /// Append the daemon's log (errors and warnings, or what --log asks for) to FILE; without
+    /// it a daemon's log is discarded (with -f it goes to stderr)
+    #[arg(long, value_name = "FILE", conflicts_with = "foreground")]
+    log_file: Option<PathBuf>,
 }
 
 pub fn run(args: MountArgs) -> CliResult {
@@ -70,7 +74,20 @@ fn foreground(config: &MountConfig) -> CliResult {
 fn daemon(args: &MountArgs) -> CliResult {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::new(format!("finding this program to start the daemon: {e}")))?;
+    // Opened here, so a log that cannot be written is refused before anything is mounted.
+    let log: Stdio = match &args.log_file {
+        Some(path) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| CliError::new(format!("log file {}: {e}", path.display())))?
+            .into(),
+        None => Stdio::null(),
+    };
     let mut cmd = Command::new(exe);
+    if let Some(filter) = crate::logging::given_filter() {
+        cmd.arg("--log").arg(filter);
+    }
     cmd.arg("mount")
         .arg(&args.store)
         .arg(&args.mountpoint)
@@ -78,7 +95,7 @@ fn daemon(args: &MountArgs) -> CliResult {
         .env(READY_ENV, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .process_group(0);
     for o in &args.options {
         cmd.arg("-o").arg(o);
