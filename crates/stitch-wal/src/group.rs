@@ -80,6 +80,9 @@ impl Wal {
         let _round = Round(self);
         let (patches, upto) = self.take_pending()?;
         let patches = self.live(&patches);
+        if !patches.is_empty() {
+            self.rounds.fetch_add(1, Ordering::Relaxed);
+        }
         let cache = self.zones.cache();
         let flushed = match patches.as_slice() {
             [] => Ok(()),

@@ -190,3 +190,44 @@ fn waiters_see_the_leaders_failure() {
     assert!(results.iter().all(|r| r.is_err()), "{results:?}");
     assert_failed_for_good(&wal);
 }
+
+/// Bytes the background's `zero_zones` writes once the log has filled `segments` segments of
+/// 1 MiB with records of `record` bytes, synced every `per_sync` records.
+fn zeros_written_ahead(record: usize, per_sync: usize, segments: u64) -> u64 {
+    const ZONE: u64 = 1 << 20;
+    let counting = Arc::new(CountingDisk::new(mem_disk()));
+    let (zones, wal) = new_log(counting.clone(), ZONE, 1);
+    let first_zone = wal.zones()[0];
+    let mut i = 0u64;
+    while wal.zones().iter().filter(|&&z| z != first_zone).count() < segments as usize + 1 {
+        let (lsn, _) = wal
+            .append(1, 1, Flags::AUTOCOMMIT, &payload(i, record))
+            .unwrap();
+        i += 1;
+        if i % per_sync as u64 == 0 {
+            wal.sync_to(lsn).unwrap();
+        }
+    }
+    let written = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = written.clone();
+    counting.set_hook(move |r| {
+        if let stitch_io::DiskRequest::Write { len, .. } = r {
+            seen.fetch_add(len, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    for _ in 0..64 {
+        zones.zero_zones();
+    }
+    written.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[test]
+fn zeros_go_ahead_of_a_log_synced_a_few_records_at_a_time_and_not_of_one_synced_in_bulk() {
+    // A sync per 200-byte record: thousands of syncs a segment, each of which the zeros spare
+    // a change of the file's block map. The zone after next is zeroed whole.
+    let small = zeros_written_ahead(200, 1, 2);
+    assert!(small >= 1 << 20, "{small} bytes of zeros");
+    // A sync per 64 records of 4,000 bytes (256 KB): four a segment, so zeros would double
+    // the log's writes for next to nothing. None are written.
+    assert_eq!(zeros_written_ahead(4000, 64, 2), 0);
+}
