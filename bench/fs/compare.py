@@ -149,27 +149,35 @@ class Kvfs(Side):
 
     def settle(self):
         """Waits (up to two minutes) until the daemon's background work (merges after a
-        phase's writes) is done: less than 2% of a CPU over a second. Returns the seconds
-        waited, so another side's phase does not run beside this one's deferred work."""
+        phase's writes) is done: less than 2% of a CPU and less than 1 MiB read from or
+        written to the disk over a second (a merge waiting for its direct writes uses little
+        CPU). Returns the seconds waited, so no phase runs beside this side's deferred work,
+        as none runs beside ext4's: `drop_caches` syncs first."""
         pid = self.daemon_pid()
         if pid is None:
             return 0.0
         tick = os.sysconf("SC_CLK_TCK")
 
-        def cpu():
+        def usage():
+            """(CPU seconds, bytes read and written by the disk) of the daemon so far."""
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) / tick
-            except OSError:
+                with open(f"/proc/{pid}/io") as f:
+                    io = dict(line.split(": ") for line in f.read().splitlines())
+                return ((int(fields[11]) + int(fields[12])) / tick,
+                        int(io["read_bytes"]) + int(io["write_bytes"]))
+            except (OSError, KeyError, ValueError):
                 return None
 
         start = time.monotonic()
         while time.monotonic() - start < 120:
-            before = cpu()
+            before = usage()
             time.sleep(1)
-            after = cpu()
-            if before is None or after is None or after - before < 0.02:
+            after = usage()
+            if before is None or after is None:
+                break
+            if after[0] - before[0] < 0.02 and after[1] - before[1] < MIB:
                 break
         return time.monotonic() - start
 

@@ -111,7 +111,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pipe_whose_other_end_is_open_reads_as_connected() {
+    fn only_a_descriptor_reporting_pollerr_reads_as_disconnected() {
         // A pipe's read end reports POLLHUP, not POLLERR, when its writer closes, and
         // nothing while it is open: the test of a live device.
         let (r, w) = rustix::pipe::pipe().unwrap();
