@@ -168,6 +168,13 @@ impl MountConfig {
             file_clock: self.adapter_options().writeback_cache.then(coarse_clock),
             // The kernel holds inodes until it forgets them (`KvFuse::forget`).
             keep_deleted: true,
+            // A file system made by its first mount belongs to whoever mounted it, so a
+            // user's own mount is writable by that user (as `mke2fs -E root_owner`).
+            root_owner: (
+                rustix::process::getuid().as_raw(),
+                rustix::process::getgid().as_raw(),
+                0o755,
+            ),
             ..FsOptions::default()
         }
     }
@@ -179,6 +186,13 @@ impl MountConfig {
             writeback_cache: self.writeback_cache && !self.read_only,
             store_path: self.store.clone(),
         }
+    }
+
+    /// What the mount table names as the mount's source: the store's absolute path.
+    pub(crate) fn source(&self) -> PathBuf {
+        self.store
+            .canonicalize()
+            .unwrap_or_else(|_| self.store.clone())
     }
 
     /// Who may use the mount, checked by the session: what `fuser` derives from the
@@ -195,7 +209,7 @@ impl MountConfig {
 
     fn fuse_options(&self) -> Vec<MountOption> {
         let mut v = vec![
-            MountOption::FSName(self.store.display().to_string()),
+            MountOption::FSName(self.source().display().to_string()),
             MountOption::Subtype("stitchdb".into()),
             if self.read_only {
                 MountOption::RO
@@ -364,7 +378,13 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
         .mountpoint
         .canonicalize()
         .map_err(|e| format!("mount point {}: {e}", c.mountpoint.display()))?;
-    let disk = BdiSettings::of_disk_holding(&c.store);
+    // Only root may change a backing device's settings: another user's mount keeps the
+    // kernel's, or what its options ask for (and is told when that fails).
+    let disk = if mounts_itself() {
+        BdiSettings::of_disk_holding(&c.store)
+    } else {
+        BdiSettings::default()
+    };
     adapter.set_bdi(
         BdiSettings {
             read_ahead_kb: c.bdi.read_ahead_kb.or(disk.read_ahead_kb),

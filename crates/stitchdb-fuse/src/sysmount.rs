@@ -43,9 +43,8 @@ pub(crate) fn mount(c: &MountConfig, mountpoint: &Path) -> std::io::Result<Owned
         data.push_str(",default_permissions");
     }
     let data = CString::new(data).map_err(std::io::Error::other)?;
-    let source = c.store.canonicalize().unwrap_or_else(|_| c.store.clone());
     rustix::mount::mount(
-        source.as_path(),
+        c.source().as_path(),
         mountpoint,
         FS_TYPE,
         flags(c),
