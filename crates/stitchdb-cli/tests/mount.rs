@@ -1,7 +1,8 @@
 //! `stitchdb mount` as a user runs it: the daemon returns once mounted, errors for a busy or
 //! missing mount point and a store in use, SIGTERM unmounts leaving everything durable, and a
 //! daemon killed with SIGKILL while writing leaves a store that passes `check`, remounts, and
-//! holds every fsynced file. Every path unmounts (a guard runs `fusermount3 -u -z`).
+//! holds every fsynced file; the `mount.stitchdb` helper passes options on. Every path
+//! unmounts (a guard runs `fusermount3 -u -z`).
 //! Skipped, saying why, where /dev/fuse or fusermount3 is missing.
 
 #![allow(clippy::unwrap_used)]
@@ -226,6 +227,53 @@ fn mount_errors_daemon_and_clean_unmount_on_sigterm() {
     // or take away a file system mounted there since) or log anything else.
     let log = s.logged();
     assert!(!log.contains("ERROR") && !log.contains("WARN"), "{log}");
+}
+
+/// `mount.stitchdb` as `mount(8)` runs it for `mount -t stitchdb STORE DIR -o OPTIONS`.
+fn mount_helper(store: &Path, mp: &Path, options: &str) -> Output {
+    Command::new("sh")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../stitchdb-fuse/mount.stitchdb"
+        ))
+        .arg(store)
+        .arg(mp)
+        .arg("-o")
+        .arg(options)
+        .env("STITCHDB", env!("CARGO_BIN_EXE_stitchdb"))
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_mount_helper_passes_options_on_and_keeps_log_file_for_itself() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let s = Scene::new();
+    let log = s.tmp.path().join("helper.log");
+    let options = format!("defaults,noatime,log_file={}", log.display());
+    let out = mount_helper(&s.store(), &s.mp(), &options);
+    assert!(out.status.success(), "{out:?}");
+    assert!(mounted(&s.mp()));
+    assert!(log.exists(), "the daemon's log file was not made");
+    std::fs::write(s.mp().join("f"), b"data").unwrap();
+    s.unmount();
+    // Read-only, and an option the daemon refuses: its error comes back through the helper.
+    let out = mount_helper(&s.store(), &s.mp(), "ro");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read(s.mp().join("f")).unwrap(), b"data");
+    assert!(std::fs::write(s.mp().join("g"), b"x").is_err());
+    s.unmount();
+    let out = mount_helper(&s.store(), &s.mp(), "bogus_option");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bogus_option"),
+        "{out:?}"
+    );
+    assert!(!mounted(&s.mp()));
 }
 
 #[test]
