@@ -15,8 +15,18 @@ use std::sync::Arc;
 impl Db {
     /// The value of `key` in `table`, if it has one.
     pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        // The table's view first, the newest commit after: no snapshot is registered, so a
+        // merge installed between the two may already have dropped a version the older
+        // snapshot would have seen for one newer than it (a reader then got an older
+        // value than one it had read). Every commit visible by the time the view is taken
+        // is in it (a memtable is frozen and written out only whole and visible), and a
+        // version a merge dropped from it was shadowed by one visible at the later
+        // snapshot.
+        let view = self.inner.version.read().table(table)?.view.clone();
         let snapshot = self.inner.visible_seq.load(Ordering::Acquire);
-        get_at(&self.inner, table, key.as_ref(), snapshot)
+        Ok(view
+            .get(key.as_ref(), snapshot)?
+            .and_then(|(_, value)| value))
     }
 
     /// The pairs with keys in `(start, end)`, in key order, as they were when the scan began
