@@ -15,18 +15,13 @@ use std::sync::Arc;
 impl Db {
     /// The value of `key` in `table`, if it has one.
     pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        // The table's view first, the newest commit after: no snapshot is registered, so a
-        // merge installed between the two may already have dropped a version the older
-        // snapshot would have seen for one newer than it (a reader then got an older
-        // value than one it had read). Every commit visible by the time the view is taken
-        // is in it (a memtable is frozen and written out only whole and visible), and a
-        // version a merge dropped from it was shadowed by one visible at the later
-        // snapshot.
-        let view = self.inner.version.read().table(table)?.view.clone();
-        let snapshot = self.inner.visible_seq.load(Ordering::Acquire);
-        Ok(view
-            .get(key.as_ref(), snapshot)?
-            .and_then(|(_, value)| value))
+        // At the newest commit, taken after the view (see `get_at`): no snapshot is
+        // registered, so a merge installed before the view was taken may have dropped the
+        // version an earlier snapshot would have seen (a reader then got an older value
+        // than one it had read).
+        get_at(&self.inner, table, key.as_ref(), || {
+            self.inner.visible_seq.load(Ordering::Acquire)
+        })
     }
 
     /// The pairs with keys in `(start, end)`, in key order, as they were when the scan began
@@ -78,16 +73,20 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-/// The value of `key` in `table` as of commit `snapshot`. The caller keeps `snapshot`
-/// registered (a [`ReaderGuard`]) if merges may run meanwhile.
+/// The value of `key` in `table` as of the commit `snapshot` names, which it asks for once
+/// it holds the table's view. A registered snapshot (a [`ReaderGuard`], a transaction's)
+/// is kept by every merge, whenever it was taken. An unregistered one read after the view
+/// is as good: every commit visible by then is in the view (a memtable is frozen and
+/// written out only whole and visible), and a version a merge dropped from it was shadowed
+/// by one visible at that snapshot.
 pub(crate) fn get_at(
     inner: &Inner,
     table: TableId,
     key: &[u8],
-    snapshot: u64,
+    snapshot: impl FnOnce() -> u64,
 ) -> Result<Option<Vec<u8>>> {
     let view = inner.version.read().table(table)?.view.clone();
-    Ok(view.get(key, snapshot)?.and_then(|(_, value)| value))
+    Ok(view.get(key, snapshot())?.and_then(|(_, value)| value))
 }
 
 /// A scan of `table` as of `guard`'s snapshot (the iterator keeps its own registration).

@@ -221,7 +221,7 @@ impl<'db> Transaction<'db> {
             false => LockMode::Shared,
         };
         self.lock(|m, owner, timeout| m.lock_key(owner, table, key, mode, timeout))?;
-        let value = get_at(self.db.shared(), table, key, self.read_seq())?;
+        let value = get_at(self.db.shared(), table, key, || self.read_seq())?;
         let validated = self.isolation == Isolation::Serializable || for_update;
         if validated && self.owner.is_none() {
             self.reads.insert((table, key.to_vec()));
