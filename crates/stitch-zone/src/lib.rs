@@ -14,7 +14,7 @@ mod superblock;
 
 pub use extent::{ExtentAddr, ExtentKind, EXTENT_HEADER_LEN};
 pub use store::{
-    ReleaseHandler, Reserve, Stream, ZoneConfig, ZoneId, ZoneStats, ZoneStore,
+    ReleaseHandler, Reserve, Stream, ZoneConfig, ZoneId, ZoneStats, ZoneStore, DEFAULT_AHEAD_ZONES,
     DEFAULT_RECYCLE_BYTES,
 };
 pub use superblock::{read_slots, SlotState, Superblock, FORMAT_VERSION, SLOT_ALL_ZEROS};

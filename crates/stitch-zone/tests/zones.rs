@@ -732,3 +732,86 @@ fn zeros_go_in_steps_and_stop_at_the_owners_first_write_and_a_released_zone_gets
     store.zone_ready(released);
     assert_eq!(*written.lock(), step, "no zeros for a zone given back");
 }
+
+/// Bytes appended in 4,000-byte extents until the store is full.
+fn append_until_full(store: &ZoneStore) -> u64 {
+    let mut appended = 0;
+    loop {
+        match store.append(ExtentKind::RUN_BLOCK, &[5u8; 4000], &[]) {
+            Ok(_) => appended += 4000,
+            Err(ZoneError::NoSpace(_)) => return appended,
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+}
+
+#[test]
+fn zones_allocated_ahead_are_taken_before_the_store_grows() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let cfg = ZoneConfig {
+        ahead_zones: 3,
+        recycle_bytes: 0,
+        ..config()
+    };
+    let store = ZoneStore::create(cache(disk.clone()), cfg).unwrap();
+    // The first append takes zone 1, allocating it on the spot: zones are short.
+    store
+        .append(ExtentKind::RUN_BLOCK, &[1u8; 4000], &[])
+        .unwrap();
+    assert_eq!(store.stats().zones, 2);
+    assert!(store.wait_for_shortage(), "taking a zone asks for more");
+    store.allocate_ahead();
+    // Three ahead, one more for the mirror stream's reserve (one beyond the extents').
+    let stats = store.stats();
+    assert_eq!((stats.ready_zones, stats.zones), (4, 6));
+    assert_eq!(disk.len(), 6 * ZONE, "the file grew for them");
+    assert_eq!(store.stats().free_zones, 4, "ready zones are free");
+    // Filling zone 1 and the next four takes the ready zones: the file does not grow.
+    let addrs = fill_zones_until(&store, 2, 5);
+    let taken: std::collections::BTreeSet<u32> = addrs.iter().map(|a| a.zone).collect();
+    assert_eq!(taken, (1..=5).collect());
+    let stats = store.stats();
+    assert_eq!((stats.ready_zones, stats.zones), (0, 6));
+    assert_eq!(disk.len(), 6 * ZONE);
+    // Once they are gone, the next zone is allocated by the taker again.
+    fill_zones_until(&store, 3, 6);
+    assert_eq!(store.stats().zones, 7);
+}
+
+#[test]
+fn allocating_ahead_stops_at_the_size_limit_and_takes_no_room_from_writers() {
+    let full = |ahead_zones: u64| {
+        let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+        let cfg = ZoneConfig {
+            max_size: Some(5 * ZONE),
+            ahead_zones,
+            ..config()
+        };
+        let store = ZoneStore::create(cache(disk.clone()), cfg).unwrap();
+        store
+            .append(ExtentKind::RUN_BLOCK, &[1u8; 4000], &[])
+            .unwrap();
+        store.allocate_ahead();
+        let ready = store.stats().ready_zones;
+        assert!(disk.len() <= 5 * ZONE, "never past the limit");
+        (ready, 4000 + append_until_full(&store))
+    };
+    let (ready, with) = full(8);
+    assert_eq!(ready, 3, "every zone up to the limit, and no error");
+    let (none, without) = full(0);
+    assert_eq!(none, 0);
+    assert_eq!(with, without, "writers fill the same room");
+}
+
+#[test]
+fn waiting_for_a_shortage_ends_when_the_store_stops_allocating_ahead() {
+    let (_disk, store) = new_store();
+    let store = Arc::new(store);
+    let waiter = {
+        let store = store.clone();
+        std::thread::spawn(move || store.wait_for_shortage())
+    };
+    store.stop_ahead();
+    assert!(!waiter.join().unwrap());
+    assert!(!store.wait_for_shortage(), "stopped for good");
+}

@@ -1,5 +1,6 @@
 //! The background threads. The flusher writes `Ordered` log records every few milliseconds
-//! and checkpoints full memtables; the compactor merges full levels. Writers are slowed
+//! and checkpoints full memtables; the compactor merges full levels; the zone allocator
+//! keeps free zones allocated ahead of need (`ZoneStore::allocate_ahead`). Writers are slowed
 //! gradually when merges fall behind (`pace`) and wait only when a second memtable fills
 //! before the first is written out.
 
@@ -41,8 +42,19 @@ pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<std::thread::JoinHandle<()>> {
                 Box::new(move |inner| run_compactor(inner, stream)),
             )
         });
+    let allocator = (inner.opts.ahead_zones > 0).then(|| {
+        start(
+            "stitchdb-zones".into(),
+            Box::new(|inner| {
+                while inner.zones.wait_for_shortage() {
+                    inner.zones.allocate_ahead();
+                }
+            }),
+        )
+    });
     std::iter::once(start("stitchdb-flush".into(), Box::new(run_flusher)))
         .chain(compactors)
+        .chain(allocator)
         .collect()
 }
 
@@ -166,6 +178,7 @@ pub(crate) fn request_compaction(inner: &Inner) {
 pub(crate) fn stop(inner: &Inner) {
     inner.signal.lock().stop = true;
     inner.wake.notify_all();
+    inner.zones.stop_ahead();
 }
 
 /// Runs waiting to be merged: in each level, the runs beyond what a level holds at rest.

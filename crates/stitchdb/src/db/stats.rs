@@ -256,8 +256,14 @@ impl fmt::Display for Stats {
         let z = &self.zones;
         writeln!(
             f,
-            "zones: {} of {} bytes; {} free ({} kept allocated for reuse), {} log, {} extent zones",
-            z.zones, z.zone_size, z.free_zones, z.recycled_zones, z.owned_zones, z.extent_zones
+            "zones: {} of {} bytes; {} free ({} kept allocated for reuse, {} allocated ahead), {} log, {} extent zones",
+            z.zones,
+            z.zone_size,
+            z.free_zones,
+            z.recycled_zones,
+            z.ready_zones,
+            z.owned_zones,
+            z.extent_zones
         )?;
         let frag = percent(z.dead_bytes, z.live_bytes + z.dead_bytes);
         writeln!(

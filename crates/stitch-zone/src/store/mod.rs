@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use stitch_patch::{BlockCache, PatchId};
 
+mod ahead;
+
 /// A zone's number: zone `z` covers bytes `z * zone_size ..` of the disk (zone 0 holds the
 /// superblocks).
 pub type ZoneId = u32;
@@ -65,6 +67,10 @@ pub struct ZoneConfig {
     /// over blocks the file system has allocated, and the page cache may still hold, costs
     /// a copy; writing into a punched range also allocates blocks and page-cache pages.
     pub recycle_bytes: u64,
+    /// Free zones [`ZoneStore::allocate_ahead`] keeps allocated in the file beyond those
+    /// held back (see [`Reserve`]), so that a writer moving to a new zone finds its blocks
+    /// allocated instead of asking the file system for them while it waits (0: none).
+    pub ahead_zones: u64,
 }
 
 impl Default for ZoneConfig {
@@ -73,12 +79,18 @@ impl Default for ZoneConfig {
             zone_size: 8 << 20,
             max_size: None,
             recycle_bytes: DEFAULT_RECYCLE_BYTES,
+            ahead_zones: DEFAULT_AHEAD_ZONES,
         }
     }
 }
 
 /// The default of [`ZoneConfig::recycle_bytes`]: room for the output of a large merge.
 pub const DEFAULT_RECYCLE_BYTES: u64 = 1 << 30;
+
+/// The default of [`ZoneConfig::ahead_zones`]: 64 MiB of 8 MiB zones, what a writer at a
+/// gigabyte a second fills while the file system reads the allocation bitmaps of a block
+/// group it has not cached (tens of milliseconds on this machine).
+pub const DEFAULT_AHEAD_ZONES: u64 = 8;
 
 impl ZoneConfig {
     /// Checks the settings a new store would be made with (an existing store's zone size is
@@ -138,6 +150,9 @@ struct State {
     free: BTreeSet<ZoneId>,
     /// Free zones kept allocated for reuse (at most `recycle_bytes` of them); taken first.
     recycled: BTreeSet<ZoneId>,
+    /// Free zones allocated ahead of need and not written since (see
+    /// [`ZoneStore::allocate_ahead`]); taken after the recycled ones.
+    ready: BTreeSet<ZoneId>,
     open: [Option<ZoneId>; STREAMS],
     refs: HashMap<(ZoneId, u32), (u32, RefEntry)>,
     handlers: HashMap<ExtentKind, ReleaseHandler>,
@@ -214,6 +229,9 @@ pub struct ZoneStats {
     pub free_zones: u64,
     /// Free zones kept allocated in the file for reuse (see [`ZoneConfig::recycle_bytes`]).
     pub recycled_zones: u64,
+    /// Free zones allocated ahead of need (see [`ZoneConfig::ahead_zones`]; counted in
+    /// `free_zones` too).
+    pub ready_zones: u64,
     /// Zones emptied but held until the next superblock is durable, because the older
     /// superblock slot may still reach them (counted in `free_zones` too).
     pub held_zones: u64,
@@ -246,6 +264,8 @@ pub struct ZoneStore {
     /// have them already. Held while zeros are written, so that a zone is never written to
     /// by its owner or given back while its zeros are.
     unzeroed: Mutex<BTreeMap<ZoneId, u64>>,
+    /// Wakes the thread running [`allocate_ahead`](Self::allocate_ahead) when zones run short.
+    ahead: ahead::Signal,
 }
 
 impl ZoneStore {
@@ -338,6 +358,7 @@ impl ZoneStore {
             zones,
             free: BTreeSet::new(),
             recycled: BTreeSet::new(),
+            ready: BTreeSet::new(),
             open: [None; STREAMS],
             refs: HashMap::default(),
             handlers: HashMap::default(),
@@ -355,6 +376,7 @@ impl ZoneStore {
             state: Arc::new(Mutex::new(state)),
             appenders: Default::default(),
             unzeroed: Mutex::new(BTreeMap::new()),
+            ahead: ahead::Signal::default(),
         }
     }
 
@@ -1108,17 +1130,21 @@ impl ZoneStore {
         self.state.lock().reserve = reserve;
     }
 
-    /// Takes a free zone, leaving at least `keep` recycled ones: zones whose blocks are
-    /// allocated, so they can be written even on a file system with no room left. Says
-    /// whether the zone was recycled (its blocks written before). Any other
-    /// zone (punched out, or new) is allocated first, so a full device fails the allocation
-    /// here, with nothing written, rather than a write into the zone later; such zones also
-    /// make up the kept ones where too few are recycled.
+    /// Takes a free zone, leaving at least `keep` allocated ones (recycled or ready): zones
+    /// whose blocks are allocated, so they can be written even on a file system with no room
+    /// left. Says whether the zone was recycled (its blocks written before). Recycled zones
+    /// go first, then ready ones; any other zone (punched out, or new) is allocated here, so
+    /// a full device fails the allocation here, with nothing written, rather than a write
+    /// into the zone later; such zones also make up the kept ones where too few are
+    /// allocated.
     fn take_free_zone(&self, st: &mut State, keep: u64) -> Result<(ZoneId, bool)> {
-        loop {
-            if st.recycled.len() as u64 > keep {
+        let taken = loop {
+            if Self::allocated(st) > keep {
                 if let Some(zone) = st.recycled.pop_first() {
-                    return Ok((zone, true));
+                    break (zone, true);
+                }
+                if let Some(zone) = st.ready.pop_first() {
+                    break (zone, false);
                 }
             }
             let zone = match st.free.pop_first() {
@@ -1134,27 +1160,27 @@ impl ZoneStore {
                 };
                 return Err(held_back(e, keep));
             }
-            if (st.recycled.len() as u64) < keep {
-                st.recycled.insert(zone);
+            if Self::allocated(st) < keep {
+                st.ready.insert(zone);
             } else {
-                return Ok((zone, false));
+                break (zone, false);
             }
-        }
+        };
+        self.want_ahead(st);
+        Ok(taken)
+    }
+
+    /// Free zones whose blocks are allocated: recycled and ready ones.
+    fn allocated(st: &State) -> u64 {
+        (st.recycled.len() + st.ready.len()) as u64
     }
 
     /// Adds a zone at the end of the disk: a free one, on no list yet, its blocks not yet
     /// allocated.
     fn grow_zone(&self, st: &mut State) -> Result<ZoneId> {
-        let disk = self.cache.disk();
         let zone = st.zones.len() as ZoneId;
-        let new_len = (zone as u64 + 1) * self.config.zone_size;
-        if self.config.max_size.is_some_and(|max| new_len > max) {
-            return Err(ZoneError::NoSpace(format!(
-                "the store reached its size limit of {} bytes",
-                self.config.max_size.unwrap_or(0)
-            )));
-        }
-        disk.grow(new_len).map_err(|e| match e.kind {
+        let new_len = self.len_with_zone(st)?;
+        self.cache.disk().grow(new_len).map_err(|e| match e.kind {
             stitch_io::IoErrorKind::NoSpace => ZoneError::NoSpace(e.to_string()),
             _ => ZoneError::Io(e),
         })?;
@@ -1165,6 +1191,18 @@ impl ZoneStore {
             free_after: PatchId::NONE,
         });
         Ok(zone)
+    }
+
+    /// The disk's length with one more zone, if the store may grow to it.
+    fn len_with_zone(&self, st: &State) -> Result<u64> {
+        let new_len = (st.zones.len() as u64 + 1) * self.config.zone_size;
+        if self.config.max_size.is_some_and(|max| new_len > max) {
+            return Err(ZoneError::NoSpace(format!(
+                "the store reached its size limit of {} bytes",
+                self.config.max_size.unwrap_or(0)
+            )));
+        }
+        Ok(new_len)
     }
 
     fn zone_mut(st: &mut State, zone: ZoneId) -> Result<&mut Zone> {
@@ -1269,6 +1307,7 @@ impl ZoneStore {
             }
         }
         s.recycled_zones = st.recycled.len() as u64;
+        s.ready_zones = st.ready.len() as u64;
         s.held_zones = st.held.len() as u64;
         s.live_extents = st.refs.len() as u64;
         s.appended = st.appended.iter().map(|(&k, &b)| (k, b)).collect();
