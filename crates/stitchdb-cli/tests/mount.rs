@@ -1,8 +1,9 @@
 //! `stitchdb mount` as a user runs it: the daemon returns once mounted, errors for a busy or
 //! missing mount point and a store in use, SIGTERM unmounts leaving everything durable, and a
 //! daemon killed with SIGKILL while writing leaves a store that passes `check`, remounts, and
-//! holds every fsynced file; the `mount.stitchdb` helper passes options on. Every path
-//! unmounts (a guard runs `fusermount3 -u -z`).
+//! holds every fsynced file; the `mount.stitchdb` helper passes options on; a user who is not
+//! root mounts through `fusermount3` and unmounts once. Every path unmounts (a guard runs
+//! `fusermount3 -u -z`).
 //! Skipped, saying why, where /dev/fuse or fusermount3 is missing.
 
 #![allow(clippy::unwrap_used)]
@@ -227,6 +228,153 @@ fn mount_errors_daemon_and_clean_unmount_on_sigterm() {
     // or take away a file system mounted there since) or log anything else.
     let log = s.logged();
     assert!(!log.contains("ERROR") && !log.contains("WARN"), "{log}");
+}
+
+/// `program` run as the user `nobody` (uid and gid 65534, no supplementary groups).
+fn as_nobody(program: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        program,
+    ]);
+    c.env_remove("RUST_LOG");
+    c
+}
+
+/// Gives `/dev/fuse` the mode `mode` until dropped, then its mode before. `fusermount3` opens
+/// the device as the user it runs for: distributions make it 0666, this machine's is 0600.
+struct DeviceMode(u32);
+
+impl DeviceMode {
+    fn set(mode: u32) -> DeviceMode {
+        use std::os::unix::fs::PermissionsExt;
+        let before = std::fs::metadata("/dev/fuse").unwrap().permissions().mode() & 0o7777;
+        std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(mode)).unwrap();
+        DeviceMode(before)
+    }
+}
+
+impl Drop for DeviceMode {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions("/dev/fuse", std::fs::Permissions::from_mode(self.0));
+    }
+}
+
+/// Unmounts `0` (lazily, as root, whoever mounted it) on drop.
+struct Unmounted(PathBuf);
+
+impl Drop for Unmounted {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg("-z")
+            .arg(&self.0)
+            .output();
+    }
+}
+
+#[test]
+fn a_user_mounts_through_fusermount3_and_unmounts_once() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let id = Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&id.stdout).trim() != "0" {
+        eprintln!("SKIPPED: acting as another user needs root");
+        return;
+    }
+    // A directory of nobody's own, with the store, the mount point and the daemon's log.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mp = dir.join("mnt");
+    std::fs::create_dir(&mp).unwrap();
+    for p in [dir, mp.as_path()] {
+        std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+    }
+    let store = dir.join("user.store");
+    let log = dir.join("daemon.log");
+    let bin = env!("CARGO_BIN_EXE_stitchdb");
+    let run = |c: &mut Command| {
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{c:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Every fusermount3 run by the daemon or this test is written down.
+    let wrappers = dir.join("bin");
+    std::fs::create_dir(&wrappers).unwrap();
+    let calls = dir.join("fusermount3.calls");
+    let wrapper = wrappers.join("fusermount3");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nPATH=/usr/bin:/bin exec fusermount3 \"$@\"\n",
+            calls.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:{}", wrappers.display(), std::env::var("PATH").unwrap());
+    run(as_nobody(bin).arg("init").arg(&store));
+    let _device = DeviceMode::set(0o666);
+    let _guard = Unmounted(mp.clone());
+    // The daemon form: it returns once fusermount3 has mounted the store.
+    run(as_nobody(bin)
+        .env("PATH", &path)
+        .args(["--log", "stitchdb_fuse=info", "mount"])
+        .arg(&store)
+        .arg(&mp)
+        .arg("--log-file")
+        .arg(&log));
+    let (fs_type, source) = mount_entry(&mp).unwrap();
+    assert_eq!(fs_type, "fuse.stitchdb");
+    assert_eq!(Path::new(&source), store.canonicalize().unwrap());
+    // The mount's root belongs to the user, who can write and read files in it.
+    let said = run(as_nobody("sh")
+        .arg("-c")
+        .arg("echo hello > \"$1/f\" && cat \"$1/f\" && stat -c %u \"$1\"")
+        .arg("sh")
+        .arg(&mp));
+    assert_eq!(said, "hello\n65534\n");
+    run(as_nobody("fusermount3")
+        .env("PATH", &path)
+        .arg("-u")
+        .arg(&mp));
+    let said_unmounted = (0..300).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("unmounted"))
+    });
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(said_unmounted, "{logged}");
+    assert!(!mounted(&mp));
+    // The daemon ran fusermount3 once, to mount, and unmounted nothing itself (the
+    // connection was gone) nor complained: through fuser's own fusermount3 mount, its exit
+    // ran `fusermount3 -u -q -z` on the path once more.
+    assert!(
+        !logged.contains("ERROR") && !logged.contains("WARN"),
+        "{logged}"
+    );
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    let canonical = mp.canonicalize().unwrap();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(
+        calls[0].starts_with("-o fsname=")
+            && calls[0].ends_with(&format!("-- {}", canonical.display())),
+        "{calls:?}"
+    );
+    assert_eq!(calls[1], format!("-u {}", mp.display()));
+    let out = stitchdb(&[Path::new("check"), &store]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok: file system"));
 }
 
 /// `mount.stitchdb` as `mount(8)` runs it for `mount -t stitchdb STORE DIR -o OPTIONS`.

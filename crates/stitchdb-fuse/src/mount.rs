@@ -4,7 +4,6 @@
 use crate::adapter::{AdapterOptions, KvFuse};
 use crate::bdi::BdiSettings;
 use crate::poll::Poller;
-use fuser::MountOption;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -206,39 +205,6 @@ impl MountConfig {
             fuser::SessionACL::Owner
         }
     }
-
-    fn fuse_options(&self) -> Vec<MountOption> {
-        let mut v = vec![
-            MountOption::FSName(self.source().display().to_string()),
-            MountOption::Subtype("stitchdb".into()),
-            if self.read_only {
-                MountOption::RO
-            } else {
-                MountOption::RW
-            },
-        ];
-        if self.allow_other {
-            v.push(MountOption::AllowOther);
-        }
-        if self.allow_root {
-            v.push(MountOption::AllowRoot);
-        }
-        if self.default_permissions {
-            v.push(MountOption::DefaultPermissions);
-        }
-        for f in &self.flags {
-            v.push(match f.as_str() {
-                "dev" => MountOption::Dev,
-                "nodev" => MountOption::NoDev,
-                "suid" => MountOption::Suid,
-                "nosuid" => MountOption::NoSuid,
-                "exec" => MountOption::Exec,
-                "noexec" => MountOption::NoExec,
-                _ => MountOption::DirSync,
-            });
-        }
-        v
-    }
 }
 
 /// The kernel's coarse real-time clock (`CLOCK_REALTIME_COARSE`): what it stamps the times
@@ -396,12 +362,12 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
     // Before mounting: the kernel sends INIT, offering the queues or not, as it mounts.
     let uring = c.io_uring && allow_uring();
     let mounting = |e| format!("mounting on {}: {e}", c.mountpoint.display());
-    let session = if mounts_itself() {
-        let device = crate::sysmount::mount(c, &canonical).map_err(mounting)?;
-        fuser::Session::from_fd(adapter, device, c.session_acl())
+    let device = if mounts_itself() {
+        crate::sysmount::mount(c, &canonical)
     } else {
-        fuser::Session::new(adapter, &c.mountpoint, &c.fuse_options()).map_err(mounting)?
+        crate::sysmount::mount_as_user(c, &canonical)
     };
+    let session = fuser::Session::from_fd(adapter, device.map_err(mounting)?, c.session_acl());
     let device = session
         .as_fd()
         .try_clone_to_owned()
@@ -424,7 +390,7 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
 }
 
 /// Whether this daemon mounts with the mount system call itself (as root; see the `sysmount`
-/// module) rather than through `fuser` and `fusermount3`.
+/// module) rather than through `fusermount3`.
 fn mounts_itself() -> bool {
     rustix::process::geteuid().is_root()
 }
@@ -487,7 +453,7 @@ pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     let served = session.run();
     // Serving ends when the connection does, unless reading the device failed: then the
     // mount is still there, with nobody left to answer it.
-    if mounts_itself() && crate::sysmount::connected(session.as_fd()) {
+    if crate::sysmount::connected(session.as_fd()) {
         if let Err(e) = unmount(&c.mountpoint) {
             tracing::error!("{e}");
         }

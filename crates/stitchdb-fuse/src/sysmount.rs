@@ -1,4 +1,5 @@
-//! The mount system call, for a daemon running as root.
+//! Mounting: with the mount system call for a daemon running as root, through `fusermount3`
+//! for any other user.
 //!
 //! `fuser`'s own mount unmounts the mount point again when its session is dropped, even after
 //! the file system was unmounted: its test of whether the connection still lives
@@ -9,15 +10,23 @@
 //! unmounted by it. Here the device is opened and mounted by this module, the session is made
 //! from the descriptor (`fuser::Session::from_fd`, which unmounts nothing), and the daemon
 //! unmounts only a mount whose connection is still alive ([`connected`]). A daemon that is not
-//! root mounts through `fusermount3`, which only `fuser` drives.
+//! root runs `fusermount3` itself, as libfuse does ([`mount_as_user`]), and serves the
+//! descriptor it hands back the same way: `fuser`'s own `fusermount3` mount has the same
+//! session drop, which ran `fusermount3 -u -q -z` on the path once more at every exit.
 
 use crate::mount::MountConfig;
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{Mode, OFlags};
 use rustix::mount::MountFlags;
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SocketFlags, SocketType,
+};
 use std::ffi::CString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::IoSliceMut;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
+use std::process::Command;
 
 /// The type the mount table shows (`findmnt -t fuse.stitchdb`), as libfuse names a
 /// file system with a subtype.
@@ -51,6 +60,81 @@ pub(crate) fn mount(c: &MountConfig, mountpoint: &Path) -> std::io::Result<Owned
         data.as_c_str(),
     )?;
     Ok(device)
+}
+
+/// Mounts through `fusermount3`, the set-user-ID helper that lets users mount FUSE file
+/// systems: it opens `/dev/fuse`, mounts it on `mountpoint` (already resolved) with the
+/// options of `c`, and hands the descriptor back over the socket named by `_FUSE_COMMFD`
+/// (libfuse's protocol); returns the device.
+pub(crate) fn mount_as_user(c: &MountConfig, mountpoint: &Path) -> std::io::Result<OwnedFd> {
+    let (ours, theirs) = rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    // `fusermount3` inherits its end.
+    rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty())?;
+    let ran = Command::new("fusermount3")
+        .arg("-o")
+        .arg(user_options(c))
+        .arg("--")
+        .arg(mountpoint)
+        .env("_FUSE_COMMFD", theirs.as_raw_fd().to_string())
+        .output();
+    // Closed here, so that the read below ends if `fusermount3` sent nothing.
+    drop(theirs);
+    let out =
+        ran.map_err(|e| std::io::Error::new(e.kind(), format!("running fusermount3: {e}")))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        return Err(std::io::Error::other(format!(
+            "fusermount3 failed ({}): {}",
+            out.status,
+            said.trim()
+        )));
+    }
+    received_fd(&ours)?.ok_or_else(|| std::io::Error::other("fusermount3 sent no descriptor"))
+}
+
+/// The descriptor sent over `socket` with one byte of data, if any.
+fn received_fd(socket: &OwnedFd) -> std::io::Result<Option<OwnedFd>> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    rustix::net::recvmsg(
+        socket,
+        &mut [IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let fd = control.drain().find_map(|m| match m {
+        RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+        _ => None,
+    });
+    Ok(fd)
+}
+
+/// The option list `fusermount3` mounts with for `c`: what [`mount`] puts in the mount's data
+/// and flags (`fusermount3` adds the descriptor, root mode and ids, and for a user
+/// `nosuid,nodev` whatever the list says), and the source, escaped as libfuse escapes it.
+fn user_options(c: &MountConfig) -> String {
+    let source = c.source().display().to_string();
+    let source = source.replace('\\', "\\\\").replace(',', "\\,");
+    let mut o = vec![
+        format!("fsname={source}"),
+        "subtype=stitchdb".to_string(),
+        if c.read_only { "ro" } else { "rw" }.to_string(),
+    ];
+    // `allow_root` is `allow_other` to the kernel, as in [`mount`].
+    if c.allow_other || c.allow_root {
+        o.push("allow_other".into());
+    }
+    if c.default_permissions {
+        o.push("default_permissions".into());
+    }
+    o.extend(c.flags.iter().cloned());
+    o.join(",")
 }
 
 /// The mount flags of `c`: `nosuid` and `nodev` unless `suid` or `dev` is given (as `fuser`
@@ -107,6 +191,52 @@ mod tests {
             flags(&config(&["dev,nosuid", "nodev,noexec,exec"])),
             MountFlags::NOSUID | MountFlags::NODEV
         );
+    }
+
+    #[test]
+    fn fusermount3_gets_the_source_escaped_and_the_options_in_order() {
+        let c = config(&["ro,allow_root,nosuid", "default_permissions,dirsync"]);
+        let fsname = c.source().display().to_string();
+        assert_eq!(
+            user_options(&c),
+            format!("fsname={fsname},subtype=stitchdb,ro,allow_other,default_permissions,nosuid,dirsync")
+        );
+        let odd = MountConfig::parse("a,b\\c".into(), "mnt".into(), &[]).unwrap();
+        assert!(user_options(&odd).starts_with("fsname="));
+        assert!(user_options(&odd).contains("a\\,b\\\\c,subtype=stitchdb,rw"));
+    }
+
+    #[test]
+    fn a_descriptor_sent_over_a_socket_is_received() {
+        let (a, b) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let (r, _w) = rustix::pipe::pipe().unwrap();
+        let fds = [r.as_fd()];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+        assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+        rustix::net::sendmsg(
+            &a,
+            &[std::io::IoSlice::new(b"x")],
+            &mut control,
+            rustix::net::SendFlags::empty(),
+        )
+        .unwrap();
+        let got = received_fd(&b).unwrap().expect("a descriptor");
+        assert_ne!(got.as_raw_fd(), r.as_raw_fd());
+        // The same pipe: what is written to `_w` is read from the received descriptor.
+        rustix::io::write(&_w, b"y").unwrap();
+        let mut buf = [0u8; 1];
+        rustix::io::read(&got, &mut buf).unwrap();
+        assert_eq!(&buf, b"y");
+        // Nothing sent, the peer closed: no descriptor.
+        drop(a);
+        assert!(received_fd(&b).unwrap().is_none());
     }
 
     #[test]
