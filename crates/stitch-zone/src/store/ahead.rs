@@ -68,7 +68,7 @@ impl ZoneStore {
     /// ones at the end of the file. The file is grown and the blocks allocated without the
     /// store's lock; a zone being allocated is on no list, so no one else takes it. Stops at
     /// the first failure (a full file system, the size limit): the zone goes back to the free
-    /// list, and a writer needing it meets the failure itself, as before.
+    /// list, and a writer needing it meets the failure itself, as it would without this.
     pub fn allocate_ahead(&self) {
         loop {
             let zone = {

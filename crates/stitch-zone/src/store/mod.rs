@@ -112,7 +112,8 @@ impl ZoneConfig {
 enum ZoneUse {
     /// Zone 0: the superblocks.
     Super,
-    /// Holds nothing; on the free list.
+    /// Holds nothing; on the free, recycled or ready list (on none while it is being
+    /// allocated ahead).
     Free,
     /// Extents are being appended here.
     Open,
