@@ -194,8 +194,8 @@ impl MountConfig {
             .unwrap_or_else(|_| self.store.clone())
     }
 
-    /// Who may use the mount, checked by the session: what `fuser` derives from the
-    /// options it mounts with.
+    /// Who may use the mount, checked by the session (served from a descriptor, it is told):
+    /// what `fuser`'s own mount derives from these options.
     fn session_acl(&self) -> fuser::SessionACL {
         if self.allow_root {
             fuser::SessionACL::RootAndOwner
