@@ -409,9 +409,11 @@ def main():
     started = datetime.now(timezone.utc)
     load_before = os.getloadavg()
     results = {}
+    ready = []  # the sides set up, the only ones to tear down
     try:
         for side in sides:
             side.setup(args)
+            ready.append(side)
         for i, (key, _desc, unit, func, cleanup) in enumerate(phases):
             order = sides[i % len(sides):] + sides[: i % len(sides)]
             results[key] = {}
@@ -428,7 +430,7 @@ def main():
                 if cleanup:
                     cleanup(side, args)
     finally:
-        for side in sides:
+        for side in ready:
             side.teardown()
     load_after = os.getloadavg()
 

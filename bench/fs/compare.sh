@@ -13,6 +13,7 @@
 # the file system rather than xz. The kvfs side uses $STITCHDB if set, else builds
 # target/release/stitchdb; it is left out, with a message, when `stitchdb mount` does not exist.
 # --size defaults to 2G, less when the disk is short. Every mount is unmounted on every exit.
+# One comparison per work directory at a time: a second one is refused.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
@@ -55,6 +56,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
     apt-get install -y -q "${missing[@]}"
+fi
+
+# ---- one comparison per work directory ----------------------------------------------------
+# A second one would tear down the first's mounts when it ends (the cleanup below), and the
+# first would go on measuring plain directories. Held until this script exits.
+exec 9>"$WORKDIR/.lock"
+if ! flock -n 9; then
+    echo "compare.sh: another comparison is using $WORKDIR; wait for it to end or pass --workdir" >&2
+    exit 1
 fi
 
 # ---- unmount whatever is still mounted under the work directory, on any exit ---------------
