@@ -804,7 +804,7 @@ fn allocating_ahead_stops_at_the_size_limit_and_takes_no_room_from_writers() {
 }
 
 #[test]
-fn waiting_for_a_shortage_ends_when_the_store_stops_allocating_ahead() {
+fn a_stopped_store_neither_waits_for_a_shortage_nor_allocates_ahead() {
     let (_disk, store) = new_store();
     let store = Arc::new(store);
     let waiter = {
@@ -814,4 +814,10 @@ fn waiting_for_a_shortage_ends_when_the_store_stops_allocating_ahead() {
     store.stop_ahead();
     assert!(!waiter.join().unwrap());
     assert!(!store.wait_for_shortage(), "stopped for good");
+    // Zones run short, but a closing store allocates nothing more.
+    store
+        .append(ExtentKind::RUN_BLOCK, &[1u8; 4000], &[])
+        .unwrap();
+    store.allocate_ahead();
+    assert_eq!(store.stats().ready_zones, 0);
 }

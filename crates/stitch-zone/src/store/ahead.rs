@@ -71,6 +71,10 @@ impl ZoneStore {
     /// list, and a writer needing it meets the failure itself, as it would without this.
     pub fn allocate_ahead(&self) {
         loop {
+            // A closing store waits for this thread: one zone more at most.
+            if self.ahead.state.lock().stopped {
+                return;
+            }
             let zone = {
                 let mut st = self.state.lock();
                 if Self::allocated(&st) >= self.ahead_target(&st) {
