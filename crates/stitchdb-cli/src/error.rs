@@ -61,7 +61,9 @@ impl Exit {
             Exit::Usage => "usage: a bad command, option, value or escape",
             Exit::Failed => "any other failure (bad input line, disk error, full disk ...)",
             Exit::Corrupt => "the store is damaged, or is not a StitchDB store",
-            Exit::Locked => "another process has the store open",
+            Exit::Locked => {
+                "another process has the store open (after waiting 3 s for it to let go)"
+            }
             Exit::Permission => "permission denied (the store or a file)",
             Exit::Missing => "no such store, table, snapshot or input file",
         }

@@ -7,15 +7,25 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use stitchdb::{Db, DbIter, Options, Snapshot, TableId};
 
+/// The options every command opens an existing store with: the defaults, but waiting 3 s
+/// for another process to let go of the store, as a mount's daemon does for a moment after
+/// `umount` returns (so `umount DIR && stitchdb check STORE` finds it free).
+pub fn options() -> Options {
+    Options {
+        lock_wait_ms: 3000,
+        ..Options::default()
+    }
+}
+
 /// Opens an existing store for writing. The library's errors (missing file, "locked" when
 /// another process has it open) already name the store, so they are shown as they are.
 pub fn open(path: &Path) -> CliResult<Db> {
-    Ok(Db::open(path, Options::default())?)
+    Ok(Db::open(path, options())?)
 }
 
 /// Opens an existing store for reading only: nothing is written, not even recovery.
 pub fn open_read_only(path: &Path) -> CliResult<Db> {
-    Ok(Db::open_read_only(path, Options::default())?)
+    Ok(Db::open_read_only(path, options())?)
 }
 
 /// The STORE argument every command takes first.

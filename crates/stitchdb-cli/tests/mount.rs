@@ -355,6 +355,11 @@ fn a_user_mounts_through_fusermount3_and_unmounts_once() {
     let logged = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(said_unmounted, "{logged}");
     assert!(!mounted(&mp));
+    // The daemon logs its last line before it closes the store; `check` waits for it to let
+    // go (3 s at most), as after any unmount.
+    let checked = stitchdb(&[Path::new("check"), &store]);
+    assert!(checked.status.success(), "{checked:?}");
+    assert!(String::from_utf8_lossy(&checked.stdout).contains("ok: file system"));
     // The daemon ran fusermount3 once, to mount, and unmounted nothing itself (the
     // connection was gone) nor complained: through fuser's own fusermount3 mount, its exit
     // ran `fusermount3 -u -q -z` on the path once more.
@@ -372,9 +377,6 @@ fn a_user_mounts_through_fusermount3_and_unmounts_once() {
         "{calls:?}"
     );
     assert_eq!(calls[1], format!("-u {}", mp.display()));
-    let out = stitchdb(&[Path::new("check"), &store]);
-    assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("ok: file system"));
 }
 
 /// `mount.stitchdb` as `mount(8)` runs it for `mount -t stitchdb STORE DIR -o OPTIONS`.

@@ -274,8 +274,9 @@ fn check_mountpoint(mp: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// How long a mount waits for another process to let go of the store.
-const LOCK_WAIT: Duration = Duration::from_secs(3);
+/// How long a mount waits for another process to let go of the store: a daemon that was
+/// just unmounted may still be closing it.
+const LOCK_WAIT_MS: u64 = 3000;
 
 /// Opens the store for the mount, with errors that say what to do.
 fn open_store(c: &MountConfig) -> Result<Db, String> {
@@ -285,29 +286,22 @@ fn open_store(c: &MountConfig) -> Result<Db, String> {
             "no store at {shown} (create one with `stitchdb init {shown}`)"
         ));
     }
-    // A daemon that was just unmounted may still be closing the store: wait a little for
-    // its lock before calling the store in use.
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        let opened = if c.read_only {
-            Db::open_read_only(&c.store, Options::default())
-        } else {
-            Db::open(&c.store, Options::default())
-        };
-        match opened {
-            Ok(db) => return Ok(db),
-            Err(stitchdb::Error::Io(io)) if io.kind == IoErrorKind::Locked => {
-                if std::time::Instant::now() >= deadline {
-                    return Err(format!(
-                        "store {shown} is in use by another process (is it mounted already? \
-                         see `mount | grep {shown}`)"
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => return Err(format!("cannot open store {shown}: {e}")),
-        }
-    }
+    let opts = Options {
+        lock_wait_ms: LOCK_WAIT_MS,
+        ..Options::default()
+    };
+    let opened = if c.read_only {
+        Db::open_read_only(&c.store, opts)
+    } else {
+        Db::open(&c.store, opts)
+    };
+    opened.map_err(|e| match e {
+        stitchdb::Error::Io(io) if io.kind == IoErrorKind::Locked => format!(
+            "store {shown} is in use by another process (is it mounted already? \
+             see `mount | grep {shown}`)"
+        ),
+        e => format!("cannot open store {shown}: {e}"),
+    })
 }
 
 /// Unmounts `mp`: normally, or lazily (detached once the last user lets go) if it is busy.

@@ -81,6 +81,11 @@ pub struct Options {
     pub durability: Durability,
     /// How often `Ordered` writes are flushed, in milliseconds.
     pub ordered_flush_interval_ms: u64,
+    /// How long opening a store file waits for another process (or handle) to let go of it,
+    /// in milliseconds, before it fails with `IoErrorKind::Locked` (0: it fails at once). A
+    /// mount's daemon closes its store shortly after `umount` returns, so the command line
+    /// and the mount wait a few seconds.
+    pub lock_wait_ms: u64,
     /// Clean blocks kept in the block cache.
     pub cache_blocks: usize,
     /// Bytes of private writes a transaction keeps in memory; beyond that they are written out
@@ -117,6 +122,7 @@ impl Default for Options {
             filter_fp_rate: Some(0.01),
             durability: Durability::Sync,
             ordered_flush_interval_ms: 5,
+            lock_wait_ms: 0,
             cache_blocks: 1024,
             txn_memory: 64 << 20,
             ingest_min_bytes: 256 * 1024,

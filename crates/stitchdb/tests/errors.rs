@@ -252,6 +252,40 @@ fn a_second_writer_gets_a_clear_error() {
 }
 
 #[test]
+fn a_second_opener_asked_to_wait_gets_the_store_once_it_is_let_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.store");
+    let db = Db::create(&path, Options::default()).unwrap();
+    let t = db.default_table();
+    db.put(t, b"k", b"v").unwrap();
+    let waiting = Options {
+        lock_wait_ms: 60_000,
+        ..Options::default()
+    };
+    // Held throughout: a short wait still ends in the error.
+    let short = Options {
+        lock_wait_ms: 50,
+        ..Options::default()
+    };
+    let err = Db::open_read_only(&path, short).err().unwrap();
+    assert!(err.to_string().contains("locked"), "{err}");
+    // Let go while the second opener waits (as a mount's daemon closes its store after
+    // `umount` returns): the opener gets it, with what the first one wrote.
+    let second = std::thread::scope(|s| {
+        let opener = s.spawn(|| Db::open(&path, waiting.clone()));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            !opener.is_finished(),
+            "the second opener waits for the lock"
+        );
+        db.close().unwrap();
+        opener.join().unwrap()
+    })
+    .unwrap();
+    assert_eq!(second.get(t, b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
 fn a_failed_create_leaves_no_file_and_never_removes_an_existing_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("new.store");

@@ -3,7 +3,7 @@
 use crate::error::{CliError, CliResult, Exit};
 use crate::output;
 use crate::store::{self, StoreArg};
-use stitchdb::{CheckReport, Db, Options};
+use stitchdb::{CheckReport, Db};
 
 /// Verifies every checksum and structure, reporting every damaged structure (both superblock
 /// slots, the manifest, each run's index, filter and blocks, the log, a cut file) with its
@@ -13,7 +13,7 @@ use stitchdb::{CheckReport, Db, Options};
 /// invariants checked: link counts, reachability, names against directory entries, data
 /// within sizes; each problem is named, and any makes the exit status 4 too.
 pub fn check(args: StoreArg) -> CliResult {
-    let found = Db::check_store(&args.path, Options::default())?;
+    let found = Db::check_store(&args.path, store::options())?;
     if !found.is_ok() {
         for damage in &found.damage {
             output::print(format_args!("{damage}\n"))?;

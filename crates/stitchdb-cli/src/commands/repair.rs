@@ -3,8 +3,8 @@
 
 use crate::error::{CliError, CliResult};
 use crate::output;
-use crate::store::StoreArg;
-use stitchdb::{Db, Options};
+use crate::store::{self, StoreArg};
+use stitchdb::Db;
 
 /// Repairs STORE in place: the salvaged store replaces it, the damaged file is kept beside
 /// it as `STORE.damaged`. Prints the damage found, the key ranges lost, the keys that may
@@ -12,7 +12,7 @@ use stitchdb::{Db, Options};
 pub fn run(args: StoreArg) -> CliResult {
     // Its refusals (a kept damaged copy in the way, a file it cannot rename) are failures,
     // not usage errors.
-    let report = Db::repair(&args.path, Options::default()).map_err(|e| match e {
+    let report = Db::repair(&args.path, store::options()).map_err(|e| match e {
         stitchdb::Error::Config(message) => CliError::new(message),
         e => CliError::from(e),
     })?;

@@ -259,15 +259,16 @@ impl Db {
         created
     }
 
-    /// Opens an existing store for reading and writing. A second opener gets an error.
+    /// Opens an existing store for reading and writing. A second opener gets an error (once
+    /// `Options::lock_wait_ms` has passed).
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let disk: Arc<dyn Disk> = Arc::new(FileDisk::open(path.as_ref(), LockMode::Exclusive)?);
+        let disk = open_file(path.as_ref(), LockMode::Exclusive, &opts)?;
         Self::open_on(disk, opts)
     }
 
     /// Opens a store read-only: recovery runs in memory and nothing is written.
     pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let disk: Arc<dyn Disk> = Arc::new(FileDisk::open(path.as_ref(), LockMode::Shared)?);
+        let disk = open_file(path.as_ref(), LockMode::Shared, &opts)?;
         Self::open_read_only_on(disk, opts)
     }
 
@@ -681,5 +682,22 @@ impl Inner {
             .into_iter()
             .flatten()
             .fold(newest, u64::min)
+    }
+}
+
+/// Opens the store file at `path` locked as `mode`, waiting up to `opts.lock_wait_ms` for
+/// another holder of the lock to let go.
+pub(crate) fn open_file(path: &Path, mode: LockMode, opts: &Options) -> Result<Arc<dyn Disk>> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(opts.lock_wait_ms);
+    loop {
+        match FileDisk::open(path, mode) {
+            Err(e)
+                if e.kind == stitch_io::IoErrorKind::Locked
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            opened => return Ok(Arc::new(opened?)),
+        }
     }
 }

@@ -98,7 +98,7 @@ impl Db {
         if fresh_path.exists() {
             std::fs::remove_file(&fresh_path).map_err(|e| io_error(&fresh_path, e))?;
         }
-        let damaged: Arc<dyn Disk> = Arc::new(FileDisk::open(path, LockMode::Exclusive)?);
+        let damaged = super::open_file(path, LockMode::Exclusive, &opts)?;
         // A store that passes check is left as it is.
         let found = Self::check_store_on(damaged.clone(), opts.clone())?;
         if found.is_ok() {

@@ -12,7 +12,7 @@ use crate::{Options, Result};
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
-use stitch_io::{Disk, FileDisk, LockMode};
+use stitch_io::{Disk, LockMode};
 
 /// What [`Db::check_store`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,7 +55,7 @@ impl Db {
     /// Checks the store in the file at `path` (opened shared, read-only): every damaged
     /// structure, not just the first. Errors only when the file cannot be opened.
     pub fn check_store(path: impl AsRef<Path>, opts: Options) -> Result<StoreCheck> {
-        let disk: Arc<dyn Disk> = Arc::new(FileDisk::open(path.as_ref(), LockMode::Shared)?);
+        let disk = super::open_file(path.as_ref(), LockMode::Shared, &opts)?;
         Self::check_store_on(disk, opts)
     }
 
