@@ -1,11 +1,12 @@
 //! The FUSE adapter of KVFS (`stitchdb-fs`): serves a store's file system to the kernel
-//! through the `fuser` crate (no libfuse: the mount system call as root, see `sysmount`,
-//! `fusermount3` through `fuser` otherwise). `stitchdb mount` is built on [`mount::serve`].
+//! through the `fuser` crate (no libfuse: the mount system call as root, `fusermount3` for
+//! other users, both in `sysmount`). `stitchdb mount` is built on [`mount::serve`].
 //!
 //! Modules: `attr` (conversions to FUSE's types), `adapter` (the requests), `poll` (polling
 //! the device between the requests of a burst), `bdi` (the mount's readahead and dirty-page
 //! limits), `mount` (mount point checks, options, the session and its clean unmount),
-//! `sysmount` (the mount system call and the test of a live connection).
+//! `sysmount` (mounting, by the system call or through `fusermount3`, and the test of a live
+//! connection).
 
 #![forbid(unsafe_code)]
 

@@ -43,13 +43,9 @@ pub(crate) fn mount(c: &MountConfig, mountpoint: &Path) -> std::io::Result<Owned
         rustix::process::getuid().as_raw(),
         rustix::process::getgid().as_raw(),
     );
-    // `allow_root` is `allow_other` to the kernel; the session's ACL lets root and the owner
-    // in (as libfuse does).
-    if c.allow_other || c.allow_root {
-        data.push_str(",allow_other");
-    }
-    if c.default_permissions {
-        data.push_str(",default_permissions");
+    for o in access_options(c) {
+        data.push(',');
+        data.push_str(o);
     }
     let data = CString::new(data).map_err(std::io::Error::other)?;
     rustix::mount::mount(
@@ -115,6 +111,15 @@ fn received_fd(socket: &OwnedFd) -> std::io::Result<Option<OwnedFd>> {
     Ok(fd)
 }
 
+/// The kernel's options of `c` that say who may use the mount, on both mounting paths.
+/// `allow_root` is `allow_other` to the kernel; the session's ACL lets root and the owner in
+/// (as libfuse does).
+fn access_options(c: &MountConfig) -> impl Iterator<Item = &'static str> {
+    let other = (c.allow_other || c.allow_root).then_some("allow_other");
+    let permissions = c.default_permissions.then_some("default_permissions");
+    other.into_iter().chain(permissions)
+}
+
 /// The option list `fusermount3` mounts with for `c`: what [`mount`] puts in the mount's data
 /// and flags (`fusermount3` adds the descriptor, root mode and ids, and for a user
 /// `nosuid,nodev` whatever the list says), and the source, escaped as libfuse escapes it.
@@ -126,13 +131,7 @@ fn user_options(c: &MountConfig) -> String {
         "subtype=stitchdb".to_string(),
         if c.read_only { "ro" } else { "rw" }.to_string(),
     ];
-    // `allow_root` is `allow_other` to the kernel, as in [`mount`].
-    if c.allow_other || c.allow_root {
-        o.push("allow_other".into());
-    }
-    if c.default_permissions {
-        o.push("default_permissions".into());
-    }
+    o.extend(access_options(c).map(String::from));
     o.extend(c.flags.iter().cloned());
     o.join(",")
 }
