@@ -7,12 +7,12 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use stitchdb::{Db, DbIter, Options, Snapshot, TableId};
 
-/// The options every command opens an existing store with: the defaults, but waiting 3 s
-/// for another process to let go of the store, as a mount's daemon does for a moment after
-/// `umount` returns (so `umount DIR && stitchdb check STORE` finds it free).
+/// The options every command opens an existing store with: the defaults, but waiting as a
+/// mount does for another process to let go of the store, which a mount's daemon holds for
+/// a moment after `umount` returns (so `umount DIR && stitchdb check STORE` finds it free).
 pub fn options() -> Options {
     Options {
-        lock_wait_ms: 3000,
+        lock_wait_ms: stitchdb_fuse::mount::LOCK_WAIT_MS,
         ..Options::default()
     }
 }

@@ -274,9 +274,9 @@ fn check_mountpoint(mp: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// How long a mount waits for another process to let go of the store: a daemon that was
-/// just unmounted may still be closing it.
-const LOCK_WAIT_MS: u64 = 3000;
+/// How long a mount (and every `stitchdb` command) waits for another process to let go of
+/// the store: a daemon that was just unmounted may still be closing it.
+pub const LOCK_WAIT_MS: u64 = 3000;
 
 /// Opens the store for the mount, with errors that say what to do.
 fn open_store(c: &MountConfig) -> Result<Db, String> {
