@@ -2,6 +2,7 @@
 //! committed as one atomic write, in the order the calls finish, so after a crash the file
 //! system is a prefix of the completed calls; [`Fs::fsync`] makes everything before it durable.
 
+use crate::atime::AtimePolicy;
 use crate::cache::MetaCache;
 use crate::error::{FsError, FsResult};
 use crate::kv::{Batch, Kv};
@@ -56,6 +57,8 @@ pub struct FsOptions {
     /// deleted inode the kernel still holds does on ext4. (The kernel writes a file's times
     /// back after its last close, and a failed write-back fails `syncfs`.)
     pub keep_deleted: bool,
+    /// Which reads write an access time (`relatime` by default, as Linux mounts).
+    pub atime: AtimePolicy,
 }
 
 impl Default for FsOptions {
@@ -67,6 +70,7 @@ impl Default for FsOptions {
             file_clock: None,
             read_only: false,
             keep_deleted: false,
+            atime: AtimePolicy::default(),
         }
     }
 }
@@ -191,12 +195,17 @@ impl Fs {
         Ok(())
     }
 
+    /// Where a regular file's time stamps come from (see [`FsOptions::file_clock`]).
+    fn file_clock(&self) -> &Clock {
+        self.opts.file_clock.as_ref().unwrap_or(&self.opts.clock)
+    }
+
     fn op_with<'a>(&'a self, caller: &'a Caller, open: &'a HashMap<u64, u32>) -> Op<'a, Batch<'a>> {
         Op {
             kv: Batch::cached(&self.db, &self.cache),
             t: &self.tables,
             now: (self.opts.clock)(),
-            file_now: (self.opts.file_clock.as_ref().unwrap_or(&self.opts.clock))(),
+            file_now: self.file_clock()(),
             caller,
             open,
             deleted: Vec::new(),
@@ -212,6 +221,34 @@ impl Fs {
         let open = HashMap::new();
         let mut op = self.op_with(caller, &open);
         f(&mut op)
+    }
+
+    /// Runs a read of `ino`'s contents (by root: the kernel checked the caller at open),
+    /// then writes `ino`'s access time if [`FsOptions::atime`] says this read should. As
+    /// Linux's `touch_atime`, failing to write it does not fail the read (a store that
+    /// failed a write says so at the next one).
+    fn read_noting_access<R>(
+        &self,
+        ino: u64,
+        f: impl FnOnce(&mut Op<'_, Batch<'_>>) -> FsResult<R>,
+    ) -> FsResult<R> {
+        let root = Caller::root();
+        // The inode may be deleted between the two reads: the read still succeeded.
+        let (r, a) = self.read_op(&root, |op| Ok((f(op)?, op.attr(ino).ok())))?;
+        let Some(a) = a.filter(|_| !self.opts.read_only) else {
+            return Ok(r);
+        };
+        let policy = &self.opts.atime;
+        // Asked first without the writer lock, from what the read saw: most reads write
+        // nothing (`relatime`), and they should not wait for writers to find that out.
+        let clock = match a.kind {
+            Kind::File => self.file_clock(),
+            _ => &self.opts.clock,
+        };
+        if policy.due(&a, clock()) {
+            let _ = self.write_op(&root, |op, _| op.note_access(ino, policy));
+        }
+        Ok(r)
     }
 
     /// Runs a changing operation and commits it; an error leaves nothing written.
@@ -377,7 +414,7 @@ impl Fs {
 
     /// A symbolic link's target.
     pub fn readlink(&self, ino: u64) -> FsResult<Vec<u8>> {
-        self.read_op(&Caller::root(), |op| op.readlink(ino))
+        self.read_noting_access(ino, |op| op.readlink(ino))
     }
 
     /// Removes a name of a non-directory.
@@ -476,7 +513,7 @@ impl Fs {
 
     /// Reads up to `len` bytes at `offset`.
     pub fn read(&self, ino: u64, offset: u64, len: usize) -> FsResult<Vec<u8>> {
-        self.read_op(&Caller::root(), |op| op.read(ino, offset, len))
+        self.read_noting_access(ino, |op| op.read(ino, offset, len))
     }
 
     /// Writes `data` at `offset`; returns the bytes written.
@@ -514,7 +551,7 @@ impl Fs {
 
     /// Up to `limit` entries of a directory after `offset` (see [`Op::readdir`]).
     pub fn readdir(&self, ino: u64, offset: u64, limit: usize) -> FsResult<Vec<DirEntry>> {
-        self.read_op(&Caller::root(), |op| op.readdir(ino, offset, limit))
+        self.read_noting_access(ino, |op| op.readdir(ino, offset, limit))
     }
 
     /// Sets an extended attribute.

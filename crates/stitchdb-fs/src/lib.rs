@@ -3,14 +3,15 @@
 //! records and files: `stitchdb get/scan` read the file system's tables like any other.
 //!
 //! The modules, bottom up: `error` (errno), `schema` (tables and record encodings,
-//! docs/format.md), `cache` (recent inode records and names), `kv` (what an operation reads
-//! and writes through, and its commit),
+//! docs/format.md), `atime` (which reads write an access time), `cache` (recent inode
+//! records and names), `kv` (what an operation reads and writes through, and its commit),
 //! `perm` (callers and permission checks), `ops` (the operations over a `Kv`), `fs` (the
 //! [`Fs`] handle: one commit per operation, open files, inode numbers), `check` (the
 //! invariants).
 
 #![forbid(unsafe_code)]
 
+mod atime;
 mod cache;
 mod check;
 mod error;
@@ -20,6 +21,7 @@ mod ops;
 mod perm;
 mod schema;
 
+pub use atime::{AtimeMode, AtimePolicy};
 pub use check::{check_fs, FsCheckReport};
 pub use error::{FsError, FsResult};
 pub use fs::{system_clock, Clock, Fs, FsOptions, FsStat};

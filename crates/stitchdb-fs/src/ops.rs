@@ -2,6 +2,7 @@
 //! errors ext4 gives. An [`Op`] is one operation; whoever made it commits its writes (or
 //! drops them on an error), so every operation is atomic.
 
+use crate::atime::AtimePolicy;
 use crate::error::{err, FsError, FsResult};
 use crate::kv::Kv;
 use crate::perm::{self, Caller, R, W, X};
@@ -239,11 +240,7 @@ impl<K: Kv> Op<'_, K> {
         {
             perm_bits &= !libc::S_ISGID;
         }
-        let now = if kind == Kind::File {
-            self.file_now
-        } else {
-            self.now
-        };
+        let now = self.stamp_for(kind);
         let is_dir = kind == Kind::Dir;
         if is_dir {
             if d.nlink >= LINK_MAX {
@@ -849,6 +846,29 @@ impl<K: Kv> Op<'_, K> {
         self.drop_privileges(&mut a)?;
         self.put_attr(&a);
         Ok(n)
+    }
+
+    /// Writes `ino`'s access time for a read that just read it, if `policy` says this read
+    /// should (see [`crate::AtimePolicy`]). Regular files are stamped from the
+    /// clock of their other times ([`Op::file_now`]). The change time stays: an access is not
+    /// a change of the inode.
+    pub fn note_access(&mut self, ino: u64, policy: &AtimePolicy) -> FsResult<()> {
+        let mut a = self.attr(ino)?;
+        let now = self.stamp_for(a.kind);
+        if policy.due(&a, now) {
+            a.atime = now;
+            self.put_attr(&a);
+        }
+        Ok(())
+    }
+
+    /// The time this operation stamps an inode of `kind` with.
+    fn stamp_for(&self, kind: Kind) -> Timespec {
+        if kind == Kind::File {
+            self.file_now
+        } else {
+            self.now
+        }
     }
 
     /// `read`: up to `len` bytes at `offset` of file `ino` (holes read as zeros).

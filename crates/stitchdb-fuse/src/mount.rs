@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 use stitchdb::{Db, Durability, IoErrorKind, Options};
-use stitchdb_fs::{Fs, FsOptions, Timespec};
+use stitchdb_fs::{AtimePolicy, Fs, FsOptions, Timespec};
 
 /// What to mount where, and how.
 #[derive(Debug, Clone)]
@@ -48,6 +48,9 @@ pub struct MountConfig {
     /// `io_uring` (the default) or `no_io_uring`: serve requests through per-CPU io_uring
     /// queues when the kernel offers them (see `fuse_uring`).
     pub io_uring: bool,
+    /// `relatime` (the default), `noatime`, `strictatime`, `nodiratime` ...: which reads
+    /// write an access time.
+    pub atime: AtimePolicy,
 }
 
 impl MountConfig {
@@ -73,6 +76,7 @@ impl MountConfig {
             poll_window: crate::DEFAULT_POLL_WINDOW,
             bdi: BdiSettings::default(),
             io_uring: true,
+            atime: AtimePolicy::default(),
         };
         let secs = |v: &str, o: &str| -> Result<Duration, String> {
             v.parse::<f64>()
@@ -132,8 +136,7 @@ impl MountConfig {
                     "no_writeback_cache" => c.writeback_cache = false,
                     "io_uring" => c.io_uring = true,
                     "no_io_uring" => c.io_uring = false,
-                    // Access times are never written (as noatime): reads stay reads.
-                    "noatime" | "relatime" | "atime" | "strictatime" | "nodiratime" => {}
+                    _ if c.atime.apply_option(o) => {}
                     "dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "dirsync" => {
                         c.flags.push(o.to_string())
                     }
@@ -167,6 +170,7 @@ impl MountConfig {
             file_clock: self.adapter_options().writeback_cache.then(coarse_clock),
             // The kernel holds inodes until it forgets them (`KvFuse::forget`).
             keep_deleted: true,
+            atime: self.atime,
             // A file system made by its first mount belongs to whoever mounted it, so a
             // user's own mount is writable by that user (as `mke2fs -E root_owner`).
             root_owner: (

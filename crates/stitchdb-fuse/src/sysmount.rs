@@ -27,6 +27,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
+use stitchdb_fs::AtimeMode;
 
 /// The type the mount table shows (`findmnt -t fuse.stitchdb`), as libfuse names a
 /// file system with a subtype.
@@ -133,7 +134,26 @@ fn user_options(c: &MountConfig) -> String {
     ];
     o.extend(access_options(c).map(String::from));
     o.extend(c.flags.iter().cloned());
+    // fusermount3 as Debian 12 ships it (3.14) refuses `relatime` and `strictatime`; without
+    // them the kernel mounts `relatime`, so only a user's `strictatime` mount shows as
+    // `relatime` in the mount table (it behaves as `strictatime` all the same).
+    o.extend(
+        atime_options(c)
+            .filter(|o| matches!(*o, "noatime" | "nodiratime"))
+            .map(String::from),
+    );
     o.join(",")
+}
+
+/// The kernel's names for `c`'s access-time policy, so that the mount table shows it. The
+/// kernel writes no FUSE inode's access time whatever they say: the file system does.
+fn atime_options(c: &MountConfig) -> impl Iterator<Item = &'static str> {
+    let mode = match c.atime.mode {
+        AtimeMode::Never => "noatime",
+        AtimeMode::Relative => "relatime",
+        AtimeMode::Always => "strictatime",
+    };
+    std::iter::once(mode).chain((!c.atime.dirs).then_some("nodiratime"))
 }
 
 /// The mount flags of `c`: `nosuid` and `nodev` unless `suid` or `dev` is given (as `fuser`
@@ -143,8 +163,9 @@ fn flags(c: &MountConfig) -> MountFlags {
     if c.read_only {
         f |= MountFlags::RDONLY;
     }
-    for o in &c.flags {
-        match o.as_str() {
+    let atime: Vec<&str> = atime_options(c).collect();
+    for o in c.flags.iter().map(String::as_str).chain(atime) {
+        match o {
             "dev" => f.remove(MountFlags::NODEV),
             "nodev" => f.insert(MountFlags::NODEV),
             "suid" => f.remove(MountFlags::NOSUID),
@@ -152,6 +173,10 @@ fn flags(c: &MountConfig) -> MountFlags {
             "exec" => f.remove(MountFlags::NOEXEC),
             "noexec" => f.insert(MountFlags::NOEXEC),
             "dirsync" => f.insert(MountFlags::DIRSYNC),
+            "noatime" => f.insert(MountFlags::NOATIME),
+            "relatime" => f.insert(MountFlags::RELATIME),
+            "strictatime" => f.insert(MountFlags::STRICTATIME),
+            "nodiratime" => f.insert(MountFlags::NODIRATIME),
             _ => {}
         }
     }
@@ -180,15 +205,31 @@ mod tests {
     }
 
     #[test]
-    fn flags_default_to_nosuid_nodev_and_follow_the_options_in_order() {
-        assert_eq!(flags(&config(&[])), MountFlags::NOSUID | MountFlags::NODEV);
+    fn flags_default_to_nosuid_nodev_relatime_and_follow_the_options_in_order() {
+        let relatime = MountFlags::RELATIME;
+        assert_eq!(
+            flags(&config(&[])),
+            MountFlags::NOSUID | MountFlags::NODEV | relatime
+        );
         assert_eq!(
             flags(&config(&["ro,suid,noexec,dirsync"])),
-            MountFlags::RDONLY | MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::DIRSYNC
+            MountFlags::RDONLY
+                | MountFlags::NODEV
+                | MountFlags::NOEXEC
+                | MountFlags::DIRSYNC
+                | relatime
         );
         assert_eq!(
             flags(&config(&["dev,nosuid", "nodev,noexec,exec"])),
-            MountFlags::NOSUID | MountFlags::NODEV
+            MountFlags::NOSUID | MountFlags::NODEV | relatime
+        );
+        assert_eq!(
+            flags(&config(&["strictatime,nodiratime", "relatime,noatime"])),
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOATIME | MountFlags::NODIRATIME
+        );
+        assert_eq!(
+            flags(&config(&["noatime", "strictatime"])),
+            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::STRICTATIME
         );
     }
 
@@ -200,6 +241,9 @@ mod tests {
             user_options(&c),
             format!("fsname={fsname},subtype=stitchdb,ro,allow_other,default_permissions,nosuid,dirsync")
         );
+        let atime = config(&["noatime,nodiratime"]);
+        assert!(user_options(&atime).ends_with(",rw,noatime,nodiratime"));
+        assert!(user_options(&config(&["strictatime"])).ends_with(",rw"));
         let odd = MountConfig::parse("a,b\\c".into(), "mnt".into(), &[]).unwrap();
         assert!(user_options(&odd).starts_with("fsname="));
         assert!(user_options(&odd).contains("a\\,b\\\\c,subtype=stitchdb,rw"));

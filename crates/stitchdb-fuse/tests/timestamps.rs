@@ -59,3 +59,57 @@ fn syncfs_succeeds_after_files_were_made_closed_and_deleted() {
     drop(dir);
     m.unmount();
 }
+
+fn atime_ns(path: &std::path::Path) -> i128 {
+    let m = std::fs::metadata(path).unwrap();
+    i128::from(m.atime()) * 1_000_000_000 + i128::from(m.atime_nsec())
+}
+
+/// Reads `path` whole from the file system rather than the kernel's page cache (its clean
+/// pages dropped first), after a pause longer than a tick of the kernel's coarse clock.
+fn read_from_the_file_system(path: &std::path::Path) -> Vec<u8> {
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let f = std::fs::File::open(path).unwrap();
+    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut &f, &mut data).unwrap();
+    data
+}
+
+/// Access times by mount option, as the kernel never writes them over FUSE: a read that
+/// reaches the file system writes one as `relatime` (the default), `strictatime` and
+/// `noatime` say, and `stat` shows it at once, attributes cached for 5 s notwithstanding (the
+/// kernel drops its copy of the access time after each read it sends).
+#[test]
+fn reads_write_access_times_as_the_mount_options_say() {
+    require_fuse!();
+    // (options, whether the first read writes, whether a second one does)
+    for (options, first, second) in [
+        ("attr_timeout=5", true, false),
+        ("attr_timeout=5,strictatime", true, true),
+        ("attr_timeout=5,noatime", false, false),
+    ] {
+        let m = support::Mounted::with_options(options);
+        let f = m.dir.join("f");
+        std::fs::write(&f, b"data").unwrap();
+        std::fs::File::open(&f).unwrap().sync_all().unwrap();
+        let written = atime_ns(&f);
+        assert_eq!(read_from_the_file_system(&f), b"data");
+        let after_first = atime_ns(&f);
+        assert_eq!(after_first > written, first, "{options}: the first read");
+        assert!(after_first >= written, "{options}: went back");
+        read_from_the_file_system(&f);
+        let after_second = atime_ns(&f);
+        assert_eq!(
+            after_second > after_first,
+            second,
+            "{options}: the second read"
+        );
+        // A directory listed: written by the same rule (its entries changed since).
+        let listed = atime_ns(&m.dir);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let _ = std::fs::read_dir(&m.dir).unwrap().count();
+        assert_eq!(atime_ns(&m.dir) > listed, first, "{options}: the listing");
+        m.unmount();
+    }
+}
