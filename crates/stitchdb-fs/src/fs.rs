@@ -521,8 +521,10 @@ impl Fs {
         self.write_op(caller, |op, _| op.write(ino, offset, data))
     }
 
-    /// `fallocate`: mode 0 extends the size; `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`
-    /// zeros a range; other modes are `EOPNOTSUPP`.
+    /// `fallocate`: mode 0 extends the size, `FALLOC_FL_KEEP_SIZE` alone changes nothing
+    /// (the store allocates when written), `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` zeros
+    /// a range, `FALLOC_FL_ZERO_RANGE` zeros it and extends the size unless with
+    /// `FALLOC_FL_KEEP_SIZE`; other modes are `EOPNOTSUPP` (FUSE passes no others).
     pub fn fallocate(
         &self,
         caller: &Caller,
@@ -539,6 +541,10 @@ impl Fs {
             libc::FALLOC_FL_KEEP_SIZE => self.write_op(caller, |op, _| op.attr(ino).map(|_| ())),
             m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => {
                 self.write_op(caller, |op, _| op.punch_hole(ino, offset, len))
+            }
+            m if m & !libc::FALLOC_FL_KEEP_SIZE == libc::FALLOC_FL_ZERO_RANGE => {
+                let keep_size = m & libc::FALLOC_FL_KEEP_SIZE != 0;
+                self.write_op(caller, |op, _| op.zero_range(ino, offset, len, keep_size))
             }
             _ => Err(FsError::Errno(libc::EOPNOTSUPP)),
         }

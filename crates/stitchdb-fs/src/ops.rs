@@ -973,6 +973,25 @@ impl<K: Kv> Op<'_, K> {
         Ok(())
     }
 
+    /// `fallocate` with `FALLOC_FL_ZERO_RANGE` (and `FALLOC_FL_KEEP_SIZE` if `keep_size`):
+    /// zeros `[offset, offset + len)` as a punched hole does, then, unless `keep_size`, makes
+    /// the file at least `offset + len` bytes long, as ext4 does (which also preallocates
+    /// the range; the store allocates when written).
+    pub fn zero_range(&mut self, ino: u64, offset: u64, len: u64, keep_size: bool) -> FsResult<()> {
+        if !keep_size {
+            let end = offset.checked_add(len).ok_or(FsError::Errno(libc::EFBIG))?;
+            if end > MAX_FILE_SIZE {
+                return err(libc::EFBIG);
+            }
+        }
+        self.punch_hole(ino, offset, len)?;
+        if keep_size {
+            Ok(())
+        } else {
+            self.allocate(ino, offset, len)
+        }
+    }
+
     /// `fallocate` mode 0: makes the file at least `offset + len` bytes long (the store
     /// allocates when written, so nothing is reserved).
     pub fn allocate(&mut self, ino: u64, offset: u64, len: u64) -> FsResult<()> {

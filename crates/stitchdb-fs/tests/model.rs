@@ -184,14 +184,20 @@ fn run(seed: u64, steps: usize) {
             14 => {
                 if let Some(ino) = pick(&mut rng, &files) {
                     let (off, len) = (rng.gen_range(0..40_000), rng.gen_range(1..20_000));
-                    let got = errno(fs.fallocate(
-                        &root,
-                        ino,
-                        off,
-                        len,
-                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    ));
-                    assert_eq!(got, m.punch(ino, off, len), "{what}: punch");
+                    let keep = libc::FALLOC_FL_KEEP_SIZE;
+                    let (mode, want) = match rng.gen_range(0..3) {
+                        0 => (libc::FALLOC_FL_PUNCH_HOLE | keep, m.punch(ino, off, len)),
+                        1 => (
+                            libc::FALLOC_FL_ZERO_RANGE,
+                            m.zero_range(ino, off, len, false),
+                        ),
+                        _ => (
+                            libc::FALLOC_FL_ZERO_RANGE | keep,
+                            m.zero_range(ino, off, len, true),
+                        ),
+                    };
+                    let got = errno(fs.fallocate(&root, ino, off, len, mode));
+                    assert_eq!(got, want, "{what}: fallocate {mode:#x} {off} {len}");
                     // Short reads look blocks up one by one, long ones (over 16 blocks) scan.
                     let (o, l) = (
                         rng.gen_range(0..40_000),

@@ -324,6 +324,21 @@ impl Model {
         Ok(())
     }
 
+    /// `FALLOC_FL_ZERO_RANGE`, with `FALLOC_FL_KEEP_SIZE` if `keep_size`: a punched hole,
+    /// then the size extended to the range's end unless kept.
+    pub fn zero_range(&mut self, ino: u64, off: u64, len: u64, keep_size: bool) -> R<()> {
+        if !keep_size && off + len > MAX_FILE_SIZE {
+            self.file_mut(ino)?;
+            return Err(libc::EFBIG);
+        }
+        self.punch(ino, off, len)?;
+        let n = self.file_mut(ino)?;
+        if !keep_size && off + len > n.data.len() as u64 {
+            n.data.resize((off + len) as usize, 0);
+        }
+        Ok(())
+    }
+
     /// `lseek` with `SEEK_DATA` (`data`) or `SEEK_HOLE`, at block granularity.
     pub fn seek(&mut self, ino: u64, off: u64, data: bool) -> R<u64> {
         let n = self.file_mut(ino)?;
