@@ -188,3 +188,27 @@ fn an_access_time_outlives_a_remount_and_a_read_only_mount_writes_none() {
     );
     fs.close().unwrap();
 }
+
+#[test]
+fn an_access_time_is_durable_with_the_next_operation_made_durable() {
+    let (fs, clock, disk) = fs_with(AtimePolicy::default());
+    let ino = file(&fs);
+    fs.fsync().unwrap();
+    clock.at(1_010);
+    fs.read(ino, 0, 10).unwrap();
+    // A later change made durable carries the access time written before it.
+    fs.mkdir(&Caller::root(), ROOT_INO, b"later", 0o755)
+        .unwrap();
+    fs.fsync().unwrap();
+    for seed in 0..8 {
+        let db = Db::open_on(Arc::new(disk.crash(seed)), small_options()).unwrap();
+        let (after, _) = mount(db, AtimePolicy::default(), true);
+        assert_eq!(
+            after.getattr(ino).unwrap().atime.secs,
+            1_010,
+            "crash {seed}"
+        );
+        after.close().unwrap();
+    }
+    drop(fs);
+}

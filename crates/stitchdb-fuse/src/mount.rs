@@ -142,6 +142,9 @@ impl MountConfig {
                     }
                     "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "user" | "users"
                     | "nouser" => {}
+                    // `lazytime` lets time stamps wait in memory; every one is written with
+                    // the operation that sets it here, which it allows.
+                    "lazytime" | "nolazytime" => {}
                     _ if o.starts_with("x-") => {}
                     _ => return Err(format!("unknown mount option {o:?}")),
                 },
@@ -523,5 +526,17 @@ mod tests {
             let e = parse(&[bad]).unwrap_err();
             assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn access_time_options_reach_the_file_system_and_lazytime_is_accepted() {
+        use stitchdb_fs::AtimeMode;
+        let policy = |o: &[&str]| parse(o).unwrap().fs_options().atime;
+        assert_eq!(policy(&[]), AtimePolicy::default());
+        assert_eq!(policy(&["noatime"]).mode, AtimeMode::Never);
+        let strict = policy(&["strictatime,lazytime", "nodiratime"]);
+        assert_eq!((strict.mode, strict.dirs), (AtimeMode::Always, false));
+        assert!(parse(&["nolazytime,relatime"]).is_ok());
+        assert!(parse(&["noatimes"]).unwrap_err().contains("noatimes"));
     }
 }
