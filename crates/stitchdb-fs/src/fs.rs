@@ -249,10 +249,10 @@ impl Fs {
             let w = self.writer.lock();
             let mut op = self.op_with(&root, &w.open);
             // Committed `Async`: durable with the next commit that is (the log keeps the
-            // order) or the next sync, so a read neither waits for the log nor has it
-            // written and flushed within `ordered_flush_interval_ms` (a device flush every
-            // few milliseconds, slowing the cold reads that caused them). A crash may lose
-            // the newest access times, as ext4 keeps them in memory until write-back.
+            // order) or the next sync, so reads alone never have the log written and the
+            // device flushed (`Ordered` would, every `ordered_flush_interval_ms` while
+            // files are read). A crash may lose the newest access times, as ext4 keeps
+            // them in memory until it writes the inode back.
             if op.note_access(ino, policy).is_ok() {
                 let _ = op.kv.commit(Durability::Async);
             }
