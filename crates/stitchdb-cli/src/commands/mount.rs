@@ -32,7 +32,9 @@ pub struct MountArgs {
     /// per-CPU io_uring queues), poll_us=N (how long to poll /dev/fuse for the next request
     /// after each one; 0: never), read_ahead_kb=N, max_ratio=PERCENT and strict_limit=0|1 (the mount's
     /// readahead and dirty-page limits; by default those of the disk holding the store),
-    /// nodev, nosuid, noexec, dirsync (others mount(8) uses are ignored)
+    /// nodev, nosuid, noexec, dirsync, relatime (the default: a read writes the access time
+    /// once after each change, and once a day), noatime, strictatime, nodiratime (others
+    /// mount(8) uses are ignored)
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
     /// Append the daemon's log (errors and warnings, or what --log asks for) to FILE; without
