@@ -195,17 +195,12 @@ impl Fs {
         Ok(())
     }
 
-    /// Where a regular file's time stamps come from (see [`FsOptions::file_clock`]).
-    fn file_clock(&self) -> &Clock {
-        self.opts.file_clock.as_ref().unwrap_or(&self.opts.clock)
-    }
-
     fn op_with<'a>(&'a self, caller: &'a Caller, open: &'a HashMap<u64, u32>) -> Op<'a, Batch<'a>> {
         Op {
             kv: Batch::cached(&self.db, &self.cache),
             t: &self.tables,
             now: (self.opts.clock)(),
-            file_now: self.file_clock()(),
+            file_now: (self.opts.file_clock.as_ref().unwrap_or(&self.opts.clock))(),
             caller,
             open,
             deleted: Vec::new(),
@@ -233,19 +228,18 @@ impl Fs {
         f: impl FnOnce(&mut Op<'_, Batch<'_>>) -> FsResult<R>,
     ) -> FsResult<R> {
         let root = Caller::root();
-        // The inode may be deleted between the two reads: the read still succeeded.
-        let (r, a) = self.read_op(&root, |op| Ok((f(op)?, op.attr(ino).ok())))?;
-        let Some(a) = a.filter(|_| !self.opts.read_only) else {
-            return Ok(r);
-        };
         let policy = &self.opts.atime;
         // Asked first without the writer lock, from what the read saw: most reads write
-        // nothing (`relatime`), and they should not wait for writers to find that out.
-        let clock = match a.kind {
-            Kind::File => self.file_clock(),
-            _ => &self.opts.clock,
-        };
-        if policy.due(&a, clock()) {
+        // nothing (`relatime`), and they should not wait for writers to find that out. The
+        // inode may be deleted between the two reads: the read still succeeded.
+        let (r, due) = self.read_op(&root, |op| {
+            let r = f(op)?;
+            Ok((
+                r,
+                !self.opts.read_only && op.access_due(ino, policy).unwrap_or(false),
+            ))
+        })?;
+        if due {
             let w = self.writer.lock();
             let mut op = self.op_with(&root, &w.open);
             // Committed `Async`: durable with the next commit that is (the log keeps the

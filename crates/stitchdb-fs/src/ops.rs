@@ -862,6 +862,13 @@ impl<K: Kv> Op<'_, K> {
         Ok(())
     }
 
+    /// Whether a read of `ino` now should write its access time (see
+    /// [`note_access`](Self::note_access)).
+    pub fn access_due(&mut self, ino: u64, policy: &AtimePolicy) -> FsResult<bool> {
+        let a = self.attr(ino)?;
+        Ok(policy.due(&a, self.stamp_for(a.kind)))
+    }
+
     /// The time this operation stamps an inode of `kind` with.
     fn stamp_for(&self, kind: Kind) -> Timespec {
         if kind == Kind::File {
