@@ -212,6 +212,17 @@ mod tests {
     }
 
     #[test]
+    fn the_locked_status_names_the_wait_every_command_makes() {
+        let wait = stitchdb_fuse::mount::LOCK_WAIT_MS;
+        assert_eq!(wait % 1000, 0, "the wait is shown in whole seconds");
+        let shown = format!("after waiting {} s", wait / 1000);
+        assert!(
+            Exit::Locked.meaning().contains(&shown),
+            "Exit::Locked's meaning must say {shown:?}"
+        );
+    }
+
+    #[test]
     fn library_errors_get_the_status_of_their_kind() {
         use stitchdb::{IoError, IoErrorKind, IoOp};
         let io = |kind| stitchdb::Error::Io(IoError::new(IoOp::Open, "file s", 0, 0, kind));

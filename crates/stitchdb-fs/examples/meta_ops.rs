@@ -8,7 +8,13 @@ use std::time::Instant;
 use stitchdb::{Db, Options};
 use stitchdb_fs::{Caller, Fs, FsOptions, SetAttr, Timespec, ROOT_INO};
 
+// The allocator of the `stitchdb` binary (and so of the mount daemon), with transparent huge
+// pages off as there (see its `main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     let mut args = std::env::args().skip(1);
     let dir = args.next().ok_or("usage: meta_ops DIR [N]")?;
     let n: u64 = args.next().map_or(Ok(100_000), |s| s.parse())?;

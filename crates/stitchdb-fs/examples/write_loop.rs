@@ -10,7 +10,13 @@ use std::time::Instant;
 use stitchdb::{Db, Options};
 use stitchdb_fs::{Caller, Fs, FsOptions, ROOT_INO};
 
+// The allocator of the `stitchdb` binary (and so of the mount daemon), with transparent huge
+// pages off as there (see its `main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
         eprintln!("usage: write_loop STORE seq|rand|sync MIB [BS [INGEST]]");

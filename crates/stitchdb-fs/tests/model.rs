@@ -1,6 +1,8 @@
 //! Model test: thousands of random operations (failing ones included) on the file system and
 //! on an in-memory model of its semantics; results and error codes must agree after every
 //! step, and the file system's invariants must hold.
+//!
+//! STITCHDB_FS_MODEL_SEEDS sets how many seeded sequences of 2,500 operations run (default 6).
 
 #![allow(clippy::unwrap_used)]
 
@@ -299,9 +301,16 @@ fn new_fs_for(seed: u64) -> Fs {
     support::new_fs(seed)
 }
 
+fn seeds() -> u64 {
+    std::env::var("STITCHDB_FS_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6)
+}
+
 #[test]
 fn random_operations_agree_with_the_model() {
-    for seed in 0..6 {
+    for seed in 0..seeds() {
         run(seed, 2500);
     }
 }

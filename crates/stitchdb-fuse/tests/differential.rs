@@ -3,7 +3,8 @@
 //! error codes and then the whole tree (kinds, modes, link counts, sizes, data, symlink
 //! targets, extended attributes, listings) must agree after every step.
 //!
-//! STITCHDB_FUSE_STEPS sets the number of operations per run (default 3000).
+//! STITCHDB_FUSE_STEPS sets the number of operations per run (default 3000);
+//! STITCHDB_FUSE_SEED adds to each run's seed, to explore other sequences.
 
 #![allow(clippy::unwrap_used)]
 
@@ -64,30 +65,89 @@ enum Op {
     List(String),
 }
 
-fn random_path(rng: &mut ChaCha8Rng) -> String {
+/// What a path's last name is meant for. Each kind of operation draws its names mostly from
+/// its own set, so that the tree holds directories, regular files and the rest side by side
+/// instead of whichever kind took a name first, and now and then from all of them, for the
+/// errors of a name taken by another kind (`EEXIST`, `EISDIR`, `ENOTDIR`, `ENXIO`, ...).
+#[derive(Clone, Copy)]
+enum Leaf {
+    Dir,
+    File,
+    /// FIFOs and symbolic links.
+    Other,
+    Any,
+}
+
+const DIR_NAMES: [&str; 3] = ["d0", "d1", "d2"];
+const FILE_NAMES: [&str; 6] = ["f0", "f1", "f2", "f3", "f4", "f5"];
+const OTHER_NAMES: [&str; 2] = ["p0", "s0"];
+
+fn random_path(rng: &mut ChaCha8Rng, leaf: Leaf) -> String {
     let mut parts = vec![];
     // Mostly shallow paths, so that most operations find what they name.
     let depth = [0, 0, 0, 1, 1, 2][rng.gen_range(0..6)];
     for _ in 0..depth {
-        parts.push(["d0", "d1"][rng.gen_range(0..2)].to_string());
+        parts.push(DIR_NAMES[rng.gen_range(0..DIR_NAMES.len())].to_string());
     }
+    let sets: [&[&str]; 3] = [&DIR_NAMES, &FILE_NAMES, &OTHER_NAMES];
+    let names = match leaf {
+        _ if rng.gen_bool(0.2) => sets[rng.gen_range(0..3)],
+        Leaf::Dir => sets[0],
+        Leaf::File => sets[1],
+        Leaf::Other => sets[2],
+        Leaf::Any => sets[rng.gen_range(0..3)],
+    };
     let leaf = if rng.gen_bool(0.01) {
         "L".repeat(256)
     } else {
-        ["d0", "d1", "f0", "f1", "f2", "f3", "f4"][rng.gen_range(0..7)].to_string()
+        names[rng.gen_range(0..names.len())].to_string()
     };
     parts.push(leaf);
     parts.join("/")
 }
 
-/// An operation on a random path: half the time one that exists (`existing`).
-fn random_op(rng: &mut ChaCha8Rng, existing: &[String]) -> Op {
-    let p = if !existing.is_empty() && rng.gen_bool(0.5) {
-        existing[rng.gen_range(0..existing.len())].clone()
-    } else {
-        random_path(rng)
+/// The paths operations pick from: everything the tree holds, and its regular files.
+struct Existing {
+    all: Vec<String>,
+    files: Vec<String>,
+}
+
+impl Existing {
+    fn of(tree: &BTreeMap<String, String>) -> Existing {
+        Existing {
+            all: tree.keys().cloned().collect(),
+            // `tree` describes only regular files with their size.
+            files: tree
+                .iter()
+                .filter(|(_, desc)| desc.contains(" size="))
+                .map(|(path, _)| path.clone())
+                .collect(),
+        }
+    }
+}
+
+/// An operation on a random path: half the time one that exists; an operation on file data
+/// three times in four a regular file that exists, so that the data paths are exercised and
+/// not mostly their errors (a write to a directory, a FIFO or a missing path).
+fn random_op(rng: &mut ChaCha8Rng, existing: &Existing) -> Op {
+    let kind = rng.gen_range(0..24);
+    // Not `OpenUnlinkUse` (20): it deletes the file it uses.
+    let on_data = matches!(kind, 2..=7 | 21 | 22);
+    let leaf = match kind {
+        0..=7 | 14 | 20..=22 => Leaf::File,
+        8..=10 => Leaf::Dir,
+        15 | 16 | 19 => Leaf::Other,
+        _ => Leaf::Any,
     };
-    match rng.gen_range(0..24) {
+    let pick = |v: &[String], rng: &mut ChaCha8Rng| v[rng.gen_range(0..v.len())].clone();
+    let p = if on_data && !existing.files.is_empty() && rng.gen_bool(0.75) {
+        pick(&existing.files, rng)
+    } else if !existing.all.is_empty() && rng.gen_bool(0.5) {
+        pick(&existing.all, rng)
+    } else {
+        random_path(rng, leaf)
+    };
+    match kind {
         0 | 1 => Op::Create(
             p,
             rng.gen_bool(0.3),
@@ -96,7 +156,14 @@ fn random_op(rng: &mut ChaCha8Rng, existing: &[String]) -> Op {
         2..=5 => Op::Write {
             path: p,
             off: [0, rng.gen_range(0..70_000), rng.gen_range(0..5000)][rng.gen_range(0..3)],
-            len: [rng.gen_range(0..100), rng.gen_range(0..20_000), 4096][rng.gen_range(0..3)],
+            // One write in twenty is large enough (256 KiB and up, in one request or a
+            // few through the write-back cache) for the store to write it as a run of its
+            // own (`Options::ingest_min_bytes`) instead of through the log.
+            len: if rng.gen_bool(0.05) {
+                rng.gen_range(256 << 10..2 << 20)
+            } else {
+                [rng.gen_range(0..100), rng.gen_range(0..20_000), 4096][rng.gen_range(0..3)]
+            },
             seed: rng.gen(),
             append: rng.gen_bool(0.2),
             trunc: rng.gen_bool(0.05),
@@ -109,10 +176,14 @@ fn random_op(rng: &mut ChaCha8Rng, existing: &[String]) -> Op {
         8 | 9 => Op::Mkdir(p, [0o755, 0o700][rng.gen_range(0..2)]),
         10 => Op::Rmdir(p),
         11 => Op::Unlink(p),
-        12 | 13 => Op::Rename(p, random_path(rng), [0, 0, 1, 2][rng.gen_range(0..4)]),
-        14 => Op::Link(p, random_path(rng)),
+        12 | 13 => Op::Rename(
+            p,
+            random_path(rng, Leaf::Any),
+            [0, 0, 1, 2][rng.gen_range(0..4)],
+        ),
+        14 => Op::Link(p, random_path(rng, Leaf::File)),
         15 => Op::Symlink(
-            ["f0", "d1", "d0/f2", "nowhere"][rng.gen_range(0..4)].into(),
+            ["f0", "d1", "d0/f2", "s0", "nowhere"][rng.gen_range(0..5)].into(),
             p,
         ),
         16 => Op::Readlink(p),
@@ -376,23 +447,31 @@ fn tree(base: &Path) -> BTreeMap<String, String> {
     out
 }
 
-/// The inode number of `path` under `base` on the host, if it exists.
+/// The inode number of the file `path` under `base` names on the host, through symbolic
+/// links as opening it goes (`fallocate` and `lseek` work on what the link names), if any.
 fn host_ino(base: &Path, path: &str) -> Option<u64> {
-    std::fs::symlink_metadata(base.join(path))
-        .ok()
-        .map(|m| m.ino())
+    std::fs::metadata(base.join(path)).ok().map(|m| m.ino())
 }
 
 /// Applies `steps` random operations to a mount with `options` and to the host.
 fn run(seed: u64, steps: usize, options: &str) {
+    let seed = seed.wrapping_add(
+        std::env::var("STITCHDB_FUSE_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+    );
     let writeback_cache = !options.contains("no_writeback_cache");
     let mounted = Mounted::with_options(options);
     let host = tempfile::tempdir().unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (mut ok, mut failed) = (0usize, 0usize);
+    let (mut ok, mut failed, mut large_writes) = (0usize, 0usize, 0usize);
     // The operations so far, for the failure message.
     let mut history: Vec<String> = Vec::new();
-    let mut existing: Vec<String> = Vec::new();
+    let mut existing = Existing {
+        all: Vec::new(),
+        files: Vec::new(),
+    };
     // Host inodes `fallocate` gave a range to (any mode but a punched hole): ext4 keeps it
     // as unwritten extents, which `SEEK_DATA` reports as data, where the store keeps nothing
     // there (a hole). Seeks in them are compared as through the write-back cache.
@@ -425,13 +504,16 @@ fn run(seed: u64, steps: usize, options: &str) {
             shown(&got),
             shown(&want)
         );
+        if let (Op::Write { len, .. }, Ok(_)) = (&op, &want) {
+            large_writes += usize::from(*len >= 256 << 10);
+        }
         if want.is_ok() {
             ok += 1;
         } else {
             failed += 1;
         }
         let (a, b) = (tree(&mounted.dir), tree(host.path()));
-        existing = b.keys().cloned().collect();
+        existing = Existing::of(&b);
         if a != b {
             let diff: Vec<_> = a
                 .iter()
@@ -449,7 +531,16 @@ fn run(seed: u64, steps: usize, options: &str) {
             );
         }
     }
-    eprintln!("seed {seed} (-o {options}): {ok} operations succeeded, {failed} failed alike");
+    let ingested = mounted.fs.upgrade().unwrap().db().stats().ingested_runs;
+    eprintln!(
+        "seed {seed} (-o {options}): {ok} operations succeeded, {failed} failed alike; \
+         {large_writes} large writes, {ingested} runs ingested"
+    );
+    // The large writes reach the store as runs of their own, not only through the log.
+    assert!(
+        large_writes < 5 || ingested > 0,
+        "{large_writes} large writes, no run ingested"
+    );
     assert!(
         ok > steps / 6 && failed > steps / 10,
         "{ok} succeeded, {failed} failed"

@@ -51,6 +51,8 @@ pub struct Mounted {
     tmp: Option<tempfile::TempDir>,
     /// The store's path.
     pub store: PathBuf,
+    /// The file system being served (weak: the mount alone keeps it open).
+    pub fs: std::sync::Weak<Fs>,
 }
 
 impl Mounted {
@@ -76,6 +78,7 @@ impl Mounted {
         let config =
             MountConfig::parse(store.clone(), dir.clone(), &[options.to_string()]).unwrap();
         let fs = Arc::new(Fs::mount(db, config.fs_options()).unwrap());
+        let weak = Arc::downgrade(&fs);
         let session = open_session(&config, KvFuse::new(fs, config.adapter_options())).unwrap();
         let session = session.spawn().unwrap();
         Mounted {
@@ -83,6 +86,7 @@ impl Mounted {
             session: Some(session),
             tmp: Some(tmp),
             store,
+            fs: weak,
         }
     }
 
