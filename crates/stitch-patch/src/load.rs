@@ -42,10 +42,12 @@ impl BlockCache {
                     blocks: HashMap::new(),
                 };
             }
+            // `from_disk` first: for most writes it rules out every block at once (an append
+            // needs at most its first block's old bytes), sparing a lookup of each.
             let missing: Vec<u64> = blocks
                 .clone()
                 .filter(|&b| {
-                    !st.is_cached(b) && !loaded.blocks.contains_key(&b) && from_disk(&st, b)
+                    from_disk(&st, b) && !st.is_cached(b) && !loaded.blocks.contains_key(&b)
                 })
                 .collect();
             if missing.is_empty() {
