@@ -260,7 +260,12 @@ fn apply(base: &Path, op: &Op, exact_seek: bool) -> Outcome {
             trunc,
         } => {
             let mut o = nonblock();
-            o.write(true).append(*append).truncate(*trunc);
+            // `O_TRUNC` as a raw flag: std refuses to combine its own truncate with append
+            // before any system call, where open(2) takes both.
+            let trunc = if *trunc { libc::O_TRUNC } else { 0 };
+            o.write(true)
+                .append(*append)
+                .custom_flags(libc::O_NONBLOCK | trunc);
             let mut f = io(o.open(at(path)))?;
             let data = pattern(*seed, *len);
             let n = if *append {
