@@ -301,7 +301,7 @@ fn a_full_store_gives_enospc_and_keeps_what_was_fsynced() {
     let disk = Arc::new(SimDisk::new(SimConfig {
         seed: 4,
         len: 0,
-        capacity: Some(24 << 20),
+        capacity: Some(48 << 20),
     }));
     let db = Db::create_on(disk.clone(), small_options()).unwrap();
     let fs = Fs::mount(db, FsOptions::default()).unwrap();
@@ -325,11 +325,29 @@ fn a_full_store_gives_enospc_and_keeps_what_was_fsynced() {
     }
     assert_eq!(errno, Some(libc::ENOSPC), "after {} files", synced.len());
     assert!(synced.len() > 10, "only {} files fitted", synced.len());
-    // The mount still reads everything written before the failure.
+    // The mount still reads everything written before the failure, and stays writable:
+    // deleting a third of the files makes room for new ones, with no remount.
+    assert_eq!(fs.db().failure(), None);
     for name in &synced {
         let a = fs.lookup(&root, ROOT_INO, name.as_bytes()).unwrap();
         assert_eq!(fs.read(a.ino, 0, chunk.len() + 1).unwrap(), chunk, "{name}");
     }
+    let third = synced.len() / 3;
+    for name in synced.drain(..third) {
+        // Closed first (`create` opened it): an open file's data stays until its last close.
+        let a = fs.lookup(&root, ROOT_INO, name.as_bytes()).unwrap();
+        fs.release(a.ino).unwrap();
+        fs.unlink(&root, ROOT_INO, name.as_bytes()).unwrap();
+    }
+    for i in 0..third / 2 {
+        let name = format!("again{i}");
+        let a = fs.create(&root, ROOT_INO, name.as_bytes(), 0o644).unwrap();
+        fs.write(&root, a.ino, 0, &chunk).unwrap();
+        fs.fsync().unwrap();
+        synced.push(name);
+    }
+    assert_eq!(fs.db().failure(), None);
+    ok(&fs);
     drop(fs);
     // The device is still full. A read-only mount reads everything back.
     let db = Db::open_read_only_on(disk.clone(), small_options()).unwrap();

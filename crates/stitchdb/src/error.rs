@@ -140,6 +140,20 @@ impl Error {
         }
     }
 
+    /// Whether the store found no free zone to write into: taking a zone failed (the store
+    /// reached its size limit, or the device or file system would not grow it) before
+    /// anything was written. Unlike other write failures, this leaves the log, the block
+    /// cache and the zone store as they were.
+    pub fn is_out_of_zones(&self) -> bool {
+        matches!(
+            self,
+            Error::Zone(stitch_zone::ZoneError::NoSpace(_))
+                | Error::Log(stitch_wal::WalError::Zone(stitch_zone::ZoneError::NoSpace(
+                    _
+                )))
+        )
+    }
+
     /// The failed disk operation underneath this error, through the layers that wrap it, if
     /// one is what failed: its [`IoErrorKind`](stitch_io::IoErrorKind) tells a missing file, a
     /// refused permission or a held lock apart without reading the message.

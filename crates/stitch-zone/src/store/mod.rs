@@ -175,14 +175,17 @@ struct State {
 }
 
 /// Free zones ordinary allocation leaves alone, so that a store that filled its disk can
-/// still be opened (opening starts a new log and writes a checkpoint) and then free space.
-/// Log segments stop first, extent zones (flushes and merges, which give log zones back)
-/// after them; while the reserve is lifted (opening) every free zone may be taken.
+/// still free space, and be opened (opening starts a new log and writes a checkpoint).
+/// Log segments stop first (writers' data), merges next (which free room, but only once
+/// done), then the other extent zones (flushes, which give log zones back, and manifests);
+/// while the reserve is lifted (opening) every free zone may be taken.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reserve {
     /// Free zones a new log segment (or a zone for ingested runs) leaves.
     pub log: u64,
-    /// Free zones a new extent zone leaves.
+    /// Free zones a new zone for a merge's output leaves.
+    pub merges: u64,
+    /// Free zones any other new extent zone leaves.
     pub extents: u64,
 }
 
@@ -672,12 +675,15 @@ impl ZoneStore {
             Self::retire(st, open, ZoneUse::Closed);
         }
         // Ingested runs are writers' data, as the log is: they stop where the log does. A
-        // mirror is a second copy: on a full device it is what goes unwritten (the run goes
-        // without one), never the flush or merge that would free room.
+        // merge stops while a checkpoint still fits, so merges never take the room a flush
+        // needs to give the log's zones back. A mirror is a second copy: on a full device it
+        // is what goes unwritten (the run goes without one), never the flush or merge that
+        // would free room.
         let keep = match stream {
             Stream::Ingest => st.reserve.log,
+            Stream::Merge | Stream::SecondMerge => st.reserve.merges,
             Stream::Mirror => st.reserve.extents + 1,
-            _ => st.reserve.extents,
+            Stream::Flush | Stream::Manifest => st.reserve.extents,
         };
         let (zone, _) = self.take_free_zone(st, keep)?;
         st.zones[zone as usize] = Zone {
@@ -1169,6 +1175,40 @@ impl ZoneStore {
         };
         self.want_ahead(st);
         Ok(taken)
+    }
+
+    /// Whether more than `keep(reserve)` free zones are allocated (recycled or ready), allocating more
+    /// (punched-out zones, or new ones at the end of the disk, or, on a full disk, the zones
+    /// held for the older checkpoint, as taking a zone would) to make it so; false if the
+    /// disk has no room for them. A writer asks before it commits what must later be flushed
+    /// and merged (see [`Reserve`]).
+    pub fn has_room_beyond(&self, keep: impl Fn(&Reserve) -> u64) -> bool {
+        self.or_release_held(|| self.allocate_beyond(&keep)).is_ok()
+    }
+
+    fn allocate_beyond(&self, keep: &impl Fn(&Reserve) -> u64) -> Result<()> {
+        let mut st = self.state.lock();
+        while Self::allocated(&st) <= keep(&st.reserve) {
+            let zone = match st.free.pop_first() {
+                Some(zone) => zone,
+                None => self.grow_zone(&mut st)?,
+            };
+            let place = (self.zone_offset(zone), self.config.zone_size);
+            if let Err(e) = self.cache.disk().allocate(place.0, place.1) {
+                st.free.insert(zone);
+                return Err(match e.kind {
+                    stitch_io::IoErrorKind::NoSpace => ZoneError::NoSpace(e.to_string()),
+                    _ => ZoneError::Io(e),
+                });
+            }
+            st.ready.insert(zone);
+        }
+        Ok(())
+    }
+
+    /// The zones held back now (see [`set_reserve`](Self::set_reserve)).
+    pub fn reserve(&self) -> Reserve {
+        self.state.lock().reserve
     }
 
     /// Free zones whose blocks are allocated: recycled and ready ones.

@@ -151,6 +151,12 @@ fn run_compactor(inner: &Arc<Inner>, stream: Stream) {
             match compact::compact_once(inner, stream) {
                 Ok(true) if !inner.signal.lock().stop => continue,
                 Ok(_) => break,
+                // The merge was given up and the store left as it was; the next request
+                // tries again (a full store's writers reclaim room themselves: `space`).
+                Err(e) if e.is_out_of_zones() => {
+                    tracing::warn!("a background merge found no room: {e}");
+                    break;
+                }
                 Err(e) => {
                     tracing::error!("background compaction failed: {e}");
                     break;

@@ -12,7 +12,7 @@ use super::checkpoint::{add_run, install_deferred, write_deferred};
 use super::Inner;
 use crate::batch::TableId;
 use crate::options::Stitching;
-use crate::run::{merge_runs, MergeSpec, Run};
+use crate::run::{merge_runs, MergeSpec, MergeStats, Run};
 use crate::version::{TableState, Version};
 use crate::Result;
 use std::collections::HashSet;
@@ -186,12 +186,18 @@ impl Plan {
     }
 }
 
+/// Merges the plan's runs and installs the result. A merge that finds no room for its output
+/// is given up and leaves the store as it was (its builder gives back what it wrote), so
+/// the store stays writable; a failure after that, or of another kind, turns it read-only.
 fn run_plan(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<()> {
-    let r = merge_and_install(inner, plan, stream);
+    let merged = inner.guard_space(merge(inner, plan, stream))?;
+    let r = install(inner, plan, merged);
     inner.guard(r)
 }
 
-fn merge_and_install(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<()> {
+type Merged = Option<(Arc<Run>, stitch_patch::PatchId, MergeStats)>;
+
+fn merge(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<Merged> {
     let id = inner.next_run_id();
     let oldest_reader = inner.oldest_reader();
     let spec = MergeSpec {
@@ -203,7 +209,10 @@ fn merge_and_install(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<
         filter_fp_rate: inner.opts.filter_fp_rate,
         stream,
     };
-    let merged = merge_runs(&inner.storage, &plan.inputs, spec)?;
+    merge_runs(&inner.storage, &plan.inputs, spec)
+}
+
+fn install(inner: &Arc<Inner>, plan: &Plan, merged: Merged) -> Result<()> {
     let (output, patch, stats) = match merged {
         Some((run, patch, stats)) => (Some(run), patch, stats),
         None => (None, stitch_patch::PatchId::NONE, Default::default()),

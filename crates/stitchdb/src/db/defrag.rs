@@ -36,29 +36,72 @@ pub(crate) fn defrag(
     max_live_ratio: f64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<DefragReport> {
-    let r = evacuate(inner, max_live_ratio, progress);
+    // Merges replace runs too: none may run while runs are being rewritten.
+    let _no_merges = inner.compacting.write();
+    let zones = inner.zones.evacuation_candidates(max_live_ratio);
+    let r = rewrite(inner, zones.into_iter().collect(), progress).and_then(|r| swap_in(inner, r));
     inner.guard(r)
 }
 
-fn evacuate(
-    inner: &Arc<Inner>,
-    max_live_ratio: f64,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<DefragReport> {
-    // Merges replace runs too: none may run while runs are being rewritten.
+/// Evacuates the zones holding least live data (less than half a zone), moving about
+/// `budget` bytes at most: how a full store makes room (`space::reclaim`), where moving every
+/// candidate at once may not fit. A copy that finds no room leaves everything as it was.
+pub(crate) fn evacuate_sparsest(inner: &Arc<Inner>, budget: u64) -> Result<DefragReport> {
     let _no_merges = inner.compacting.write();
-    let zones: HashSet<ZoneId> = inner
-        .zones
-        .evacuation_candidates(max_live_ratio)
-        .into_iter()
+    let candidates: HashSet<ZoneId> = inner.zones.evacuation_candidates(0.5).into_iter().collect();
+    let mut live: Vec<(u64, ZoneId)> = (inner.zones.stats().zone_live.into_iter())
+        .filter(|(zone, _)| candidates.contains(zone))
+        .map(|(zone, live)| (live, zone))
         .collect();
+    live.sort_unstable();
+    let (mut chosen, mut moving) = (HashSet::new(), 0);
+    for (bytes, zone) in live {
+        if moving + bytes > budget && !chosen.is_empty() {
+            break;
+        }
+        moving += bytes;
+        chosen.insert(zone);
+    }
+    let rewritten = inner.guard_space(rewrite(inner, chosen, &mut |_, _| {}))?;
+    let r = swap_in(inner, rewritten);
+    inner.guard(r)
+}
+
+/// The runs a defragmentation rewrote, not yet swapped in, and what it did. Dropped before
+/// [`swap_in`] disarms it (a copy failed), the new runs give their references back.
+struct Rewritten {
+    runs: Vec<(Arc<Run>, Arc<Run>)>,
+    patches: Vec<stitch_patch::PatchId>,
+    report: DefragReport,
+}
+
+impl Drop for Rewritten {
+    fn drop(&mut self) {
+        for (_, new) in &self.runs {
+            new.mark_obsolete();
+        }
+    }
+}
+
+/// Copies the live run blocks of `zones` out and rewrites every run referencing them; the
+/// caller holds `compacting` exclusively.
+fn rewrite(
+    inner: &Arc<Inner>,
+    zones: HashSet<ZoneId>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Rewritten> {
     let mut report = DefragReport {
         zones: zones.iter().copied().collect(),
         ..Default::default()
     };
     report.zones.sort_unstable();
+    let mut out = Rewritten {
+        runs: Vec::new(),
+        patches: Vec::new(),
+        report,
+    };
     if zones.is_empty() {
-        return Ok(report);
+        return Ok(out);
     }
     let version = inner.version.read().clone();
     let affected: Vec<Arc<Run>> = version
@@ -69,19 +112,17 @@ fn evacuate(
         .collect();
     let total = affected.len() as u64;
     let mut moved: HashMap<ExtentAddr, ExtentAddr> = HashMap::new();
-    let mut patches = Vec::new();
-    let mut rewritten: Vec<(Arc<Run>, Arc<Run>)> = Vec::new();
     for (done, old) in affected.iter().enumerate() {
         let id = inner.next_run_id();
-        let mut out = RunBuilder::new(&inner.storage, id, old.meta.level, Stream::Merge);
+        let mut builder = RunBuilder::new(&inner.storage, id, old.meta.level, Stream::Merge);
         for h in old.blocks() {
             if !zones.contains(&h.addr.zone) {
-                out.stitch(old, std::slice::from_ref(h))?;
+                builder.stitch(old, std::slice::from_ref(h))?;
                 continue;
             }
             let handle = |addr| BlockHandle { addr, ..h.clone() };
             match moved.get(&h.addr) {
-                Some(&new) => out.stitch(old, &[handle(new)])?,
+                Some(&new) => builder.stitch(old, &[handle(new)])?,
                 None => {
                     let payload = inner.zones.read(h.addr, ExtentKind::RUN_BLOCK)?;
                     let (new, patch) = inner.zones.append_to(
@@ -90,26 +131,33 @@ fn evacuate(
                         &payload,
                         &[],
                     )?;
-                    patches.push(patch);
+                    out.patches.push(patch);
                     moved.insert(h.addr, new);
-                    report.blocks_moved += 1;
-                    report.bytes_moved += new.len as u64;
-                    out.adopt(old, &handle(new))?;
+                    out.report.blocks_moved += 1;
+                    out.report.bytes_moved += new.len as u64;
+                    builder.adopt(old, &handle(new))?;
                 }
             }
         }
-        let (new, patch) = out
+        let (new, patch) = builder
             .finish(one_filter(old, inner.opts.filter_fp_rate))?
             .ok_or_else(|| Error::corrupt("run", old.meta.id, "has no blocks"))?;
-        patches.push(patch);
-        rewritten.push((old.clone(), new));
-        report.runs_rewritten += 1;
+        out.patches.push(patch);
+        out.runs.push((old.clone(), new));
+        out.report.runs_rewritten += 1;
         progress(done as u64 + 1, total);
     }
+    Ok(out)
+}
+
+/// Swaps the rewritten runs in with one manifest.
+fn swap_in(inner: &Arc<Inner>, mut rewritten: Rewritten) -> Result<DefragReport> {
+    // From here the new runs are the store's (a failed manifest fails the store).
+    let runs = std::mem::take(&mut rewritten.runs);
     let swap = |t: &mut TableState| {
         for level in &mut t.levels {
             for run in level.iter_mut() {
-                if let Some((_, new)) = rewritten.iter().find(|(old, _)| Arc::ptr_eq(old, run)) {
+                if let Some((_, new)) = runs.iter().find(|(old, _)| Arc::ptr_eq(old, run)) {
                     *run = new.clone();
                 }
             }
@@ -121,9 +169,9 @@ fn evacuate(
             v.update(id, swap);
         }
     };
-    let retired = rewritten.iter().map(|(old, _)| old.clone()).collect();
-    commit_change(inner, change, &patches, retired)?;
-    Ok(report)
+    let retired = runs.iter().map(|(old, _)| old.clone()).collect();
+    commit_change(inner, change, &rewritten.patches, retired)?;
+    Ok(std::mem::take(&mut rewritten.report))
 }
 
 /// `run`'s filter as one part (a rewritten run's index and filter are written anew, so the

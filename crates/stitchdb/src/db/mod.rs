@@ -45,6 +45,7 @@ mod read;
 mod recover;
 mod repair;
 mod snapshot;
+mod space;
 mod stats;
 mod verify;
 mod write;
@@ -196,6 +197,12 @@ pub(crate) struct Inner {
     /// What merges did so far (its own lock, a leaf).
     pub(super) compaction: Mutex<compact::CompactionStats>,
 
+    // ---- Reclaiming space after a refused write (see `space`). ---------------------------
+    /// Held for a reclaim, with no other lock of this struct held: one at a time.
+    pub(super) reclaim: Mutex<space::Reclaim>,
+    /// Reclaims run so far (stored under `reclaim`, read without it before a write).
+    pub(super) reclaims: AtomicU64,
+
     // ---- Waking the background threads. -------------------------------------------------
     /// What the background threads are asked to do; `wake` and `flushed` wait on it.
     pub(super) signal: Mutex<background::Signal>,
@@ -223,15 +230,19 @@ pub struct Db {
 /// The free zones an open store holds back (see [`stitch_zone::Reserve`]). Opening needs
 /// two log segments (the first and the one preallocated after it), a manifest zone, and
 /// zones for the memtables the log replays (at most an active and a frozen one) plus the
-/// flush zone they start in. Log segments stop earlier by one memtable's flush, so the
-/// memtable that filled can still be written out and its log segments given back, and by the
-/// first checkpoint after a reopen (a zone for its runs and one for its manifest), which
-/// writes out what the reopened store's first deletes made.
+/// flush zone they start in: what flushes and manifests leave. Merges stop earlier by a
+/// checkpoint (one memtable's flush, a zone for its runs and one for its manifest), so
+/// merges cannot take the room that gives the log's zones back. Log segments and ingested
+/// runs stop earlier again by a merge's output (a zone for the blocks it copies, one for its
+/// index and one spare), so a writer refused for want of room can still merge deleted data
+/// away (`space::reclaim`).
 fn open_reserve(opts: &Options, zone_size: u64) -> stitch_zone::Reserve {
     let memtables = |n: u64| (n * opts.memtable_size as u64).div_ceil(zone_size);
     let extents = 2 + 1 + 1 + memtables(2);
+    let merges = extents + memtables(1) + 2;
     stitch_zone::Reserve {
-        log: extents + 1 + memtables(1) + 2,
+        log: merges + 3,
+        merges,
         extents,
     }
 }
@@ -373,6 +384,8 @@ impl Db {
             compacting: RwLock::new(()),
             merging: Default::default(),
             flushing: Mutex::new(()),
+            reclaim: Mutex::new(space::Reclaim::default()),
+            reclaims: AtomicU64::new(0),
             frozen: Mutex::new(None),
             readers: Mutex::default(),
             locks: LockManager::new(),
@@ -557,9 +570,15 @@ impl Db {
         if self.inner.wal.is_none() {
             return Ok(());
         }
+        // The log first: every commit is then durable even if the checkpoint below finds no
+        // room, or a failure turned the store read-only and left the log whole (a flush that
+        // found no room): reopening replays it.
+        let last = self.inner.write.lock().last_seq;
+        let logged = self.inner.sync_log(last);
         if let Some(why) = self.inner.failure.lock().clone() {
             return Err(Error::ReadOnly(why));
         }
+        logged?;
         checkpoint::checkpoint(&self.inner, checkpoint::Trigger::Close)?;
         self.inner.cache.flush_all()?;
         Ok(())
@@ -627,6 +646,23 @@ impl Inner {
             }
         }
         r
+    }
+
+    /// Runs a write step that takes zones before it writes (a commit's log append or
+    /// ingested run, a merge's output): one that found the store out of zones is refused and
+    /// the store stays writable, as the step left everything as it was (a builder gives back
+    /// what it wrote); any other failure turns the store read-only, as [`guard`](Self::guard).
+    pub fn guard_space<T>(&self, r: Result<T>) -> Result<T> {
+        match r {
+            Err(e)
+                if e.is_out_of_zones()
+                    && self.wal.as_ref().is_none_or(|w| w.failure().is_none()) =>
+            {
+                tracing::debug!("a write step was refused: {e}");
+                Err(e)
+            }
+            r => self.guard(r),
+        }
     }
 
     pub fn wal(&self) -> Result<&Wal> {

@@ -1,7 +1,7 @@
 //! The write path: validate, append to the log, apply to memtables, then make durable as the
 //! write's durability asks.
 
-use super::{background, checkpoint, compact, ingest, log, Db, Inner};
+use super::{background, checkpoint, compact, ingest, log, space, Db, Inner};
 use crate::batch::{OpsPayload, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::concurrency::{HeldLocks, LockMode, Oracle};
@@ -140,18 +140,27 @@ fn split<'a, T>(
     })
 }
 
+/// Commits a plain batch. One refused because the store is out of space is tried once
+/// more if reclaiming space (see [`space::reclaim`]) may have made room for it.
 pub(crate) fn write_batch(
     inner: &Arc<Inner>,
-    batch: Cow<WriteBatch>,
+    mut batch: Cow<WriteBatch>,
     durability: Durability,
 ) -> Result<()> {
-    commit_batch(
-        inner,
-        batch,
-        durability,
-        Committer::Plain,
-        |_: &mut Oracle| Ok(()),
-    )
+    let reclaims = space::reclaims(inner);
+    let commit = |batch: &mut Cow<WriteBatch>| {
+        commit_batch(
+            inner,
+            batch,
+            durability,
+            Committer::Plain,
+            |_: &mut Oracle| Ok(()),
+        )
+    };
+    match commit(&mut batch) {
+        Err(e) if e.is_out_of_zones() && space::reclaim(inner, reclaims)? => commit(&mut batch),
+        r => r,
+    }
 }
 
 /// Who commits a batch: what is still to be checked, and whether it holds its locks.
@@ -173,7 +182,7 @@ pub(crate) enum Committer {
 /// The values of an owned batch move into the memtable; a borrowed one's are copied.
 pub(crate) fn commit_batch(
     inner: &Arc<Inner>,
-    mut batch: Cow<WriteBatch>,
+    batch: &mut Cow<WriteBatch>,
     durability: Durability,
     committer: Committer,
     validate_commit: impl FnOnce(&mut Oracle) -> Result<()>,
@@ -183,7 +192,7 @@ pub(crate) fn commit_batch(
         return Ok(());
     }
     if committer == Committer::Plain {
-        validate(inner, &batch)?;
+        validate(inner, batch)?;
     }
     let wal = inner.wal()?;
     // A long sorted stretch of puts to one table is written as a run of its own (see
@@ -192,7 +201,7 @@ pub(crate) fn commit_batch(
         Committer::Plain => ingest::find_stretch(&batch.ops, inner.opts.ingest_min_bytes),
         Committer::Transaction { .. } => None,
     };
-    let payloads = chunks(&batch, wal.max_payload() / 2);
+    let payloads = chunks(batch, wal.max_payload() / 2);
     let engaged = PatchContext::with_current(|ctx| inner.groups.engaged(ctx));
     let deps = engaged.as_ref().map(|e| e.deps());
     let holds_locks = committer == Committer::Transaction { holds_locks: true };
@@ -205,9 +214,12 @@ pub(crate) fn commit_batch(
         // begin: one that begins after this commit reads what it wrote.
         if w.oracle.locking_open() && !holds_locks && locked.is_none() {
             drop(w);
-            locked = Some(lock_batch(inner, &batch)?);
+            locked = Some(lock_batch(inner, batch)?);
             continue;
         }
+        // A full store takes only what it can flush and merge (see `space`); refused here,
+        // before anything is written, the store stays writable.
+        space::admit(inner, batch)?;
         if let Some(validate) = validate_commit.take() {
             validate(&mut w.oracle)?;
         }
@@ -215,7 +227,7 @@ pub(crate) fn commit_batch(
         w.next_txn += 1;
         let mut lsn = 0;
         let ingested = match stretch.take() {
-            Some(range) => try_ingest(inner, wal, &batch, range, txn, deps)?,
+            Some(range) => try_ingest(inner, wal, batch, range, txn, deps)?,
             None => None,
         };
         if let Some(ingest) = &ingested {
@@ -238,7 +250,7 @@ pub(crate) fn commit_batch(
             let appended = payload.with_pieces(|pieces| {
                 wal.append_parts(txn, log::OP_BATCH_RANGES, flag, pieces, deps)
             });
-            let (record_lsn, _, patch) = inner.guard(appended.map_err(log::log_err))?;
+            let (record_lsn, _, patch) = inner.guard_space(appended.map_err(log::log_err))?;
             if let (Some(patch), Some(engaged)) = (patch, &engaged) {
                 inner.groups.adopt(engaged, patch);
             }
@@ -259,7 +271,7 @@ pub(crate) fn commit_batch(
             version.table(table)?.mem.insert(key, lsn, value);
             Ok(())
         };
-        match &mut batch {
+        match batch {
             Cow::Owned(b) => b
                 .ops
                 .iter_mut()
@@ -387,7 +399,7 @@ fn try_ingest(
         .clone()
         .filter(|i| held.binary_search(i).is_err())
         .map(|i| &batch.ops[i]);
-    let Some((run, written)) = inner.guard(ingest::write_run(inner, into_run, seq))? else {
+    let Some((run, written)) = inner.guard_space(ingest::write_run(inner, into_run, seq))? else {
         return Ok(None);
     };
     let head = ingest::record_head(table, &run.meta);
@@ -398,7 +410,7 @@ fn try_ingest(
     let appended = ingest::with_record_pieces(&head, &rest, |pieces| {
         wal.append_parts(txn, log::OP_INGEST, Flags::AUTOCOMMIT, pieces, Some(&after))
     });
-    let appended = inner.guard(appended.map_err(log::log_err));
+    let appended = inner.guard_space(appended.map_err(log::log_err));
     let (lsn, patch) = match appended {
         Ok((lsn, _, patch)) if lsn == seq => (lsn, patch),
         other => {
@@ -528,7 +540,7 @@ pub(crate) fn create_table(inner: &Arc<Inner>, name: &str) -> Result<TableId> {
         w.next_txn += 1;
         let appended =
             wal.append_with_deps(txn, log::OP_CREATE_TABLE, Flags::AUTOCOMMIT, &payload, &[]);
-        let (lsn, _, _) = inner.guard(appended.map_err(log::log_err))?;
+        let (lsn, _, _) = inner.guard_space(appended.map_err(log::log_err))?;
         w.next_table_id += 1;
         w.last_seq = lsn;
         let mut version = inner.version.write();

@@ -58,20 +58,7 @@ impl RunBuilder {
             writer: BlockWriter::default(),
             blocks: Vec::new(),
             patches: Vec::new(),
-            meta: RunMeta {
-                id,
-                level,
-                entries: 0,
-                data_bytes: 0,
-                min_seq: u64::MAX,
-                max_seq: 0,
-                index: Vec::new(),
-                index_mirror: Vec::new(),
-                blocks_together: false,
-                filters: Vec::new(),
-                ranges: Vec::new(),
-                seq_override: None,
-            },
+            meta: RunMeta::empty(id, level),
             copied_bytes: 0,
             stitched_bytes: 0,
             unflushed: 0,
@@ -279,15 +266,39 @@ impl RunBuilder {
             }
         }
         let done = self.storage.zones.cache().empty(&self.patches)?;
+        // The run takes over the builder's references (its `Drop` no longer sees them).
+        let (id, level) = (self.meta.id, self.meta.level);
+        let blocks = std::mem::take(&mut self.blocks);
         let run = Run {
-            meta: self.meta,
-            search: super::search::BlockSearch::new(&self.blocks),
-            blocks: self.blocks,
+            meta: std::mem::replace(&mut self.meta, RunMeta::empty(id, level)),
+            search: super::search::BlockSearch::new(&blocks),
+            blocks,
             filters,
-            storage: self.storage,
+            storage: self.storage.clone(),
             obsolete: AtomicBool::new(false),
             unwritten: Default::default(),
         };
         Ok(Some((Arc::new(run), done)))
+    }
+}
+
+/// A builder dropped before [`finish`](RunBuilder::finish) handed its references to a run
+/// (the flush, merge or ingest it served failed or gave up) gives them back: no root names
+/// what it wrote or stitched in, and a store that goes on after the failure (a full one
+/// refuses the write and stays writable) would otherwise keep those zones until reopened.
+impl Drop for RunBuilder {
+    fn drop(&mut self) {
+        let held: Vec<_> = Run::extents_of(&self.meta, &self.blocks)
+            .map(|(addr, _)| addr)
+            .collect();
+        if held.is_empty() {
+            return;
+        }
+        if let Err(e) = self.storage.zones.decref_all(held) {
+            tracing::warn!(
+                "releasing the extents of unfinished run {}: {e}",
+                self.meta.id
+            );
+        }
     }
 }

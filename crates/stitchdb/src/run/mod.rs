@@ -4,6 +4,7 @@
 mod block;
 mod build;
 mod cache;
+mod covered;
 mod index;
 mod rebuild;
 mod search;
@@ -99,6 +100,24 @@ pub struct RunMeta {
 }
 
 impl RunMeta {
+    /// A run with nothing in it yet, as a builder starts one.
+    pub fn empty(id: u64, level: u32) -> RunMeta {
+        RunMeta {
+            id,
+            level,
+            entries: 0,
+            data_bytes: 0,
+            min_seq: u64::MAX,
+            max_seq: 0,
+            index: Vec::new(),
+            index_mirror: Vec::new(),
+            blocks_together: false,
+            filters: Vec::new(),
+            ranges: Vec::new(),
+            seq_override: None,
+        }
+    }
+
     /// Encodes the run as the current manifest version writes it; without `mirror`, as
     /// version 4 did (no index mirror: how tests write stores of before the mirror).
     pub fn encode(&self, out: &mut Vec<u8>, mirror: bool) {

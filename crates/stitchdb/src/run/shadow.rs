@@ -11,6 +11,7 @@
 //! whole rewrite to drop a few stale keys.
 
 use super::block::Block;
+use super::covered::Covered;
 use super::stitch::Cursor;
 use crate::options::Stitching;
 use crate::Result;
@@ -140,6 +141,7 @@ pub(super) fn shadowing_span(
     stitching: Stitching,
     zone_size: u64,
     oldest_snapshot: u64,
+    covered: &Covered,
 ) -> Result<Option<usize>> {
     let Stitching::Threshold(threshold) = stitching else {
         return Ok(None);
@@ -161,6 +163,7 @@ pub(super) fn shadowing_span(
             .as_deref()
             .is_some_and(|n| n <= h.last_key.as_slice())
             || (end > start && !h.addr.continues(&blocks[end - 1].addr, zone_size))
+            || covered.touches(&h.first_key, &h.last_key)
         {
             break;
         }

@@ -8,6 +8,7 @@
 //! LSM-tree merge).
 
 use super::block::Block;
+use super::covered::Covered;
 use super::shadow::shadowing_span;
 use super::{BlockHandle, Reused, Run, RunBuilder, Storage};
 use crate::entry::{EntryRef, RangeDeletes, RangeTombstone};
@@ -137,13 +138,9 @@ pub fn merge_runs(
     out.expect_bytes(inputs.iter().map(|r| r.meta.data_bytes).sum());
     let zone_size = storage.zones.zone_size();
     // Range tombstones hide versions in other inputs: those versions must be seen (copied) to
-    // be dropped, so a merge carrying tombstones stitches nothing.
+    // be dropped, so a block a tombstone touches is never stitched.
     let ranges: Vec<RangeTombstone> = inputs.iter().flat_map(|r| r.meta.ranges.clone()).collect();
-    let stitching = if ranges.is_empty() {
-        stitching
-    } else {
-        Stitching::Never
-    };
+    let covered = Covered::new(&ranges);
     let mut filter = VersionFilter::new(oldest_snapshot, bottom, RangeDeletes::new(ranges.clone()));
     let mut cursors: Vec<Cursor> = inputs
         .iter()
@@ -168,9 +165,16 @@ pub fn merge_runs(
             let straddles = filter.is_current(&c.run.blocks[c.next_block].first_key);
             let span = match straddles {
                 true => None,
-                false => match stitchable_span(&cursors, i, stitching, zone_size) {
+                false => match stitchable_span(&cursors, i, stitching, zone_size, &covered) {
                     Some(end) => Some(end),
-                    None => shadowing_span(&mut cursors, i, stitching, zone_size, oldest_snapshot)?,
+                    None => shadowing_span(
+                        &mut cursors,
+                        i,
+                        stitching,
+                        zone_size,
+                        oldest_snapshot,
+                        &covered,
+                    )?,
                 },
             };
             if let Some(end) = span {
@@ -192,7 +196,7 @@ pub fn merge_runs(
             let block = match cursors[i].ahead.pop_front() {
                 Some(block) => block,
                 None => {
-                    let limit = copy_ahead(&cursors, i, stitching, zone_size);
+                    let limit = copy_ahead(&cursors, i, stitching, zone_size, &covered);
                     let c = &mut cursors[i];
                     let mut read =
                         VecDeque::from(c.run.blocks_ahead(c.next_block, usize::MAX, limit)?);
@@ -289,7 +293,13 @@ fn whole_inputs(inputs: &[Arc<Run>], blocks: &[BlockHandle], filters: bool) -> O
 /// system call, a page-cache lookup and a checksum call per 4 KiB. A block predicted to be
 /// copied that is stitched after all was read for nothing, never wrongly: blocks read ahead
 /// are dropped when their cursor stitches.
-fn copy_ahead(cursors: &[Cursor], i: usize, stitching: Stitching, zone_size: u64) -> u64 {
+fn copy_ahead(
+    cursors: &[Cursor],
+    i: usize,
+    stitching: Stitching,
+    zone_size: u64,
+    covered: &Covered,
+) -> u64 {
     let c = &cursors[i];
     let blocks = &c.run.blocks;
     let threshold = match stitching {
@@ -301,7 +311,7 @@ fn copy_ahead(cursors: &[Cursor], i: usize, stitching: Stitching, zone_size: u64
     let mut bytes = u64::from(blocks[c.next_block].addr.len);
     while copied < blocks.len() {
         if copied == b {
-            match threshold.map(|t| short_span_end(cursors, i, b, t, zone_size)) {
+            match threshold.map(|t| short_span_end(cursors, i, b, t, zone_size, covered)) {
                 Some(None) => break,
                 Some(Some(end)) => b = end,
                 None => b = blocks.len(),
@@ -330,6 +340,7 @@ fn short_span_end(
     b: usize,
     threshold: u64,
     zone_size: u64,
+    covered: &Covered,
 ) -> Option<usize> {
     let blocks = &cursors[i].run.blocks;
     let from = blocks[b].first_key.as_slice();
@@ -337,25 +348,30 @@ fn short_span_end(
         .filter(|&j| j != i)
         .filter_map(|j| cursors[j].next_key_from(from))
         .min();
-    let (end, bytes) = clear_span(blocks, b, others_next, zone_size, threshold);
+    let (end, bytes) = clear_span(blocks, b, others_next, zone_size, covered, threshold);
     (bytes < threshold).then_some(end.max(b + 1))
 }
 
 /// The span of `blocks` from `start` that a merge could stitch as one: blocks wholly below
-/// `others_next` (the smallest next key of the other inputs), each continuing the one before
-/// on disk. Returns its end and its bytes, stopping once it holds `enough` bytes.
+/// `others_next` (the smallest next key of the other inputs) that no range tombstone
+/// touches, each continuing the one before on disk. Returns its end and its bytes, stopping
+/// once it holds `enough` bytes.
 fn clear_span(
     blocks: &[BlockHandle],
     start: usize,
     others_next: Option<&[u8]>,
     zone_size: u64,
+    covered: &Covered,
     enough: u64,
 ) -> (usize, u64) {
-    let clear = |last_key: &[u8]| others_next.is_none_or(|next| next > last_key);
+    let clear = |b: &BlockHandle| {
+        others_next.is_none_or(|next| next > b.last_key.as_slice())
+            && !covered.touches(&b.first_key, &b.last_key)
+    };
     let (mut end, mut bytes) = (start, 0u64);
     while end < blocks.len()
         && bytes < enough
-        && clear(&blocks[end].last_key)
+        && clear(&blocks[end])
         && (end == start || blocks[end].addr.continues(&blocks[end - 1].addr, zone_size))
     {
         bytes += u64::from(blocks[end].addr.len);
@@ -378,6 +394,7 @@ fn stitchable_span(
     i: usize,
     stitching: Stitching,
     zone_size: u64,
+    covered: &Covered,
 ) -> Option<usize> {
     let Stitching::Threshold(threshold) = stitching else {
         return None;
@@ -396,6 +413,7 @@ fn stitchable_span(
         start,
         others_next,
         zone_size,
+        covered,
         u64::MAX,
     );
     (end > start && bytes >= threshold).then_some(end)

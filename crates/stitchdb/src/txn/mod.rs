@@ -433,7 +433,7 @@ impl<'db> Transaction<'db> {
         };
         let committed = crate::db::commit_batch(
             self.db.shared(),
-            std::borrow::Cow::Borrowed(&batch),
+            &mut std::borrow::Cow::Borrowed(&batch),
             durability,
             committer,
             check,
