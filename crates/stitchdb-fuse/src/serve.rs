@@ -270,10 +270,15 @@ pub fn xattr_answer(v: &[u8], size: u32) -> Answer<Xattr<'_>> {
 
 /// The errno of a failure, logging the ones that are not the caller's doing.
 pub fn errno(e: &FsError) -> i32 {
-    if !matches!(e, FsError::Errno(_)) {
-        tracing::error!("file system operation failed: {e}");
+    let errno = e.errno();
+    match e {
+        FsError::Errno(_) => {}
+        // A full store refuses the write and stays writable: an answer, not a failure (the
+        // store logs its reclaims, and a failure that turned it read-only when it happened).
+        _ if errno == libc::ENOSPC => tracing::debug!("file system operation refused: {e}"),
+        _ => tracing::error!("file system operation failed: {e}"),
     }
-    e.errno()
+    errno
 }
 
 /// The credentials of a request: its uid and gid, and the process's supplementary groups
