@@ -69,7 +69,9 @@ pub(crate) fn reclaim(inner: &Arc<Inner>, seen: u64) -> Result<bool> {
         return Ok(true);
     }
     let seq = inner.visible_seq.load(Ordering::Acquire);
-    if last.seq == Some(seq) {
+    // With no room for a flush above what opening needs, writing the memtables out would
+    // fail and turn the store read-only: the refusal stands.
+    if last.seq == Some(seq) || !inner.zones.has_room_beyond(|r| r.extents + FLUSH_ROOM) {
         return Ok(false);
     }
     tracing::info!(
