@@ -59,19 +59,42 @@ fn contents(db: &Db) -> State {
 /// Runs the workloads ingested, summed (so the test knows it crashed around some).
 static INGESTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Commits refused for want of room, summed over the workloads on a small disk.
+static REFUSED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// One seed in four runs on a disk of 16 zones, which its writes keep full: commits are
+/// refused, and refused writers reclaim room (merging and evacuating) while images are taken.
+fn capacity(seed: u64) -> Option<u64> {
+    (seed % 4 == 3).then_some(16 * 64 * 1024)
+}
+
+/// Whether `r` failed only because the store had no room (allowed on a small disk).
+fn refused<T>(seed: u64, r: &stitchdb::Result<T>) -> bool {
+    match r {
+        Err(e) if capacity(seed).is_some() && e.is_no_space() => {
+            REFUSED.fetch_add(1, Ordering::SeqCst);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Runs one seeded workload; returns the state after each commit (index = commit number) and
 /// the crash images captured.
 fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
     // Crashes during creation are covered by `a_crash_during_creation_is_a_clear_error`.
     let disk = CrashingDisk::new(seed);
     let db = Db::create_on(disk.clone(), options(seed)).unwrap();
+    disk.sim.set_capacity(capacity(seed));
     *disk.probability.lock() = 0.04;
     *disk.process_share.lock() = 0.3;
     let t = db.default_table();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let mut states = vec![State::new()];
     let mut state = State::new();
-    for n in 1..=commits {
+    for _ in 0..commits {
+        // The commit's number: commits refused for room take none.
+        let n = states.len() as u64;
         // Most commits are a few writes; some are large (spanning several log records).
         let ops = if rng.gen_bool(0.05) {
             rng.gen_range(50..300)
@@ -123,7 +146,11 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
             };
             let mut txn = db.begin(iso).unwrap();
             for i in 0..rng.gen_range(1..200) {
-                txn.put(t, format!("k{:02}", i % 40), b"aborted").unwrap();
+                // A spill may find no room on a small disk.
+                let put = txn.put(t, format!("k{:02}", i % 40), b"aborted");
+                if !refused(seed, &put) {
+                    put.unwrap();
+                }
             }
             txn.abort();
         }
@@ -139,23 +166,37 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
                     None => batch.delete(t, k),
                 }
             }
-            db.write(&batch, durability).unwrap();
+            let written = db.write(&batch, durability);
+            if refused(seed, &written) {
+                state = states.last().unwrap().clone();
+                continue;
+            }
+            written.unwrap();
         } else {
             let iso = match rng.gen_bool(0.5) {
                 true => Isolation::Serializable,
                 false => Isolation::Locking,
             };
             let mut txn = db.begin(iso).unwrap();
+            let mut made = Ok(());
             if let Some((lo, hi)) = range {
-                txn.delete_range(t, lo, hi).unwrap();
+                made = txn.delete_range(t, lo, hi);
             }
             for (k, v) in writes {
-                match v {
-                    Some(v) => txn.put(t, k, v).unwrap(),
-                    None => txn.delete(t, k).unwrap(),
+                if made.is_err() {
+                    break;
                 }
+                made = match v {
+                    Some(v) => txn.put(t, k, v),
+                    None => txn.delete(t, k),
+                };
             }
-            txn.commit_with(durability).unwrap();
+            let committed = made.and_then(|()| txn.commit_with(durability));
+            if refused(seed, &committed) {
+                state = states.last().unwrap().clone();
+                continue;
+            }
+            committed.unwrap();
         }
         if durability == Durability::Sync {
             disk.acked.store(n, Ordering::SeqCst);
@@ -165,7 +206,10 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
         }
         states.push(state.clone());
         if rng.gen_bool(0.03) {
-            db.flush().unwrap();
+            let flushed = db.flush();
+            if !refused(seed, &flushed) {
+                flushed.unwrap();
+            }
         } else if rng.gen_bool(0.05) {
             // A manifest that does not move the checkpoint (and retires what merges replaced):
             // ingested runs merged away must outlive it, as the log still names them.
@@ -255,8 +299,10 @@ fn every_crash_state_is_a_prefix_with_every_acknowledged_commit() {
     );
     assert!(recovery_crashes > 0, "recovery itself was crashed");
     let ingested = INGESTED.load(Ordering::SeqCst);
-    eprintln!("the workloads ingested {ingested} runs");
+    let refused = REFUSED.load(Ordering::SeqCst);
+    eprintln!("the workloads ingested {ingested} runs; {refused} commits were refused for room");
     assert!(ingested > 0, "some sorted stretches were ingested");
+    assert!(refused > 0, "the small disks filled");
     assert!(
         prefixes.len() > 50,
         "crashes landed at many different points"
