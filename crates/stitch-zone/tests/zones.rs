@@ -596,20 +596,29 @@ fn zones_the_older_checkpoint_names_are_held_at_open_until_the_next_superblock()
     );
 }
 
-#[test]
-fn a_reserve_is_held_back_until_lifted() {
+/// A store on a memory disk that may grow to `zones` zones, holding `reserve` back.
+fn limited_store(zones: u64, reserve: Reserve) -> (Arc<dyn Disk>, ZoneStore) {
     let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
     let cfg = ZoneConfig {
         zone_size: ZONE,
-        max_size: Some(10 * ZONE),
+        max_size: Some(zones * ZONE),
         ..ZoneConfig::default()
     };
     let store = ZoneStore::create(cache(disk.clone()), cfg).unwrap();
-    store.set_reserve(Reserve {
-        log: 5,
-        merges: 3,
-        extents: 3,
-    });
+    store.set_reserve(reserve);
+    (disk, store)
+}
+
+#[test]
+fn a_reserve_is_held_back_until_lifted() {
+    let (disk, store) = limited_store(
+        10,
+        Reserve {
+            log: 5,
+            merges: 3,
+            extents: 3,
+        },
+    );
     // Zone 0 holds the superblocks; of the other 9, log segments leave 5.
     let mut log = Vec::new();
     let err = loop {
@@ -644,18 +653,14 @@ fn a_reserve_is_held_back_until_lifted() {
 
 #[test]
 fn merges_stop_between_the_log_and_the_flushes_and_room_is_asked_by_tier() {
-    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
-    let cfg = ZoneConfig {
-        zone_size: ZONE,
-        max_size: Some(12 * ZONE),
-        ..ZoneConfig::default()
-    };
-    let store = ZoneStore::create(cache(disk.clone()), cfg).unwrap();
-    store.set_reserve(Reserve {
-        log: 6,
-        merges: 4,
-        extents: 2,
-    });
+    let (disk, store) = limited_store(
+        12,
+        Reserve {
+            log: 6,
+            merges: 4,
+            extents: 2,
+        },
+    );
     // Of the 11 zones past the superblocks' one, 5 can be log segments.
     while store.alloc_zone().is_ok() {}
     assert!(!store.has_room_beyond(|r| r.log));
@@ -663,25 +668,21 @@ fn merges_stop_between_the_log_and_the_flushes_and_room_is_asked_by_tier() {
     // A merge's stream takes the zones down to 4 free (an extent of half a zone and its
     // header take a zone each) ...
     let half = vec![1u8; (ZONE / 2) as usize];
-    let mut merged = 0;
-    while store
-        .append_to(Stream::Merge, ExtentKind::RUN_BLOCK, &half, &[])
-        .is_ok()
-    {
-        merged += 1;
-    }
-    assert_eq!(merged, 2);
+    let appends = |stream| {
+        let mut n = 0;
+        while store
+            .append_to(stream, ExtentKind::RUN_BLOCK, &half, &[])
+            .is_ok()
+        {
+            n += 1;
+        }
+        n
+    };
+    assert_eq!(appends(Stream::Merge), 2);
     assert!(!store.has_room_beyond(|r| r.merges));
     assert!(store.has_room_beyond(|r| r.extents));
     // ... a flush's down to 2.
-    let mut flushed = 0;
-    while store
-        .append_to(Stream::Flush, ExtentKind::RUN_BLOCK, &half, &[])
-        .is_ok()
-    {
-        flushed += 1;
-    }
-    assert_eq!(flushed, 2);
+    assert_eq!(appends(Stream::Flush), 2);
     assert!(!store.has_room_beyond(|r| r.extents));
     assert!(store.has_room_beyond(|r| r.extents - 1));
     assert_eq!(disk.len(), 12 * ZONE);

@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use stitchdb::{Db, Durability, Options, SimConfig, SimDisk, Stitching, WriteBatch};
@@ -25,22 +27,6 @@ fn options(stitching: Stitching, background: bool) -> Options {
         durability: Durability::Async,
         ingest_min_bytes: 8 * 1024,
         ..Options::default()
-    }
-}
-
-/// xorshift: workloads reproducible from their seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -88,7 +74,7 @@ fn run(seed: u64, stitching: Stitching, background: bool, steps: usize) -> Outco
     let opts = options(stitching, background);
     let mut db = Db::create_on(disk.clone(), opts.clone()).unwrap();
     let t = db.default_table();
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut model = Model::new();
     let mut out = Outcome::default();
     for step in 0..steps {
@@ -96,29 +82,29 @@ fn run(seed: u64, stitching: Stitching, background: bool, steps: usize) -> Outco
         // (key, value) the batch sets, in order; `None`: deleted.
         let mut effects: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         let mut ranges: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        match rng.below(100) {
+        match rng.gen_range(0..100) {
             0..=59 => {
-                let k = rng.below(KEYS);
-                let v = value(k, step as u64, 200 + rng.below(2800) as usize);
+                let k = rng.gen_range(0..KEYS);
+                let v = value(k, step as u64, 200 + rng.gen_range(0..2800) as usize);
                 batch.put(t, key(k), v.clone());
                 effects.push((key(k), Some(v)));
             }
             60..=74 => {
-                let k = rng.below(KEYS);
+                let k = rng.gen_range(0..KEYS);
                 batch.delete(t, key(k));
                 effects.push((key(k), None));
             }
             75..=84 => {
-                let a = rng.below(KEYS);
-                let (lo, hi) = (key(a), key(a + 1 + rng.below(KEYS / 5)));
+                let a = rng.gen_range(0..KEYS);
+                let (lo, hi) = (key(a), key(a + 1 + rng.gen_range(0..KEYS / 5)));
                 batch.delete_range(t, lo.clone(), hi.clone());
                 ranges.push((lo, hi));
             }
             85..=97 => {
                 // Consecutive keys: large enough to be ingested as a run of its own.
-                let a = rng.below(KEYS);
-                for k in a..(a + 2 + rng.below(12)).min(KEYS) {
-                    let v = value(k, step as u64, 1000 + rng.below(1000) as usize);
+                let a = rng.gen_range(0..KEYS);
+                for k in a..(a + 2 + rng.gen_range(0..12)).min(KEYS) {
+                    let v = value(k, step as u64, 1000 + rng.gen_range(0..1000) as usize);
                     batch.put(t, key(k), v.clone());
                     effects.push((key(k), Some(v)));
                 }

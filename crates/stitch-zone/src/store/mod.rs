@@ -1158,13 +1158,8 @@ impl ZoneStore {
                 Some(zone) => zone,
                 None => self.grow_zone(st).map_err(|e| held_back(e, keep))?,
             };
-            let place = (self.zone_offset(zone), self.config.zone_size);
-            if let Err(e) = self.cache.disk().allocate(place.0, place.1) {
+            if let Err(e) = self.allocate_blocks(zone) {
                 st.free.insert(zone);
-                let e = match e.kind {
-                    stitch_io::IoErrorKind::NoSpace => ZoneError::NoSpace(e.to_string()),
-                    _ => ZoneError::Io(e),
-                };
                 return Err(held_back(e, keep));
             }
             if Self::allocated(st) < keep {
@@ -1193,13 +1188,9 @@ impl ZoneStore {
                 Some(zone) => zone,
                 None => self.grow_zone(&mut st)?,
             };
-            let place = (self.zone_offset(zone), self.config.zone_size);
-            if let Err(e) = self.cache.disk().allocate(place.0, place.1) {
+            if let Err(e) = self.allocate_blocks(zone) {
                 st.free.insert(zone);
-                return Err(match e.kind {
-                    stitch_io::IoErrorKind::NoSpace => ZoneError::NoSpace(e.to_string()),
-                    _ => ZoneError::Io(e),
-                });
+                return Err(e);
             }
             st.ready.insert(zone);
         }
@@ -1209,6 +1200,20 @@ impl ZoneStore {
     /// The zones held back now (see [`set_reserve`](Self::set_reserve)).
     pub fn reserve(&self) -> Reserve {
         self.state.lock().reserve
+    }
+
+    /// Allocates `zone`'s blocks on the device (see [`Disk::allocate`]); a device without
+    /// room for them is `NoSpace`.
+    ///
+    /// [`Disk::allocate`]: stitch_io::Disk::allocate
+    fn allocate_blocks(&self, zone: ZoneId) -> Result<()> {
+        self.cache
+            .disk()
+            .allocate(self.zone_offset(zone), self.config.zone_size)
+            .map_err(|e| match e.kind {
+                stitch_io::IoErrorKind::NoSpace => ZoneError::NoSpace(e.to_string()),
+                _ => ZoneError::Io(e),
+            })
     }
 
     /// Free zones whose blocks are allocated: recycled and ready ones.
