@@ -15,7 +15,7 @@ mod overlay;
 pub use filtered::{Filtered, KeyFilter};
 pub use overlay::Overlay;
 
-use crate::entry::{covering, RangeTombstone, Value};
+use crate::entry::{RangeTombstone, Value};
 use crate::memtable::{MemIter, MemRevIter, Memtable};
 use crate::merge_iter::{eager, LazySource, NewestFirst, Source};
 use crate::run::Run;
@@ -114,7 +114,7 @@ impl DTable for Arc<Run> {
     }
 
     fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
-        covering(&self.meta.ranges, key, snapshot)
+        Run::covering_tombstone(self, key, snapshot)
     }
 }
 

@@ -277,6 +277,7 @@ impl RunBuilder {
             storage: self.storage.clone(),
             obsolete: AtomicBool::new(false),
             unwritten: Default::default(),
+            tombstones: Default::default(),
         };
         Ok(Some((Arc::new(run), done)))
     }

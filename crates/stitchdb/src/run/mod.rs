@@ -25,7 +25,7 @@ pub(crate) use {block::BlockWriter, index::encode_chunks};
 
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
-use crate::entry::{Entry, EntryRef, RangeTombstone, Value};
+use crate::entry::{Entry, EntryRef, RangeDeletes, RangeTombstone, Value};
 use crate::merge_iter::LazySource;
 use crate::{Error, Result};
 pub(crate) use block::{Block, Framing};
@@ -277,6 +277,8 @@ pub struct Run {
     /// ingested run, installed before its blocks are written: read through the block cache
     /// until then).
     unwritten: parking_lot::Mutex<Option<PatchId>>,
+    /// `meta.ranges` indexed, built at the first point read that asks.
+    tombstones: std::sync::OnceLock<RangeDeletes>,
 }
 
 impl std::fmt::Debug for Run {
@@ -324,6 +326,7 @@ impl Run {
             storage,
             obsolete: AtomicBool::new(false),
             unwritten: Default::default(),
+            tombstones: Default::default(),
         }))
     }
 
@@ -480,6 +483,7 @@ impl Run {
             storage: storage.clone(),
             obsolete: AtomicBool::new(false),
             unwritten: Default::default(),
+            tombstones: Default::default(),
             meta,
         };
         let mut bad = Vec::new();
@@ -516,6 +520,7 @@ impl Run {
                 storage,
                 obsolete: AtomicBool::new(false),
                 unwritten: Default::default(),
+                tombstones: Default::default(),
                 meta,
             };
             return (Some(Arc::new(run)), problems, lost);
@@ -601,6 +606,16 @@ impl Run {
         index
             .chain(filter)
             .chain(blocks.iter().map(|b| (b.addr, ExtentKind::RUN_BLOCK)))
+    }
+
+    /// The newest of the run's range tombstones a reader at `snapshot` sees over `key`.
+    pub fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
+        if self.meta.ranges.is_empty() {
+            return None;
+        }
+        self.tombstones
+            .get_or_init(|| RangeDeletes::new(self.meta.ranges.clone()))
+            .covering(key, snapshot)
     }
 
     /// Every extent the run references (a block once per reference).
@@ -705,6 +720,7 @@ impl Run {
             storage: self.storage.clone(),
             obsolete: AtomicBool::new(false),
             unwritten: Default::default(),
+            tombstones: Default::default(),
         })
     }
 
