@@ -248,10 +248,7 @@ fn verify(image: SimDisk, seed: u64, acked: u64, issued: u64, states: &[State], 
 }
 
 fn target_states() -> usize {
-    std::env::var("STITCHDB_CRASH_STATES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5000)
+    support::env_count("STITCHDB_CRASH_STATES", 5000)
 }
 
 #[test]

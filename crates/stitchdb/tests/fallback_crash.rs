@@ -148,10 +148,7 @@ fn verify(image: SimDisk, acked: u64, issued: u64, states: &[State], what: &str)
 
 #[test]
 fn repair_of_a_damaged_newest_slot_keeps_every_acknowledged_commit() {
-    let target: usize = std::env::var("STITCHDB_FALLBACK_STATES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3000);
+    let target: usize = support::env_count("STITCHDB_FALLBACK_STATES", 3000);
     let mut verified = 0;
     let mut prefixes = std::collections::BTreeSet::new();
     let mut seed = 0;

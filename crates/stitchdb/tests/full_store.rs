@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -155,10 +157,7 @@ fn run(seed: u64, stitching: Stitching, background: bool, steps: usize) -> Outco
 }
 
 fn cases() -> u64 {
-    std::env::var("STITCHDB_FULL_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
+    support::env_count("STITCHDB_FULL_CASES", 4)
 }
 
 #[test]

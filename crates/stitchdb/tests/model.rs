@@ -307,10 +307,7 @@ impl Harness {
 }
 
 fn cases() -> u32 {
-    std::env::var("STITCHDB_MODEL_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000)
+    support::env_count("STITCHDB_MODEL_CASES", 2000)
 }
 
 proptest! {

@@ -34,7 +34,7 @@ pub(crate) fn admit(inner: &Inner, batch: &WriteBatch) -> Result<()> {
         return Ok(());
     }
     let deletes = !batch.ranges.is_empty() || batch.ops.iter().any(|(_, _, v)| v.is_none());
-    if deletes && inner.zones.has_room_beyond(|r| r.extents + FLUSH_ROOM) {
+    if deletes && inner.zones.has_room_beyond(deletes_keep) {
         return Ok(());
     }
     Err(Error::Zone(stitch_zone::ZoneError::NoSpace(
@@ -42,8 +42,11 @@ pub(crate) fn admit(inner: &Inner, batch: &WriteBatch) -> Result<()> {
     )))
 }
 
-/// Zones a flush of a few deletes and the manifest after it take.
-const FLUSH_ROOM: u64 = 2;
+/// The free zones a commit that deletes leaves, and the merges and copies of a reclaim: what
+/// opening needs, plus a flush of a few deletes and the manifest after it.
+fn deletes_keep(reserve: &stitch_zone::Reserve) -> u64 {
+    reserve.extents + 2
+}
 
 /// What the last reclaim saw.
 #[derive(Debug, Default)]
@@ -71,7 +74,7 @@ pub(crate) fn reclaim(inner: &Arc<Inner>, seen: u64) -> Result<bool> {
     let seq = inner.visible_seq.load(Ordering::Acquire);
     // With no room for a flush above what opening needs, writing the memtables out would
     // fail and turn the store read-only: the refusal stands.
-    if last.seq == Some(seq) || !inner.zones.has_room_beyond(|r| r.extents + FLUSH_ROOM) {
+    if last.seq == Some(seq) || !inner.zones.has_room_beyond(deletes_keep) {
         return Ok(false);
     }
     tracing::info!(
@@ -83,7 +86,7 @@ pub(crate) fn reclaim(inner: &Arc<Inner>, seen: u64) -> Result<bool> {
     // as `admit` does.
     let reserve = inner.zones.reserve();
     inner.zones.set_reserve(stitch_zone::Reserve {
-        merges: reserve.extents + FLUSH_ROOM,
+        merges: deletes_keep(&reserve),
         ..reserve
     });
     let freed = free_room(inner);

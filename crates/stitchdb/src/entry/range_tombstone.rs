@@ -125,6 +125,9 @@ pub fn covering(list: &[RangeTombstone], key: &[u8], snapshot: u64) -> Option<u6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     fn t(start: &str, end: &str, seq: u64) -> RangeTombstone {
         RangeTombstone {
@@ -157,27 +160,24 @@ mod tests {
             .flat_map(|a| (0u8..4).map(move |b| vec![a, b]))
             .chain((0u8..8).map(|a| vec![a]))
             .collect();
-        let mut seed = 11u64;
-        let mut next = |n: usize| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize % n
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
         for _ in 0..3000 {
-            let list: Vec<RangeTombstone> = (0..next(12))
+            let list: Vec<RangeTombstone> = (0..rng.gen_range(0..12))
                 .filter_map(|_| {
-                    let (a, b) = (&keys[next(keys.len())], &keys[next(keys.len())]);
+                    let (a, b) = (
+                        keys.choose(&mut rng).unwrap(),
+                        keys.choose(&mut rng).unwrap(),
+                    );
                     (a != b).then(|| RangeTombstone {
                         start: a.min(b).clone(),
                         end: a.max(b).clone(),
-                        seq: next(20) as u64,
+                        seq: rng.gen_range(0..20),
                     })
                 })
                 .collect();
             let d = RangeDeletes::new(list.clone());
             for key in &keys {
-                let snapshot = next(25) as u64;
+                let snapshot = rng.gen_range(0..25);
                 assert_eq!(
                     d.covering(key, snapshot),
                     covering(&list, key, snapshot),

@@ -47,6 +47,9 @@ impl Covered {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     fn t(start: &str, end: &str) -> RangeTombstone {
         RangeTombstone {
@@ -80,17 +83,14 @@ mod tests {
             .flat_map(|a| (0u8..6).map(move |b| vec![a, b]))
             .chain((0u8..6).map(|a| vec![a]))
             .collect();
-        let mut seed = 7u64;
-        let mut next = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as usize
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
         for _ in 0..2000 {
-            let tombstones: Vec<RangeTombstone> = (0..next() % 5)
+            let tombstones: Vec<RangeTombstone> = (0..rng.gen_range(0..5))
                 .map(|_| {
-                    let (a, b) = (&keys[next() % keys.len()], &keys[next() % keys.len()]);
+                    let (a, b) = (
+                        keys.choose(&mut rng).unwrap(),
+                        keys.choose(&mut rng).unwrap(),
+                    );
                     RangeTombstone {
                         start: a.min(b).clone(),
                         end: a.max(b).clone(),
@@ -99,7 +99,10 @@ mod tests {
                 })
                 .collect();
             let c = Covered::new(&tombstones);
-            let (a, b) = (&keys[next() % keys.len()], &keys[next() % keys.len()]);
+            let (a, b) = (
+                keys.choose(&mut rng).unwrap(),
+                keys.choose(&mut rng).unwrap(),
+            );
             let (first, last) = (a.min(b), a.max(b));
             let expected = tombstones
                 .iter()

@@ -1,5 +1,5 @@
-//! Shared by the integration tests: a disk that captures crash images as it runs, and a
-//! table's contents read into a map.
+//! Shared by the integration tests: a disk that captures crash images as it runs, a table's
+//! contents read into a map, and the sizes of long runs set from the environment.
 
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
@@ -9,6 +9,15 @@ use std::sync::Arc;
 use stitchdb::{Db, Options, TableId};
 
 pub use stitch_io::CrashingDisk;
+
+/// The number the environment variable `name` holds (how long a run explores), else
+/// `default`.
+pub fn env_count<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
 
 /// Reopens every image `disk` captured and checks that each holds exactly `expected` in its
 /// default table and passes `check`; returns how many there were.
