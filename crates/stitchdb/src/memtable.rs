@@ -4,7 +4,7 @@
 //! consistent view while writers go on inserting.
 
 use crate::bounds::past_end;
-use crate::entry::{covering, Entry, EntryRef, RangeTombstone, Value};
+use crate::entry::{Entry, EntryRef, RangeDeletes, RangeTombstone, Value};
 use crossbeam_skiplist::SkipMap;
 use smallvec::SmallVec;
 use std::cmp::Ordering;
@@ -61,8 +61,8 @@ impl PartialOrd for VersionedKey {
 #[derive(Default)]
 pub struct Memtable {
     map: SkipMap<VersionedKey, Value>,
-    /// Range tombstones, in the order written.
-    ranges: parking_lot::RwLock<Vec<RangeTombstone>>,
+    /// Range tombstones, indexed as they come.
+    ranges: parking_lot::RwLock<RangeDeletes>,
     /// Whether `ranges` holds any: every point read asks, and almost always the answer is no.
     has_ranges: std::sync::atomic::AtomicBool,
     bytes: AtomicUsize,
@@ -91,9 +91,10 @@ impl Memtable {
         });
     }
 
-    pub fn range_tombstones(&self) -> Vec<RangeTombstone> {
+    /// The range tombstones written so far (sharing their indexes).
+    pub fn range_deletes(&self) -> RangeDeletes {
         if !self.has_ranges.load(AtomicOrdering::Acquire) {
-            return Vec::new();
+            return RangeDeletes::default();
         }
         self.ranges.read().clone()
     }
@@ -102,7 +103,7 @@ impl Memtable {
         if !self.has_ranges.load(AtomicOrdering::Acquire) {
             return None;
         }
-        covering(&self.ranges.read(), key, snapshot)
+        self.ranges.read().covering(key, snapshot)
     }
 
     pub fn bytes(&self) -> usize {

@@ -8,7 +8,6 @@
 
 use super::{background, log, Inner, WriteState};
 use crate::batch::TableId;
-use crate::entry::RangeDeletes;
 use crate::manifest::{Manifest, TableMeta};
 use crate::merge_iter::VersionFilter;
 use crate::run::{Run, RunBuilder};
@@ -219,9 +218,9 @@ fn write_out(
         let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Flush);
         builder.expect_bytes(imm.bytes() as u64);
         let mut hashes = Vec::new();
-        let ranges = imm.range_tombstones();
-        builder.set_range_tombstones(ranges.clone());
-        let mut versions = VersionFilter::new(oldest_reader, false, RangeDeletes::new(ranges));
+        let ranges = imm.range_deletes();
+        builder.set_range_tombstones(ranges.tombstones().cloned().collect());
+        let mut versions = VersionFilter::new(oldest_reader, false, ranges);
         imm.for_each(|e| {
             if !versions.keep(e.key, e.seq, e.value.is_none()) {
                 return Ok(());

@@ -5,7 +5,6 @@ use super::{Db, Inner};
 use crate::batch::TableId;
 use crate::bounds::{before_start, past_end};
 use crate::dtable::DTable;
-use crate::entry::RangeDeletes;
 use crate::merge_iter::Visible;
 use crate::Result;
 use std::ops::Bound;
@@ -124,7 +123,7 @@ pub(crate) fn scan_view(
     } else {
         view.cursor(start, end)
     };
-    let ranges = RangeDeletes::new(view.range_tombstones());
+    let ranges = view.range_deletes();
     let visible = Visible::new(versions, snapshot, ranges);
     DbIter::new(visible, start, end, reverse, guard)
 }

@@ -2,7 +2,7 @@
 //! a point lookup for a key the filter rules out never reaches the dTable behind it.
 
 use super::DTable;
-use crate::entry::{RangeTombstone, Value};
+use crate::entry::{RangeDeletes, Value};
 use crate::merge_iter::{LazySource, Source};
 use crate::Result;
 use std::ops::Bound;
@@ -56,8 +56,8 @@ impl<T: DTable> DTable for Filtered<T> {
         self.inner.cursor_rev(start, end)
     }
 
-    fn range_tombstones(&self) -> Vec<RangeTombstone> {
-        self.inner.range_tombstones()
+    fn range_deletes(&self) -> RangeDeletes {
+        self.inner.range_deletes()
     }
 
     fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {

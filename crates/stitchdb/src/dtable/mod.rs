@@ -15,7 +15,7 @@ mod overlay;
 pub use filtered::{Filtered, KeyFilter};
 pub use overlay::Overlay;
 
-use crate::entry::{RangeTombstone, Value};
+use crate::entry::{RangeDeletes, Value};
 use crate::memtable::{MemIter, MemRevIter, Memtable};
 use crate::merge_iter::{eager, LazySource, NewestFirst, Source};
 use crate::run::Run;
@@ -49,9 +49,9 @@ pub trait DTable: Send + Sync {
     fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source;
 
     /// The range tombstones this dTable holds (they apply to every layer below it too; see
-    /// [`crate::entry::RangeTombstone`]).
-    fn range_tombstones(&self) -> Vec<RangeTombstone> {
-        Vec::new()
+    /// [`crate::entry::RangeTombstone`]), indexed and shared, not copied.
+    fn range_deletes(&self) -> RangeDeletes {
+        RangeDeletes::default()
     }
 
     /// The newest of [`range_tombstones`](Self::range_tombstones) a reader at `snapshot`
@@ -76,8 +76,8 @@ impl DTable for Arc<Memtable> {
         ))
     }
 
-    fn range_tombstones(&self) -> Vec<RangeTombstone> {
-        Memtable::range_tombstones(self)
+    fn range_deletes(&self) -> RangeDeletes {
+        Memtable::range_deletes(self)
     }
 
     fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {
@@ -109,8 +109,8 @@ impl DTable for Arc<Run> {
         Box::new(NewestFirst::new(self.iter_rev(end)))
     }
 
-    fn range_tombstones(&self) -> Vec<RangeTombstone> {
-        self.meta.ranges.clone()
+    fn range_deletes(&self) -> RangeDeletes {
+        Run::range_deletes(self)
     }
 
     fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {

@@ -4,7 +4,7 @@
 
 use super::DTable;
 use crate::bounds::{before_start, past_end};
-use crate::entry::{Entry, RangeTombstone, Value};
+use crate::entry::{Entry, RangeDeletes, Value};
 use crate::merge_iter::{MergeIter, Source};
 use crate::Result;
 use std::ops::Bound;
@@ -73,11 +73,12 @@ impl DTable for Overlay {
         })
     }
 
-    fn range_tombstones(&self) -> Vec<RangeTombstone> {
-        self.layers
-            .iter()
-            .flat_map(|l| l.range_tombstones())
-            .collect()
+    fn range_deletes(&self) -> RangeDeletes {
+        let mut all = RangeDeletes::default();
+        for l in &self.layers {
+            all.union(&l.range_deletes());
+        }
+        all
     }
 
     fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {

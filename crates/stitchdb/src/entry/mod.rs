@@ -4,7 +4,7 @@
 
 mod range_tombstone;
 
-pub use range_tombstone::{covering, within, within_any, RangeDeletes, RangeTombstone};
+pub use range_tombstone::{within, within_any, RangeDeletes, RangeTombstone};
 
 /// A value, or the authoritative absence of one (a tombstone).
 pub type Value = Option<Vec<u8>>;

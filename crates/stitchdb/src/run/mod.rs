@@ -613,9 +613,18 @@ impl Run {
         if self.meta.ranges.is_empty() {
             return None;
         }
+        self.tombstone_index().covering(key, snapshot)
+    }
+
+    /// The run's range tombstones, sharing their index.
+    pub fn range_deletes(&self) -> RangeDeletes {
+        self.tombstone_index().clone()
+    }
+
+    /// The run's range tombstones indexed, built at the first read that asks.
+    fn tombstone_index(&self) -> &RangeDeletes {
         self.tombstones
             .get_or_init(|| RangeDeletes::new(self.meta.ranges.clone()))
-            .covering(key, snapshot)
     }
 
     /// Every extent the run references (a block once per reference).

@@ -10,7 +10,7 @@
 use crate::batch::{RangeOp, TableId};
 use crate::db::{build_filter, PrivateRuns};
 use crate::dtable::{filtered_run, DTable, Overlay};
-use crate::entry::{EntryRef, RangeDeletes, RangeTombstone, Value};
+use crate::entry::{EntryRef, RangeTombstone, Value};
 use crate::merge_iter::{Newest, Source};
 use crate::run::{Run, RunBuilder, Storage};
 use crate::Result;
@@ -129,7 +129,7 @@ impl Spilled {
         let Some(view) = self.view(table) else {
             return Box::new(std::iter::empty());
         };
-        let ranges = RangeDeletes::new(view.range_tombstones());
+        let ranges = view.range_deletes();
         let end = end.map(<[u8]>::to_vec);
         let versions: Source = view.cursor(start, end.as_ref().map(Vec::as_slice));
         Box::new(
@@ -144,9 +144,9 @@ impl Spilled {
     /// The ranges the private runs delete from the snapshot beneath them.
     pub fn deleted_ranges(&self, table: TableId) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.view(table).map_or_else(Vec::new, |view| {
-            view.range_tombstones()
-                .into_iter()
-                .map(|t| (t.start, t.end))
+            view.range_deletes()
+                .tombstones()
+                .map(|t| (t.start.clone(), t.end.clone()))
                 .collect()
         })
     }
