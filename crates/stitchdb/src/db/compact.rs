@@ -15,6 +15,7 @@ use crate::options::Stitching;
 use crate::run::{merge_runs, MergeSpec, MergeStats, Run};
 use crate::version::{TableState, Version};
 use crate::Result;
+use parking_lot::RwLockWriteGuard;
 use std::collections::HashSet;
 use std::sync::Arc;
 use stitch_zone::Stream;
@@ -155,7 +156,14 @@ impl Drop for Claimed<'_> {
 
 /// Merges every run of every table into one (`stitchdb compact`).
 pub(crate) fn compact_all(inner: &Arc<Inner>) -> Result<()> {
-    let _no_other_merges = inner.compacting.write();
+    compact_all_alone(inner, &inner.compacting.write())
+}
+
+/// [`compact_all`] for a caller that holds `compacting` exclusively (`no_other_merges`).
+pub(crate) fn compact_all_alone(
+    inner: &Arc<Inner>,
+    _no_other_merges: &RwLockWriteGuard<'_, ()>,
+) -> Result<()> {
     let version = inner.version.read().clone();
     for t in version.tables.values() {
         let inputs: Vec<_> = t.runs().cloned().collect();

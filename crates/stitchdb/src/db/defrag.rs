@@ -11,6 +11,7 @@ use super::Inner;
 use crate::run::{BlockHandle, Run, RunBuilder};
 use crate::version::{TableState, Version};
 use crate::{Error, Result};
+use parking_lot::RwLockWriteGuard;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use stitch_filter::QuotientFilter;
@@ -46,8 +47,12 @@ pub(crate) fn defrag(
 /// Evacuates the zones holding least live data (less than half a zone), moving about
 /// `budget` bytes at most: how a full store makes room (`space::reclaim`), where moving every
 /// candidate at once may not fit. A copy that finds no room leaves everything as it was.
-pub(crate) fn evacuate_sparsest(inner: &Arc<Inner>, budget: u64) -> Result<DefragReport> {
-    let _no_merges = inner.compacting.write();
+/// The caller holds `compacting` exclusively (`no_merges`).
+pub(crate) fn evacuate_sparsest(
+    inner: &Arc<Inner>,
+    budget: u64,
+    _no_merges: &RwLockWriteGuard<'_, ()>,
+) -> Result<DefragReport> {
     let candidates: HashSet<ZoneId> = inner.zones.evacuation_candidates(0.5).into_iter().collect();
     let mut live: Vec<(u64, ZoneId)> = (inner.zones.stats().zone_live.into_iter())
         .filter(|(zone, _)| candidates.contains(zone))

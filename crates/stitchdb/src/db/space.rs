@@ -15,6 +15,7 @@ use super::checkpoint::{self, Trigger};
 use super::{compact, defrag, Inner};
 use crate::batch::WriteBatch;
 use crate::{Error, Result};
+use parking_lot::RwLockWriteGuard;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -83,14 +84,17 @@ pub(crate) fn reclaim(inner: &Arc<Inner>, seen: u64) -> Result<bool> {
     checkpoint::checkpoint(inner, Trigger::Explicit)?;
     // The memtables are empty now, so the merges and copies below may take the room a flush
     // would: they are the only way to free any. They leave what a flush of deletes takes,
-    // as `admit` does.
+    // as `admit` does. The merges' tier is the zone store's, not theirs alone: no
+    // background merge may start while it is lowered, or it could take that room too.
+    let no_merges = inner.compacting.write();
     let reserve = inner.zones.reserve();
     inner.zones.set_reserve(stitch_zone::Reserve {
         merges: deletes_keep(&reserve),
         ..reserve
     });
-    let freed = free_room(inner);
+    let freed = free_room(inner, &no_merges);
     inner.zones.set_reserve(reserve);
+    drop(no_merges);
     match freed {
         Err(e) if e.is_out_of_zones() => {
             tracing::warn!("reclaiming space: a merge or a copy found no room: {e}");
@@ -106,10 +110,10 @@ pub(crate) fn reclaim(inner: &Arc<Inner>, seen: u64) -> Result<bool> {
 /// stitching leaves the blocks kept where they lay, among the dead space of the zones they
 /// share, evacuates the sparsest zones a zone's worth of copies at a time
 /// ([`EVACUATION_PASSES`] at most), which frees the rest of each.
-fn free_room(inner: &Arc<Inner>) -> Result<()> {
-    compact::compact_all(inner)?;
+fn free_room(inner: &Arc<Inner>, no_merges: &RwLockWriteGuard<'_, ()>) -> Result<()> {
+    compact::compact_all_alone(inner, no_merges)?;
     for _ in 0..EVACUATION_PASSES {
-        let report = defrag::evacuate_sparsest(inner, inner.zones.zone_size())?;
+        let report = defrag::evacuate_sparsest(inner, inner.zones.zone_size(), no_merges)?;
         tracing::debug!(
             zones = ?report.zones,
             bytes_moved = report.bytes_moved,
