@@ -370,9 +370,7 @@ impl Wal {
         let len = (RECORD_HEADER_LEN + payload_len) as u64;
         let mut w = self.writer.lock();
         self.check_failed()?;
-        if w.offset + len > self.zones.zone_size() {
-            self.next_segment(&mut w)?;
-        }
+        self.room_for(&mut w, len)?;
         let lsn = w.next_lsn;
         let position = LogPosition {
             zone: w.current().zone,
@@ -399,6 +397,27 @@ impl Wal {
             None => None,
         };
         Ok((lsn, position, patch))
+    }
+
+    /// Moves to the next segment now if a record of `payload_len` bytes (at most
+    /// [`max_payload`](Self::max_payload)) would not fit in this one. A caller that cannot
+    /// take a refusal after some step (a transaction's validation ends it) learns before it
+    /// whether the log has room for its record. Running out of space is an error the log
+    /// survives, as in [`append`](Self::append).
+    pub fn make_room(&self, payload_len: usize) -> Result<()> {
+        self.check_failed()?;
+        let len = (RECORD_HEADER_LEN + payload_len.min(self.max_payload)) as u64;
+        let mut w = self.writer.lock();
+        self.check_failed()?;
+        self.room_for(&mut w, len)
+    }
+
+    /// Moves to the next segment if `len` bytes do not fit in this one.
+    fn room_for(&self, w: &mut Writer, len: u64) -> Result<()> {
+        if w.offset + len > self.zones.zone_size() {
+            self.next_segment(w)?;
+        }
+        Ok(())
     }
 
     /// Writes the buffered records into the cache, oldest first, each after `extra_deps`, and

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 use stitchdb::{
-    max_value_len, Db, Disk, Durability, Error, MemDisk, Options, SimConfig, SimDisk, Stitching,
-    WriteBatch, MAX_KEY_LEN,
+    max_value_len, Db, Disk, Durability, Error, Isolation, MemDisk, Options, SimConfig, SimDisk,
+    Stitching, TableId, WriteBatch, MAX_KEY_LEN,
 };
 
 fn options() -> Options {
@@ -126,8 +126,48 @@ fn a_failed_sync_turns_the_store_read_only() {
     assert!(count(&db) >= 20);
 }
 
+/// How a test writes one key: plainly, or in a transaction of its own.
+type Put = fn(&Db, TableId, String, Vec<u8>) -> Result<(), Error>;
+
+fn plain_put(db: &Db, t: TableId, key: String, value: Vec<u8>) -> Result<(), Error> {
+    db.put(t, key, value)
+}
+
+fn txn_put(isolation: Isolation) -> Put {
+    match isolation {
+        Isolation::Snapshot => |db, t, key, value| in_txn(db, Isolation::Snapshot, t, key, value),
+        Isolation::Serializable => {
+            |db, t, key, value| in_txn(db, Isolation::Serializable, t, key, value)
+        }
+        Isolation::Locking => |db, t, key, value| in_txn(db, Isolation::Locking, t, key, value),
+    }
+}
+
+fn in_txn(db: &Db, iso: Isolation, t: TableId, key: String, value: Vec<u8>) -> Result<(), Error> {
+    let mut txn = db.begin(iso)?;
+    txn.put(t, key, value)?;
+    txn.commit()
+}
+
 #[test]
 fn a_full_store_refuses_writes_and_takes_them_again_after_deletes() {
+    full_store_takes_writes_again_after_deletes(plain_put);
+}
+
+/// The same through transactions: a commit refused for want of space reclaims and tries
+/// again, as a plain write does.
+#[test]
+fn a_full_store_refuses_transactions_and_takes_them_again_after_deletes() {
+    for iso in [
+        Isolation::Snapshot,
+        Isolation::Serializable,
+        Isolation::Locking,
+    ] {
+        full_store_takes_writes_again_after_deletes(txn_put(iso));
+    }
+}
+
+fn full_store_takes_writes_again_after_deletes(put: Put) {
     let disk = sim(5);
     disk.set_capacity(Some(64 * 64 * 1024));
     // A reclaim's merge needs room for what it copies: zones this small (64 KiB, the
@@ -142,7 +182,7 @@ fn a_full_store_refuses_writes_and_takes_them_again_after_deletes() {
     let key = |i: u32| format!("key{i:06}");
     let mut written = 0u32;
     let err = loop {
-        match db.put(t, key(written), vec![7u8; 900]) {
+        match put(&db, t, key(written), vec![7u8; 900]) {
             Ok(()) => written += 1,
             Err(e) => break e,
         }
@@ -153,8 +193,7 @@ fn a_full_store_refuses_writes_and_takes_them_again_after_deletes() {
     // Refused, not failed: the store stays writable, and a write that still does not fit
     // is refused again (with nothing new to drop, at once).
     assert_eq!(db.failure(), None);
-    assert!(db
-        .put(t, key(written), vec![7u8; 900])
+    assert!(put(&db, t, key(written), vec![7u8; 900])
         .unwrap_err()
         .is_no_space());
     assert_eq!(db.failure(), None);
@@ -165,7 +204,7 @@ fn a_full_store_refuses_writes_and_takes_them_again_after_deletes() {
         .unwrap();
     let mut more = 0u32;
     while more < written / 2 {
-        if let Err(e) = db.put(t, format!("new{more:06}"), vec![9u8; 900]) {
+        if let Err(e) = put(&db, t, format!("new{more:06}"), vec![9u8; 900]) {
             panic!("{more} of {written}: {e} {:?}", db.stats());
         }
         more += 1;

@@ -2,7 +2,8 @@
 //! model, on a disk too small for them all. A write the store has no room for is refused with
 //! a no-space error and changes nothing; the store never turns read-only; every acknowledged
 //! write is there, before and after reopening; and once deletes free room, refused writes go
-//! in again without a reopen (the refused writer reclaims the room: `db/space.rs`).
+//! in again without a reopen (the refused writer reclaims the room: `db/space.rs`). One
+//! write in four is a transaction's commit, of each isolation in turn.
 //!
 //! `STITCHDB_FULL_CASES=N` runs N workloads instead of the default few.
 
@@ -14,7 +15,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use stitchdb::{Db, Durability, Options, SimConfig, SimDisk, Stitching, WriteBatch};
+use stitchdb::{
+    Db, Durability, Error, Isolation, Options, SimConfig, SimDisk, Stitching, TableId, WriteBatch,
+};
 
 const ZONE: u64 = 64 * 1024;
 const KEYS: u64 = 1500;
@@ -118,7 +121,17 @@ fn run(seed: u64, stitching: Stitching, background: bool, steps: usize) -> Outco
                 continue;
             }
         }
-        match db.write_owned(batch, Durability::Async) {
+        let written = if rng.gen_range(0..4) == 0 {
+            let iso = [
+                Isolation::Snapshot,
+                Isolation::Serializable,
+                Isolation::Locking,
+            ][step % 3];
+            in_txn(&db, iso, t, &ranges, &effects)
+        } else {
+            db.write_owned(batch, Durability::Async)
+        };
+        match written {
             Ok(()) => {
                 out.committed += 1;
                 if out.refused > 0 {
@@ -154,6 +167,28 @@ fn run(seed: u64, stitching: Stitching, background: bool, steps: usize) -> Outco
     assert_matches(&db, &model, seed, steps);
     db.check().unwrap();
     out
+}
+
+/// What `batch` would do, as a transaction: its range deletes first, then its puts and
+/// deletes.
+fn in_txn(
+    db: &Db,
+    iso: Isolation,
+    t: TableId,
+    ranges: &[(Vec<u8>, Vec<u8>)],
+    effects: &[(Vec<u8>, Option<Vec<u8>>)],
+) -> Result<(), Error> {
+    let mut txn = db.begin(iso)?;
+    for (lo, hi) in ranges {
+        txn.delete_range(t, lo, hi)?;
+    }
+    for (k, v) in effects {
+        match v {
+            Some(v) => txn.put(t, k, v)?,
+            None => txn.delete(t, k)?,
+        }
+    }
+    txn.commit_with(Durability::Async)
 }
 
 fn cases() -> u64 {

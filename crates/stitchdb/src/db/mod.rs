@@ -53,7 +53,7 @@ mod write;
 pub(crate) use checkpoint::build_filter;
 pub(crate) use link::{link_transaction, PrivateRuns};
 pub(crate) use read::{get_at, scan_at, ReaderGuard};
-pub(crate) use write::{commit_batch, lock_exclusive, Committer, Span};
+pub(crate) use write::{commit_batch, commit_reclaiming, lock_exclusive, Committer, Span};
 
 pub use check::CheckReport;
 pub use damage::{Damage, LostKeys, Salvage};

@@ -140,25 +140,42 @@ fn split<'a, T>(
     })
 }
 
-/// Commits a plain batch. One refused because the store is out of space is tried once
-/// more if reclaiming space (see [`space::reclaim`]) may have made room for it.
+/// Commits a plain batch, reclaiming space if the store is full (see [`commit_reclaiming`]).
 pub(crate) fn write_batch(
     inner: &Arc<Inner>,
     mut batch: Cow<WriteBatch>,
     durability: Durability,
 ) -> Result<()> {
-    let reclaims = space::reclaims(inner);
-    let commit = |batch: &mut Cow<WriteBatch>| {
+    let commit = || {
         commit_batch(
             inner,
-            batch,
+            &mut batch,
             durability,
             Committer::Plain,
             |_: &mut Oracle| Ok(()),
         )
     };
-    match commit(&mut batch) {
-        Err(e) if e.is_out_of_zones() && space::reclaim(inner, reclaims)? => commit(&mut batch),
+    commit_reclaiming(inner, commit, || true)
+}
+
+/// Runs `commit`. If the store refuses it for want of space, reclaims space (see
+/// [`space::reclaim`]), and runs it once more if that may have made room and `may_retry`
+/// says the refused commit can run again (a transaction can only before its validation).
+/// Otherwise the refusal stands, and the reclaim has made room for the caller's next try.
+pub(crate) fn commit_reclaiming(
+    inner: &Arc<Inner>,
+    mut commit: impl FnMut() -> Result<()>,
+    may_retry: impl Fn() -> bool,
+) -> Result<()> {
+    let reclaims = space::reclaims(inner);
+    match commit() {
+        Err(e) if e.is_out_of_zones() => {
+            if space::reclaim(inner, reclaims)? && may_retry() {
+                commit()
+            } else {
+                Err(e)
+            }
+        }
         r => r,
     }
 }
@@ -220,6 +237,16 @@ pub(crate) fn commit_batch(
         // A full store takes only what it can flush and merge (see `space`); refused here,
         // before anything is written, the store stays writable.
         space::admit(inner, batch)?;
+        if committer != Committer::Plain {
+            // Validation ends a transaction whatever follows: the log's room for the first
+            // record is found before it, so a full store refuses the transaction while it
+            // can still commit after a reclaim (see `commit_reclaiming`). Only one of more
+            // records than one (over half a segment) can be refused at the log after it.
+            if let Some(first) = payloads.first() {
+                let len = first.with_pieces(|p| p.iter().map(|piece| piece.len()).sum());
+                inner.guard_space(wal.make_room(len).map_err(log::log_err))?;
+            }
+        }
         if let Some(validate) = validate_commit.take() {
             validate(&mut w.oracle)?;
         }

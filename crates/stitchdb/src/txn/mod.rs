@@ -421,23 +421,28 @@ impl<'db> Transaction<'db> {
         let snapshot = self.snapshot_seq();
         // The transaction ends in the commit's critical section, whatever the verdict: one
         // trip through the write lock, and its own commit is recorded only for the others.
+        // A full store refuses it before that (then it may commit after a reclaim) or at
+        // the log, after it.
         let ended = std::cell::Cell::new(false);
-        let check = |oracle: &mut Oracle| {
-            let verdict = self.validate(oracle, &batch, snapshot);
-            self.end_in(oracle);
-            ended.set(true);
-            verdict
-        };
         let committer = Committer::Transaction {
             holds_locks: self.owner.is_some(),
         };
-        let committed = crate::db::commit_batch(
-            self.db.shared(),
-            &mut std::borrow::Cow::Borrowed(&batch),
-            durability,
-            committer,
-            check,
-        );
+        let commit = || {
+            let check = |oracle: &mut Oracle| {
+                let verdict = self.validate(oracle, &batch, snapshot);
+                self.end_in(oracle);
+                ended.set(true);
+                verdict
+            };
+            crate::db::commit_batch(
+                self.db.shared(),
+                &mut std::borrow::Cow::Borrowed(&batch),
+                durability,
+                committer,
+                check,
+            )
+        };
+        let committed = crate::db::commit_reclaiming(self.db.shared(), commit, || !ended.get());
         self.ended = ended.get();
         committed
     }
