@@ -443,3 +443,60 @@ fn a_store_that_filled_its_disk_reopens_and_frees_space() {
     assert_eq!(count(&db), (written - written / 4 * 3 + more) as usize);
     db.check().unwrap();
 }
+
+/// A transaction larger than its memory (it spills private runs and commits by linking them)
+/// on a store that filled while it was open: its commit is refused with a no-space error,
+/// the store staying writable; once deletes free room, a spilling transaction reclaims it and
+/// commits.
+#[test]
+fn a_full_store_refuses_a_spilled_transaction_and_takes_it_after_deletes() {
+    let disk = sim(6);
+    disk.set_capacity(Some(64 * 64 * 1024));
+    let opts = Options {
+        stitching: Stitching::Threshold(0),
+        txn_memory: 16 * 1024,
+        ..options()
+    };
+    let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+    let t = db.default_table();
+    // 90 KB of writes against 16 KiB of memory: the private runs spill, and the commit
+    // links them.
+    fn spilled<'a>(db: &'a Db, t: TableId, tag: &str) -> Result<stitchdb::Transaction<'a>, Error> {
+        let mut txn = db.begin(Isolation::Snapshot)?;
+        for i in 0..100u32 {
+            txn.put(t, format!("{tag}{i:04}"), vec![5u8; 900])?;
+        }
+        Ok(txn)
+    }
+    let early = spilled(&db, t, "early").unwrap();
+    let key = |i: u32| format!("key{i:06}");
+    let mut written = 0u32;
+    loop {
+        match db.put(t, key(written), vec![7u8; 900]) {
+            Ok(()) => written += 1,
+            Err(e) => {
+                assert!(e.is_no_space(), "{e}");
+                break;
+            }
+        }
+    }
+    let refused = early.commit().unwrap_err();
+    assert!(refused.is_no_space(), "{refused}");
+    assert_eq!(
+        db.failure(),
+        None,
+        "a refused transaction turned the store read-only"
+    );
+    assert_eq!(count(&db), written as usize);
+    db.delete_range(t, key(0).as_bytes(), key(written / 4 * 3).as_bytes())
+        .unwrap();
+    // Its spills reclaim the deleted keys' room.
+    spilled(&db, t, "late").unwrap().commit().unwrap();
+    assert_eq!(db.failure(), None);
+    let expected = (written - written / 4 * 3 + 100) as usize;
+    assert_eq!(count(&db), expected);
+    db.close().unwrap();
+    let db = Db::open_on(disk, opts).unwrap();
+    assert_eq!(count(&db), expected, "every acknowledged write survived");
+    db.check().unwrap();
+}

@@ -3,7 +3,8 @@
 //! a no-space error and changes nothing; the store never turns read-only; every acknowledged
 //! write is there, before and after reopening; and once deletes free room, refused writes go
 //! in again without a reopen (the refused writer reclaims the room: `db/space.rs`). One
-//! write in four is a transaction's commit, of each isolation in turn.
+//! write in four is a transaction's commit, of each isolation in turn; those over 8 KiB
+//! spill their writes into runs of their own, which the commit links.
 //!
 //! `STITCHDB_FULL_CASES=N` runs N workloads instead of the default few.
 
@@ -31,6 +32,8 @@ fn options(stitching: Stitching, background: bool) -> Options {
         background,
         durability: Durability::Async,
         ingest_min_bytes: 8 * 1024,
+        // A transaction of the larger batches spills and commits by linking its runs.
+        txn_memory: 8 * 1024,
         ..Options::default()
     }
 }
@@ -68,6 +71,8 @@ struct Outcome {
     refused: u64,
     /// Commits acknowledged after the first refusal.
     committed_after_refusal: u64,
+    /// Transactions committed by linking the runs they spilled.
+    linked: u64,
 }
 
 fn run(seed: u64, stitching: Stitching, background: bool, steps: usize) -> Outcome {
@@ -115,6 +120,7 @@ fn run(seed: u64, stitching: Stitching, background: bool, steps: usize) -> Outco
                 }
             }
             _ => {
+                out.linked += db.stats().linked_commits;
                 drop(db);
                 db = Db::open_on(disk.clone(), opts.clone()).unwrap();
                 assert_matches(&db, &model, seed, step);
@@ -162,6 +168,7 @@ fn run(seed: u64, stitching: Stitching, background: bool, steps: usize) -> Outco
         }
     }
     assert_matches(&db, &model, seed, steps);
+    out.linked += db.stats().linked_commits;
     db.close().unwrap();
     let db = Db::open_on(disk, opts).unwrap();
     assert_matches(&db, &model, seed, steps);
@@ -207,6 +214,7 @@ fn a_full_store_refuses_what_does_not_fit_and_takes_writes_again_as_room_is_free
             totals.committed += o.committed;
             totals.refused += o.refused;
             totals.committed_after_refusal += o.committed_after_refusal;
+            totals.linked += o.linked;
         }
     }
     // How many writes go in again depends on how the deletes fall among what stays: zones
@@ -218,6 +226,7 @@ fn a_full_store_refuses_what_does_not_fit_and_takes_writes_again_as_room_is_free
         totals.committed_after_refusal > 0,
         "no write went in after the store filled: {totals:?}"
     );
+    assert!(totals.linked > 0, "no transaction spilled: {totals:?}");
 }
 
 /// Without stitching a reclaim's merge must copy every block it keeps, and may find no room

@@ -34,9 +34,9 @@ pub enum Stream {
     /// its blocks: in the flush's stream one would split the flush's run into spans too short
     /// to stitch.
     Manifest = 3,
-    /// Runs a writer ingests whole (a batch's long sorted stretch of puts written straight
-    /// into a run): apart from the flush's, so neither cuts the other's blocks into spans too
-    /// short to stitch.
+    /// Runs a writer writes whole (a batch's long sorted stretch of puts written straight
+    /// into a run, a large transaction's spilled writes): apart from the flush's, so neither
+    /// cuts the other's blocks into spans too short to stitch.
     Ingest = 4,
     /// Second copies of run indexes: in a zone of their own, so a run's index and its mirror
     /// never share a sector, and apart from manifests, which live for one checkpoint, so a
@@ -674,11 +674,11 @@ impl ZoneStore {
             st.open[stream as usize] = None;
             Self::retire(st, open, ZoneUse::Closed);
         }
-        // Ingested runs are writers' data, as the log is: they stop where the log does. A
-        // merge stops while a checkpoint still fits, so merges never take the room a flush
-        // needs to give the log's zones back. A mirror is a second copy: on a full device it
-        // is what goes unwritten (the run goes without one), never the flush or merge that
-        // would free room.
+        // Ingested and spilled runs are writers' data, as the log is: they stop where the
+        // log does. A merge stops while a checkpoint still fits, so merges never take the
+        // room a flush needs to give the log's zones back. A mirror is a second copy: on a
+        // full device it is what goes unwritten (the run goes without one), never the flush
+        // or merge that would free room.
         let keep = match stream {
             Stream::Ingest => st.reserve.log,
             Stream::Merge | Stream::SecondMerge => st.reserve.merges,

@@ -12,7 +12,7 @@ use crate::manifest::{Manifest, TableMeta};
 use crate::merge_iter::VersionFilter;
 use crate::run::{Run, RunBuilder};
 use crate::version::Version;
-use crate::{Error, Result};
+use crate::Result;
 use parking_lot::MutexGuard;
 use std::sync::Arc;
 use stitch_filter::{hash_key, QuotientFilter};
@@ -42,11 +42,11 @@ pub(crate) fn checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId
 /// Runs a checkpoint that also links `link`'s runs into their tables as one commit (a large
 /// transaction's private runs: see `db::link`). Their data is not written again.
 pub(crate) fn checkpoint_linking(inner: &Arc<Inner>, link: &mut dyn Link) -> Result<PatchId> {
-    let r = run_checkpoint(inner, Trigger::Explicit, Some(link));
+    let r = run_checkpoint(inner, Trigger::Explicit, Some(&mut *link));
     background::notify_flushed(inner);
-    // A refused link (a conflict) is the caller's error, not the store's failure.
+    // A refused link (a conflict, or no room) is the caller's error, not the store's failure.
     match r {
-        Err(e @ Error::Conflict { .. }) => Err(e),
+        Err(e) if link.refused() => Err(e),
         r => inner.guard(r),
     }
 }
@@ -63,6 +63,10 @@ pub(crate) trait Link {
         writer: &mut super::WriteState,
         wal: &stitch_wal::Wal,
     ) -> Result<(LinkedRuns, u64)>;
+
+    /// Whether [`commit`](Self::commit) refused the link with nothing of it applied (a
+    /// conflict, or a store without room for it): the store goes on as it was.
+    fn refused(&self) -> bool;
 }
 
 /// Where the log stood when memtables were frozen: what the checkpoint writing them out

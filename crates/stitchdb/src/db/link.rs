@@ -8,11 +8,11 @@
 //! until that manifest is durable, so no later commit can become durable or visible first.
 
 use super::checkpoint::{checkpoint_linking, Link, LinkedRuns};
-use super::{log, Inner, WriteState};
+use super::{log, space, Inner, WriteState};
 use crate::batch::{RangeOp, TableId};
 use crate::concurrency::Oracle;
 use crate::run::Run;
-use crate::Result;
+use crate::{Error, Result};
 use std::sync::Arc;
 use stitch_patch::PatchContext;
 use stitch_wal::{Flags, Wal};
@@ -26,13 +26,34 @@ struct Linking<'a, F> {
     runs: &'a PrivateRuns,
     spills: u64,
     validate: Option<F>,
+    /// Whether `commit` refused the link with nothing of it written (see [`Link::refused`]).
+    refused: bool,
+}
+
+impl<F: FnOnce(&mut Oracle) -> Result<()>> Linking<'_, F> {
+    /// What may refuse the link before any of it is written: a full store (which must keep
+    /// room for the checkpoint that installs the link, and the log's room for its records)
+    /// and validation.
+    fn admit(&mut self, w: &mut WriteState, wal: &Wal) -> Result<()> {
+        space::admit_link(self.inner)?;
+        // The link's records are a few bytes each: all of them fit where the first does
+        // unless there are many.
+        let records = self.spills as usize * (stitch_wal::RECORD_HEADER_LEN + 10);
+        self.inner
+            .guard_space(wal.make_room(records).map_err(log::log_err))?;
+        match self.validate.take() {
+            Some(validate) => validate(&mut w.oracle),
+            None => Ok(()),
+        }
+    }
 }
 
 impl<F: FnOnce(&mut Oracle) -> Result<()>> Link for Linking<'_, F> {
     fn commit(&mut self, w: &mut WriteState, wal: &Wal) -> Result<(LinkedRuns, u64)> {
         self.inner.check_writable()?;
-        if let Some(validate) = self.validate.take() {
-            validate(&mut w.oracle)?;
+        if let Err(e) = self.admit(w, wal) {
+            self.refused = e.is_out_of_zones() || matches!(e, Error::Conflict { .. });
+            return Err(e);
         }
         let engaged = PatchContext::with_current(|ctx| self.inner.groups.engaged(ctx));
         let deps = engaged.as_ref().map_or(&[][..], |e| e.deps());
@@ -50,7 +71,15 @@ impl<F: FnOnce(&mut Oracle) -> Result<()>> Link for Linking<'_, F> {
             let appended = wal
                 .append_with_deps(txn, log::OP_TXN_LINK, flags, &payload, deps)
                 .map_err(log::log_err);
-            let (lsn, _, patch) = self.inner.guard(appended)?;
+            // Refused (a later record of several), the commit's records so far have no
+            // commit record: recovery drops them.
+            let (lsn, _, patch) = match self.inner.guard_space(appended) {
+                Err(e) if e.is_out_of_zones() => {
+                    self.refused = true;
+                    return Err(e);
+                }
+                r => r?,
+            };
             if let Some(engaged) = &engaged {
                 self.inner.groups.adopt(engaged, patch);
             }
@@ -95,6 +124,10 @@ impl<F: FnOnce(&mut Oracle) -> Result<()>> Link for Linking<'_, F> {
         }
         Ok((linked, last))
     }
+
+    fn refused(&self) -> bool {
+        self.refused
+    }
 }
 
 /// Links `runs` (from `spills` spills) as one commit, if `validate` (called under the writer
@@ -110,6 +143,7 @@ pub(crate) fn link_transaction(
         runs,
         spills,
         validate: Some(validate),
+        refused: false,
     };
     checkpoint_linking(inner, &mut linking).map(|_| ())
 }

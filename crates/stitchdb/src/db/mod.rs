@@ -53,6 +53,7 @@ mod write;
 pub(crate) use checkpoint::build_filter;
 pub(crate) use link::{link_transaction, PrivateRuns};
 pub(crate) use read::{get_at, scan_at, ReaderGuard};
+pub(crate) use space::admit_spill;
 pub(crate) use write::{commit_batch, commit_reclaiming, lock_exclusive, Committer, Span};
 
 pub use check::CheckReport;

@@ -43,6 +43,29 @@ pub(crate) fn admit(inner: &Inner, batch: &WriteBatch) -> Result<()> {
     )))
 }
 
+/// Refuses a transaction's spill (its private writes written out as runs before it commits)
+/// where [`admit`] would refuse a commit of them: a spill is a writer's data, as a commit is.
+pub(crate) fn admit_spill(inner: &Inner) -> Result<()> {
+    if inner.zones.has_room_beyond(|r| r.merges) {
+        return Ok(());
+    }
+    Err(Error::Zone(stitch_zone::ZoneError::NoSpace(
+        "the store is full: no room for a transaction's spilled writes".into(),
+    )))
+}
+
+/// Refuses the commit of a transaction's spilled runs (`db::link`) unless the checkpoint
+/// that installs them (a flush and a manifest) still fits above what opening needs, as for
+/// a commit that deletes: their data is written already.
+pub(crate) fn admit_link(inner: &Inner) -> Result<()> {
+    if inner.zones.has_room_beyond(deletes_keep) {
+        return Ok(());
+    }
+    Err(Error::Zone(stitch_zone::ZoneError::NoSpace(
+        "the store is full: no room to install a transaction's runs".into(),
+    )))
+}
+
 /// The free zones a commit that deletes leaves, and the merges and copies of a reclaim: what
 /// opening needs, plus a flush of a few deletes and the manifest after it.
 fn deletes_keep(reserve: &stitch_zone::Reserve) -> u64 {

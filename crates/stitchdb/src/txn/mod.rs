@@ -353,13 +353,20 @@ impl<'db> Transaction<'db> {
     fn spill(&mut self) -> Result<()> {
         let inner = self.db.shared();
         inner.check_writable()?;
-        self.spilled.spill(
-            &inner.storage,
-            || inner.next_run_id(),
-            inner.opts.filter_fp_rate,
-            &self.writes,
-            &self.range_deletes,
-        )?;
+        // A full store refuses it as it would a commit of the same writes, and it may go in
+        // after a reclaim (a spill is all or nothing).
+        let (spilled, writes, ranges) = (&mut self.spilled, &self.writes, &self.range_deletes);
+        let spill = || {
+            crate::db::admit_spill(inner)?;
+            spilled.spill(
+                &inner.storage,
+                || inner.next_run_id(),
+                inner.opts.filter_fp_rate,
+                writes,
+                ranges,
+            )
+        };
+        crate::db::commit_reclaiming(inner, spill, || true)?;
         self.writes = WriteSet::default();
         self.range_deletes.clear();
         self.write_bytes = 0;
@@ -457,15 +464,19 @@ impl<'db> Transaction<'db> {
         let snapshot = self.snapshot_seq();
         let runs = self.spilled.to_link();
         let _held = self.lock_spans(&runs)?;
+        // As in `commit_with`: a full store refuses the link before validation ends the
+        // transaction, and it may then commit after a reclaim.
         let ended = std::cell::Cell::new(false);
-        let check = |oracle: &mut Oracle| {
-            let verdict = self.validate_spilled(oracle, snapshot);
-            self.end_in(oracle);
-            ended.set(true);
-            verdict
+        let link = || {
+            let check = |oracle: &mut Oracle| {
+                let verdict = self.validate_spilled(oracle, snapshot);
+                self.end_in(oracle);
+                ended.set(true);
+                verdict
+            };
+            crate::db::link_transaction(self.db.shared(), &runs, self.spilled.spills(), check)
         };
-        let linked =
-            crate::db::link_transaction(self.db.shared(), &runs, self.spilled.spills(), check);
+        let linked = crate::db::commit_reclaiming(self.db.shared(), link, || !ended.get());
         self.ended = ended.get();
         if linked.is_ok() {
             // The tables hold the runs now; dropping these references frees nothing.

@@ -46,7 +46,8 @@ impl Spilled {
         self.0.as_ref().map_or(0, |r| r.spills)
     }
 
-    /// Writes `writes` and `ranges` (everything private not yet spilled) out as one spill.
+    /// Writes `writes` and `ranges` (everything private not yet spilled) out as one spill:
+    /// all of it, or (an error) none.
     pub fn spill(
         &mut self,
         storage: &Arc<Storage>,
@@ -55,14 +56,16 @@ impl Spilled {
         writes: &WriteSet,
         ranges: &[RangeOp],
     ) -> Result<()> {
-        let runs = self.0.get_or_insert_with(Box::default);
-        let spill = runs.spills + 1;
+        let spill = self.spills() + 1;
         let mut tables = writes.tables();
         tables.extend(ranges.iter().map(|(t, _, _)| *t));
         tables.sort_unstable();
         tables.dedup();
+        // A writer's data, as the log is: in the zones ingested runs take, which stop where
+        // the log does, so a spill never takes the room flushes need on a full store.
+        let mut written = Vec::new();
         for table in tables {
-            let mut builder = RunBuilder::new(storage, next_run_id(), 0, Stream::Flush);
+            let mut builder = RunBuilder::new(storage, next_run_id(), 0, Stream::Ingest);
             builder.set_range_tombstones(
                 ranges
                     .iter()
@@ -86,10 +89,15 @@ impl Spilled {
             let Some((run, patch)) = builder.finish(build_filter(&hashes, filter_fp_rate))? else {
                 continue;
             };
-            // The transaction reads its runs from the disk; and until a commit links them,
-            // dropping them frees their extents.
-            storage.zones.cache().flush_patch(patch)?;
+            // Until a commit links them, dropping them frees their extents (so do the runs
+            // of this spill written before a failure).
             run.mark_obsolete();
+            // The transaction reads its runs from the disk.
+            storage.zones.cache().flush_patch(patch)?;
+            written.push((table, run));
+        }
+        let runs = self.0.get_or_insert_with(Box::default);
+        for (table, run) in written {
             runs.runs.entry(table).or_default().insert(0, (spill, run));
         }
         runs.spills = spill;
