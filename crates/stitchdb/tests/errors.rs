@@ -108,6 +108,42 @@ fn a_failed_write_turns_the_store_read_only_and_keeps_committed_data() {
     }
 }
 
+/// A transaction's spill (its private runs written out) that fails to write turns the store
+/// read-only, as any failed write does, and keeps what was committed.
+#[test]
+fn a_failed_spill_turns_the_store_read_only() {
+    for nth in 1..12 {
+        let disk = sim(nth);
+        let opts = Options {
+            txn_memory: 8 * 1024,
+            ..options()
+        };
+        let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+        fill(&db, 0, 50);
+        db.sync().unwrap();
+        let t = db.default_table();
+        let mut txn = db.begin(Isolation::Snapshot).unwrap();
+        disk.fail_nth_write(nth);
+        let err = (0..200u32)
+            .find_map(|i| txn.put(t, format!("big{i:04}"), vec![5u8; 900]).err())
+            .expect("the injected failure surfaced");
+        assert!(err.to_string().contains("I/O error"), "nth {nth}: {err}");
+        let why = db.failure().expect("read-only after a failed spill");
+        assert!(why.contains("I/O error"), "{why}");
+        drop(txn);
+        assert!(matches!(db.put(t, b"more", b"x"), Err(Error::ReadOnly(_))));
+        assert_eq!(count(&db), 50);
+        drop(db);
+        let db = Db::open_on(Arc::new(disk.crash(nth)), opts).unwrap();
+        assert_eq!(
+            count(&db),
+            50,
+            "nth {nth}: the synced writes, and nothing private"
+        );
+        db.check().unwrap();
+    }
+}
+
 #[test]
 fn a_failed_sync_turns_the_store_read_only() {
     let disk = sim(3);

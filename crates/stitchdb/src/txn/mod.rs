@@ -366,7 +366,8 @@ impl<'db> Transaction<'db> {
                 ranges,
             )
         };
-        crate::db::commit_reclaiming(inner, spill, || true)?;
+        // A failed write or sync of its runs fails the store, as any failed write does.
+        inner.guard_space(crate::db::commit_reclaiming(inner, spill, || true))?;
         self.writes = WriteSet::default();
         self.range_deletes.clear();
         self.write_bytes = 0;
