@@ -18,6 +18,7 @@ use crate::{Error, Result};
 use parking_lot::RwLockWriteGuard;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use stitch_zone::Reserve;
 
 /// Refuses a commit (a no-space error, as a log segment's refusal is) that a store this full
 /// could not take without risking the room its flushes and its next open need. While merges
@@ -35,40 +36,54 @@ pub(crate) fn admit(inner: &Inner, batch: &WriteBatch) -> Result<()> {
         return Ok(());
     }
     let deletes = !batch.ranges.is_empty() || batch.ops.iter().any(|(_, _, v)| v.is_none());
-    if deletes && inner.zones.has_room_beyond(deletes_keep) {
-        return Ok(());
+    const REFUSED: &str = "merges have no room to free any";
+    if deletes {
+        require_room(inner, deletes_keep, REFUSED)
+    } else {
+        Err(full(REFUSED))
     }
-    Err(Error::Zone(stitch_zone::ZoneError::NoSpace(
-        "the store is full: merges have no room to free any".into(),
-    )))
 }
 
 /// Refuses a transaction's spill (its private writes written out as runs before it commits)
 /// where [`admit`] would refuse a commit of them: a spill is a writer's data, as a commit is.
 pub(crate) fn admit_spill(inner: &Inner) -> Result<()> {
-    if inner.zones.has_room_beyond(|r| r.merges) {
-        return Ok(());
-    }
-    Err(Error::Zone(stitch_zone::ZoneError::NoSpace(
-        "the store is full: no room for a transaction's spilled writes".into(),
-    )))
+    require_room(
+        inner,
+        |r| r.merges,
+        "no room for a transaction's spilled writes",
+    )
 }
 
 /// Refuses the commit of a transaction's spilled runs (`db::link`) unless the checkpoint
 /// that installs them (a flush and a manifest) still fits above what opening needs, as for
 /// a commit that deletes: their data is written already.
 pub(crate) fn admit_link(inner: &Inner) -> Result<()> {
-    if inner.zones.has_room_beyond(deletes_keep) {
+    require_room(
+        inner,
+        deletes_keep,
+        "no room to install a transaction's runs",
+    )
+}
+
+/// [`full`] unless the store has more free zones than `keep` holds back.
+fn require_room(inner: &Inner, keep: impl Fn(&Reserve) -> u64, what: &str) -> Result<()> {
+    if inner.zones.has_room_beyond(keep) {
         return Ok(());
     }
-    Err(Error::Zone(stitch_zone::ZoneError::NoSpace(
-        "the store is full: no room to install a transaction's runs".into(),
+    Err(full(what))
+}
+
+/// The refusal of a write the full store has no room for (`what`): a no-space error, as a
+/// log segment's refusal is, so the writer may reclaim and try again.
+fn full(what: &str) -> Error {
+    Error::Zone(stitch_zone::ZoneError::NoSpace(format!(
+        "the store is full: {what}"
     )))
 }
 
 /// The free zones a commit that deletes leaves, and the merges and copies of a reclaim: what
 /// opening needs, plus a flush of a few deletes and the manifest after it.
-fn deletes_keep(reserve: &stitch_zone::Reserve) -> u64 {
+fn deletes_keep(reserve: &Reserve) -> u64 {
     reserve.extents + 2
 }
 

@@ -54,7 +54,7 @@ pub trait DTable: Send + Sync {
         RangeDeletes::default()
     }
 
-    /// The newest of [`range_tombstones`](Self::range_tombstones) a reader at `snapshot`
+    /// The newest of [`range_deletes`](Self::range_deletes) a reader at `snapshot`
     /// sees over `key` (without copying them).
     fn covering_tombstone(&self, _key: &[u8], _snapshot: u64) -> Option<u64> {
         None
