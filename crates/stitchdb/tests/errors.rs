@@ -163,22 +163,7 @@ fn a_failed_sync_turns_the_store_read_only() {
 }
 
 /// How a test writes one key: plainly, or in a transaction of its own.
-type Put = fn(&Db, TableId, String, Vec<u8>) -> Result<(), Error>;
-
-fn plain_put(db: &Db, t: TableId, key: String, value: Vec<u8>) -> Result<(), Error> {
-    db.put(t, key, value)
-}
-
-fn txn_put(isolation: Isolation) -> Put {
-    match isolation {
-        Isolation::Snapshot => |db, t, key, value| in_txn(db, Isolation::Snapshot, t, key, value),
-        Isolation::Serializable => {
-            |db, t, key, value| in_txn(db, Isolation::Serializable, t, key, value)
-        }
-        Isolation::Locking => |db, t, key, value| in_txn(db, Isolation::Locking, t, key, value),
-    }
-}
-
+/// A transaction of its own for one put.
 fn in_txn(db: &Db, iso: Isolation, t: TableId, key: String, value: Vec<u8>) -> Result<(), Error> {
     let mut txn = db.begin(iso)?;
     txn.put(t, key, value)?;
@@ -187,7 +172,7 @@ fn in_txn(db: &Db, iso: Isolation, t: TableId, key: String, value: Vec<u8>) -> R
 
 #[test]
 fn a_full_store_refuses_writes_and_takes_them_again_after_deletes() {
-    full_store_takes_writes_again_after_deletes(plain_put);
+    full_store_takes_writes_again_after_deletes(|db, t, key, value| db.put(t, key, value));
 }
 
 /// The same through transactions: a commit refused for want of space reclaims and tries
@@ -199,11 +184,17 @@ fn a_full_store_refuses_transactions_and_takes_them_again_after_deletes() {
         Isolation::Serializable,
         Isolation::Locking,
     ] {
-        full_store_takes_writes_again_after_deletes(txn_put(iso));
+        full_store_takes_writes_again_after_deletes(|db, t, key, value| {
+            in_txn(db, iso, t, key, value)
+        });
     }
 }
 
-fn full_store_takes_writes_again_after_deletes(put: Put) {
+/// Fills a store with `put` until refused, deletes three quarters, and puts half as many
+/// again with no remount.
+fn full_store_takes_writes_again_after_deletes(
+    put: impl Fn(&Db, TableId, String, Vec<u8>) -> Result<(), Error>,
+) {
     let disk = sim(5);
     disk.set_capacity(Some(64 * 64 * 1024));
     // A reclaim's merge needs room for what it copies: zones this small (64 KiB, the
