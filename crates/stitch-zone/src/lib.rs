@@ -7,12 +7,14 @@
 //! [`BlockCache`](stitch_patch::BlockCache), so callers can order them by dependencies.
 
 mod extent;
+mod framed;
 #[doc(hidden)]
 pub mod fuzzing;
 mod store;
 mod superblock;
 
 pub use extent::{ExtentAddr, ExtentKind, EXTENT_HEADER_LEN};
+pub use framed::FramedBatch;
 pub use store::{
     ReleaseHandler, Reserve, Stream, ZoneConfig, ZoneId, ZoneStats, ZoneStore, DEFAULT_AHEAD_ZONES,
     DEFAULT_RECYCLE_BYTES,

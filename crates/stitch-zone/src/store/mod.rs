@@ -1,15 +1,18 @@
 //! The zone store: space allocation, extents with reference counts, and the superblocks.
 
 use crate::extent::{self, ExtentAddr, ExtentKind, EXTENT_ALIGN, EXTENT_HEADER_LEN};
+use crate::framed::FramedBatch;
 use crate::superblock::{Superblock, SLOT_OFFSETS, SUPERBLOCK_LEN};
 use crate::{Result, ZoneError};
 use foldhash::HashMap;
 use parking_lot::Mutex;
+use refs::ExtentRefs;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use stitch_patch::{BlockCache, PatchId};
 
 mod ahead;
+mod refs;
 
 /// A zone's number: zone `z` covers bytes `z * zone_size ..` of the disk (zone 0 holds the
 /// superblocks).
@@ -140,11 +143,6 @@ struct Zone {
     free_after: PatchId,
 }
 
-struct RefEntry {
-    kind: ExtentKind,
-    refs: u32,
-}
-
 struct State {
     zones: Vec<Zone>,
     /// Free zones whose space was punched out (or never written).
@@ -155,7 +153,7 @@ struct State {
     /// [`ZoneStore::allocate_ahead`]); taken after the recycled ones.
     ready: BTreeSet<ZoneId>,
     open: [Option<ZoneId>; STREAMS],
-    refs: HashMap<(ZoneId, u32), (u32, RefEntry)>,
+    refs: ExtentRefs,
     handlers: HashMap<ExtentKind, ReleaseHandler>,
     superblock: Superblock,
     superblock_patch: PatchId,
@@ -364,7 +362,7 @@ impl ZoneStore {
             recycled: BTreeSet::new(),
             ready: BTreeSet::new(),
             open: [None; STREAMS],
-            refs: HashMap::default(),
+            refs: ExtentRefs::default(),
             handlers: HashMap::default(),
             superblock,
             superblock_patch: PatchId::NONE,
@@ -469,13 +467,12 @@ impl ZoneStore {
                 })
             }
         }
-        let entry = st
-            .refs
-            .entry((addr.zone, addr.offset))
-            .or_insert((addr.len, RefEntry { kind, refs: 0 }));
-        entry.1.refs += 1;
-        if entry.1.refs == 1 {
-            st.zones[addr.zone as usize].live += addr.len as u64;
+        match st.refs.get_mut(addr.zone, addr.offset) {
+            Some(slot) => slot.refs += 1,
+            None => {
+                st.refs.insert(addr.zone, addr.offset, addr.len, kind, 1);
+                st.zones[addr.zone as usize].live += addr.len as u64;
+            }
         }
         Ok(())
     }
@@ -581,6 +578,128 @@ impl ZoneStore {
         })
     }
 
+    /// Appends every extent of `batch` (of `kind`) to `stream`'s zones in order, as as many
+    /// [`append_framed_to`](Self::append_framed_to) calls would place them, but with one
+    /// reservation, one cache write and one patch for each stretch that fits in one zone
+    /// (see [`FramedBatch`]). Returns the extents' addresses, each with reference count one,
+    /// and the patches writing them; the batch is emptied. On a failure nothing of the batch
+    /// stays referenced.
+    pub fn append_batch(
+        &self,
+        stream: Stream,
+        kind: ExtentKind,
+        batch: &mut FramedBatch,
+        deps: &[PatchId],
+    ) -> Result<(Vec<ExtentAddr>, Vec<PatchId>)> {
+        let mut addrs = Vec::with_capacity(batch.len());
+        let mut patches = Vec::new();
+        let appended =
+            self.append_batch_stretches(stream, kind, batch, deps, &mut addrs, &mut patches);
+        batch.clear();
+        match appended {
+            Ok(()) => Ok((addrs, patches)),
+            Err(e) => {
+                // The stretches written before the failure are named by nothing.
+                if let Err(d) = self.decref_all(addrs) {
+                    tracing::warn!("releasing the extents of a failed batch: {d}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// [`append_batch`](Self::append_batch)'s work: each pass reserves the longest stretch of
+    /// the extents left that fits in the stream's open zone (opening another if not even the
+    /// first does), writes it, and records its extents in `addrs`.
+    fn append_batch_stretches(
+        &self,
+        stream: Stream,
+        kind: ExtentKind,
+        batch: &mut FramedBatch,
+        deps: &[PatchId],
+        addrs: &mut Vec<ExtentAddr>,
+        patches: &mut Vec<PatchId>,
+    ) -> Result<()> {
+        if let Some(&(_, len)) = batch
+            .extents
+            .iter()
+            .find(|(_, len)| *len as u64 > self.config.zone_size)
+        {
+            let addr = ExtentAddr {
+                zone: 0,
+                offset: 0,
+                len: len.min(u32::MAX as usize) as u32,
+            };
+            return Err(ZoneError::TooLarge(addr, self.config.zone_size));
+        }
+        // As in `reserve_and_write`: one appender per stream, the state lock only to reserve
+        // and to record.
+        let _serial = self.appenders[stream as usize].lock();
+        let mut next = 0;
+        while next < batch.len() {
+            let from = next;
+            let (zone, base, to) = self.or_release_held(|| {
+                let mut st = self.state.lock();
+                let first = batch.extents[from].1 as u64;
+                let zone = self.zone_with_room(&mut st, stream, first)?;
+                let z = &mut st.zones[zone as usize];
+                let room = self.config.zone_size - z.write_ptr;
+                let to = (from + 1..=batch.len())
+                    .take_while(|&to| batch.span(from, to).len() as u64 <= room)
+                    .last()
+                    .unwrap_or(from + 1);
+                let base = z.write_ptr;
+                let live: u64 = batch.extents[from..to].iter().map(|&(_, l)| l as u64).sum();
+                z.write_ptr =
+                    (base + batch.span(from, to).len() as u64).next_multiple_of(EXTENT_ALIGN);
+                // Counted live from the reservation on, so the zone cannot be freed under the
+                // write.
+                z.live += live;
+                *st.appended.entry(kind).or_default() += live;
+                Ok((zone, base, to))
+            })?;
+            let span = batch.span(from, to);
+            let stretch: Vec<ExtentAddr> = batch.extents[from..to]
+                .iter()
+                .map(|&(start, len)| ExtentAddr {
+                    zone,
+                    offset: (base + (start - span.start) as u64) as u32,
+                    len: len as u32,
+                })
+                .collect();
+            for (addr, &(start, len)) in stretch.iter().zip(&batch.extents[from..to]) {
+                let (head, payload) = batch.buf[start..start + len].split_at_mut(EXTENT_HEADER_LEN);
+                head.copy_from_slice(&extent::encode_header(*addr, kind, payload));
+            }
+            let at = self.extent_offset(stretch[0]);
+            let written = self.cache.write_append(at, &batch.buf[span], deps);
+            let mut st = self.state.lock();
+            match written {
+                Ok(patch) => {
+                    for addr in &stretch {
+                        st.refs.insert(addr.zone, addr.offset, addr.len, kind, 1);
+                    }
+                    drop(st);
+                    patches.push(patch);
+                    addrs.extend(stretch);
+                }
+                Err(e) => {
+                    // The reserved space stays skipped; it just no longer counts as live.
+                    for addr in &stretch {
+                        Self::drop_live(&mut st, addr.zone, addr.len as u64);
+                    }
+                    drop(st);
+                    self.schedule_frees();
+                    return Err(e.into());
+                }
+            }
+            next = to;
+        }
+        // Closing the stream's previous zone may have left one to free.
+        self.schedule_frees();
+        Ok(())
+    }
+
     /// Reserves room for an extent of `payload_len` bytes in `stream`'s open zone, has `write`
     /// put it in the cache at the address reserved, and records the extent (reference count
     /// one) if it did.
@@ -625,10 +744,7 @@ impl ZoneStore {
         let mut st = self.state.lock();
         match written {
             Ok(patch) => {
-                st.refs.insert(
-                    (addr.zone, addr.offset),
-                    (addr.len, RefEntry { kind, refs: 1 }),
-                );
+                st.refs.insert(addr.zone, addr.offset, addr.len, kind, 1);
                 drop(st);
                 // Closing the stream's previous zone may have left one to free.
                 self.schedule_frees();
@@ -686,6 +802,7 @@ impl ZoneStore {
             Stream::Flush | Stream::Manifest => st.reserve.extents,
         };
         let (zone, _) = self.take_free_zone(st, keep)?;
+        st.refs.clear_zone(zone);
         st.zones[zone as usize] = Zone {
             usage: ZoneUse::Open,
             live: 0,
@@ -840,15 +957,19 @@ impl ZoneStore {
     /// blocks): all of them, or none if one is dead.
     pub fn incref_all(&self, addrs: &[ExtentAddr]) -> Result<()> {
         let mut st = self.state.lock();
-        if let Some(&dead) = addrs
-            .iter()
-            .find(|a| !st.refs.contains_key(&(a.zone, a.offset)))
-        {
-            return Err(ZoneError::Dead(dead));
-        }
-        for addr in addrs {
-            if let Some((_, entry)) = st.refs.get_mut(&(addr.zone, addr.offset)) {
-                entry.refs += 1;
+        // One lookup an extent (a merge stitches thousands): counted as found, and on a dead
+        // one the counts already taken are given back.
+        for (i, addr) in addrs.iter().enumerate() {
+            match st.refs.get_mut(addr.zone, addr.offset) {
+                Some(slot) => slot.refs += 1,
+                None => {
+                    for taken in &addrs[..i] {
+                        if let Some(slot) = st.refs.get_mut(taken.zone, taken.offset) {
+                            slot.refs -= 1;
+                        }
+                    }
+                    return Err(ZoneError::Dead(*addr));
+                }
             }
         }
         Ok(())
@@ -868,17 +989,16 @@ impl ZoneStore {
         let mut first_error = None;
         let mut st = self.state.lock();
         for addr in addrs {
-            let key = (addr.zone, addr.offset);
-            let Some((len, entry)) = st.refs.get_mut(&key) else {
+            let Some(slot) = st.refs.get_mut(addr.zone, addr.offset) else {
                 first_error.get_or_insert(ZoneError::Dead(addr));
                 continue;
             };
-            entry.refs -= 1;
-            if entry.refs > 0 {
+            slot.refs -= 1;
+            if slot.refs > 0 {
                 continue;
             }
-            let (len, kind) = (*len as u64, entry.kind);
-            st.refs.remove(&key);
+            let (len, kind) = (slot.len as u64, slot.kind);
+            st.refs.release(addr.zone, addr.offset);
             Self::drop_live(&mut st, addr.zone, len);
             released.push((addr, st.handlers.get(&kind).cloned()));
         }
@@ -899,10 +1019,6 @@ impl ZoneStore {
     pub fn evacuation_candidates(&self, max_live_ratio: f64) -> Vec<ZoneId> {
         let st = self.state.lock();
         let limit = (self.config.zone_size as f64 * max_live_ratio) as u64;
-        let mut extents: HashMap<ZoneId, Vec<(u32, u32)>> = HashMap::default();
-        for (&(zone, offset), (len, _)) in &st.refs {
-            extents.entry(zone).or_default().push((offset, *len));
-        }
         let mut candidates: Vec<(usize, u64, ZoneId)> = st
             .zones
             .iter()
@@ -910,8 +1026,7 @@ impl ZoneStore {
             .filter(|(_, z)| z.usage == ZoneUse::Closed && z.live > 0 && z.live < limit)
             .map(|(id, z)| {
                 let id = id as ZoneId;
-                let mut live = extents.remove(&id).unwrap_or_default();
-                live.sort_unstable();
+                let live: Vec<(u32, u32)> = st.refs.live_in(id).collect();
                 let spans = 1 + live
                     .windows(2)
                     .filter(|w| {
@@ -931,8 +1046,8 @@ impl ZoneStore {
         self.state
             .lock()
             .refs
-            .get(&(addr.zone, addr.offset))
-            .map_or(0, |(_, e)| e.refs)
+            .get(addr.zone, addr.offset)
+            .map_or(0, |slot| slot.refs)
     }
 
     // ---- whole zones -----------------------------------------------------------------------
@@ -946,6 +1061,7 @@ impl ZoneStore {
             let mut st = self.state.lock();
             let keep = st.reserve.log;
             let (zone, recycled) = self.take_free_zone(&mut st, keep)?;
+            st.refs.clear_zone(zone);
             st.zones[zone as usize] = Zone {
                 usage: ZoneUse::Owned,
                 live: 0,
@@ -1321,9 +1437,9 @@ impl ZoneStore {
     pub fn ref_count(&self, addr: ExtentAddr) -> u32 {
         let st = self.state.lock();
         st.refs
-            .get(&(addr.zone, addr.offset))
-            .filter(|(len, _)| *len == addr.len)
-            .map_or(0, |(_, entry)| entry.refs)
+            .get(addr.zone, addr.offset)
+            .filter(|slot| slot.len == addr.len)
+            .map_or(0, |slot| slot.refs)
     }
 
     /// Counts of the zones and extents as they stand.

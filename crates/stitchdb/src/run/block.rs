@@ -66,6 +66,16 @@ impl FinishedBlock {
     pub fn framed(&mut self) -> &mut [u8] {
         &mut self.buf[self.lead..]
     }
+
+    /// The payload, without the room in front of it.
+    pub fn payload(&self) -> &[u8] {
+        &self.buf[self.lead + FRAME..]
+    }
+
+    /// The block's buffer, for the writer to fill again ([`BlockWriter::recycle`]).
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
 }
 
 impl BlockWriter {
@@ -128,6 +138,15 @@ impl BlockWriter {
     /// The payload size so far.
     pub fn size(&self) -> usize {
         self.body.len().saturating_sub(self.lead + FRAME)
+    }
+
+    /// Gives the writer `buf` (a finished block's, copied out) to fill next, sparing an
+    /// allocation.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.body.capacity() == 0 {
+            buf.clear();
+            self.body = buf;
+        }
     }
 
     /// The finished block; the writer is reset.

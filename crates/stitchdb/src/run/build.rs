@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
-use stitch_zone::{ExtentAddr, ExtentKind, Stream};
+use stitch_zone::{ExtentAddr, ExtentKind, FramedBatch, Stream};
 
 /// Target payload size of a data block: one extent, header included, fills a 4 KiB block.
 const BLOCK_TARGET: usize = 4096 - stitch_zone::EXTENT_HEADER_LEN;
@@ -19,6 +19,9 @@ const BLOCK_TARGET: usize = 4096 - stitch_zone::EXTENT_HEADER_LEN;
 /// `write_behind`), so a large merge does not hold its whole output as dirty blocks in the
 /// cache until its manifest is written.
 const FLUSH_EVERY: u64 = 8 << 20;
+
+/// Bytes of finished blocks a builder appends to its zone together.
+const BATCH_BYTES: usize = 256 << 10;
 
 pub struct RunBuilder {
     storage: Arc<Storage>,
@@ -37,6 +40,11 @@ pub struct RunBuilder {
     /// Index extents and filter parts of other runs to list as this run's instead of writing
     /// its own (see [`reuse`](Self::reuse)).
     reused: Option<Reused>,
+    /// Finished blocks not yet appended, and their handles but for the addresses: appended
+    /// together once [`BATCH_BYTES`] are waiting, or before a block is stitched in after them
+    /// (see `stitch_zone::FramedBatch`).
+    pending: FramedBatch,
+    pending_handles: Vec<BlockHandle>,
 }
 
 /// What a run lists of other runs' instead of writing its own: index extents and their
@@ -64,6 +72,9 @@ impl RunBuilder {
             unflushed: 0,
             flusher: WriteBehind::new(storage.zones.cache().clone(), storage.write_behind),
             reused: None,
+            // A batch is appended once it reaches `BATCH_BYTES`: one block more never grows it.
+            pending: FramedBatch::with_capacity(BATCH_BYTES + 2 * BLOCK_TARGET),
+            pending_handles: Vec::new(),
         }
     }
 
@@ -86,22 +97,54 @@ impl RunBuilder {
         Ok(())
     }
 
+    /// Closes the block being filled, if any, and queues it for appending.
     fn finish_block(&mut self) -> Result<()> {
         if self.writer.is_empty() {
             return Ok(());
         }
         let mut block = self.writer.finish();
-        let (addr, patch) = self.storage.zones.append_framed_to(
+        self.pending.push(block.payload());
+        self.pending_handles.push(BlockHandle {
+            first_key: std::mem::take(&mut block.first_key),
+            last_key: std::mem::take(&mut block.last_key),
+            entries: block.entries,
+            // Set once appended.
+            addr: ExtentAddr {
+                zone: 0,
+                offset: 0,
+                len: 0,
+            },
+        });
+        self.writer.recycle(block.into_buffer());
+        if self.pending.bytes() >= BATCH_BYTES {
+            self.write_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Appends the queued blocks and lists them, with their addresses, after the blocks
+    /// before them.
+    fn write_pending(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        // Taken first: a failed append empties the batch and keeps none of its extents.
+        let handles = std::mem::take(&mut self.pending_handles);
+        let (addrs, patches) = self.storage.zones.append_batch(
             self.stream,
             ExtentKind::RUN_BLOCK,
-            block.framed(),
+            &mut self.pending,
             &[],
         )?;
-        self.patches.push(patch);
-        let payload_len = addr.payload_len() as u64;
-        self.meta.data_bytes += payload_len;
-        self.copied_bytes += payload_len;
-        self.unflushed += payload_len;
+        self.patches.extend(patches);
+        for (mut handle, addr) in handles.into_iter().zip(addrs) {
+            let payload_len = addr.payload_len() as u64;
+            self.meta.data_bytes += payload_len;
+            self.copied_bytes += payload_len;
+            self.unflushed += payload_len;
+            handle.addr = addr;
+            self.blocks.push(handle);
+        }
         if self.unflushed >= FLUSH_EVERY {
             // One patch stands for the blocks so far: the run's final patch depends on it,
             // whether or not its flush has finished by then.
@@ -110,12 +153,6 @@ impl RunBuilder {
             self.patches = vec![written];
             self.unflushed = 0;
         }
-        self.blocks.push(BlockHandle {
-            first_key: block.first_key,
-            last_key: block.last_key,
-            entries: block.entries,
-            addr,
-        });
         Ok(())
     }
 
@@ -133,6 +170,7 @@ impl RunBuilder {
     /// Takes over a block whose reference the caller already holds for this run.
     pub fn adopt(&mut self, from: &Run, handle: &BlockHandle) -> Result<()> {
         self.finish_block()?;
+        self.write_pending()?;
         self.meta.entries += handle.entries;
         self.meta.data_bytes += handle.addr.payload_len() as u64;
         self.meta.min_seq = self.meta.min_seq.min(from.meta.min_seq);
@@ -142,9 +180,12 @@ impl RunBuilder {
         Ok(())
     }
 
-    /// The blocks added so far, in order.
-    pub fn blocks(&self) -> &[BlockHandle] {
-        &self.blocks
+    /// The blocks added so far, in order (the one being filled closed and every queued one
+    /// appended first).
+    pub fn blocks(&mut self) -> Result<&[BlockHandle]> {
+        self.finish_block()?;
+        self.write_pending()?;
+        Ok(&self.blocks)
     }
 
     /// Lists `reused.index` (index extents of installed runs, which hold exactly this run's
@@ -206,6 +247,7 @@ impl RunBuilder {
     /// writes, or `None` if the run has neither entries nor range tombstones.
     pub fn finish(mut self, filter: Option<QuotientFilter>) -> Result<Option<(Arc<Run>, PatchId)>> {
         self.finish_block()?;
+        self.write_pending()?;
         self.flusher.wait()?;
         if self.blocks.is_empty() && self.meta.ranges.is_empty() {
             return Ok(None);

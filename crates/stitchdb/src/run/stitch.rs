@@ -230,7 +230,7 @@ pub fn merge_runs(
             .filter(|t| !(bottom && t.seq <= oldest_snapshot))
             .collect(),
     );
-    let shared = whole_inputs(inputs, out.blocks(), filter_fp_rate.is_some());
+    let shared = whole_inputs(inputs, out.blocks()?, filter_fp_rate.is_some());
     let stats = MergeStats {
         copied_bytes: out.copied_bytes,
         stitched_bytes: out.stitched_bytes,
