@@ -8,7 +8,7 @@
 //!   instead. Winners: each AUTOCOMMIT
 //!   record (a transaction by itself) and each transaction with a COMMIT record. Losers: every
 //!   other transaction (ABORT, or no end record before the log's end). Every record's op must
-//!   be registered (or be [`OP_NOOP`](crate::OP_NOOP)): an unknown op is an error before
+//!   be registered (or be [`OP_NOOP`]): an unknown op is an error before
 //!   anything is redone.
 //! * **Redo** reads the log again in LSN order. An op with an undo function is redone for every
 //!   transaction (ARIES repeats history); a redo-only op (applied by the upper layer only at

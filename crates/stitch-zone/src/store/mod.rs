@@ -861,7 +861,7 @@ impl ZoneStore {
     /// [`read`](Self::read) straight from the disk, bypassing the block cache: for extents
     /// known to be durable (a run's blocks once the checkpoint naming the run is), so a read
     /// costs one disk read and no cache churn. Returns the verified extent whole: its payload
-    /// starts at [`EXTENT_HEADER_LEN`](crate::EXTENT_HEADER_LEN) (not moving it to the front
+    /// starts at [`EXTENT_HEADER_LEN`] (not moving it to the front
     /// saves a copy of every block read).
     pub fn read_durable_framed(&self, addr: ExtentAddr, kind: ExtentKind) -> Result<Vec<u8>> {
         self.check_addr(addr)?;

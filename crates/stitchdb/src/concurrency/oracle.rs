@@ -25,7 +25,7 @@ pub(crate) struct Oracle {
     ranges: Vec<(RangeOp, u64)>,
     /// The same writes in commit order, for pruning.
     commits: VecDeque<(u64, Vec<TableKey>)>,
-    /// Open [`Locking`](super::Isolation::Locking) transactions: while there are any, other
+    /// Open [`Locking`](crate::txn::Isolation::Locking) transactions: while there are any, other
     /// commits lock what they write (the oracle does not track these transactions).
     locking: usize,
 }

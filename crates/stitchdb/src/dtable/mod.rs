@@ -1,7 +1,7 @@
 //! Anvil's dTables: one interface for every table format, and the modules that stack them.
 //!
-//! * [`Memtable`](crate::memtable::Memtable) — writable, in memory.
-//! * [`Run`](crate::run::Run) — read-only, linear: sorted blocks in zones with an index.
+//! * [`Memtable`] — writable, in memory.
+//! * [`Run`] — read-only, linear: sorted blocks in zones with an index.
 //! * [`Filtered`] — a quotient filter in front of another dTable: answers "certainly not
 //!   here" without touching it.
 //! * [`Overlay`] — unifies dTables, newest first: the newest version of a key wins, and a

@@ -211,7 +211,7 @@ impl Block {
         Self::parse_at(data, 0, handle)
     }
 
-    /// [`parse`](Self::parse) for a payload that starts `start` bytes into `data` (a block
+    /// `parse` for a payload that starts `start` bytes into `data` (a block
     /// read with its extent header in front, which is kept rather than copied away).
     pub fn parse_at(mut data: Vec<u8>, start: usize, handle: Framing) -> Result<Block, String> {
         let payload_len = data.len().saturating_sub(start);

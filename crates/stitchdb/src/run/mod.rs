@@ -349,7 +349,7 @@ impl Run {
 
     /// [`open`](Self::open) for `check` and `repair`: opens what can be read of a damaged
     /// run instead of failing at the first problem. If every index extent is lost, the index
-    /// is rebuilt from the run's blocks where they can be found ([`Self::rebuild_index`]);
+    /// is rebuilt from the run's blocks where they can be found (`rebuild::blocks_back`);
     /// otherwise the blocks of unreadable index extents are left out (lost ranges),
     /// a damaged filter is dropped (a filter only saves reads), and every block is read and
     /// verified, the damaged ones left out. Returns the run (`None` if nothing of it is
