@@ -52,37 +52,27 @@ fn extents_round_trip_and_survive_reopen() {
 }
 
 #[test]
-fn framed_extents_read_back_like_appended_ones() {
+fn extents_read_back_through_the_cache_from_the_disk_and_after_reopening() {
     let (disk, store) = new_store();
     let payload: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
-    let mut framed = vec![0xeeu8; stitch_zone::EXTENT_HEADER_LEN];
-    framed.extend_from_slice(&payload);
-    let (plain, _) = store.append(ExtentKind::RUN_BLOCK, &payload, &[]).unwrap();
-    let (framed_at, patch) = store
-        .append_framed_to(Stream::Flush, ExtentKind::RUN_BLOCK, &mut framed, &[])
-        .unwrap();
-    assert_eq!(framed_at.len, plain.len);
-    assert!(framed_at.follows(&plain), "appended right after the first");
+    let (first, _) = store.append(ExtentKind::RUN_BLOCK, &payload, &[]).unwrap();
+    let (second, patch) = store.append(ExtentKind::RUN_BLOCK, &payload, &[]).unwrap();
+    assert_eq!(second.len, first.len);
+    assert!(second.follows(&first), "appended right after the first");
     // Through the cache before the flush, from the disk after it and after reopening.
-    assert_eq!(
-        store.read(framed_at, ExtentKind::RUN_BLOCK).unwrap(),
-        payload
-    );
+    assert_eq!(store.read(second, ExtentKind::RUN_BLOCK).unwrap(), payload);
     store.cache().flush_patch(patch).unwrap();
     let read = store
-        .read_durable_framed(framed_at, ExtentKind::RUN_BLOCK)
+        .read_durable_framed(second, ExtentKind::RUN_BLOCK)
         .unwrap();
     assert_eq!(&read[stitch_zone::EXTENT_HEADER_LEN..], &payload[..]);
     store.write_superblock(None, &[]).unwrap();
     store.cache().flush_all().unwrap();
     drop(store);
     let (store, _) = ZoneStore::open(cache(disk), config()).unwrap();
-    assert_eq!(
-        store.read(framed_at, ExtentKind::RUN_BLOCK).unwrap(),
-        payload
-    );
+    assert_eq!(store.read(second, ExtentKind::RUN_BLOCK).unwrap(), payload);
     assert!(
-        store.read(framed_at, ExtentKind::RUN_INDEX).is_err(),
+        store.read(second, ExtentKind::RUN_INDEX).is_err(),
         "the header records the kind"
     );
 }

@@ -540,7 +540,8 @@ impl ZoneStore {
         self.append_to(Stream::Flush, kind, payload, deps)
     }
 
-    /// [`append`](Self::append) into the open zone of `stream`.
+    /// [`append`](Self::append) into the open zone of `stream` (a batch of one extent:
+    /// see [`append_batch`](Self::append_batch)).
     pub fn append_to(
         &self,
         stream: Stream,
@@ -548,39 +549,17 @@ impl ZoneStore {
         payload: &[u8],
         deps: &[PatchId],
     ) -> Result<(ExtentAddr, PatchId)> {
-        self.reserve_and_write(stream, kind, payload.len(), |addr| {
-            self.write_extent(addr, kind, payload, deps)
-        })
+        let mut batch =
+            FramedBatch::with_capacity(EXTENT_HEADER_LEN + payload.len() + EXTENT_ALIGN as usize);
+        batch.push(payload);
+        let (addrs, patches) = self.append_batch(stream, kind, &mut batch, deps)?;
+        // One extent: one stretch, one write.
+        Ok((addrs[0], patches[0]))
     }
 
-    /// [`append_to`](Self::append_to) for a payload built behind room for its header:
-    /// `framed[..EXTENT_HEADER_LEN]` is overwritten with the header, and header and payload
-    /// reach the cache as one write (one patch, where `append_to` makes one for each and
-    /// joins them). Run blocks are written this way. Panics if `framed` is shorter than the
-    /// header (a caller that forgot the room).
-    pub fn append_framed_to(
-        &self,
-        stream: Stream,
-        kind: ExtentKind,
-        framed: &mut [u8],
-        deps: &[PatchId],
-    ) -> Result<(ExtentAddr, PatchId)> {
-        assert!(
-            framed.len() >= EXTENT_HEADER_LEN,
-            "a framed extent starts with room for its header"
-        );
-        let payload_len = framed.len() - EXTENT_HEADER_LEN;
-        self.reserve_and_write(stream, kind, payload_len, |addr| {
-            let (head, payload) = framed.split_at_mut(EXTENT_HEADER_LEN);
-            head.copy_from_slice(&extent::encode_header(addr, kind, payload));
-            let at = self.extent_offset(addr);
-            Ok(self.cache.write_append(at, framed, deps)?)
-        })
-    }
-
-    /// Appends every extent of `batch` (of `kind`) to `stream`'s zones in order, as as many
-    /// [`append_framed_to`](Self::append_framed_to) calls would place them, but with one
-    /// reservation, one cache write and one patch for each stretch that fits in one zone
+    /// Appends every extent of `batch` (of `kind`) to `stream`'s zones in order, back to back
+    /// at aligned offsets, with one reservation, one cache write and one patch for each
+    /// stretch that fits in one zone
     /// (see [`FramedBatch`]). Returns the extents' addresses, each with reference count one,
     /// and the patches writing them; the batch is emptied. On a failure nothing of the batch
     /// stays referenced.
@@ -620,20 +599,21 @@ impl ZoneStore {
         addrs: &mut Vec<ExtentAddr>,
         patches: &mut Vec<PatchId>,
     ) -> Result<()> {
-        if let Some(&(_, len)) = batch
-            .extents
-            .iter()
-            .find(|(_, len)| *len as u64 > self.config.zone_size)
-        {
-            let addr = ExtentAddr {
-                zone: 0,
-                offset: 0,
-                len: len.min(u32::MAX as usize) as u32,
-            };
-            return Err(ZoneError::TooLarge(addr, self.config.zone_size));
+        for &(_, len) in &batch.extents {
+            if len as u64 > self.config.zone_size {
+                let addr = ExtentAddr {
+                    zone: 0,
+                    offset: 0,
+                    len: len.min(u32::MAX as usize) as u32,
+                };
+                return Err(ZoneError::TooLarge(addr, self.config.zone_size));
+            }
         }
-        // As in `reserve_and_write`: one appender per stream, the state lock only to reserve
-        // and to record.
+        // One appender per stream at a time, so appends land in their zone in the order their
+        // space was reserved (an append assumes the bytes after it in its last block are
+        // unwritten). The state lock is held only to reserve and to record: the checksums
+        // and the cache writes run outside it, where log appends, reference counting and
+        // reads need not wait for them.
         let _serial = self.appenders[stream as usize].lock();
         let mut next = 0;
         while next < batch.len() {
@@ -698,88 +678,6 @@ impl ZoneStore {
         // Closing the stream's previous zone may have left one to free.
         self.schedule_frees();
         Ok(())
-    }
-
-    /// Reserves room for an extent of `payload_len` bytes in `stream`'s open zone, has `write`
-    /// put it in the cache at the address reserved, and records the extent (reference count
-    /// one) if it did.
-    fn reserve_and_write(
-        &self,
-        stream: Stream,
-        kind: ExtentKind,
-        payload_len: usize,
-        write: impl FnOnce(ExtentAddr) -> Result<PatchId>,
-    ) -> Result<(ExtentAddr, PatchId)> {
-        let total = (EXTENT_HEADER_LEN + payload_len) as u64;
-        if total > self.config.zone_size {
-            let addr = ExtentAddr {
-                zone: 0,
-                offset: 0,
-                len: total.min(u32::MAX as u64) as u32,
-            };
-            return Err(ZoneError::TooLarge(addr, self.config.zone_size));
-        }
-        // One appender per stream at a time, so appends land in their zone in the order their
-        // space was reserved (an append assumes the bytes after it in its last block are
-        // unwritten). The state lock is held only to reserve and to record: the checksum and
-        // the cache writes run outside it, where log appends, reference counting and reads
-        // need not wait for them.
-        let _serial = self.appenders[stream as usize].lock();
-        let addr = self.or_release_held(|| {
-            let mut st = self.state.lock();
-            let zone = self.zone_with_room(&mut st, stream, total)?;
-            let z = &mut st.zones[zone as usize];
-            let offset = z.write_ptr;
-            z.write_ptr = (offset + total).next_multiple_of(EXTENT_ALIGN);
-            // Counted live from the reservation on, so the zone cannot be freed under the write.
-            z.live += total;
-            *st.appended.entry(kind).or_default() += total;
-            Ok(ExtentAddr {
-                zone,
-                offset: offset as u32,
-                len: total as u32,
-            })
-        })?;
-        let written = write(addr);
-        let mut st = self.state.lock();
-        match written {
-            Ok(patch) => {
-                st.refs.insert(addr.zone, addr.offset, addr.len, kind, 1);
-                drop(st);
-                // Closing the stream's previous zone may have left one to free.
-                self.schedule_frees();
-                Ok((addr, patch))
-            }
-            Err(e) => {
-                // The reserved space stays skipped; it just no longer counts as live.
-                Self::drop_live(&mut st, addr.zone, total);
-                drop(st);
-                self.schedule_frees();
-                Err(e)
-            }
-        }
-    }
-
-    /// Writes the header and payload of the extent at `addr` into the cache.
-    fn write_extent(
-        &self,
-        addr: ExtentAddr,
-        kind: ExtentKind,
-        payload: &[u8],
-        deps: &[PatchId],
-    ) -> Result<PatchId> {
-        let at = self.extent_offset(addr);
-        let header = extent::encode_header(addr, kind, payload);
-        let head = self.cache.write_append(at, &header, deps)?;
-        let body = self
-            .cache
-            .write_append(at + EXTENT_HEADER_LEN as u64, payload, deps)?;
-        // Usually one patch: both halves land on the same block and merge.
-        Ok(if head == body || payload.is_empty() {
-            head
-        } else {
-            self.cache.empty(&[head, body])?
-        })
     }
 
     fn zone_with_room(&self, st: &mut State, stream: Stream, total: u64) -> Result<ZoneId> {
