@@ -12,7 +12,7 @@ use crate::run::{
     decode_chunk, encode_chunks, Block, BlockHandle, BlockWriter, FilterPart, Framing, RunMeta,
 };
 use crate::{Error, Result};
-use stitch_zone::{ExtentAddr, EXTENT_HEADER_LEN};
+use stitch_zone::ExtentAddr;
 
 /// Where the bytes came from, for error messages.
 const PLACE: &str = "fuzz input";
@@ -111,7 +111,7 @@ pub fn sample_inputs() -> [(&'static str, Vec<u8>); 3] {
     for e in &entries {
         writer.add(*e);
     }
-    let block = behind_handle(&entries, &writer.finish().framed()[EXTENT_HEADER_LEN..]);
+    let block = behind_handle(&entries, writer.finish().payload());
 
     let handles: Vec<BlockHandle> = (0..3u32)
         .map(|i| BlockHandle {

@@ -31,19 +31,15 @@ const NO_VALUE: u32 = u32::MAX;
 /// tag in place of the value): bounds the entry count a damaged block or handle may claim.
 const MIN_ENTRY: usize = 4;
 
-/// Bytes a [`BlockWriter`] leaves free in front of a block's payload for its extent header, so
-/// the zone store fills them in and writes header and payload as one.
-pub(super) const FRAME: usize = stitch_zone::EXTENT_HEADER_LEN;
-
 /// Values at least this long are copied into a block at the same offset within a cache line
 /// as they have where they come from (see [`BlockWriter::align_value`]).
 const ALIGNED_VALUE: usize = 1024;
 const CACHE_LINE: usize = 64;
 
-/// Accumulates entries into one block payload (behind [`FRAME`] bytes of room).
+/// Accumulates entries into one block payload.
 #[derive(Default)]
 pub struct BlockWriter {
-    /// `lead` unused bytes, [`FRAME`] bytes of room for the extent header, the payload.
+    /// `lead` unused bytes (see [`align_value`](Self::align_value)), then the payload.
     body: Vec<u8>,
     lead: usize,
     count: u32,
@@ -51,8 +47,7 @@ pub struct BlockWriter {
     last_key: Vec<u8>,
 }
 
-/// A finished block: its payload behind room for its extent header, and what its index handle
-/// holds (the payload cannot be read without it).
+/// A finished block: its payload, and what its index handle holds (the payload cannot be read without it).
 pub struct FinishedBlock {
     buf: Vec<u8>,
     lead: usize,
@@ -62,14 +57,9 @@ pub struct FinishedBlock {
 }
 
 impl FinishedBlock {
-    /// [`FRAME`] bytes of room, then the payload.
-    pub fn framed(&mut self) -> &mut [u8] {
-        &mut self.buf[self.lead..]
-    }
-
-    /// The payload, without the room in front of it.
+    /// The payload.
     pub fn payload(&self) -> &[u8] {
-        &self.buf[self.lead + FRAME..]
+        &self.buf[self.lead..]
     }
 
     /// The block's buffer, for the writer to fill again ([`BlockWriter::recycle`]).
@@ -84,8 +74,8 @@ impl BlockWriter {
             // Room for a block's worth and the entry that takes it past its target, so the
             // payload is not reallocated as it fills (a tenth of a flush with 4 KiB values).
             let entry = e.key.len() + e.value.map_or(0, <[u8]>::len) + 32;
-            self.body.reserve(CACHE_LINE + FRAME + 4096 + entry);
-            self.body.resize(FRAME, 0);
+            self.body.reserve(CACHE_LINE + 4096 + entry);
+            self.body.clear();
             self.lead = 0;
             self.body.push(BLOCK_VERSION);
             self.first_key.clear();
@@ -120,9 +110,9 @@ impl BlockWriter {
     /// `rep movsb`, which on this machine's AMD EPYC runs two to three times slower when the
     /// destination lies 8-31 bytes past the source's offset in a line than when the offsets
     /// match. A memtable's 4 KiB values are page-aligned and a new block's buffer too, so
-    /// with the 24 bytes in front of a one-entry block's value every flush hit the slow case
-    /// (the value copy took 7.6% of a 4 KiB `randomappend`'s samples; 2.3% with version 2's
-    /// 41 bytes).
+    /// with the bytes in front of a one-entry block's value (its version, key and lengths)
+    /// every flush hit the slow case (the value copy took 7.6% of a 4 KiB `randomappend`'s
+    /// samples with 24 bytes in front; 2.3% with version 2's 41).
     fn align_value(&mut self, v: &[u8]) {
         let dst = self.body.as_ptr() as usize + self.body.len();
         let lead = (v.as_ptr() as usize).wrapping_sub(dst) % CACHE_LINE;
@@ -137,7 +127,7 @@ impl BlockWriter {
 
     /// The payload size so far.
     pub fn size(&self) -> usize {
-        self.body.len().saturating_sub(self.lead + FRAME)
+        self.body.len().saturating_sub(self.lead)
     }
 
     /// Gives the writer `buf` (a finished block's, copied out) to fill next, sparing an
@@ -549,18 +539,21 @@ pub(super) mod tests {
             w.add(r(x));
         }
         let size = w.size();
-        let mut block = w.finish();
-        let framed = block.framed().to_vec();
+        let block = w.finish();
+        // Read behind an extent header's room, as blocks read from the disk are.
+        let header = stitch_zone::EXTENT_HEADER_LEN;
+        let mut framed = vec![0u8; header];
+        framed.extend_from_slice(block.payload());
         assert_eq!(
             (
-                framed.len() - FRAME,
+                framed.len() - header,
                 block.first_key,
                 block.last_key,
                 block.entries
             ),
             (size, b"a".to_vec(), b"d".to_vec(), 4)
         );
-        let b = Block::parse_at(framed, FRAME, framing(&entries)).unwrap();
+        let b = Block::parse_at(framed, header, framing(&entries)).unwrap();
         let back: Vec<Entry> = (0..b.len()).map(|i| b.entry(i).to_entry()).collect();
         assert_eq!(back, entries);
         assert_eq!(b.get(b"a", 10).unwrap().value, Some(&b"a5"[..]));
@@ -676,13 +669,13 @@ pub(super) mod tests {
         }
     }
 
-    /// The payload of a block of `entries` (without the room for its header).
+    /// The payload of a block of `entries`.
     fn written(entries: &[Entry]) -> Vec<u8> {
         let mut w = BlockWriter::default();
         for x in entries {
             w.add(r(x));
         }
-        w.finish().framed()[FRAME..].to_vec()
+        w.finish().payload().to_vec()
     }
 
     fn parsed(payload: Vec<u8>, entries: &[Entry]) -> Vec<Entry> {
@@ -760,9 +753,9 @@ pub(super) mod tests {
                 seq: 1,
                 value: Some(value),
             });
-            let mut block = w.finish();
-            let framed = block.framed();
-            let copy = &framed[framed.len() - ALIGNED_VALUE..];
+            let block = w.finish();
+            let payload = block.payload();
+            let copy = &payload[payload.len() - ALIGNED_VALUE..];
             assert_eq!(copy, value);
             assert_eq!(
                 copy.as_ptr() as usize % CACHE_LINE,

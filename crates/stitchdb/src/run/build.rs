@@ -122,6 +122,13 @@ impl RunBuilder {
         Ok(())
     }
 
+    /// Closes the block being filled and appends every queued one: before a block is
+    /// stitched in after them, and before the block list is read or finished.
+    fn append_all(&mut self) -> Result<()> {
+        self.finish_block()?;
+        self.write_pending()
+    }
+
     /// Appends the queued blocks and lists them, with their addresses, after the blocks
     /// before them.
     fn write_pending(&mut self) -> Result<()> {
@@ -169,8 +176,7 @@ impl RunBuilder {
 
     /// Takes over a block whose reference the caller already holds for this run.
     pub fn adopt(&mut self, from: &Run, handle: &BlockHandle) -> Result<()> {
-        self.finish_block()?;
-        self.write_pending()?;
+        self.append_all()?;
         self.meta.entries += handle.entries;
         self.meta.data_bytes += handle.addr.payload_len() as u64;
         self.meta.min_seq = self.meta.min_seq.min(from.meta.min_seq);
@@ -183,8 +189,7 @@ impl RunBuilder {
     /// The blocks added so far, in order (the one being filled closed and every queued one
     /// appended first).
     pub fn blocks(&mut self) -> Result<&[BlockHandle]> {
-        self.finish_block()?;
-        self.write_pending()?;
+        self.append_all()?;
         Ok(&self.blocks)
     }
 
@@ -246,8 +251,7 @@ impl RunBuilder {
     /// then answers every lookup itself); returns the run and one patch standing for all its
     /// writes, or `None` if the run has neither entries nor range tombstones.
     pub fn finish(mut self, filter: Option<QuotientFilter>) -> Result<Option<(Arc<Run>, PatchId)>> {
-        self.finish_block()?;
-        self.write_pending()?;
+        self.append_all()?;
         self.flusher.wait()?;
         if self.blocks.is_empty() && self.meta.ranges.is_empty() {
             return Ok(None);
