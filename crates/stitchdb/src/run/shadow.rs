@@ -234,6 +234,15 @@ mod tests {
         }
     }
 
+    /// The entries of both inputs in a run's order: by key, newest version first.
+    fn every_version(newer: &[Entry], older: &[Entry]) -> Vec<Entry> {
+        let mut all: Vec<Entry> = newer.iter().chain(older).cloned().collect();
+        all.sort_by(|a, b| {
+            (&a.key, std::cmp::Reverse(a.seq)).cmp(&(&b.key, std::cmp::Reverse(b.seq)))
+        });
+        all
+    }
+
     fn merge(
         storage: &Arc<Storage>,
         inputs: &[Arc<Run>],
@@ -307,11 +316,7 @@ mod tests {
         // A reader at 1 still sees the older blocks: they are read and kept.
         let (merged, stats) = merge(&storage, &[newer_run, older_run], Stitching::default(), 1);
         assert!(stats.copied_bytes > 0);
-        let mut expected: Vec<Entry> = newer.iter().chain(&older).cloned().collect();
-        expected.sort_by(|a, b| {
-            (&a.key, std::cmp::Reverse(a.seq)).cmp(&(&b.key, std::cmp::Reverse(b.seq)))
-        });
-        assert!(entries_of(&merged) == expected);
+        assert!(entries_of(&merged) == every_version(&newer, &older));
     }
 
     #[test]
@@ -323,11 +328,7 @@ mod tests {
         // A reader at sequence 1 still sees the older versions.
         let (merged, stats) = merge(&storage, &inputs, Stitching::default(), 1);
         assert!(stats.copied_bytes > 0);
-        let mut expected: Vec<Entry> = newer.iter().chain(&older).cloned().collect();
-        expected.sort_by(|a, b| {
-            (&a.key, std::cmp::Reverse(a.seq)).cmp(&(&b.key, std::cmp::Reverse(b.seq)))
-        });
-        assert!(entries_of(&merged) == expected);
+        assert!(entries_of(&merged) == every_version(&newer, &older));
     }
 
     #[test]
