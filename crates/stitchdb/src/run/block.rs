@@ -47,7 +47,8 @@ pub struct BlockWriter {
     last_key: Vec<u8>,
 }
 
-/// A finished block: its payload, and what its index handle holds (the payload cannot be read without it).
+/// A finished block: its payload, and what its index handle holds (the payload cannot be
+/// read without it).
 pub struct FinishedBlock {
     buf: Vec<u8>,
     lead: usize,
@@ -201,8 +202,9 @@ impl Block {
         Self::parse_at(data, 0, handle)
     }
 
-    /// `parse` for a payload that starts `start` bytes into `data` (a block
-    /// read with its extent header in front, which is kept rather than copied away).
+    /// Parses and validates a payload (version, every entry, and their order) that starts
+    /// `start` bytes into `data`: a block read with its extent header in front, which is
+    /// kept rather than copied away.
     pub fn parse_at(mut data: Vec<u8>, start: usize, handle: Framing) -> Result<Block, String> {
         let payload_len = data.len().saturating_sub(start);
         if payload_len == 0 {
