@@ -4,10 +4,11 @@
 
 use crate::atime::AtimePolicy;
 use crate::cache::MetaCache;
+use crate::creds::Caller;
 use crate::error::{FsError, FsResult};
 use crate::kv::{Batch, Kv};
 use crate::ops::{DirEntry, Op, SetAttr};
-use crate::perm::{self, Caller, R, W};
+use crate::perm::{permit, Check, R, W, X};
 use crate::schema::{
     check_super, decode_ino_key, encode_attr, encode_super, ino_key, Attr, Kind, Tables, Timespec,
     FIRST_COOKIE, NAME_MAX, ROOT_INO, SUPER_KEY,
@@ -371,9 +372,6 @@ impl Fs {
         if kind == Kind::Dir || kind == Kind::Symlink {
             return Err(FsError::Errno(libc::EINVAL));
         }
-        if matches!(kind, Kind::CharDev | Kind::BlockDev) && !caller.is_root() {
-            return Err(FsError::Errno(libc::EPERM));
-        }
         self.make(caller, parent, name, kind, mode, rdev)
     }
 
@@ -460,25 +458,17 @@ impl Fs {
         self.write_op(caller, |op, _| op.link(ino, parent, name))
     }
 
-    /// Opens `ino` with `open(2)` flags (`O_ACCMODE` checked against its permissions); the
-    /// file's data stays while it is open, even after its last name is gone.
+    /// Opens `ino` with `open(2)` flags (the access they ask for is checked against its
+    /// permissions, as Linux's `may_open` checks it); the file's data stays while it is open,
+    /// even after its last name is gone.
     pub fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Attr> {
         let mut w = self.writer.lock();
         let a = self.read_op(caller, |op| op.attr(ino))?;
-        let mask = match flags & libc::O_ACCMODE {
-            libc::O_RDONLY => R,
-            libc::O_WRONLY => W,
-            _ => R | W,
-        };
-        let mask = if flags & libc::O_TRUNC != 0 {
-            mask | W
-        } else {
-            mask
-        };
+        let mask = open_mask(flags);
         if a.kind == Kind::Dir && mask & W != 0 {
             return Err(FsError::Errno(libc::EISDIR));
         }
-        perm::check(&a, caller, mask)?;
+        permit(caller, Check::Access(&a, mask))?;
         *w.open.entry(ino).or_insert(0) += 1;
         Ok(a)
     }
@@ -603,7 +593,7 @@ impl Fs {
     /// Whether `caller` may access `ino` as `access(2)`'s mask asks (`F_OK` is 0).
     pub fn access(&self, caller: &Caller, ino: u64, mask: u32) -> FsResult<()> {
         let a = self.getattr(ino)?;
-        perm::check(&a, caller, mask & 7)
+        permit(caller, Check::Access(&a, mask & (R | W | X)))
     }
 
     /// What `statfs` reports of the file system itself.
@@ -621,6 +611,27 @@ impl Fs {
     pub fn fsync(&self) -> FsResult<()> {
         self.db.sync()?;
         Ok(())
+    }
+}
+
+/// `__FMODE_EXEC`: the kernel adds it to the open flags of a file it opens to execute.
+const FMODE_EXEC: i32 = 0x20;
+
+/// The access `open(2)` flags ask for: read, write or both; write too to truncate; to execute,
+/// execute alone (a program may be executable and unreadable).
+fn open_mask(flags: i32) -> u32 {
+    if flags & FMODE_EXEC != 0 {
+        return X;
+    }
+    let mask = match flags & libc::O_ACCMODE {
+        libc::O_RDONLY => R,
+        libc::O_WRONLY => W,
+        _ => R | W,
+    };
+    if flags & libc::O_TRUNC != 0 {
+        mask | W
+    } else {
+        mask
     }
 }
 

@@ -5,7 +5,8 @@
 //! The modules, bottom up: `error` (errno), `schema` (tables and record encodings,
 //! docs/format.md), `atime` (which reads write an access time), `cache` (recent inode
 //! records and names), `kv` (what an operation reads and writes through, and its commit),
-//! `perm` (callers and permission checks), `ops` (the operations over a `Kv`), `fs` (the
+//! `creds` (who calls: uid, gid, and the groups and capabilities read when a decision needs
+//! them), `perm` (every permission decision, as Linux makes it), `ops` (the operations over a `Kv`), `fs` (the
 //! [`Fs`] handle: one commit per operation, open files, inode numbers), `check` (the
 //! invariants).
 
@@ -14,6 +15,7 @@
 mod atime;
 mod cache;
 mod check;
+mod creds;
 mod error;
 mod fs;
 mod kv;
@@ -23,6 +25,7 @@ mod schema;
 
 pub use atime::{AtimeMode, AtimePolicy};
 pub use check::{check_fs, FsCheckReport};
+pub use creds::{Caller, Cap, Credentials, Membership, NGROUPS_MAX};
 pub use error::{FsError, FsResult};
 pub use fs::{system_clock, Clock, Fs, FsOptions, FsStat};
 pub use kv::{Batch, Kv};
@@ -30,7 +33,7 @@ pub use ops::{
     check_name, DirEntry, Op, SetAttr, TimeSet, RENAME_EXCHANGE, RENAME_NOREPLACE, SYMLINK_MAX,
     XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
 };
-pub use perm::{Caller, R, W, X};
+pub use perm::{permit, Check, R, W, X};
 pub use schema::{
     Attr, Entry, Kind, Tables, Timespec, BLOCK_SIZE, LINK_MAX, MAX_FILE_SIZE, NAME_MAX, ROOT_INO,
     TABLE_NAMES,

@@ -3,9 +3,10 @@
 //! drops them on an error), so every operation is atomic.
 
 use crate::atime::AtimePolicy;
+use crate::creds::Caller;
 use crate::error::{err, FsError, FsResult};
 use crate::kv::Kv;
-use crate::perm::{self, Caller, R, W, X};
+use crate::perm::{self, permit, Change, Check, CAPABILITY_XATTR, W, X};
 use crate::schema::{
     decode_attr, decode_dirent, decode_name, decode_name_key, decode_pair_key, encode_attr,
     encode_dirent, encode_name, ino_key, ino_range, name_key, pair_key, Attr, Entry, Kind, Tables,
@@ -34,9 +35,6 @@ pub const SYMLINK_MAX: usize = 4095;
 pub const XATTR_NAME_MAX: usize = 255;
 /// See [`XATTR_NAME_MAX`].
 pub const XATTR_SIZE_MAX: usize = 65536;
-/// The extended attribute holding a file's capabilities: writes, truncates and chown take
-/// it away.
-const CAPABILITY_XATTR: &[u8] = b"security.capability";
 
 /// A time to set with `utimensat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,14 +142,11 @@ impl<K: Kv> Op<'_, K> {
         Ok(a)
     }
 
-    /// A directory the caller may add names to or remove names from.
-    fn writable_dir(&mut self, ino: u64) -> FsResult<Attr> {
+    /// The attributes of directory `ino`, which the caller may search: a path's walk through
+    /// it to a name in it needs that (`EACCES`).
+    fn searchable_dir(&mut self, ino: u64) -> FsResult<Attr> {
         let d = self.dir(ino)?;
-        perm::check(&d, self.caller, W | X)?;
-        if d.nlink == 0 {
-            // Removed while someone was in it: nothing may be created there.
-            return err(libc::ENOENT);
-        }
+        permit(self.caller, Check::Access(&d, X))?;
         Ok(d)
     }
 
@@ -187,8 +182,7 @@ impl<K: Kv> Op<'_, K> {
 
     /// `lookup`: the inode `name` links to in directory `parent`.
     pub fn lookup(&mut self, parent: u64, name: &[u8]) -> FsResult<Attr> {
-        let d = self.dir(parent)?;
-        perm::check(&d, self.caller, X)?;
+        let d = self.searchable_dir(parent)?;
         if name == b"." {
             return Ok(d);
         }
@@ -218,28 +212,15 @@ impl<K: Kv> Op<'_, K> {
         ino: u64,
     ) -> FsResult<Attr> {
         check_name(name)?;
-        let mut d = self.writable_dir(parent)?;
+        let mut d = self.searchable_dir(parent)?;
         if is_dot(name) || self.entry(parent, name)?.is_some() {
             return err(libc::EEXIST);
         }
-        let mut perm_bits = perm_bits & 0o7777;
-        let gid = if d.perm & libc::S_ISGID != 0 {
-            // A set-group-id directory gives its group to what is made in it (and its
-            // set-group-id bit to subdirectories).
-            if kind == Kind::Dir {
-                perm_bits |= libc::S_ISGID;
-            }
-            d.gid
-        } else {
-            self.caller.gid
-        };
-        if kind != Kind::Dir
-            && perm_bits & libc::S_ISGID != 0
-            && !self.caller.is_root()
-            && !self.caller.in_group(gid)
-        {
-            perm_bits &= !libc::S_ISGID;
+        permit(self.caller, Check::AddName(&d))?;
+        if matches!(kind, Kind::CharDev | Kind::BlockDev) {
+            permit(self.caller, Check::MakeDevice)?;
         }
+        let (gid, perm_bits) = perm::new_inode_group(&d, self.caller, kind, perm_bits);
         let now = self.stamp_for(kind);
         let is_dir = kind == Kind::Dir;
         if is_dir {
@@ -376,7 +357,7 @@ impl<K: Kv> Op<'_, K> {
     /// `unlink`: removes the name `name` of a non-directory from `parent`.
     pub fn unlink(&mut self, parent: u64, name: &[u8]) -> FsResult<()> {
         check_name(name)?;
-        let mut d = self.writable_dir(parent)?;
+        let mut d = self.searchable_dir(parent)?;
         if is_dot(name) {
             return err(libc::EISDIR);
         }
@@ -384,10 +365,16 @@ impl<K: Kv> Op<'_, K> {
             .entry(parent, name)?
             .ok_or(FsError::Errno(libc::ENOENT))?;
         let a = self.attr(e.ino)?;
+        permit(
+            self.caller,
+            Check::RemoveName {
+                dir: &d,
+                victim: &a,
+            },
+        )?;
         if a.kind == Kind::Dir {
             return err(libc::EISDIR);
         }
-        perm::check_sticky(&d, &a, self.caller)?;
         self.remove_entry(parent, name, &e);
         self.touch_dir(&mut d);
         self.put_attr(&d);
@@ -402,6 +389,7 @@ impl<K: Kv> Op<'_, K> {
 
     /// `rmdir`: removes the empty directory `name` from `parent`.
     pub fn rmdir(&mut self, parent: u64, name: &[u8]) -> FsResult<()> {
+        let mut d = self.searchable_dir(parent)?;
         if name == b"." {
             return err(libc::EINVAL);
         }
@@ -409,15 +397,20 @@ impl<K: Kv> Op<'_, K> {
             return err(libc::ENOTEMPTY);
         }
         check_name(name)?;
-        let mut d = self.writable_dir(parent)?;
         let e = self
             .entry(parent, name)?
             .ok_or(FsError::Errno(libc::ENOENT))?;
         let a = self.attr(e.ino)?;
+        permit(
+            self.caller,
+            Check::RemoveName {
+                dir: &d,
+                victim: &a,
+            },
+        )?;
         if a.kind != Kind::Dir {
             return err(libc::ENOTDIR);
         }
-        perm::check_sticky(&d, &a, self.caller)?;
         if !self.is_empty_dir(a.ino)? {
             return err(libc::ENOTEMPTY);
         }
@@ -433,12 +426,13 @@ impl<K: Kv> Op<'_, K> {
     pub fn link(&mut self, ino: u64, parent: u64, name: &[u8]) -> FsResult<Attr> {
         check_name(name)?;
         let mut a = self.attr(ino)?;
-        if a.kind == Kind::Dir {
-            return err(libc::EPERM);
-        }
-        let mut d = self.writable_dir(parent)?;
+        let mut d = self.searchable_dir(parent)?;
         if is_dot(name) || self.entry(parent, name)?.is_some() {
             return err(libc::EEXIST);
+        }
+        permit(self.caller, Check::AddName(&d))?;
+        if a.kind == Kind::Dir {
+            return err(libc::EPERM);
         }
         if a.nlink == 0 {
             return err(libc::ENOENT);
@@ -488,16 +482,17 @@ impl<K: Kv> Op<'_, K> {
         }
         check_name(name)?;
         check_name(new_name)?;
+        let old_dir = self.searchable_dir(parent)?;
+        let new_dir = self.searchable_dir(new_parent)?;
         if is_dot(name) || is_dot(new_name) {
             return err(libc::EBUSY);
         }
-        self.writable_dir(parent)?;
-        self.writable_dir(new_parent)?;
         let src_e = self
             .entry(parent, name)?
             .ok_or(FsError::Errno(libc::ENOENT))?;
         let dst_e = self.entry(new_parent, new_name)?;
-        if flags & RENAME_EXCHANGE != 0 && dst_e.is_none() {
+        let exchange = flags & RENAME_EXCHANGE != 0;
+        if exchange && dst_e.is_none() {
             return err(libc::ENOENT);
         }
         if flags & RENAME_NOREPLACE != 0 && dst_e.is_some() {
@@ -508,52 +503,71 @@ impl<K: Kv> Op<'_, K> {
             Some(e) => Some(self.attr(e.ino)?),
             None => None,
         };
-        // Moving a directory under itself would cut it off from the tree.
-        if src.kind == Kind::Dir && parent != new_parent && self.is_ancestor(src.ino, new_parent)? {
-            return err(libc::EINVAL);
-        }
-        if flags & RENAME_EXCHANGE != 0 {
-            if let Some(d) = &dst {
-                if d.kind == Kind::Dir && parent != new_parent && self.is_ancestor(d.ino, parent)? {
-                    return err(libc::EINVAL);
+        if parent != new_parent {
+            // Moving a directory under itself would cut it off from the tree; so would
+            // replacing a directory holding the source (it is not empty).
+            if src.kind == Kind::Dir && self.is_ancestor(src.ino, new_parent)? {
+                return err(libc::EINVAL);
+            }
+            if let Some(d) = dst.as_ref().filter(|d| d.kind == Kind::Dir) {
+                if self.is_ancestor(d.ino, parent)? {
+                    return err(if exchange {
+                        libc::EINVAL
+                    } else {
+                        libc::ENOTEMPTY
+                    });
                 }
             }
         }
-        if let Some(d) = &dst {
-            if d.ino == src.ino {
-                // Two names of one inode: POSIX says rename does nothing.
-                return Ok(());
+        if dst.as_ref().is_some_and(|d| d.ino == src.ino) {
+            // Two names of one inode: POSIX says rename does nothing (Linux returns before
+            // it checks permissions).
+            return Ok(());
+        }
+        permit(
+            self.caller,
+            Check::RemoveName {
+                dir: &old_dir,
+                victim: &src,
+            },
+        )?;
+        match &dst {
+            None => permit(self.caller, Check::AddName(&new_dir))?,
+            Some(d) => {
+                permit(
+                    self.caller,
+                    Check::RemoveName {
+                        dir: &new_dir,
+                        victim: d,
+                    },
+                )?;
+                if !exchange {
+                    match (src.kind == Kind::Dir, d.kind == Kind::Dir) {
+                        (true, false) => return err(libc::ENOTDIR),
+                        (false, true) => return err(libc::EISDIR),
+                        _ => {}
+                    }
+                }
             }
         }
-        let sticky_dir = self.attr(parent)?;
-        perm::check_sticky(&sticky_dir, &src, self.caller)?;
-        if let Some(d) = &dst {
-            let sticky_new = self.attr(new_parent)?;
-            perm::check_sticky(&sticky_new, d, self.caller)?;
-        }
-        // A directory moving to another parent rewrites its `..`: it must be writable.
+        // A directory moving to another parent rewrites its `..`.
         if parent != new_parent {
             if src.kind == Kind::Dir {
-                perm::check(&src, self.caller, W)?;
+                permit(self.caller, Check::Reparent(&src))?;
             }
-            if let (Some(d), true) = (&dst, flags & RENAME_EXCHANGE != 0) {
-                if d.kind == Kind::Dir {
-                    perm::check(d, self.caller, W)?;
-                }
+            if let Some(d) = dst.as_ref().filter(|d| exchange && d.kind == Kind::Dir) {
+                permit(self.caller, Check::Reparent(d))?;
             }
         }
-        if flags & RENAME_EXCHANGE != 0 {
+        if exchange {
             let (Some(dst), Some(dst_e)) = (dst, dst_e) else {
                 return err(libc::ENOENT);
             };
             return self.exchange(parent, name, src_e, src, new_parent, new_name, dst_e, dst);
         }
-        if let Some(d) = &dst {
-            match (src.kind == Kind::Dir, d.kind == Kind::Dir) {
-                (true, false) => return err(libc::ENOTDIR),
-                (false, true) => return err(libc::EISDIR),
-                (true, true) if !self.is_empty_dir(d.ino)? => return err(libc::ENOTEMPTY),
-                _ => {}
+        if let Some(d) = dst.as_ref().filter(|d| d.kind == Kind::Dir) {
+            if !self.is_empty_dir(d.ino)? {
+                return err(libc::ENOTEMPTY);
             }
         }
         let moves_dir = src.kind == Kind::Dir && parent != new_parent;
@@ -647,51 +661,11 @@ impl<K: Kv> Op<'_, K> {
         Ok(())
     }
 
-    /// `setattr`: chmod, chown, truncate, utimens.
+    /// `setattr`: truncate, chown, chmod, utimens (checked in that order, as Linux checks
+    /// them; nothing changes unless every check passes).
     pub fn setattr(&mut self, ino: u64, s: &SetAttr) -> FsResult<Attr> {
         let mut a = self.attr(ino)?;
         let caller = self.caller;
-        if let Some(mode) = s.mode {
-            if !caller.owns(&a) {
-                return err(libc::EPERM);
-            }
-            let mut p = mode & 0o7777;
-            if !caller.is_root() && !caller.in_group(a.gid) {
-                p &= !libc::S_ISGID;
-            }
-            a.perm = p;
-        }
-        if s.uid.is_some() || s.gid.is_some() {
-            let uid_changes = s.uid.is_some_and(|u| u != a.uid);
-            let gid_changes = s.gid.is_some_and(|g| g != a.gid);
-            if uid_changes && !caller.is_root() {
-                return err(libc::EPERM);
-            }
-            if gid_changes
-                && !caller.is_root()
-                && (caller.uid != a.uid || !s.gid.is_some_and(|g| caller.in_group(g)))
-            {
-                return err(libc::EPERM);
-            }
-            if let Some(u) = s.uid {
-                a.uid = u;
-            }
-            if let Some(g) = s.gid {
-                a.gid = g;
-            }
-            if a.kind != Kind::Dir {
-                // chown clears set-user-id whoever calls, set-group-id where it means "group
-                // execute" or the caller is outside the group and not root, and the file's
-                // capabilities (Linux's chown_common).
-                a.perm &= !libc::S_ISUID;
-                if a.perm & libc::S_ISGID != 0
-                    && (a.perm & 0o010 != 0 || !caller.is_root() && !caller.in_group(a.gid))
-                {
-                    a.perm &= !libc::S_ISGID;
-                }
-                self.drop_capabilities(&a)?;
-            }
-        }
         if let Some(size) = s.size {
             match a.kind {
                 Kind::File => {}
@@ -699,47 +673,75 @@ impl<K: Kv> Op<'_, K> {
                 _ => return err(libc::EINVAL),
             }
             if !s.through_handle {
-                perm::check(&a, caller, W)?;
+                permit(caller, Check::Access(&a, W))?;
             }
             if size > MAX_FILE_SIZE {
                 return err(libc::EFBIG);
             }
+        }
+        if s.uid.is_some() || s.gid.is_some() {
+            let (uid, gid) = (s.uid, s.gid);
+            permit(
+                caller,
+                Check::Chown {
+                    inode: &a,
+                    uid,
+                    gid,
+                },
+            )?;
+        }
+        if s.mode.is_some() {
+            permit(caller, Check::Chmod(&a))?;
+        }
+        // The kernel writing back times it keeps (mtime and ctime, never atime): after a write,
+        // through the writer's handle (utimensat never comes through one), or after a change
+        // of names, by whoever made it, with the modification time unchanged.
+        let written_back = s.ctime.is_some()
+            && s.atime.is_none()
+            && s.mode.is_none()
+            && matches!(s.mtime, Some(TimeSet::At(t)) if t == a.mtime
+                || s.through_handle && permit(caller, Check::Access(&a, W)).is_ok());
+        if (s.atime.is_some() || s.mtime.is_some()) && !written_back {
+            // "Now" is also the change time the kernel sends with a time it set to now itself
+            // (with the write-back cache it sends `utimensat(UTIME_NOW, UTIME_NOW)`'s
+            // modification time so): setting a time to the time of the change is setting it
+            // to now, whoever chose the value.
+            let now = |t: Option<TimeSet>| match t {
+                Some(TimeSet::Now) => true,
+                Some(TimeSet::At(t)) => s.ctime == Some(t),
+                None => false,
+            };
+            let touch = now(s.atime) && now(s.mtime);
+            permit(caller, Check::SetTimes { inode: &a, touch })?;
+        }
+        if let Some(size) = s.size {
             self.truncate(&a, size)?;
             a.size = size;
             a.mtime = self.now;
             self.drop_privileges(&mut a)?;
         }
-        // The kernel writing back times it keeps (mtime and ctime, never atime): after a write,
-        // through the writer's handle (utimensat never comes through one), or after a change
-        // of names, by whoever made it, with the modification time unchanged.
-        let written_back = s.ctime.is_some() && s.atime.is_none() && s.mode.is_none();
-        for (which, time) in [(0, s.atime), (1, s.mtime)] {
-            let Some(time) = time else { continue };
-            let t = match time {
-                TimeSet::At(t)
-                    if written_back
-                        && (t == a.mtime || s.through_handle && perm::allowed(&a, caller, W)) =>
-                {
-                    t
-                }
-                TimeSet::Now => {
-                    if !caller.owns(&a) && !perm::allowed(&a, caller, W) {
-                        return err(libc::EACCES);
-                    }
-                    self.now
-                }
-                TimeSet::At(t) => {
-                    if !caller.owns(&a) {
-                        return err(libc::EPERM);
-                    }
-                    t
-                }
-            };
-            if which == 0 {
-                a.atime = t;
-            } else {
-                a.mtime = t;
+        if s.uid.is_some() || s.gid.is_some() {
+            // Decided on the file as it was (its group before the change).
+            let kept = perm::bits_kept(&a, caller, Change::Owner);
+            a.uid = s.uid.unwrap_or(a.uid);
+            a.gid = s.gid.unwrap_or(a.gid);
+            a.perm = kept;
+            if a.kind != Kind::Dir {
+                self.drop_capabilities(&a)?;
             }
+        }
+        if let Some(mode) = s.mode {
+            a.perm = perm::chmod_bits(caller, a.gid, mode);
+        }
+        let time = |t: TimeSet| match t {
+            TimeSet::Now => self.now,
+            TimeSet::At(t) => t,
+        };
+        if let Some(t) = s.atime {
+            a.atime = time(t);
+        }
+        if let Some(t) = s.mtime {
+            a.mtime = time(t);
         }
         a.ctime = s.ctime.unwrap_or(self.now);
         self.put_attr(&a);
@@ -749,20 +751,12 @@ impl<K: Kv> Op<'_, K> {
     /// What writing or truncating a regular file takes away, as Linux's `file_remove_privs`
     /// does (the file system does it itself: the FUSE adapter asks the kernel for
     /// `HANDLE_KILLPRIV_V2`, so the kernel no longer reads `security.capability` before every
-    /// write): set-user-id, and set-group-id where it means "group execute" or the caller is
-    /// outside the file's group, unless the caller is root (`CAP_FSETID`); the file's
-    /// capabilities whoever writes.
+    /// write): see [`perm::bits_kept`]; and the file's capabilities, whoever writes.
     fn drop_privileges(&mut self, a: &mut Attr) -> FsResult<()> {
         if a.kind != Kind::File {
             return Ok(());
         }
-        if !self.caller.is_root() {
-            a.perm &= !libc::S_ISUID;
-            if a.perm & libc::S_ISGID != 0 && (a.perm & 0o010 != 0 || !self.caller.in_group(a.gid))
-            {
-                a.perm &= !libc::S_ISGID;
-            }
-        }
+        a.perm = perm::bits_kept(a, self.caller, Change::Contents);
         self.drop_capabilities(a)
     }
 
@@ -1061,25 +1055,14 @@ impl<K: Kv> Op<'_, K> {
         if name.is_empty() || name.len() > XATTR_NAME_MAX {
             return err(libc::ERANGE);
         }
-        if name.starts_with(b"user.") {
-            if !matches!(a.kind, Kind::File | Kind::Dir) {
-                return err(if write { libc::EPERM } else { libc::ENODATA });
-            }
-            return perm::check(a, self.caller, if write { W } else { R });
-        }
-        if name.starts_with(b"trusted.") {
-            if !self.caller.is_root() {
-                return err(if write { libc::EPERM } else { libc::ENODATA });
-            }
-            return Ok(());
-        }
-        if name.starts_with(b"security.") {
-            if write && !self.caller.owns(a) {
-                return err(libc::EPERM);
-            }
-            return Ok(());
-        }
-        err(libc::EOPNOTSUPP)
+        permit(
+            self.caller,
+            Check::Xattr {
+                inode: a,
+                name,
+                write,
+            },
+        )
     }
 
     /// `setxattr` (flags [`XATTR_CREATE`], [`XATTR_REPLACE`]).
@@ -1125,7 +1108,7 @@ impl<K: Kv> Op<'_, K> {
         let (lo, hi) = ino_range(ino);
         for (k, _) in self.kv.scan(self.t.xattrs, &lo, &hi, usize::MAX)? {
             let (_, name) = decode_name_key(&k)?;
-            if name.starts_with(b"trusted.") && !self.caller.is_root() {
+            if !perm::lists_xattr(self.caller, name) {
                 continue;
             }
             names.push(name.to_vec());
@@ -1133,16 +1116,10 @@ impl<K: Kv> Op<'_, K> {
         Ok(names)
     }
 
-    /// `removexattr`. Anyone who may write a file may remove its `security.capability`:
-    /// when the kernel takes a file's capabilities away for a write or truncate it does so
-    /// in the writer's name (ext4 does not check; removing them only takes privilege away).
+    /// `removexattr`.
     pub fn removexattr(&mut self, ino: u64, name: &[u8]) -> FsResult<()> {
         let mut a = self.attr(ino)?;
-        if name == CAPABILITY_XATTR && a.kind == Kind::File {
-            perm::check(&a, self.caller, W)?;
-        } else {
-            self.xattr_access(&a, name, true)?;
-        }
+        self.xattr_access(&a, name, true)?;
         let key = name_key(ino, name);
         if a.no_xattrs || self.kv.get(self.t.xattrs, &key)?.is_none() {
             return err(libc::ENODATA);

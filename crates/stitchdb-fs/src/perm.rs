@@ -1,7 +1,20 @@
-//! Who calls an operation, and the permission checks ext4 makes for them.
+//! The permission decisions Linux makes (its VFS with ext4, no ACLs), for every caller.
+//!
+//! [`permit`] decides every check an operation makes: each operation names what it is about to
+//! do as a [`Check`] and fails with what `permit` answers. The errors and their order follow
+//! the kernel's (`generic_permission`, `may_create`, `may_delete`, `setattr_prepare`,
+//! `chown_ok`, `xattr_permission` ...). The effects of a change on a file's mode (the
+//! set-group-id bit of a new file or a chmod, the set-user-id and set-group-id bits that
+//! writes, truncates and chowns take away) are decided here too, so that the rules live in
+//! one place.
 
+use crate::creds::{Caller, Cap, Membership};
 use crate::error::{err, FsResult};
 use crate::schema::{Attr, Kind};
+
+/// The extended attribute holding a file's capabilities: writes, truncates and chowns take
+/// it away.
+pub const CAPABILITY_XATTR: &[u8] = b"security.capability";
 
 /// Read permission.
 pub const R: u32 = 4;
@@ -10,79 +23,253 @@ pub const W: u32 = 2;
 /// Execute (search, for a directory) permission.
 pub const X: u32 = 1;
 
-/// The credentials of the process making a call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    /// Effective user id (file system uid).
-    pub uid: u32,
-    /// Effective group id.
-    pub gid: u32,
-    /// Supplementary groups.
-    pub groups: Vec<u32>,
+/// Something an operation is about to do, to be permitted or refused.
+#[derive(Debug, Clone, Copy)]
+pub enum Check<'a> {
+    /// Access an inode as `mask` asks (a combination of [`R`], [`W`], [`X`]): open it, read a
+    /// directory, search one (every directory of a path), truncate by path, `access(2)`.
+    Access(&'a Attr, u32),
+    /// Add a name to a directory (create, mknod, mkdir, symlink, link, a rename's new name).
+    AddName(&'a Attr),
+    /// Remove the name of `victim` from `dir` (unlink, rmdir, a rename's old name and the
+    /// name it replaces).
+    RemoveName {
+        /// The directory holding the name.
+        dir: &'a Attr,
+        /// The inode the name links to.
+        victim: &'a Attr,
+    },
+    /// Move a directory to another parent: its `..` entry is rewritten.
+    Reparent(&'a Attr),
+    /// Change an inode's permission bits.
+    Chmod(&'a Attr),
+    /// Change an inode's owner and/or group (`None`: left as it is).
+    Chown {
+        /// The inode.
+        inode: &'a Attr,
+        /// The new owner.
+        uid: Option<u32>,
+        /// The new group.
+        gid: Option<u32>,
+    },
+    /// Set an inode's times: `touch` when both are set to the current time (`utimensat` with
+    /// `NULL` or `UTIME_NOW` twice), which writers may do; any other setting is the owner's.
+    SetTimes {
+        /// The inode.
+        inode: &'a Attr,
+        /// Both times to now.
+        touch: bool,
+    },
+    /// Read (`write` false) or set or remove an extended attribute.
+    Xattr {
+        /// The inode.
+        inode: &'a Attr,
+        /// The attribute's full name (`user.x`, `trusted.y` ...).
+        name: &'a [u8],
+        /// Set or remove rather than read.
+        write: bool,
+    },
+    /// Make a character or block device node.
+    MakeDevice,
 }
 
-impl Caller {
-    /// The superuser.
-    pub fn root() -> Caller {
-        Caller {
-            uid: 0,
-            gid: 0,
-            groups: Vec::new(),
+/// Permits `check` for `caller`, or fails with the errno Linux gives (`EACCES`, `EPERM`,
+/// `ENOENT` for a directory removed while in use, `ENODATA` or `EOPNOTSUPP` for extended
+/// attributes).
+pub fn permit(caller: &Caller, check: Check<'_>) -> FsResult<()> {
+    match check {
+        Check::Access(a, mask) => need(may_access(a, caller, mask), libc::EACCES),
+        Check::AddName(dir) => {
+            if dir.nlink == 0 {
+                // Removed while someone was in it: nothing may be made there.
+                return err(libc::ENOENT);
+            }
+            need(may_access(dir, caller, W | X), libc::EACCES)
         }
-    }
-
-    /// Whether the caller is the superuser (who passes every check but execute).
-    pub fn is_root(&self) -> bool {
-        self.uid == 0
-    }
-
-    /// Whether the caller is in group `gid`.
-    pub fn in_group(&self, gid: u32) -> bool {
-        self.gid == gid || self.groups.contains(&gid)
-    }
-
-    /// Whether the caller owns the inode (or is root).
-    pub fn owns(&self, a: &Attr) -> bool {
-        self.is_root() || self.uid == a.uid
+        Check::RemoveName { dir, victim } => {
+            need(may_access(dir, caller, W | X), libc::EACCES)?;
+            let sticky = dir.perm & libc::S_ISVTX != 0
+                && caller.uid != victim.uid
+                && caller.uid != dir.uid
+                && !caller.capable(Cap::Fowner);
+            need(!sticky, libc::EPERM)
+        }
+        Check::Reparent(dir) => need(may_access(dir, caller, W), libc::EACCES),
+        Check::Chmod(a) => need(owner_or_capable(a, caller), libc::EPERM),
+        Check::Chown { inode, uid, gid } => {
+            let owner = caller.uid == inode.uid;
+            let capable = || caller.capable(Cap::Chown);
+            // The owner may "change" the owner to itself, and the group to one it is in.
+            let uid_ok = uid.is_none_or(|u| owner && u == inode.uid || capable());
+            let gid_ok = gid.is_none_or(|g| {
+                owner && (g == inode.gid || caller.surely_in_group(g)) || capable()
+            });
+            need(uid_ok && gid_ok, libc::EPERM)
+        }
+        Check::SetTimes { inode, touch } => {
+            if owner_or_capable(inode, caller) {
+                Ok(())
+            } else if touch {
+                need(may_access(inode, caller, W), libc::EACCES)
+            } else {
+                err(libc::EPERM)
+            }
+        }
+        Check::Xattr { inode, name, write } => xattr(inode, caller, name, write),
+        Check::MakeDevice => need(caller.capable(Cap::Mknod), libc::EPERM),
     }
 }
 
-/// Fails with `EACCES` unless `caller` may access `a` as `mask` (a combination of [`R`],
-/// [`W`], [`X`]) asks.
-pub fn check(a: &Attr, caller: &Caller, mask: u32) -> FsResult<()> {
-    if allowed(a, caller, mask) {
+fn need(ok: bool, errno: i32) -> FsResult<()> {
+    if ok {
         Ok(())
     } else {
-        err(libc::EACCES)
+        err(errno)
     }
 }
 
-/// Whether `caller` may access `a` as `mask` asks.
-pub fn allowed(a: &Attr, caller: &Caller, mask: u32) -> bool {
-    if caller.is_root() {
-        // Root may read and write anything, and execute what anyone may execute (and search
-        // every directory).
-        return mask & X == 0 || a.kind == Kind::Dir || a.perm & 0o111 != 0;
-    }
-    let bits = if caller.uid == a.uid {
-        a.perm >> 6
-    } else if caller.in_group(a.gid) {
-        a.perm >> 3
+/// Linux's `generic_permission`: the mode bits that apply to the caller (the owner's, else
+/// the group's for a member, else the others'), then the capabilities that override them.
+fn may_access(a: &Attr, caller: &Caller, mask: u32) -> bool {
+    let mask = mask & (R | W | X);
+    let mode = a.perm;
+    let by_mode = if caller.uid == a.uid {
+        mask & !(mode >> 6) == 0
     } else {
-        a.perm
-    } & 7;
-    bits & mask == mask
+        let (group, other) = ((mode >> 3) & 7, mode & 7);
+        // Membership matters only where the group's bits and the others' differ.
+        let bits = if mask & (group ^ other) == 0 {
+            other
+        } else {
+            match caller.in_group(a.gid) {
+                Membership::Yes => group,
+                Membership::No => other,
+                // Only what members and non-members are both granted.
+                Membership::Unknown => group & other,
+            }
+        };
+        mask & !bits == 0
+    };
+    if by_mode {
+        return true;
+    }
+    if a.kind == Kind::Dir {
+        return (mask & W == 0 && caller.capable(Cap::DacReadSearch))
+            || caller.capable(Cap::DacOverride);
+    }
+    // Executing needs some execute bit, whatever the capabilities.
+    (mask == R && caller.capable(Cap::DacReadSearch))
+        || ((mask & X == 0 || mode & 0o111 != 0) && caller.capable(Cap::DacOverride))
 }
 
-/// Fails with `EPERM` if `dir` is sticky and `caller` owns neither it nor `victim` (the
-/// inode whose name is removed or replaced).
-pub fn check_sticky(dir: &Attr, victim: &Attr, caller: &Caller) -> FsResult<()> {
-    if dir.perm & libc::S_ISVTX != 0
-        && !caller.is_root()
-        && caller.uid != dir.uid
-        && caller.uid != victim.uid
-    {
-        return err(libc::EPERM);
+/// Whether the caller owns `a` or may act as its owner (Linux's `inode_owner_or_capable`).
+fn owner_or_capable(a: &Attr, caller: &Caller) -> bool {
+    caller.uid == a.uid || caller.capable(Cap::Fowner)
+}
+
+/// Linux's `xattr_permission` and the capability hooks for its namespaces.
+fn xattr(a: &Attr, caller: &Caller, name: &[u8], write: bool) -> FsResult<()> {
+    if name.starts_with(b"user.") {
+        if !matches!(a.kind, Kind::File | Kind::Dir) {
+            return err(if write { libc::EPERM } else { libc::ENODATA });
+        }
+        if write
+            && a.kind == Kind::Dir
+            && a.perm & libc::S_ISVTX != 0
+            && !owner_or_capable(a, caller)
+        {
+            return err(libc::EPERM);
+        }
+        return need(
+            may_access(a, caller, if write { W } else { R }),
+            libc::EACCES,
+        );
     }
-    Ok(())
+    if name.starts_with(b"trusted.") {
+        return need(
+            caller.capable(Cap::SysAdmin),
+            if write { libc::EPERM } else { libc::ENODATA },
+        );
+    }
+    if name.starts_with(b"security.") {
+        let cap = if name == CAPABILITY_XATTR {
+            Cap::Setfcap
+        } else {
+            Cap::SysAdmin
+        };
+        return need(!write || caller.capable(cap), libc::EPERM);
+    }
+    err(libc::EOPNOTSUPP)
+}
+
+/// Whether `listxattr` shows the caller attribute `name` (`trusted.` ones only to
+/// `CAP_SYS_ADMIN`).
+pub fn lists_xattr(caller: &Caller, name: &[u8]) -> bool {
+    !name.starts_with(b"trusted.") || caller.capable(Cap::SysAdmin)
+}
+
+/// The group and permission bits of a new inode of `kind` made by `caller` in `dir` with
+/// `perm_bits` (Linux's `inode_init_owner` and `mode_strip_sgid`): a set-group-id directory
+/// gives it its group (and a subdirectory its set-group-id bit); a new file that would be
+/// set-group-id and group-executable in a group the caller is not in loses the bit.
+pub fn new_inode_group(dir: &Attr, caller: &Caller, kind: Kind, perm_bits: u32) -> (u32, u32) {
+    let mut perm_bits = perm_bits & 0o7777;
+    if dir.perm & libc::S_ISGID == 0 {
+        return (caller.gid, perm_bits);
+    }
+    if kind == Kind::Dir {
+        perm_bits |= libc::S_ISGID;
+    } else if perm_bits & (libc::S_ISGID | 0o010) == libc::S_ISGID | 0o010
+        && !in_group_or_capable(caller, dir.gid)
+    {
+        perm_bits &= !libc::S_ISGID;
+    }
+    (dir.gid, perm_bits)
+}
+
+/// The bits a permitted chmod of `a` to `perm_bits` sets: set-group-id is dropped unless the
+/// caller is in the file's group (`gid`, the new one if the same change sets it) or may keep
+/// it (`CAP_FSETID`).
+pub fn chmod_bits(caller: &Caller, gid: u32, perm_bits: u32) -> u32 {
+    let p = perm_bits & 0o7777;
+    if in_group_or_capable(caller, gid) {
+        p
+    } else {
+        p & !libc::S_ISGID
+    }
+}
+
+/// What changes a regular file's contents or owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// A write or a truncate.
+    Contents,
+    /// A chown or chgrp, whoever makes it.
+    Owner,
+}
+
+/// The permission bits `a` keeps after `change` by `caller` (Linux's
+/// `setattr_should_drop_suidgid` and `chown_common`): set-user-id goes, and set-group-id where
+/// it means "group execute" or the caller is not in the file's group (before the change);
+/// unless, for contents, the caller may keep them (`CAP_FSETID`). A chown takes them from
+/// every non-directory; contents changes only from regular files.
+pub fn bits_kept(a: &Attr, caller: &Caller, change: Change) -> u32 {
+    let applies = match change {
+        Change::Contents => a.kind == Kind::File && !caller.capable(Cap::Fsetid),
+        Change::Owner => a.kind != Kind::Dir,
+    };
+    let mut p = a.perm;
+    if !applies {
+        return p;
+    }
+    p &= !libc::S_ISUID;
+    if p & libc::S_ISGID != 0 && (p & 0o010 != 0 || !in_group_or_capable(caller, a.gid)) {
+        p &= !libc::S_ISGID;
+    }
+    p
+}
+
+/// Linux's `in_group_or_capable`: in the group (certainly), or `CAP_FSETID`.
+fn in_group_or_capable(caller: &Caller, gid: u32) -> bool {
+    caller.surely_in_group(gid) || caller.capable(Cap::Fsetid)
 }

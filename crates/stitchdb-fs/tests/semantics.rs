@@ -121,16 +121,8 @@ fn an_unlinked_open_file_keeps_its_data_until_closed_and_a_remount_deletes_it() 
 fn other_users_get_the_errors_ext4_gives() {
     let fs = new_fs(2);
     let root = Caller::root();
-    let alice = Caller {
-        uid: 1000,
-        gid: 1000,
-        groups: vec![],
-    };
-    let bob = Caller {
-        uid: 1001,
-        gid: 1001,
-        groups: vec![1000],
-    };
+    let alice = Caller::new(1000, 1000, vec![]);
+    let bob = Caller::new(1001, 1001, vec![1000]);
     // A root-owned 0755 directory: others may look but not add names.
     let d = fs.mkdir(&root, ROOT_INO, b"d", 0o755).unwrap();
     assert_eq!(
@@ -171,12 +163,19 @@ fn other_users_get_the_errors_ext4_gives() {
         ..SetAttr::default()
     };
     assert_eq!(e(fs.setattr(&bob, f.ino, &to_5)), libc::EPERM);
-    // Setting times to "now" needs write permission; to a given time, ownership.
+    // Setting both times to "now" needs write permission; any other setting, ownership
+    // (one time to now and the other left alone too, as utimensat(UTIME_OMIT, UTIME_NOW)).
     let now = SetAttr {
+        atime: Some(TimeSet::Now),
         mtime: Some(TimeSet::Now),
         ..SetAttr::default()
     };
     fs.setattr(&alice, f.ino, &now).unwrap();
+    let mtime_now = SetAttr {
+        mtime: Some(TimeSet::Now),
+        ..SetAttr::default()
+    };
+    assert_eq!(e(fs.setattr(&alice, f.ino, &mtime_now)), libc::EPERM);
     let at = SetAttr {
         mtime: Some(TimeSet::At(stitchdb_fs::Timespec { secs: 5, nanos: 0 })),
         ..SetAttr::default()
@@ -228,11 +227,7 @@ fn other_users_get_the_errors_ext4_gives() {
 fn writes_truncates_and_chown_drop_set_id_bits_and_capabilities() {
     let fs = new_fs(3);
     let root = Caller::root();
-    let alice = Caller {
-        uid: 1000,
-        gid: 1000,
-        groups: vec![],
-    };
+    let alice = Caller::new(1000, 1000, vec![]);
     let f = fs
         .mknod(&root, ROOT_INO, b"f", libc::S_IFREG | 0o666, 0)
         .unwrap();
@@ -517,11 +512,7 @@ fn a_deleted_inode_answers_getattr_and_setattr_until_forgotten() {
     };
     let fs = Fs::mount(db, opts).unwrap();
     let root = Caller::root();
-    let alice = Caller {
-        uid: 1000,
-        gid: 1000,
-        groups: vec![],
-    };
+    let alice = Caller::new(1000, 1000, vec![]);
     let times = SetAttr {
         mtime: Some(TimeSet::At(stitchdb_fs::Timespec { secs: 5, nanos: 6 })),
         ..SetAttr::default()

@@ -281,28 +281,8 @@ pub fn errno(e: &FsError) -> i32 {
     errno
 }
 
-/// The credentials of a request: its uid and gid, and the process's supplementary groups
-/// (read from /proc only when a check could need them: root passes every check).
+/// The credentials of a request: its uid and gid; the thread's supplementary groups and
+/// capabilities are read from /proc when a decision needs them.
 pub fn caller(uid: u32, gid: u32, pid: u32) -> Caller {
-    let groups = if uid == 0 {
-        Vec::new()
-    } else {
-        supplementary_groups(pid)
-    };
-    Caller { uid, gid, groups }
-}
-
-fn supplementary_groups(pid: u32) -> Vec<u32> {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return Vec::new();
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| {
-            g.split_whitespace()
-                .filter_map(|n| n.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+    Caller::thread(uid, gid, pid)
 }

@@ -159,12 +159,12 @@ impl Model {
     pub fn link(&mut self, ino: u64, parent: u64, name: &[u8]) -> R<()> {
         name_ok(name)?;
         let a = self.get(ino)?;
-        if a.kind == Kind::Dir {
-            return Err(libc::EPERM);
-        }
         let d = self.dir(parent)?;
         if d.children.contains_key(name) {
             return Err(libc::EEXIST);
+        }
+        if a.kind == Kind::Dir {
+            return Err(libc::EPERM);
         }
         if self.inodes[&ino].nlink == 0 {
             return Err(libc::ENOENT);
@@ -206,11 +206,18 @@ impl Model {
         if sdir && p != np && self.is_ancestor(src, np) {
             return Err(libc::EINVAL);
         }
+        // A target directory holding the source (whatever the source is): Linux's "trap".
+        if let Some(d) = dst {
+            if self.inodes[&d].kind == Kind::Dir && p != np && self.is_ancestor(d, p) {
+                return Err(if flags & RENAME_EXCHANGE != 0 {
+                    libc::EINVAL
+                } else {
+                    libc::ENOTEMPTY
+                });
+            }
+        }
         if flags & RENAME_EXCHANGE != 0 {
             let dst = dst.unwrap_or_else(|| unreachable!());
-            if self.inodes[&dst].kind == Kind::Dir && p != np && self.is_ancestor(dst, p) {
-                return Err(libc::EINVAL);
-            }
             if dst == src {
                 return Ok(());
             }
