@@ -81,6 +81,10 @@ pub struct Caller {
     source: Source,
     /// What a [`Source::Thread`] read: `None` when unknown.
     read: OnceLock<Option<Credentials>>,
+    /// Capabilities whose presence is given ([`Caller::knowing`]): bit `n` for capability
+    /// `n`, which the caller has if its bit in `given_caps_held` is set.
+    given_caps: u64,
+    given_caps_held: u64,
 }
 
 impl Caller {
@@ -98,6 +102,8 @@ impl Caller {
             gid,
             source: Source::Known(Credentials { groups, caps }),
             read: OnceLock::new(),
+            given_caps: 0,
+            given_caps_held: 0,
         }
     }
 
@@ -110,7 +116,23 @@ impl Caller {
             gid,
             source: Source::Thread(tid),
             read: OnceLock::new(),
+            given_caps: 0,
+            given_caps_held: 0,
         }
+    }
+
+    /// The same caller, known to have capability `cap` (or not) whatever its credentials
+    /// say: the kernel tells whether a writer has `CAP_FSETID` with each write, and writes
+    /// back cached pages without naming the thread that wrote them.
+    pub fn knowing(mut self, cap: Cap, has: bool) -> Caller {
+        let bit = 1u64 << cap as u32;
+        self.given_caps |= bit;
+        if has {
+            self.given_caps_held |= bit;
+        } else {
+            self.given_caps_held &= !bit;
+        }
+        self
     }
 
     /// The supplementary groups and capabilities, `None` if they cannot be known.
@@ -143,8 +165,11 @@ impl Caller {
 
     /// Whether the caller has capability `cap` (never when its capabilities are unknown).
     pub fn capable(&self, cap: Cap) -> bool {
-        self.credentials()
-            .is_some_and(|c| c.caps & (1u64 << cap as u32) != 0)
+        let bit = 1u64 << cap as u32;
+        if self.given_caps & bit != 0 {
+            return self.given_caps_held & bit != 0;
+        }
+        self.credentials().is_some_and(|c| c.caps & bit != 0)
     }
 }
 
@@ -233,6 +258,14 @@ mod tests {
         assert!(Caller::root().capable(Cap::Chown));
         let user = Caller::new(7, 8, vec![9]);
         assert!(!user.capable(Cap::Fowner));
+        // A capability the kernel vouches for, either way.
+        assert!(user.clone().knowing(Cap::Fsetid, true).capable(Cap::Fsetid));
+        assert!(!Caller::root()
+            .knowing(Cap::Fsetid, false)
+            .capable(Cap::Fsetid));
+        assert!(Caller::root()
+            .knowing(Cap::Fsetid, false)
+            .capable(Cap::Chown));
         assert_eq!(user.in_group(9), Membership::Yes);
         assert_eq!(user.in_group(10), Membership::No);
     }

@@ -13,7 +13,10 @@
 //! disk holding its store instead, unless `-o read_ahead_kb=N`, `-o max_ratio=N` or
 //! `-o strict_limit=0|1` say otherwise. Measured in docs/kvfs.md, "Serving".
 
+use crate::mountinfo::mounts;
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What to set; `None` leaves the kernel's value.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,16 +86,35 @@ impl BdiSettings {
 /// (a `stat` of the mount point would ask the daemon, which is not serving yet).
 fn bdi_dir(mountpoint: &Path) -> Option<PathBuf> {
     let want = mountpoint.to_string_lossy();
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     // The last mount on the path is the one on top: ours.
-    let dev = info
-        .lines()
-        .rev()
-        .filter(|l| {
-            l.split(' ')
-                .nth(4)
-                .is_some_and(|mp| crate::mount::unescape_mountinfo(mp) == want)
-        })
-        .find_map(|l| l.split(' ').nth(2))?;
+    let (dev, _) = mounts().into_iter().rev().find(|(_, mp)| *mp == want)?;
     Some(Path::new("/sys/class/bdi").join(dev))
+}
+
+/// Settings to write once the kernel has taken the INIT reply (which sets the readahead
+/// again): by the first request after it, whichever transport brings it.
+#[derive(Default)]
+pub struct PendingBdi {
+    /// Read without the lock by every request.
+    pending: AtomicBool,
+    settings: Mutex<Option<(BdiSettings, PathBuf)>>,
+}
+
+impl PendingBdi {
+    /// Writes `settings` into the backing device of the mount at `mountpoint` (canonical) at
+    /// the next [`apply`](Self::apply).
+    pub fn set(&self, settings: BdiSettings, mountpoint: PathBuf) {
+        *self.settings.lock() = Some((settings, mountpoint));
+        self.pending.store(true, Ordering::Release);
+    }
+
+    /// Writes the settings if they wait (once).
+    pub fn apply(&self) {
+        if self.pending.load(Ordering::Acquire) {
+            if let Some((settings, mountpoint)) = self.settings.lock().take() {
+                settings.apply(&mountpoint);
+            }
+            self.pending.store(false, Ordering::Release);
+        }
+    }
 }

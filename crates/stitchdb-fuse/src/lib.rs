@@ -2,24 +2,32 @@
 //! through the `fuser` crate (no libfuse: the mount system call as root, `fusermount3` for
 //! other users, both in `sysmount`). `stitchdb mount` is built on [`mount::serve`].
 //!
-//! Modules: `attr` (conversions to FUSE's types), `adapter` (the requests), `poll` (polling
-//! the device between the requests of a burst), `bdi` (the mount's readahead and dirty-page
-//! limits), `mount` (mount point checks, options, the session and its clean unmount),
-//! `sysmount` (mounting, by the system call or through `fusermount3`, and the test of a live
-//! connection).
+//! Modules, bottom up (each imports only those before it): `attr` (conversions to FUSE's
+//! types), `mountinfo` (the mounts this process sees), `bdi` (the mount's readahead and
+//! dirty-page limits), `poll` (polling the device between the requests of a burst),
+//! `options` (`-o` options, and what they make of the file system and of serving), `table`
+//! (the one table of operations: what each request does and answers), the two transports
+//! that decode requests into it and encode its replies, `uring` (the io_uring queues) and
+//! `session` (`/dev/fuse` through `fuser`, which also starts the queues), `sysmount`
+//! (mounting, by the system call or through `fusermount3`, and the test of a live
+//! connection) and `mount` (mount point checks, the session and its clean unmount).
 
 #![forbid(unsafe_code)]
 
-mod adapter;
 mod attr;
 mod bdi;
 pub mod mount;
+mod mountinfo;
+mod options;
 mod poll;
-mod serve;
+mod session;
 mod sysmount;
+mod table;
 mod uring;
 
-pub use adapter::{AdapterOptions, KvFuse, MAX_REQUEST};
 pub use bdi::BdiSettings;
-pub use mount::{is_mount_point, open_session, serve, unmount, MountConfig};
+pub use mount::{open_session, serve, unmount};
+pub use mountinfo::is_mount_point;
+pub use options::{MountConfig, ServeOptions};
 pub use poll::{Poller, DEFAULT_POLL_WINDOW};
+pub use session::{KvFuse, MAX_REQUEST};

@@ -14,7 +14,7 @@
 //! descriptor it hands back the same way: `fuser`'s own `fusermount3` mount has the same
 //! session drop, which ran `fusermount3 -u -q -z` on the path once more at every exit.
 
-use crate::mount::MountConfig;
+use crate::options::MountConfig;
 use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{Mode, OFlags};
 use rustix::mount::MountFlags;
@@ -242,8 +242,10 @@ mod tests {
             format!("fsname={fsname},subtype=stitchdb,ro,allow_other,default_permissions,nosuid,dirsync")
         );
         let atime = config(&["noatime,nodiratime"]);
-        assert!(user_options(&atime).ends_with(",rw,noatime,nodiratime"));
-        assert!(user_options(&config(&["strictatime"])).ends_with(",rw"));
+        assert!(user_options(&atime).ends_with(",rw,default_permissions,noatime,nodiratime"));
+        assert!(user_options(&config(&["strictatime"])).ends_with(",rw,default_permissions"));
+        let off = config(&["no_default_permissions"]);
+        assert!(user_options(&off).ends_with(",rw"));
         let odd = MountConfig::parse("a,b\\c".into(), "mnt".into(), &[]).unwrap();
         assert!(user_options(&odd).starts_with("fsname="));
         assert!(user_options(&odd).contains("a\\,b\\\\c,subtype=stitchdb,rw"));

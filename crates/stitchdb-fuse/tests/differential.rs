@@ -531,8 +531,9 @@ fn run(seed: u64, steps: usize, options: &str) {
                 )
                 .collect();
             panic!(
-                "seed {seed} step {step} after {op:?}: trees differ:\n{}",
-                diff.join("\n")
+                "seed {seed} step {step} after {op:?}: trees differ:\n{}\nrecent:\n{}",
+                diff.join("\n"),
+                history[history.len().saturating_sub(40)..].join("\n")
             );
         }
     }

@@ -79,7 +79,7 @@ impl Mounted {
             MountConfig::parse(store.clone(), dir.clone(), &[options.to_string()]).unwrap();
         let fs = Arc::new(Fs::mount(db, config.fs_options()).unwrap());
         let weak = Arc::downgrade(&fs);
-        let session = open_session(&config, KvFuse::new(fs, config.adapter_options())).unwrap();
+        let session = open_session(&config, KvFuse::new(fs, config.serve_options())).unwrap();
         let session = session.spawn().unwrap();
         Mounted {
             dir,

@@ -1,0 +1,551 @@
+//! The one table of FUSE operations: what each request does to the file system and what it
+//! answers, whichever transport brought it. The `fuser` session (`session`) and the io_uring
+//! queues (`uring`) only decode a request into a [`Request`] and encode the [`Reply`] (or the
+//! errno) that [`Served::serve`] gives back; every errno is chosen here, and every failure is
+//! logged here ([`errno`]).
+
+use crate::options::ServeOptions;
+use parking_lot::Mutex;
+use std::path::Path;
+use std::sync::Arc;
+use stitchdb_fs::{Attr, Caller, Cap, DirEntry, Fs, FsError, Kind, SetAttr, BLOCK_SIZE, R, W};
+
+/// Entries read from the store per batch while filling a readdir reply.
+const READDIR_BATCH: usize = 128;
+
+/// Threads serving requests off the thread they came on.
+const WORKERS: usize = 4;
+
+/// The largest read served on the thread the request came on: about one device request (a
+/// random 4 KiB read and its neighbours). Longer ones are the kernel's read-ahead of a
+/// sequential reader, requests no caller waits for one by one: they gain from overlapping
+/// on the workers, on CPUs the reader is not on.
+pub const INLINE_MAX: u32 = 64 << 10;
+
+/// How long a thread serving short reads itself polls for the device before sleeping: a few
+/// times a cold read's latency on a solid-state disk (see `stitchdb::spin_for_reads`).
+pub const READ_SPIN_LIMIT: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// `FOPEN_KEEP_CACHE`: only this mount changes the files, so the page cache stays valid
+/// across opens.
+pub const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+
+/// Where READDIR's entries go: into the reply, until it answers `true`, full (the entry it
+/// was given is then not in it).
+pub type AddEntry<'a> = dyn FnMut(&DirEntry, Option<&Attr>) -> bool + Send + 'a;
+
+/// `FUSE_WRITE_KILL_SUIDGID`, in a WRITE's `write_flags`.
+pub const WRITE_KILL_SUIDGID: u32 = 1 << 2;
+
+/// A request to serve on a worker thread.
+pub type Job = Box<dyn FnOnce() + Send>;
+
+/// A request's outcome: its answer, or the errno the kernel gets.
+pub type Answer<T> = Result<T, i32>;
+
+/// A request: the inode it is about (for operations on names, their directory), who sends
+/// it, and the operation.
+pub struct Request<'a> {
+    /// The inode (`nodeid`).
+    pub ino: u64,
+    /// The caller's file-system uid.
+    pub uid: u32,
+    /// The caller's file-system gid.
+    pub gid: u32,
+    /// The calling thread (0 when this mount cannot see it).
+    pub pid: u32,
+    /// What is asked.
+    pub op: Op<'a>,
+}
+
+/// The operations, with their arguments as the kernel sends them.
+#[allow(missing_docs)]
+pub enum Op<'a> {
+    Lookup {
+        name: &'a [u8],
+    },
+    Getattr,
+    Setattr(SetAttr),
+    Readlink,
+    Mknod {
+        name: &'a [u8],
+        mode: u32,
+        rdev: u32,
+    },
+    Mkdir {
+        name: &'a [u8],
+        mode: u32,
+    },
+    Unlink {
+        name: &'a [u8],
+    },
+    Rmdir {
+        name: &'a [u8],
+    },
+    Symlink {
+        name: &'a [u8],
+        target: &'a [u8],
+    },
+    Rename {
+        name: &'a [u8],
+        new_parent: u64,
+        new_name: &'a [u8],
+        flags: u32,
+    },
+    /// A new name in directory `ino` for inode `target`.
+    Link {
+        target: u64,
+        name: &'a [u8],
+    },
+    Open {
+        flags: i32,
+    },
+    Read {
+        offset: i64,
+        size: u32,
+    },
+    /// `flags`: the file's open flags; `kill_suidgid`: the kernel's `FUSE_WRITE_KILL_SUIDGID`,
+    /// set when the writer lacks `CAP_FSETID` (so its write takes the file's set-user-id and
+    /// set-group-id bits away). The kernel writes back cached pages without naming the
+    /// writer, having decided before that nothing needs taking away.
+    Write {
+        offset: i64,
+        data: &'a [u8],
+        flags: i32,
+        kill_suidgid: bool,
+    },
+    Flush,
+    Release,
+    Fsync,
+    Opendir {
+        flags: i32,
+    },
+    /// The entries after `offset` go to `add` (with their attributes if `plus`, for
+    /// READDIRPLUS) until it answers that the reply is full.
+    Readdir {
+        offset: i64,
+        plus: bool,
+        add: &'a mut AddEntry<'a>,
+    },
+    Releasedir,
+    Statfs,
+    Setxattr {
+        name: &'a [u8],
+        value: &'a [u8],
+        flags: u32,
+    },
+    /// `size`: the caller's buffer (0: it asks for the size).
+    Getxattr {
+        name: &'a [u8],
+        size: u32,
+    },
+    Listxattr {
+        size: u32,
+    },
+    Removexattr {
+        name: &'a [u8],
+    },
+    Access {
+        mask: u32,
+    },
+    Create {
+        name: &'a [u8],
+        mode: u32,
+    },
+    Fallocate {
+        offset: i64,
+        length: i64,
+        mode: i32,
+    },
+    Lseek {
+        offset: i64,
+        whence: i32,
+    },
+    Destroy,
+}
+
+/// What a served request answers.
+#[derive(Debug)]
+pub enum Reply {
+    /// A name's inode (`fuse_entry_out`).
+    Entry(Attr),
+    /// An inode's attributes (`fuse_attr_out`).
+    Attr(Attr),
+    /// Bytes: file data, a symlink's target, an extended attribute or the list of names.
+    Data(Vec<u8>),
+    /// The size of an extended attribute or of the list of names (`fuse_getxattr_out`).
+    XattrSize(u32),
+    /// Bytes written.
+    Written(u32),
+    /// An open file or directory (`fuse_open_out`).
+    Opened { fh: u64, flags: u32 },
+    /// A created and opened file (`fuse_entry_out` then `fuse_open_out`).
+    Created { attr: Attr, fh: u64, flags: u32 },
+    /// `statfs`.
+    Statfs(Statfs),
+    /// An offset (`lseek`).
+    Offset(u64),
+    /// Done, nothing to say.
+    Empty,
+}
+
+/// `statfs`'s answer, in `struct statfs`'s terms.
+#[derive(Debug)]
+pub struct Statfs {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+    pub frsize: u32,
+}
+
+/// The file system as both transports serve it.
+pub struct Served {
+    /// The file system.
+    pub fs: Arc<Fs>,
+    /// How the kernel is served.
+    pub opts: ServeOptions,
+    /// Threads serving reads the transports hand them.
+    pub workers: Workers,
+}
+
+impl Served {
+    /// Serves `fs` as `opts` say.
+    pub fn new(fs: Arc<Fs>, opts: ServeOptions) -> Served {
+        Served {
+            fs,
+            opts,
+            workers: Workers::start(WORKERS),
+        }
+    }
+
+    /// Serves `req`.
+    pub fn serve(&self, req: Request<'_>) -> Answer<Reply> {
+        let fs = &*self.fs;
+        let ino = req.ino;
+        // Read from /proc only when a decision needs more than the uid and gid.
+        let who = || Caller::thread(req.uid, req.gid, req.pid);
+        let done = |r: Result<(), FsError>| r.map(|()| Reply::Empty).map_err(|e| errno(&e));
+        let entry = |r: Result<Attr, FsError>| r.map(Reply::Entry).map_err(|e| errno(&e));
+        match req.op {
+            Op::Lookup { name } => entry(fs.lookup(&who(), ino, name)),
+            Op::Getattr => fs.getattr(ino).map(Reply::Attr).map_err(|e| errno(&e)),
+            Op::Setattr(ref s) => fs
+                .setattr(&who(), ino, s)
+                .map(Reply::Attr)
+                .map_err(|e| errno(&e)),
+            Op::Readlink => fs.readlink(ino).map(Reply::Data).map_err(|e| errno(&e)),
+            Op::Mknod { name, mode, rdev } => entry(fs.mknod(&who(), ino, name, mode, rdev)),
+            Op::Mkdir { name, mode } => entry(fs.mkdir(&who(), ino, name, mode)),
+            Op::Unlink { name } => done(fs.unlink(&who(), ino, name)),
+            Op::Rmdir { name } => done(fs.rmdir(&who(), ino, name)),
+            Op::Symlink { name, target } => entry(fs.symlink(&who(), ino, name, target)),
+            Op::Rename {
+                name,
+                new_parent,
+                new_name,
+                flags,
+            } => done(fs.rename(&who(), ino, name, new_parent, new_name, flags)),
+            Op::Link { target, name } => entry(fs.link(&who(), target, ino, name)),
+            Op::Open { flags } => {
+                fs.open(&who(), ino, flags).map_err(|e| errno(&e))?;
+                Ok(Reply::Opened {
+                    fh: ino,
+                    flags: FOPEN_KEEP_CACHE,
+                })
+            }
+            Op::Read { offset, size } => {
+                let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
+                fs.read(ino, offset, size as usize)
+                    .map(Reply::Data)
+                    .map_err(|e| errno(&e))
+            }
+            Op::Write {
+                offset,
+                data,
+                flags,
+                kill_suidgid,
+            } => {
+                let offset = self.write_offset(ino, offset, flags)?;
+                let writer = who().knowing(Cap::Fsetid, !kill_suidgid);
+                let n = fs
+                    .write(&writer, ino, offset, data)
+                    .map_err(|e| errno(&e))?;
+                Ok(Reply::Written(n as u32))
+            }
+            // Every write request is already a commit and close(2) is not a durability
+            // point, so there is nothing to do. ENOSYS tells the kernel so once: it then stops
+            // sending a FLUSH on every close (one round trip fewer per file closed), while
+            // still writing back a file's dirty pages before close returns. Locks need no
+            // FLUSH either: the kernel keeps them itself (see docs/kvfs.md, "Locks").
+            Op::Flush => Err(libc::ENOSYS),
+            Op::Release => done(fs.release(ino)),
+            Op::Fsync | Op::Destroy => done(fs.fsync()),
+            Op::Opendir { flags } => {
+                self.opendir(&who(), ino, flags)?;
+                Ok(Reply::Opened { fh: ino, flags: 0 })
+            }
+            Op::Readdir { offset, plus, add } => self.readdir(ino, offset, plus, add),
+            Op::Releasedir => Ok(Reply::Empty),
+            Op::Statfs => Ok(Reply::Statfs(self.statfs())),
+            Op::Setxattr { name, value, flags } => {
+                done(fs.setxattr(&who(), ino, name, value, flags))
+            }
+            Op::Getxattr { name, size } => {
+                let v = fs.getxattr(&who(), ino, name).map_err(|e| errno(&e))?;
+                xattr_answer(v, size)
+            }
+            Op::Listxattr { size } => {
+                let names = fs.listxattr(&who(), ino).map_err(|e| errno(&e))?;
+                xattr_answer(xattr_list(names), size)
+            }
+            Op::Removexattr { name } => done(fs.removexattr(&who(), ino, name)),
+            Op::Access { mask } => done(fs.access(&who(), ino, mask)),
+            Op::Create { name, mode } => {
+                let attr = fs.create(&who(), ino, name, mode).map_err(|e| errno(&e))?;
+                Ok(Reply::Created {
+                    fh: attr.ino,
+                    attr,
+                    flags: FOPEN_KEEP_CACHE,
+                })
+            }
+            Op::Fallocate {
+                offset,
+                length,
+                mode,
+            } => {
+                let (Ok(offset), Ok(length)) = (u64::try_from(offset), u64::try_from(length))
+                else {
+                    return Err(libc::EINVAL);
+                };
+                done(fs.fallocate(&who(), ino, offset, length, mode))
+            }
+            Op::Lseek { offset, whence } => self.lseek(ino, offset, whence).map(Reply::Offset),
+        }
+    }
+
+    /// The kernel lets go of `ino` (FORGET, BATCH_FORGET: it sends the whole count it held,
+    /// when it evicts the inode): a deleted inode it still held is gone for good.
+    pub fn forget(&self, ino: u64) {
+        self.fs.forget(ino);
+    }
+
+    /// Where a WRITE lands: with the write-back cache the kernel places appends itself;
+    /// without it, `O_APPEND` writes go at the end.
+    fn write_offset(&self, ino: u64, offset: i64, open_flags: i32) -> Answer<u64> {
+        let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
+        if !self.opts.writeback_cache && open_flags & libc::O_APPEND != 0 {
+            return self.fs.getattr(ino).map(|a| a.size).map_err(|e| errno(&e));
+        }
+        Ok(offset)
+    }
+
+    /// OPENDIR: a directory the caller may read (and write, if it asks).
+    fn opendir(&self, caller: &Caller, ino: u64, flags: i32) -> Answer<()> {
+        let a = self.fs.getattr(ino).map_err(|e| errno(&e))?;
+        if a.kind != Kind::Dir {
+            return Err(libc::ENOTDIR);
+        }
+        let mask = match flags & libc::O_ACCMODE {
+            libc::O_RDONLY => R,
+            _ => R | W,
+        };
+        self.fs.access(caller, a.ino, mask).map_err(|e| errno(&e))
+    }
+
+    /// STATFS: the store grows into its device's free space.
+    fn statfs(&self) -> Statfs {
+        let st = self.fs.statfs();
+        let dir = self
+            .opts
+            .store_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let (free, files_free) = match rustix::fs::statvfs(dir) {
+            Ok(v) => (v.f_bavail * v.f_frsize, v.f_ffree),
+            Err(_) => (0, 0),
+        };
+        let used_blocks = st.used_bytes.div_ceil(BLOCK_SIZE);
+        let free_blocks = free / BLOCK_SIZE;
+        Statfs {
+            blocks: used_blocks + free_blocks,
+            bfree: free_blocks,
+            bavail: free_blocks,
+            files: st.inodes + files_free,
+            ffree: files_free,
+            bsize: BLOCK_SIZE as u32,
+            namelen: st.name_max,
+            frsize: BLOCK_SIZE as u32,
+        }
+    }
+
+    /// LSEEK with `SEEK_DATA` or `SEEK_HOLE`.
+    fn lseek(&self, ino: u64, offset: i64, whence: i32) -> Answer<u64> {
+        if self.opts.writeback_cache {
+            // The kernel holds written pages (and the size they make) that have not reached
+            // the store, and sends FUSE_LSEEK without writing them back first, so the store
+            // cannot answer for them. ENOSYS makes the kernel answer every later lseek on this
+            // mount itself, from its own size: the whole file is data, the hole is at the end
+            // (what Linux does for file systems that report no holes).
+            return Err(libc::ENOSYS);
+        }
+        let offset = u64::try_from(offset).map_err(|_| libc::ENXIO)?;
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return Err(libc::EINVAL),
+        };
+        self.fs.seek(ino, offset, data).map_err(|e| errno(&e))
+    }
+
+    /// Hands the entries of directory `ino` after `offset` (with their attributes if `plus`)
+    /// to `add`, a batch at a time, until the directory ends or the reply is full.
+    fn readdir(&self, ino: u64, offset: i64, plus: bool, add: &mut AddEntry<'_>) -> Answer<Reply> {
+        let mut offset = offset.max(0) as u64;
+        loop {
+            let batch = self
+                .fs
+                .readdir(ino, offset, READDIR_BATCH)
+                .map_err(|e| errno(&e))?;
+            if batch.is_empty() {
+                return Ok(Reply::Empty);
+            }
+            for entry in batch {
+                let attr = if plus {
+                    Some(self.fs.getattr(entry.ino).map_err(|e| errno(&e))?)
+                } else {
+                    None
+                };
+                if add(&entry, attr.as_ref()) {
+                    return Ok(Reply::Empty);
+                }
+                offset = entry.offset;
+            }
+        }
+    }
+
+    /// After the last request: finishes the reads in flight, then makes everything durable.
+    pub fn finish(&self) {
+        self.workers.finish();
+        if let Err(e) = self.fs.fsync() {
+            tracing::error!("sync at unmount failed: {e}");
+        }
+    }
+}
+
+/// Threads that serve requests handed to them, in the order handed.
+pub struct Workers {
+    /// `None` once [`Workers::finish`] ran.
+    tx: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl Workers {
+    fn start(n: usize) -> Workers {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = (0..n)
+            .filter_map(|i| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("kvfs-work-{i}"))
+                    .spawn(move || {
+                        // The workers serve reads of file data, which the kernel keeps in the
+                        // mount's page cache: the store's copy would be a second one.
+                        stitchdb::read_direct(true);
+                        loop {
+                            // The lock is held only to take the next job, not to run it.
+                            let job = rx.lock().recv();
+                            match job {
+                                Ok(job) => job(),
+                                Err(_) => return,
+                            }
+                        }
+                    })
+                    .ok()
+            })
+            .collect::<Vec<_>>();
+        Workers {
+            tx: Mutex::new((!threads.is_empty()).then_some(tx)),
+            threads: Mutex::new(threads),
+        }
+    }
+
+    /// Runs `job` on a worker thread (on this one if there are none, or no more).
+    pub fn run(&self, job: Job) {
+        let job = match &*self.tx.lock() {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(e) => e.0,
+            },
+            None => job,
+        };
+        job();
+    }
+
+    /// Waits for the jobs handed over so far; later ones run on the caller's thread.
+    pub fn finish(&self) {
+        drop(self.tx.lock().take());
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A LISTXATTR answer's bytes: each name followed by a NUL.
+fn xattr_list(names: Vec<Vec<u8>>) -> Vec<u8> {
+    let mut v = Vec::new();
+    for n in names {
+        v.extend_from_slice(&n);
+        v.push(0);
+    }
+    v
+}
+
+/// Answers a getxattr or listxattr of `v` into a buffer of `size` bytes: the size when asked
+/// for it (size 0), `ERANGE` when the caller's buffer is too small.
+fn xattr_answer(v: Vec<u8>, size: u32) -> Answer<Reply> {
+    if size == 0 {
+        Ok(Reply::XattrSize(v.len() as u32))
+    } else if v.len() > size as usize {
+        Err(libc::ERANGE)
+    } else {
+        Ok(Reply::Data(v))
+    }
+}
+
+/// The errno of a failure, logging the ones that are not the caller's doing.
+pub fn errno(e: &FsError) -> i32 {
+    let errno = e.errno();
+    match e {
+        FsError::Errno(_) => {}
+        // A full store refuses the write and stays writable: an answer, not a failure (the
+        // store logs its reclaims, and a failure that turned it read-only when it happened).
+        _ if errno == libc::ENOSPC => tracing::debug!("file system operation refused: {e}"),
+        _ => tracing::error!("file system operation failed: {e}"),
+    }
+    errno
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_xattr_answer_is_its_size_its_bytes_or_erange() {
+        assert!(matches!(
+            xattr_answer(b"abc".to_vec(), 0),
+            Ok(Reply::XattrSize(3))
+        ));
+        assert!(matches!(xattr_answer(b"abc".to_vec(), 3), Ok(Reply::Data(d)) if d == b"abc"));
+        assert!(matches!(
+            xattr_answer(b"abc".to_vec(), 2),
+            Err(libc::ERANGE)
+        ));
+        assert_eq!(xattr_list(vec![b"a".to_vec(), b"bc".to_vec()]), b"a\0bc\0");
+    }
+}
