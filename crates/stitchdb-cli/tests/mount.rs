@@ -590,9 +590,10 @@ fn pjdfstest_passes_on_a_mount() {
 }
 
 /// Runs the Python script `tests/NAME` on a directory of the host's file system and on a
-/// fresh mount (`-o OPTIONS` if given), both searchable by other users; returns what it
-/// printed on each, host first. `None` (the test skipped, saying why) without FUSE or Python.
-fn on_host_and_mount(name: &str, options: Option<&str>) -> Option<(String, String)> {
+/// fresh mount (`-o OPTIONS` if given), both searchable by other users, with `args` after the
+/// directory; returns what it printed on each, host first. `None` (the test skipped, saying
+/// why) without FUSE or Python.
+fn on_host_and_mount(name: &str, options: Option<&str>, args: &[&str]) -> Option<(String, String)> {
     if let Some(why) = fuse_unavailable() {
         eprintln!("SKIPPED: {why}");
         return None;
@@ -608,6 +609,7 @@ fn on_host_and_mount(name: &str, options: Option<&str>) -> Option<(String, Strin
         let out = Command::new("python3")
             .arg(&script)
             .arg(dir)
+            .args(args)
             .output()
             .unwrap();
         assert!(out.status.success(), "{name} in {}: {out:?}", dir.display());
@@ -637,7 +639,7 @@ fn locks_contend_on_the_mount_as_on_the_host_file_system() {
     // locks.py: two processes contend for POSIX record locks (F_SETLK, F_SETLKW, F_GETLK),
     // open-file-description locks and flock(2), the flock(1) command among them; it prints
     // what each call returned. The mount must answer every call as the host's file system.
-    let Some((want, got)) = on_host_and_mount("locks.py", None) else {
+    let Some((want, got)) = on_host_and_mount("locks.py", None, &[]) else {
         return;
     };
     // The script's own checks: contention was seen, and a waiter blocked until released.
@@ -664,11 +666,102 @@ fn writes_truncates_and_chown_take_privileges_away_as_on_the_host_file_system() 
     // privileges.py: set-user-id, set-group-id and security.capability after writes and
     // truncates by root and by other users, and after chown. The adapter asks the kernel for
     // HANDLE_KILLPRIV_V2, so on the mount the file system drops them, not the kernel.
-    let Some((want, got)) = on_host_and_mount("privileges.py", Some("allow_other")) else {
+    let Some((want, got)) = on_host_and_mount("privileges.py", Some("allow_other"), &[]) else {
         return;
     };
     assert!(want.contains("write by other outside of 6767 group 1000: exit 0, 0767 caps gone"));
     assert_eq!(got, want, "the mount (left) and the host (right) differ");
+}
+
+/// Permission decisions as Linux makes them on ext4, for other users, call by call:
+/// permissions.py builds random trees (owners, groups, modes with set-id and sticky bits) and
+/// makes random calls from forked children with other credentials (uids, gids and
+/// supplementary groups, some with no name), printing each call's errno and what a change
+/// left. Run on mounts with the kernel's `default_permissions` (the default) and without it
+/// (where the file system decides alone), through the io_uring queues and through
+/// `/dev/fuse`, with and without the write-back cache. `STITCHDB_PERM_ROUNDS` (default 40)
+/// sets the rounds (random trees) per mount.
+///
+/// Without `default_permissions` the kernel still makes its own checks, some of them before
+/// the file system is asked (docs/kvfs.md, "Permissions"): it opens FIFOs without asking,
+/// so those opens are left out there; it refuses to unlink a directory (`EISDIR`), to rmdir
+/// or rename onto a non-directory (`ENOTDIR`), and a rename of a missing name (`ENOENT`,
+/// before it walks the new name's directory), before the file system can refuse the
+/// caller's permission (`EACCES`, `EPERM`, as ext4 answers first): those calls fail alike,
+/// with the kernel's errno. And with the write-back cache the kernel writes back times it
+/// keeps in requests the file system cannot tell from a `utimensat` that leaves the access
+/// time alone and sets the modification time to what it is: such a call by another user
+/// than the owner changes the change time where ext4 refuses it (`EPERM`). Both are counted.
+#[test]
+fn other_users_get_the_permission_decisions_of_the_host_file_system() {
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!("SKIPPED: the callers switch users, which needs root");
+        return;
+    }
+    let rounds = std::env::var("STITCHDB_PERM_ROUNDS").unwrap_or_else(|_| "40".into());
+    for (seed, options) in [
+        ("1", "allow_other"),
+        ("2", "allow_other,no_default_permissions"),
+        ("3", "allow_other,no_io_uring,no_writeback_cache"),
+        ("4", "allow_other,no_default_permissions,no_io_uring"),
+    ] {
+        let kernel_decides = !options.contains("no_default_permissions");
+        let mut args = vec![seed, rounds.as_str()];
+        if !kernel_decides {
+            args.push("--no-special-opens");
+        }
+        let Some((want, got)) = on_host_and_mount("permissions.py", Some(options), &args) else {
+            return;
+        };
+        let calls = want.lines().count();
+        let failed = want.lines().filter(|l| l.contains("-> E")).count();
+        assert!(
+            calls > 400 && failed > 100 && calls - failed > 100,
+            "too few calls made, failed or succeeded:\n{want}"
+        );
+        let (mut kernel_first, mut times_unchanged) = (0, 0);
+        for (n, (w, g)) in want.lines().zip(got.lines()).enumerate() {
+            let (call, host) = w.split_once(" -> ").unwrap_or((w, ""));
+            let mount = g.strip_prefix(call).and_then(|r| r.strip_prefix(" -> "));
+            let name = call.split(' ').nth(1).unwrap_or_default();
+            let refused = matches!(host.trim(), "EACCES" | "EPERM");
+            match (kernel_decides, name, mount.map(str::trim)) {
+                (false, "unlink" | "rmdir" | "rename", Some("EISDIR" | "ENOTDIR")) if refused => {
+                    kernel_first += 1;
+                    continue;
+                }
+                (false, "rename", Some("ENOENT")) if refused => {
+                    kernel_first += 1;
+                    continue;
+                }
+                (false, "utimensat", Some(m))
+                    if host.trim() == "EPERM"
+                        && m.starts_with("0 ")
+                        && call.contains("(1073741822,") =>
+                {
+                    times_unchanged += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            assert_eq!(
+                g,
+                w,
+                "-o {options}, seed {seed}: call {n} differs (mount left, host right); before it:\n{}",
+                want.lines().skip(n.saturating_sub(8)).take(8.min(n)).collect::<Vec<_>>().join("\n")
+            );
+        }
+        assert_eq!(
+            got.lines().count(),
+            calls,
+            "-o {options}: the runs made different calls"
+        );
+        eprintln!(
+            "-o {options}: {calls} calls, {failed} failed, all as on the host \
+             ({kernel_first} refused with the kernel's errno first, {times_unchanged} \
+             modification times set to themselves)"
+        );
+    }
 }
 
 /// A tmpfs of a given size, mounted for a test and unmounted on drop.

@@ -4,8 +4,9 @@
 //! of what Linux decides by, the supplementary groups and the effective capabilities, is read
 //! from `/proc/TID/status` when a decision needs it (most do not: an owner's access to its own
 //! file needs neither), at most once per request. What is read must name the request's uid
-//! and gid as the thread's file-system ids, or it belongs to another process (the thread
-//! exited and its id was reused) or the thread's credentials changed since: then, as when the
+//! and gid as the thread's file-system ids (or as its real ids, with which `access(2)` asks),
+//! or it belongs to another process (the thread exited and its id was reused) or the thread's
+//! credentials changed since: then, as when the
 //! thread has exited or its id is 0 (a process this mount's PID namespace cannot see), the
 //! credentials are *unknown*, and every decision that depends on them takes the answer that
 //! grants the least (see [`Membership::Unknown`] and [`Caller::capable`]).
@@ -183,8 +184,12 @@ fn read_thread(tid: u32, uid: u32, gid: u32) -> Option<Credentials> {
     parse_status(&status, uid, gid)
 }
 
-/// The credentials in a `/proc/TID/status` text, if its `Uid:` and `Gid:` lines name `uid`
-/// and `gid` as the file-system ids (their fourth fields) and every field parses.
+/// The credentials in a `/proc/TID/status` text for a request made as `uid` and `gid`, if
+/// the text is the thread's that made it: its `Uid:` and `Gid:` lines (real, effective, saved
+/// and file-system ids) name `uid` and `gid` as the file-system ids, and the effective
+/// capabilities apply; or as the real ids, as `access(2)` makes its requests (with the real
+/// ids, and with the permitted capabilities for user 0, none for any other user). `None`
+/// when neither matches or a field does not parse.
 pub fn parse_status(status: &str, uid: u32, gid: u32) -> Option<Credentials> {
     let field = |name: &str| {
         status
@@ -192,10 +197,26 @@ pub fn parse_status(status: &str, uid: u32, gid: u32) -> Option<Credentials> {
             .find_map(|l| l.strip_prefix(name))
             .map(str::trim)
     };
-    let fs_id = |line: &str| line.split_whitespace().nth(3)?.parse::<u32>().ok();
-    if fs_id(field("Uid:")?)? != uid || fs_id(field("Gid:")?)? != gid {
+    let ids = |name: &str| -> Option<Vec<u32>> {
+        let ids: Vec<u32> = field(name)?
+            .split_whitespace()
+            .map(|n| n.parse().ok())
+            .collect::<Option<_>>()?;
+        (ids.len() == 4).then_some(ids)
+    };
+    let caps = |name: &str| u64::from_str_radix(field(name)?, 16).ok();
+    let (uids, gids) = (ids("Uid:")?, ids("Gid:")?);
+    let caps = if (uids[3], gids[3]) == (uid, gid) {
+        caps("CapEff:")?
+    } else if (uids[0], gids[0]) == (uid, gid) {
+        if uid == 0 {
+            caps("CapPrm:")?
+        } else {
+            0
+        }
+    } else {
         return None;
-    }
+    };
     let mut groups = Vec::new();
     for g in field("Groups:")?.split_whitespace() {
         if groups.len() == NGROUPS_MAX {
@@ -203,7 +224,6 @@ pub fn parse_status(status: &str, uid: u32, gid: u32) -> Option<Credentials> {
         }
         groups.push(g.parse().ok()?);
     }
-    let caps = u64::from_str_radix(field("CapEff:")?, 16).ok()?;
     Some(Credentials { groups, caps })
 }
 
@@ -212,8 +232,8 @@ mod tests {
     use super::*;
 
     const STATUS: &str = "Name:\tcat\nUmask:\t0022\nState:\tR (running)\nTgid:\t77\n\
-        Uid:\t1000\t1000\t1000\t1001\nGid:\t100\t100\t100\t101\nFDSize:\t64\n\
-        Groups:\t4 24 27 \nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\n\
+        Uid:\t1000\t1002\t1000\t1001\nGid:\t100\t102\t100\t101\nFDSize:\t64\n\
+        Groups:\t4 24 27 \nCapInh:\t0000000000000000\nCapPrm:\t00000000000000ff\n\
         CapEff:\t0000000000000009\n";
 
     #[test]
@@ -221,9 +241,17 @@ mod tests {
         let c = parse_status(STATUS, 1001, 101).unwrap();
         assert_eq!(c.groups, vec![4, 24, 27]);
         assert_eq!(c.caps, 0b1001);
-        // The real or effective ids are not the file-system ids a request carries.
-        assert_eq!(parse_status(STATUS, 1000, 101), None);
+        // The real ids, as access(2) asks: no capabilities for a user other than 0.
+        let access = parse_status(STATUS, 1000, 100).unwrap();
+        assert_eq!((access.groups.len(), access.caps), (3, 0));
+        let root = STATUS
+            .replace("Uid:\t1000", "Uid:\t0")
+            .replace("Gid:\t100", "Gid:\t0");
+        assert_eq!(parse_status(&root, 0, 0).unwrap().caps, 0xff, "permitted");
+        // Effective or mixed ids are no request's.
+        assert_eq!(parse_status(STATUS, 1002, 102), None);
         assert_eq!(parse_status(STATUS, 1001, 100), None);
+        assert_eq!(parse_status(STATUS, 1000, 101), None);
     }
 
     #[test]
@@ -231,7 +259,7 @@ mod tests {
         for bad in [
             STATUS.replace("Groups:\t4 24 27 ", "Groups:\t4 x"),
             STATUS.replace("CapEff:\t0000000000000009", "CapEff:\tzz"),
-            STATUS.replace("Uid:\t1000\t1000\t1000\t1001", "Uid:\t1001"),
+            STATUS.replace("Uid:\t1000\t1002\t1000\t1001", "Uid:\t1001"),
             STATUS.replace("CapEff", "CapXXX"),
             String::new(),
         ] {

@@ -45,9 +45,12 @@ pub struct FsOptions {
     pub root_owner: (u32, u32, u32),
     /// Where time stamps come from.
     pub clock: Clock,
-    /// Where a new regular file's time stamps come from (`None`: `clock`). A mount whose
-    /// kernel keeps regular files' times itself (FUSE's write-back cache) stamps them from
-    /// the kernel's clock, so the times the kernel sets later never go back before them.
+    /// The caller's clock, when it keeps regular files' modification and change times
+    /// itself and sends them (FUSE's write-back cache): new regular files are stamped from it,
+    /// so that the times the kernel sets later never go back before them, and writes leave
+    /// the times as they are, so that the file system's times stay the kernel's (which its
+    /// write-back of times, made in the name of whoever caused it, is checked against: see
+    /// `SetAttr::ctime`). `None`: `clock` stamps everything.
     pub file_clock: Option<Clock>,
     /// Mount without writing anything (the store may be open read-only): the file system
     /// must exist, and orphans are left for the next read-write mount.
@@ -211,7 +214,7 @@ impl Fs {
             kv: Batch::cached(&self.db, &self.cache),
             t: &self.tables,
             now: (self.opts.clock)(),
-            file_now: (self.opts.file_clock.as_ref().unwrap_or(&self.opts.clock))(),
+            file_now: self.opts.file_clock.as_ref().map(|clock| clock()),
             caller,
             open,
             deleted: Vec::new(),

@@ -93,8 +93,10 @@ pub struct Op<'a, K: Kv> {
     pub t: &'a Tables,
     /// The time stamps it sets.
     pub now: Timespec,
-    /// The time stamps of a regular file it makes (see [`crate::FsOptions::file_clock`]).
-    pub file_now: Timespec,
+    /// When the caller keeps regular files' times itself (see
+    /// [`crate::FsOptions::file_clock`]): the time stamps of a regular file it makes, from the
+    /// caller's clock; and writes leave the times to the caller, which sends them later.
+    pub file_now: Option<Timespec>,
     /// Who makes it.
     pub caller: &'a Caller,
     /// Open files by inode: an inode that loses its last name while open is kept (as an
@@ -430,6 +432,7 @@ impl<K: Kv> Op<'_, K> {
         if is_dot(name) || self.entry(parent, name)?.is_some() {
             return err(libc::EEXIST);
         }
+        permit(self.caller, Check::Link(&a))?;
         permit(self.caller, Check::AddName(&d))?;
         if a.kind == Kind::Dir {
             return err(libc::EPERM);
@@ -693,15 +696,18 @@ impl<K: Kv> Op<'_, K> {
         if s.mode.is_some() {
             permit(caller, Check::Chmod(&a))?;
         }
-        // The kernel writing back times it keeps (mtime and ctime, never atime): after a write,
-        // through the writer's handle (utimensat never comes through one), or after a change
-        // of names, by whoever made it, with the modification time unchanged.
+        // The kernel's own time updates need no permission (Linux checks only times a caller
+        // sets): those of a truncate, sent with its size; and the write-back of times it
+        // keeps (mtime and ctime, never atime) after a write, through the writer's handle
+        // (utimensat never comes through one), or after a change of names, by whoever made
+        // it, with the modification time unchanged.
         let written_back = s.ctime.is_some()
             && s.atime.is_none()
             && s.mode.is_none()
             && matches!(s.mtime, Some(TimeSet::At(t)) if t == a.mtime
                 || s.through_handle && permit(caller, Check::Access(&a, W)).is_ok());
-        if (s.atime.is_some() || s.mtime.is_some()) && !written_back {
+        let kernels_own = s.size.is_some() || written_back;
+        if (s.atime.is_some() || s.mtime.is_some()) && !kernels_own {
             // "Now" is also the change time the kernel sends with a time it set to now itself
             // (with the write-back cache it sends `utimensat(UTIME_NOW, UTIME_NOW)`'s
             // modification time so): setting a time to the time of the change is setting it
@@ -835,8 +841,10 @@ impl<K: Kv> Op<'_, K> {
             pos += take as u64;
         }
         a.size = a.size.max(end);
-        a.mtime = self.now;
-        a.ctime = self.now;
+        if self.file_now.is_none() {
+            a.mtime = self.now;
+            a.ctime = self.now;
+        }
         self.drop_privileges(&mut a)?;
         self.put_attr(&a);
         Ok(n)
@@ -865,10 +873,9 @@ impl<K: Kv> Op<'_, K> {
 
     /// The time this operation stamps an inode of `kind` with.
     fn stamp_for(&self, kind: Kind) -> Timespec {
-        if kind == Kind::File {
-            self.file_now
-        } else {
-            self.now
+        match self.file_now {
+            Some(t) if kind == Kind::File => t,
+            _ => self.now,
         }
     }
 
@@ -1116,10 +1123,15 @@ impl<K: Kv> Op<'_, K> {
         Ok(names)
     }
 
-    /// `removexattr`.
+    /// `removexattr` (of a file's capabilities, by anyone who may write it: see
+    /// [`Check::DropCapabilities`]).
     pub fn removexattr(&mut self, ino: u64, name: &[u8]) -> FsResult<()> {
         let mut a = self.attr(ino)?;
-        self.xattr_access(&a, name, true)?;
+        if name == CAPABILITY_XATTR && a.kind == Kind::File {
+            permit(self.caller, Check::DropCapabilities(&a))?;
+        } else {
+            self.xattr_access(&a, name, true)?;
+        }
         let key = name_key(ino, name);
         if a.no_xattrs || self.kv.get(self.t.xattrs, &key)?.is_none() {
             return err(libc::ENODATA);

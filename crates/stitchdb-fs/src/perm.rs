@@ -11,6 +11,7 @@
 use crate::creds::{Caller, Cap, Membership};
 use crate::error::{err, FsResult};
 use crate::schema::{Attr, Kind};
+use std::sync::OnceLock;
 
 /// The extended attribute holding a file's capabilities: writes, truncates and chowns take
 /// it away.
@@ -69,6 +70,16 @@ pub enum Check<'a> {
         /// Set or remove rather than read.
         write: bool,
     },
+    /// Give an inode another name (`link`): with Linux's `fs.protected_hardlinks` (on by
+    /// default), only its owner may, or anyone who may read and write a regular file that is
+    /// neither set-user-id nor set-group-id and group-executable (Linux's `may_linkat`).
+    Link(&'a Attr),
+    /// Remove a regular file's capabilities (`security.capability`), which only takes
+    /// privilege away. Linux removes them for a write or truncate in the writer's name,
+    /// without a check (its `security_inode_killpriv`), so over FUSE this comes from anyone
+    /// who may write the file; a caller's own `removexattr` of them is checked by the kernel
+    /// first (`CAP_SETFCAP`), as [`Check::Xattr`] checks it.
+    DropCapabilities(&'a Attr),
     /// Make a character or block device node.
     MakeDevice,
 }
@@ -116,8 +127,30 @@ pub fn permit(caller: &Caller, check: Check<'_>) -> FsResult<()> {
             }
         }
         Check::Xattr { inode, name, write } => xattr(inode, caller, name, write),
+        Check::Link(a) => {
+            let safe_source = a.kind == Kind::File
+                && a.perm & libc::S_ISUID == 0
+                && a.perm & (libc::S_ISGID | 0o010) != libc::S_ISGID | 0o010
+                && may_access(a, caller, R | W);
+            let ok = !protected_hardlinks() || safe_source || owner_or_capable(a, caller);
+            need(ok, libc::EPERM)
+        }
+        Check::DropCapabilities(a) => need(
+            may_access(a, caller, W) || caller.capable(Cap::Setfcap),
+            libc::EACCES,
+        ),
         Check::MakeDevice => need(caller.capable(Cap::Mknod), libc::EPERM),
     }
+}
+
+/// Whether this machine protects hard links (`/proc/sys/fs/protected_hardlinks`, read once;
+/// protected when it cannot be read, as Linux's default is).
+fn protected_hardlinks() -> bool {
+    static PROTECTED: OnceLock<bool> = OnceLock::new();
+    *PROTECTED.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/fs/protected_hardlinks")
+            .map_or(true, |v| v.trim() != "0")
+    })
 }
 
 fn need(ok: bool, errno: i32) -> FsResult<()> {
