@@ -1,42 +1,19 @@
-//! The dependency-aware block cache: the public face of the patch layer.
+//! The dependency-aware block cache: the public face of the patch layer, the state behind its
+//! lock, and the blocks one operation read from the disk for it ([`Loaded`]).
 //!
 //! One lock guards the patch graph and the cached blocks; disk I/O happens outside it (see
-//! `load` and `flush`), so reads and new patches proceed while a flush writes.
+//! `load` and `flush`, which add the cache's methods that do it), so reads and new patches
+//! proceed while a flush writes.
 
 use crate::graph::{BlockBytes, Counters, PatchGraph};
-use crate::load::Loaded;
 use crate::lru::CleanBlocks;
-use crate::patch::Piece;
+use crate::patch::{PatchId, PatchState, Piece};
 use crate::{PatchError, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ops::{Range, RangeInclusive};
 use std::sync::Arc;
 use stitch_io::{Disk, IoError, IoErrorKind, IoOp};
-
-/// Names a patch. Ids grow monotonically and are never reused. `PatchId::NONE` is a patch
-/// that is always committed (a convenient "no dependency").
-///
-/// A write that the cache merges into an existing pending patch returns that patch's id, so
-/// two writes may share one id; it commits when both writes are durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PatchId(pub u64);
-
-impl PatchId {
-    /// The patch that is always committed: depending on it is depending on nothing.
-    pub const NONE: PatchId = PatchId(0);
-}
-
-/// Where a patch is on its way to the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchState {
-    /// Created, not yet written. (Also what an id the cache never handed out reads as.)
-    Pending,
-    /// Written to the disk, not yet made durable by a sync.
-    InFlight,
-    /// Durable (or, for an empty patch, every dependency is durable).
-    Committed,
-}
 
 /// How a [`BlockCache`] is sized.
 #[derive(Debug, Clone)]
@@ -138,6 +115,22 @@ impl CacheState {
             .filter_map(|id| self.callbacks.remove(id))
             .flatten()
             .collect()
+    }
+}
+
+/// Blocks read from the disk for one operation (by `lock_with_blocks`, in `load`), valid while
+/// the disk epoch is unchanged.
+#[derive(Debug, Default)]
+pub(crate) struct Loaded {
+    /// The `disk_epoch` they were read in.
+    pub epoch: u64,
+    /// The bytes of each block read.
+    pub blocks: HashMap<u64, Vec<u8>>,
+}
+
+impl Loaded {
+    pub fn take(&mut self, block: u64) -> Option<Vec<u8>> {
+        self.blocks.remove(&block)
     }
 }
 

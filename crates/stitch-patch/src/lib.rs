@@ -41,10 +41,11 @@ mod merge;
 mod patch;
 mod plan;
 
-pub use cache::{BlockCache, CacheConfig, CacheStats, PatchId, PatchState};
+pub use cache::{BlockCache, CacheConfig, CacheStats};
 pub use groups::{
     ContextGuard, EngagedGroups, GroupId, PatchContext, PatchGroupError, PatchGroups,
 };
+pub use patch::{PatchId, PatchState};
 
 /// Errors of the patch layer.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

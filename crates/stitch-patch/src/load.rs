@@ -6,24 +6,11 @@
 //! across a bump are read again.
 
 use crate::blockio;
-use crate::cache::{BlockCache, CacheState};
+use crate::cache::{BlockCache, CacheState, Loaded};
 use crate::Result;
 use parking_lot::MutexGuard;
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
-
-/// Blocks read from the disk for one operation, valid while the disk epoch is unchanged.
-#[derive(Debug, Default)]
-pub(crate) struct Loaded {
-    epoch: u64,
-    blocks: HashMap<u64, Vec<u8>>,
-}
-
-impl Loaded {
-    pub fn take(&mut self, block: u64) -> Option<Vec<u8>> {
-        self.blocks.remove(&block)
-    }
-}
 
 impl BlockCache {
     /// Locks the cache with every block of `blocks` for which `from_disk` says its bytes are

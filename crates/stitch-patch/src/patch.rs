@@ -1,8 +1,33 @@
-//! The patch record: what one live (uncommitted) patch changes and what it waits for.
+//! Patches: the id that names one ([`PatchId`]) and where it is on its way to the disk
+//! ([`PatchState`]), which every other module of the crate speaks of; and the record of a live
+//! (uncommitted) patch: what it changes and what it waits for.
 
-use crate::PatchId;
 use std::ops::{Range, RangeInclusive};
 use stitch_io::SECTOR_SIZE;
+
+/// Names a patch. Ids grow monotonically and are never reused. `PatchId::NONE` is a patch
+/// that is always committed (a convenient "no dependency").
+///
+/// A write that the cache merges into an existing pending patch returns that patch's id, so
+/// two writes may share one id; it commits when both writes are durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PatchId(pub u64);
+
+impl PatchId {
+    /// The patch that is always committed: depending on it is depending on nothing.
+    pub const NONE: PatchId = PatchId(0);
+}
+
+/// Where a patch is on its way to the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchState {
+    /// Created, not yet written. (Also what an id the cache never handed out reads as.)
+    Pending,
+    /// Written to the disk, not yet made durable by a sync.
+    InFlight,
+    /// Durable (or, for an empty patch, every dependency is durable).
+    Committed,
+}
 
 /// A non-empty byte range inside one block, `start..end`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,17 +5,11 @@
 //! written so far, makes one empty patch depending on them all and flushes it through the block
 //! cache; or it waits on a condition variable until the durable LSN covers it, or until it can
 //! lead the next round. Records appended while a flush runs are covered by the next one, so
-//! under load each flush (and its `sync`) serves many commits.
+//! under load each flush (and its `sync`) serves many commits. The state the callers share
+//! (`SyncState`) is a field of the [`Wal`], in `writer`.
 
 use crate::{Lsn, Result, Wal, WalError};
 use std::sync::atomic::Ordering;
-
-/// Shared by the callers of `sync_to` and `flush_async`.
-#[derive(Debug, Default)]
-pub(crate) struct SyncState {
-    /// A leader is flushing now.
-    flushing: bool,
-}
 
 /// Ends a leader's round, however it ends (a panic in the cache included): lets the next
 /// leader in and wakes the waiters.

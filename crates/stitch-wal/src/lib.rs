@@ -39,6 +39,7 @@
 //!   [`Wal::release_before`], passing the checkpoint's superblock patch: they are freed only
 //!   once it is durable.
 
+mod end;
 mod error;
 mod group;
 mod reader;
@@ -48,8 +49,9 @@ mod registry;
 mod segment;
 mod writer;
 
+pub use end::{LogDamage, LogEnd};
 pub use error::{Result, WalError};
-pub use reader::{find_log_start, segment_zones, LogDamage, LogEnd, LogReader, SkippedDamage};
+pub use reader::{find_log_start, segment_zones, LogReader, SkippedDamage};
 pub use record::{
     decode_record, encode_record, encode_record_vouching, Flags, LogRecord, RecordError,
     RECORD_HEADER_LEN, RECORD_HEADER_LEN_V1,

@@ -18,7 +18,8 @@
 //! Transaction ids must be unique within a log (AUTOCOMMIT records aside: their txn field is
 //! not used).
 
-use crate::reader::{LogEnd, LogReader, SkippedDamage};
+use crate::end::LogEnd;
+use crate::reader::{LogReader, SkippedDamage};
 use crate::registry::{OpRegistry, OP_NOOP};
 use crate::{LogPosition, LogRecord, Lsn, Result, TxnId, Wal, WalError};
 use std::collections::{HashMap, HashSet};

@@ -1,7 +1,7 @@
-//! The writing side of the log: creating a log, appending records, moving to the next
-//! segment, and giving back segments a checkpoint no longer needs.
+//! The writing side of the log: the [`Wal`] and its state (the group commit's [`SyncState`]
+//! included), creating a log, appending records, moving to the next segment, and giving back
+//! segments a checkpoint no longer needs.
 
-use crate::group::SyncState;
 use crate::record::{encode_parts, Flags, RECORD_HEADER_LEN};
 use crate::segment::{SegmentHeader, SEGMENT_HEADER_LEN, WAL_FORMAT_VERSION};
 use crate::{LogPosition, Lsn, OpId, Result, TxnId, WalError};
@@ -112,6 +112,13 @@ impl Writer {
             self.spares.push(bytes);
         }
     }
+}
+
+/// Shared by the callers of `sync_to` and `flush_async` (group commit, in `group`).
+#[derive(Debug, Default)]
+pub(crate) struct SyncState {
+    /// A leader is flushing now.
+    pub(crate) flushing: bool,
 }
 
 /// A write-ahead log being written. Thread-safe: share it in an `Arc`.

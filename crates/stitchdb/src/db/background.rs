@@ -251,8 +251,8 @@ fn pacing_delay(debt: usize, free: usize, bytes: usize) -> Duration {
 pub(crate) fn wait_while_backlogged(inner: &Inner) {
     let start = Instant::now();
     let mut waited = false;
-    // Checked under the signal lock, which [`notify_flushed`] takes too: a flush finishing
-    // between the check and the wait still wakes the writer.
+    // Checked under the signal lock, which `checkpoint::notify_flushed` takes too: a flush
+    // finishing between the check and the wait still wakes the writer.
     let mut s = inner.signal.lock();
     loop {
         let backlogged = {
@@ -318,13 +318,6 @@ impl Stalls {
             paced,
         }
     }
-}
-
-/// Wakes writers held back by [`wait_while_backlogged`]: a frozen memtable is gone (or the
-/// checkpoint that was to write it out failed).
-pub(crate) fn notify_flushed(inner: &Inner) {
-    let _s = inner.signal.lock();
-    inner.flushed.notify_all();
 }
 
 #[cfg(test)]

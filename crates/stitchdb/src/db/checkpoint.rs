@@ -4,9 +4,11 @@
 //! the old checkpoint alone referenced (the old manifest, merged runs, log segments) is
 //! released once the new superblock is durable; the zones it lies in are reused only once the
 //! superblock after that one is (the zone store holds them: the older superblock slot, what
-//! repair falls back to, may still name them).
+//! repair falls back to, may still name them). Checkpoints also wake the writers that the
+//! background pacing holds back while a frozen memtable waits to be written out
+//! (`notify_flushed`).
 
-use super::{background, log, Inner, WriteState};
+use super::{log, Inner, WriteState};
 use crate::batch::TableId;
 use crate::manifest::{Manifest, TableMeta};
 use crate::merge_iter::VersionFilter;
@@ -35,7 +37,7 @@ pub(crate) enum Trigger {
 /// turns the store read-only.
 pub(crate) fn checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
     let r = run_checkpoint(inner, trigger, None);
-    background::notify_flushed(inner);
+    notify_flushed(inner);
     inner.guard(r)
 }
 
@@ -43,12 +45,20 @@ pub(crate) fn checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId
 /// transaction's private runs: see `db::link`). Their data is not written again.
 pub(crate) fn checkpoint_linking(inner: &Arc<Inner>, link: &mut dyn Link) -> Result<PatchId> {
     let r = run_checkpoint(inner, Trigger::Explicit, Some(&mut *link));
-    background::notify_flushed(inner);
+    notify_flushed(inner);
     // A refused link (a conflict, or no room) is the caller's error, not the store's failure.
     match r {
         Err(e) if link.refused() => Err(e),
         r => inner.guard(r),
     }
+}
+
+/// Wakes writers held back by
+/// [`wait_while_backlogged`](super::background::wait_while_backlogged): a frozen memtable is
+/// gone (or the checkpoint that was to write it out failed).
+fn notify_flushed(inner: &Inner) {
+    let _s = inner.signal.lock();
+    inner.flushed.notify_all();
 }
 
 /// Runs to put in front of level 0 of their tables, newest first.
@@ -282,7 +292,7 @@ fn write_out(
     ck.log_start = log::to_start(log_pos, epoch);
     ck.next_table_id = next_table_id;
     apply_to_live(inner, change);
-    background::notify_flushed(inner);
+    notify_flushed(inner);
     let superblock = write_live_manifest(inner, &mut ck)?;
     drop(ck);
     if let Some(mut w) = held {

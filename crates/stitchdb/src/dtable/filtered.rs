@@ -33,15 +33,13 @@ impl<T: DTable> Filtered<T> {
 }
 
 impl<T: DTable> DTable for Filtered<T> {
+    /// The filter first; the dTable behind it rules the key out itself as well (a run by its
+    /// key range), so neither is asked twice.
     fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>> {
-        if !self.may_contain(key) {
+        if !self.filter.may_contain(key) {
             return Ok(None);
         }
         self.inner.get(key, snapshot)
-    }
-
-    fn may_contain(&self, key: &[u8]) -> bool {
-        self.filter.may_contain(key) && self.inner.may_contain(key)
     }
 
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {

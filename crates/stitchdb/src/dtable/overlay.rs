@@ -26,10 +26,9 @@ impl Overlay {
 impl DTable for Overlay {
     fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>> {
         let mut found = None;
+        // Each layer's `get` rules the key out itself (a run by its filter and key range),
+        // each filter probed once.
         for layer in &self.layers {
-            if !layer.may_contain(key) {
-                continue;
-            }
             if let Some(version) = layer.get(key, snapshot)? {
                 found = Some(version);
                 break;
@@ -40,10 +39,6 @@ impl DTable for Overlay {
             (None, Some(t)) => Some((t, None)),
             (found, _) => found,
         })
-    }
-
-    fn may_contain(&self, key: &[u8]) -> bool {
-        self.layers.iter().any(|l| l.may_contain(key))
     }
 
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {

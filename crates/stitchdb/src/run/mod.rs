@@ -5,6 +5,7 @@ mod block;
 mod build;
 mod cache;
 mod covered;
+mod cursor;
 mod index;
 mod rebuild;
 mod search;

@@ -9,10 +9,13 @@
 //! in order) arrives as a run of contiguous blocks that overlaps one of those keys every few
 //! blocks. By the plain rule no span of it is long enough to stitch, and the merge copies the
 //! whole rewrite to drop a few stale keys.
+//!
+//! The merge (`stitch`) asks [`shadowing_span`] through the inputs' cursors; merges over
+//! shadowed versions are tested with the merge's own tests, there.
 
 use super::block::Block;
 use super::covered::Covered;
-use super::stitch::Cursor;
+use super::cursor::{Cursor, COPY_AHEAD};
 use crate::options::Stitching;
 use crate::Result;
 use std::sync::Arc;
@@ -28,9 +31,7 @@ impl Cursor {
     fn block_at(&mut self, k: usize) -> Result<Arc<Block>> {
         while self.ahead.len() <= k {
             let first = self.next_block + self.ahead.len();
-            let read = self
-                .run
-                .blocks_ahead(first, usize::MAX, super::stitch::COPY_AHEAD)?;
+            let read = self.run.blocks_ahead(first, usize::MAX, COPY_AHEAD)?;
             self.ahead.extend(read);
         }
         Ok(self.ahead[k].clone())
@@ -211,205 +212,4 @@ fn shadows(
             .any(|s| seq.is_none_or(|q| s > q) && s <= oldest_snapshot)
     };
     Ok(older.iter().all(shadowed))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::testing::{counted_storage, entries_of, run_from};
-    use super::super::{merge_runs, MergeSpec, MergeStats, Run, Storage};
-    use crate::entry::Entry;
-    use crate::options::Stitching;
-    use proptest::prelude::*;
-    use std::collections::BTreeMap;
-    use std::sync::Arc;
-    use stitch_zone::Stream;
-
-    /// File blocks as KVFS stores them: one 4,000-byte value per key, so about one per
-    /// block.
-    fn put(key: u32, seq: u64) -> Entry {
-        Entry {
-            key: key.to_be_bytes().to_vec(),
-            seq,
-            value: Some(vec![seq as u8; 4000]),
-        }
-    }
-
-    /// The entries of both inputs in a run's order: by key, newest version first.
-    fn every_version(newer: &[Entry], older: &[Entry]) -> Vec<Entry> {
-        let mut all: Vec<Entry> = newer.iter().chain(older).cloned().collect();
-        all.sort_by(|a, b| {
-            (&a.key, std::cmp::Reverse(a.seq)).cmp(&(&b.key, std::cmp::Reverse(b.seq)))
-        });
-        all
-    }
-
-    fn merge(
-        storage: &Arc<Storage>,
-        inputs: &[Arc<Run>],
-        stitching: Stitching,
-        oldest_snapshot: u64,
-    ) -> (Arc<Run>, MergeStats) {
-        let spec = MergeSpec {
-            id: 100,
-            level: 1,
-            stitching,
-            oldest_snapshot,
-            bottom: false,
-            filter_fp_rate: None,
-            stream: Stream::Merge,
-        };
-        let (run, patch, stats) = merge_runs(storage, inputs, spec).unwrap().unwrap();
-        storage.zones.cache().flush_patch(patch).unwrap();
-        (run, stats)
-    }
-
-    #[test]
-    fn a_rewrite_is_stitched_over_the_stale_keys_it_shadows() {
-        // Random writes left every fifth key of the range; then the range was rewritten
-        // whole. No plain span reaches 64 KiB (a stale key every 20 KiB).
-        let (_, storage) = counted_storage();
-        let older: Vec<Entry> = (0..300).step_by(5).map(|k| put(k, 1)).collect();
-        let newer: Vec<Entry> = (0..300).map(|k| put(k, 2)).collect();
-        let older_run = run_from(&storage, 1, &older);
-        let newer_run = run_from(&storage, 2, &newer);
-        let (merged, stats) = merge(
-            &storage,
-            &[newer_run.clone(), older_run],
-            Stitching::default(),
-            2,
-        );
-        assert_eq!(stats.copied_bytes, 0);
-        assert_eq!(stats.stitched_bytes, newer_run.meta.data_bytes);
-        assert!(
-            entries_of(&merged) == newer,
-            "the stale versions are dropped"
-        );
-    }
-
-    #[test]
-    fn a_rewrite_of_one_key_blocks_shadows_them_unread() {
-        // File data: a block per key. The rewrite (every key, newer) is stitched, and the
-        // older input's blocks, each named by its index handle, are dropped unread, as are
-        // the rewrite's own blocks, whose versions every reader sees.
-        let (disk, storage) = counted_storage();
-        let block = |k: u32, seq: u64| Entry {
-            key: k.to_be_bytes().to_vec(),
-            seq,
-            value: Some(vec![seq as u8; 4096]),
-        };
-        let older: Vec<Entry> = (0..300).map(|k| block(k, 1)).collect();
-        let newer: Vec<Entry> = (0..300).map(|k| block(k, 2)).collect();
-        let older_run = run_from(&storage, 1, &older);
-        let newer_run = run_from(&storage, 2, &newer);
-        assert!(newer_run.blocks.iter().all(|h| h.holds_one_key()));
-        let before = disk.reads();
-        let (merged, stats) = merge(
-            &storage,
-            &[newer_run.clone(), older_run.clone()],
-            Stitching::default(),
-            2,
-        );
-        assert_eq!(disk.reads(), before, "no block read");
-        assert_eq!(stats.copied_bytes, 0);
-        assert_eq!(stats.stitched_bytes, newer_run.meta.data_bytes);
-        assert!(entries_of(&merged) == newer);
-        // A reader at 1 still sees the older blocks: they are read and kept.
-        let (merged, stats) = merge(&storage, &[newer_run, older_run], Stitching::default(), 1);
-        assert!(stats.copied_bytes > 0);
-        assert!(entries_of(&merged) == every_version(&newer, &older));
-    }
-
-    #[test]
-    fn versions_a_snapshot_sees_are_copied_not_shadowed() {
-        let (_, storage) = counted_storage();
-        let older: Vec<Entry> = (0..300).step_by(5).map(|k| put(k, 1)).collect();
-        let newer: Vec<Entry> = (0..300).map(|k| put(k, 2)).collect();
-        let inputs = [run_from(&storage, 2, &newer), run_from(&storage, 1, &older)];
-        // A reader at sequence 1 still sees the older versions.
-        let (merged, stats) = merge(&storage, &inputs, Stitching::default(), 1);
-        assert!(stats.copied_bytes > 0);
-        assert!(entries_of(&merged) == every_version(&newer, &older));
-    }
-
-    #[test]
-    fn a_key_only_the_older_input_holds_ends_the_span() {
-        // The rewrite skipped key 150, which the older input holds: blocks around it are
-        // copied, the long stretches either side stitched.
-        let (_, storage) = counted_storage();
-        let older: Vec<Entry> = (0..300).step_by(5).map(|k| put(k, 1)).collect();
-        let newer: Vec<Entry> = (0..300).filter(|&k| k != 150).map(|k| put(k, 2)).collect();
-        let inputs = [run_from(&storage, 2, &newer), run_from(&storage, 1, &older)];
-        let (merged, stats) = merge(&storage, &inputs, Stitching::default(), 2);
-        assert!(stats.copied_bytes > 0);
-        assert!(stats.stitched_bytes > 8 * stats.copied_bytes, "{stats:?}");
-        let mut expected = newer.clone();
-        expected.insert(150, put(150, 1));
-        assert!(entries_of(&merged) == expected);
-    }
-
-    /// What a reader at `snapshot` sees: each key's newest version at or below it.
-    fn visible(entries: &[Entry], snapshot: u64) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
-        let mut seen: BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)> = BTreeMap::new();
-        for e in entries.iter().filter(|e| e.seq <= snapshot) {
-            let newest = seen.get(&e.key).is_none_or(|(s, _)| *s < e.seq);
-            if newest {
-                seen.insert(e.key.clone(), (e.seq, e.value.clone()));
-            }
-        }
-        seen.into_iter().map(|(k, (_, v))| (k, v)).collect()
-    }
-
-    /// Up to four runs over keys 0..64, newest first, each key at most once per run, values
-    /// of mixed sizes (several to a block, two, or one: a block of one key, as file data's
-    /// are), tombstones among them.
-    fn inputs() -> impl Strategy<Value = Vec<Vec<(u32, Option<usize>)>>> {
-        let entry = (
-            0u32..64,
-            prop_oneof![
-                Just(None),
-                (1usize..3000).prop_map(Some),
-                (4090usize..4200).prop_map(Some)
-            ],
-        );
-        prop::collection::vec(prop::collection::btree_map(entry.0, entry.1, 1..64), 1..5)
-            .prop_map(|runs| runs.into_iter().map(|m| m.into_iter().collect()).collect())
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(128))]
-        #[test]
-        fn a_merge_keeps_what_every_reader_from_the_oldest_snapshot_sees(
-            runs in inputs(),
-            threshold in prop_oneof![Just(0u64), Just(4096), Just(64 * 1024)],
-            oldest_back in 0u64..5,
-        ) {
-            let (_, storage) = counted_storage();
-            // Run r (0 newest) holds sequence numbers above every older run's.
-            let mut all = Vec::new();
-            let mut inputs = Vec::new();
-            let n = runs.len() as u64;
-            for (r, keys) in runs.iter().enumerate() {
-                let seq = n - r as u64;
-                let entries: Vec<Entry> = keys
-                    .iter()
-                    .map(|&(k, len)| Entry {
-                        key: k.to_be_bytes().to_vec(),
-                        seq,
-                        value: len.map(|l| vec![seq as u8; l]),
-                    })
-                    .collect();
-                all.extend(entries.clone());
-                inputs.push(run_from(&storage, 1 + r as u64, &entries));
-            }
-            let oldest = n.saturating_sub(oldest_back);
-            let (merged, _) = merge(&storage, &inputs, Stitching::Threshold(threshold), oldest);
-            let out = entries_of(&merged);
-            let order = |e: &Entry| (e.key.clone(), std::cmp::Reverse(e.seq));
-            let sorted = out.windows(2).all(|w| order(&w[0]) < order(&w[1]));
-            prop_assert!(sorted, "sorted, no duplicates");
-            for snapshot in oldest..=n {
-                prop_assert_eq!(visible(&out, snapshot), visible(&all, snapshot));
-            }
-        }
-    }
 }
