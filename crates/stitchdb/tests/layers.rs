@@ -23,12 +23,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Crates whose import cycles are printed but do not fail the test, because they are being
-/// fixed elsewhere. TEMPORARY: `stitchdb-fuse` (adapter, bdi, mount, serve and sysmount import
-/// each other) is being rewritten by another developer; that rewrite removes this entry. The
-/// test fails if a crate listed here has no cycle left, so the entry cannot outlive its reason.
-const KNOWN_CYCLES_BEING_FIXED: &[&str] = &["stitchdb-fuse"];
-
 /// A module's path from its crate's root (`["db", "write"]` for `db/write.rs`, `["db"]` for
 /// `db/mod.rs`, `[]` for `lib.rs` or `main.rs`).
 type ModPath = Vec<String>;
@@ -715,34 +709,10 @@ fn crate_graphs(name: &str, src: &Path) -> BTreeMap<ModPath, Graph> {
 #[test]
 fn no_folder_of_any_crate_imports_in_a_cycle() {
     let mut failures = String::new();
-    let crates = workspace_crates();
-    for known in KNOWN_CYCLES_BEING_FIXED {
-        assert!(
-            crates.iter().any(|(name, _)| name == known),
-            "KNOWN_CYCLES_BEING_FIXED names {known}, which is not a crate of the workspace"
-        );
-    }
-    for (name, src) in &crates {
-        let reports: Vec<String> = crate_graphs(name, src)
-            .iter()
-            .filter_map(|(folder, graph)| cycle_report(name, folder, graph))
-            .collect();
-        if KNOWN_CYCLES_BEING_FIXED.contains(&name.as_str()) {
-            if reports.is_empty() {
-                writeln!(
-                    failures,
-                    "crate {name} has no import cycle left: remove it from KNOWN_CYCLES_BEING_FIXED"
-                )
-                .unwrap();
-            } else {
-                eprintln!(
-                    "allowed while being fixed (KNOWN_CYCLES_BEING_FIXED):\n{}",
-                    reports.concat()
-                );
-            }
-            continue;
+    for (name, src) in &workspace_crates() {
+        for (folder, graph) in &crate_graphs(name, src) {
+            failures.extend(cycle_report(name, folder, graph));
         }
-        failures.push_str(&reports.concat());
     }
     assert!(
         failures.is_empty(),
