@@ -3,7 +3,7 @@
 VT-tree paper's randomappend and seqinsert) on the same workloads, one process after the
 other, and print a Markdown table of throughput, write amplification and peak memory. With
 --rounds N every process runs N times (round after round, the two tools alternating) and the
-table gives medians: on a virtual machine one run can be 30% off the next.
+table gives medians: on a shared virtual machine one run can be far off the next.
 
 Every row names its durability pair (--durability): both tools are given the same db_bench
 flags, which `stitchdb bench` maps to the StitchDB level that loses what RocksDB loses:
@@ -365,7 +365,8 @@ def describe(args, groups):
 
 def release_build(args):
     """The version line of db_bench's header; exits if db_bench is a debug build (it warns
-    "Assertions are enabled; benchmarks unnecessarily slow"), which is up to 2x slower."""
+    "Assertions are enabled; benchmarks unnecessarily slow"), which is slower than a release
+    build and says nothing about RocksDB's speed."""
     probe = os.path.join(args.workdir, "db_bench-probe")
     remove_store(probe)
     os.makedirs(args.workdir, exist_ok=True)

@@ -31,8 +31,8 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 /// A yield of a polling thread that takes longer than this gave its CPU to other work: the
 /// CPU is busy, so it will not halt, and the thread sleeps until its next request instead
 /// of polling behind that work (where the time it spent spinning would make the scheduler
-/// put it behind the other work when a request comes: measured, with a CPU-bound process on
-/// the caller's CPU, unlinks took 120 us and 4,343 us in two runs against 106-115 sleeping).
+/// put it behind the other work when a request comes, delaying that request by the other
+/// work's time slices).
 const CONTENDED: Duration = Duration::from_micros(50);
 
 /// The rings of a connection, made before INIT is answered so that the daemon offers the
@@ -225,8 +225,8 @@ fn write_reply(header: &mut [u8], payload: &mut [u8], unique: u64, reply: Result
 /// request then goes to that CPU's queue, whose thread must be woken too. While the mount
 /// is busy, one thread per CPU keeps its CPU out of the halt by polling its ring, yielding
 /// to anything else that wants the CPU between looks, so the caller stays where it is and
-/// its next request is taken without a wake-up. Measured: docs/kvfs.md, "FUSE over
-/// io_uring".
+/// its next request is taken without a wake-up (docs/kvfs.md, "Polling while the mount is
+/// busy").
 struct Busy {
     epoch: Instant,
     /// Nanoseconds since `epoch` when a request last came to any queue.
@@ -278,9 +278,9 @@ struct Queue {
 impl Queue {
     fn run(&self, mut ring: IoUring<squeue::Entry128>, payload: usize) -> std::io::Result<()> {
         // All of a queue's threads stay on its CPU: one left free (to run beside a reader
-        // that keeps its CPU busy) took the requests of callers waiting for their answer
-        // too, and made creates, stats and unlinks 1.5-2.5x slower (measured: 20,000 files,
-        // bench/fs/metaops.sh), for 5% on sequential reads.
+        // that keeps its CPU busy) would take the requests of callers waiting for their
+        // answer too, serving them on the other CPU, which costs the round trips far more
+        // than it gains sequential reads.
         if self.pinned {
             pin_to_cpu(self.qid as usize);
         }
@@ -418,8 +418,7 @@ impl Queue {
     /// request, which (the kernel's free entries being a stack) is the one a lone caller's
     /// next request goes to. With the first thread always the poller, a caller that once met
     /// the other thread kept meeting it and woke it for every request, while the poller spun
-    /// for nothing: unlinks took 72-89 us a file in those runs against 44-49 in the others
-    /// (20,000 files, `bench/fs/metaops.sh`-like loops).
+    /// for nothing.
     fn polls(&self) -> bool {
         self.may_poll && self.last_server.load(Ordering::Relaxed) == self.member
     }

@@ -35,8 +35,8 @@ pub trait Disk: Send + Sync + std::fmt::Debug {
     /// Reads exactly `buf.len()` bytes at `offset`. Reading past [`Disk::len`] is an error.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     /// Reads exactly `len` bytes at `offset` into a new vector. Disks that can read into
-    /// uninitialized memory (files) skip zeroing it first, which is a tenth of the time of
-    /// reading a 4 KiB block that the page cache already holds.
+    /// uninitialized memory (files) skip zeroing it first, a pass over the buffer that is a
+    /// noticeable part of reading a 4 KiB block the page cache already holds.
     fn read_vec_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0; len];
         self.read_at(offset, &mut buf)?;

@@ -43,12 +43,10 @@ pub(crate) fn reads_direct() -> bool {
 /// Makes the calling thread's writes to a [`FileDisk`](crate::FileDisk) go straight to the
 /// device (`O_DIRECT`) where the file system offers it and the write is aligned (whole blocks
 /// from aligned buffers are), or through the page cache again (`false`, the default). A direct
-/// write saves copying every byte into the page cache (a third of a mount's CPU while it
-/// absorbed a sequential write), but returns only once the device has the bytes, where a
-/// buffered write returns after the copy and the kernel writes in the background. So it
-/// suits background threads, the flusher and the merges, and not the threads of callers, who
-/// wait for their writes: with every thread's writes direct, random 4 KiB fills ran 25-35%
-/// slower.
+/// write saves copying every byte into the page cache, but returns only once the device has
+/// the bytes, where a buffered write returns after the copy and the kernel writes in the
+/// background. So it suits background threads, the flusher and the merges, and not the
+/// threads of callers, who would wait for the device on every write.
 pub fn write_direct(on: bool) {
     WRITE_DIRECT.with(|w| w.set(on));
 }
@@ -60,9 +58,9 @@ const SPIN_READ_MAX: usize = 64 << 10;
 /// wait for the device by polling instead of sleeping, for up to `limit` (after which they
 /// sleep as usual); `Duration::ZERO` turns it off. For a thread that would otherwise be woken
 /// for each read and whose caller waits for it: on a virtual machine whose idle CPUs halt,
-/// the wake-up when the device completes costs tens of microseconds, a third of a cold 4 KiB
-/// read. Such a read starts the device (`POSIX_FADV_WILLNEED`) and retries
-/// `preadv2(RWF_NOWAIT)`, which copies the bytes once the page cache has them, until it does.
+/// the wake-up when the device completes is a large part of a cold 4 KiB read. Such a read
+/// starts the device (`POSIX_FADV_WILLNEED`) and retries `preadv2(RWF_NOWAIT)`, which copies
+/// the bytes once the page cache has them, until it does.
 pub fn spin_for_reads(limit: Duration) {
     SPIN_FOR_READS.with(|s| s.set(limit));
 }

@@ -102,7 +102,7 @@ impl Writer {
 
     /// Keeps the buffer of a piece written or dropped for a next piece, up to
     /// [`MAX_SPARES`]: a fresh buffer grew by doubling, copying what it held at every step
-    /// and faulting in new pages (with 4 KiB values, a third of a writer's time). Two are
+    /// and faulting in new pages, a large share of a writer's time with large values. Two are
     /// kept because a checkpoint lags the log by up to a segment: a new segment's piece may
     /// start before the one two segments back is released.
     fn recycle(&mut self, piece: Buffered) {
@@ -468,8 +468,7 @@ impl Wal {
     /// in large syncs (an `Ordered` log taking a steady stream of writes syncs every few
     /// milliseconds, hundreds of KiB at a time) gains next to nothing from them and would
     /// write every byte twice, so the zone after next gets none when the segment just
-    /// filled averaged more than [`ZEROS_PAY_UP_TO`] a sync (measured: an untar of the
-    /// Linux source had the flusher write 2.8 GiB, a third of it zeros).
+    /// filled averaged more than [`ZEROS_PAY_UP_TO`] a sync.
     fn next_segment(&self, w: &mut Writer) -> Result<()> {
         // Allocate first: running out of space leaves the log as it was.
         let after_next = self.zones.alloc_zone()?;

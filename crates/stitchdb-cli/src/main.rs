@@ -16,8 +16,8 @@ use clap::Parser;
 use error::CliError;
 use std::process::ExitCode;
 
-// The engine allocates a node per memtable entry and a buffer per block; glibc's allocator spent
-// a third of a fill's CPU time in malloc and free (perf, fillseq), mimalloc a fraction of it.
+// The engine allocates a node per memtable entry and a buffer per block, many small short-lived
+// allocations, which mimalloc serves with less CPU time than glibc's allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -38,9 +38,7 @@ struct Cli {
 /// Turns transparent huge pages off for this process. mimalloc asks for them on the memory it
 /// maps, and the kernel then zeroes a whole 2 MiB page at the first touch of each: memory the
 /// engine allocates and frees at a high rate (a log buffer per segment, block lists, the
-/// cache's tables) made that a tenth of a flush's time. Off, `randomappend` at 4 KiB ran
-/// 46,700 against 42,900 ops/s with a quarter less system time (medians of six, see
-/// docs/benchmarks.md); 100-byte fills and reads did not move.
+/// cache's tables) made that zeroing a visible share of a flush's time.
 ///
 /// The flag belongs to the process's memory map, so every thread started later has it too.
 /// Failing (a kernel without it) leaves huge pages on, which costs speed only.

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! Every phase is one operation (one commit) per file, as the mount makes them; the layouts
-//! take turns going first in each round. docs/kvfs.md has the figures and the decision.
+//! take turns going first in each round. docs/kvfs.md ("Small files") gives the decision.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 

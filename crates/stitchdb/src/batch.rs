@@ -114,8 +114,7 @@ pub(crate) struct OpsPayload<'a> {
 }
 
 /// Values at least this long stay where the batch holds them. Shorter ones are cheaper to copy
-/// than to give a piece of their own (100-byte `fillrandom` ran 7% slower when every value
-/// had one).
+/// than to give a piece of their own.
 const LONG_VALUE: usize = 1024;
 
 /// The bytes of `value` an [`OpsPayload`] copies into its own buffer.

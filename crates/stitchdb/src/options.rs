@@ -41,9 +41,9 @@ pub struct Options {
     pub recycle_bytes: u64,
     /// Free zones a background thread keeps allocated in the store's file beyond those held
     /// back (8): a writer moving to a new zone then does not wait while the file system
-    /// allocates its blocks (on ext4, tens of milliseconds when the allocation bitmaps are
-    /// not cached). The file is that many zones longer than it must be; 0 allocates each
-    /// zone when it is taken, on the taker's thread.
+    /// allocates its blocks (on ext4, a disk read for each allocation bitmap not cached). The
+    /// file is that many zones longer than it must be; 0 allocates each zone when it is taken,
+    /// on the taker's thread.
     pub ahead_zones: u64,
     /// A memtable is written out as a run once it holds this many bytes.
     pub memtable_size: usize,
@@ -59,7 +59,7 @@ pub struct Options {
     /// paces writers while the merge threads still have time to spare between bursts; at 20
     /// fills run at the merges' pace over the whole fill, merges may finish after it (as
     /// RocksDB's level-0 compactions do), and point reads right after a fill are slower until
-    /// they have (figures in docs/benchmarks.md).
+    /// they have.
     pub slowdown_runs: usize,
     /// Threads merging levels in the background (1 or 2): a merge claims the levels it merges,
     /// so the second thread merges other tables, or levels of the same table no running merge
@@ -68,8 +68,7 @@ pub struct Options {
     /// How much nicer than the thread opening the store compaction threads run (0 to 19;
     /// Linux only, elsewhere ignored). Writers and the flusher are what a writer waits for;
     /// merges only have to keep up on average (pacing slows writers when they do not), so by
-    /// default they yield the CPU: 5. On 2 cores, 250,000 random 4 KiB appends ran at 49
-    /// kops/s against 43 at 0 (medians of three rounds).
+    /// default they yield the CPU: 5.
     pub compaction_nice: u8,
     /// How merges of new tables stitch blocks (change a table's with `Db::set_stitching`).
     pub stitching: Stitching,

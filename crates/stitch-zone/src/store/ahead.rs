@@ -1,8 +1,8 @@
 //! Zones allocated ahead of need. A writer that fills its zone takes the next one under the
 //! store's lock, and a zone that is not recycled must first have its blocks allocated by the
 //! file system (`fallocate`), which on ext4 reads the allocation bitmaps of every block
-//! group it looks at that it has not cached: tens of milliseconds each after the page cache
-//! was dropped, with the lock held and the writer (a commit, a FUSE write) waiting. A
+//! group it looks at that it has not cached, a read from the disk for each, with the lock
+//! held and the writer (a commit, a FUSE write) waiting. A
 //! background thread keeps [`ZoneConfig::ahead_zones`](super::ZoneConfig::ahead_zones)
 //! free zones allocated instead (the store's *ready* zones), growing the file and
 //! allocating outside the lock, so writers find them allocated.

@@ -90,9 +90,8 @@ impl Default for ZoneConfig {
 /// The default of [`ZoneConfig::recycle_bytes`]: room for the output of a large merge.
 pub const DEFAULT_RECYCLE_BYTES: u64 = 1 << 30;
 
-/// The default of [`ZoneConfig::ahead_zones`]: 64 MiB of 8 MiB zones, what a writer at a
-/// gigabyte a second fills while the file system reads the allocation bitmaps of a block
-/// group it has not cached (tens of milliseconds on this machine).
+/// The default of [`ZoneConfig::ahead_zones`]: 64 MiB of 8 MiB zones, room for a fast writer
+/// while the file system reads the allocation bitmaps of a block group it has not cached.
 pub const DEFAULT_AHEAD_ZONES: u64 = 8;
 
 impl ZoneConfig {
@@ -979,8 +978,8 @@ impl ZoneStore {
     /// the background did not zero yet stays unwritten: zeros only save the syncs of a log
     /// that appends slowly the change of the file's block map (see `write_zeros`), and
     /// such a log leaves the background time to zero its next zone whole. A log that
-    /// outruns the background gains little from them, and zeroing the rest here stalled
-    /// every commit behind the one moving the log (up to 250 ms, traced during an untar).
+    /// outruns the background gains little from them, and zeroing the rest here would stall
+    /// every commit behind the one moving the log.
     pub fn zone_ready(&self, zone: ZoneId) {
         self.unzeroed.lock().remove(&zone);
     }
@@ -1005,9 +1004,8 @@ impl ZoneStore {
     /// Writes zeros over bytes `from..to` of an owned zone whose blocks were never written
     /// (new, or punched out), and starts writing them back; returns whether it could. On a
     /// file system, the first write into a block also changes the file's block map, which
-    /// the next sync writes too: a log appending small synced records into such a zone paid
-    /// that on every sync (8 KiB appended and `fdatasync`ed, on this machine's ext4: 216-294
-    /// us into a sparse or fallocated range, 121-149 us over written blocks). Zeros are what
+    /// the next sync writes too: a log appending small synced records into such a zone would pay
+    /// that second write on every sync. Zeros are what
     /// a never-written zone reads as anyway, and the log allocates its next zone a segment
     /// ahead, so the zeros, written meanwhile by a background thread, are on the disk before
     /// the log reaches them. A failure only loses the speed-up.

@@ -3,8 +3,8 @@
 //! A merge changes the counts of thousands of blocks at a time, in the order they lie on the
 //! disk (a run's blocks were appended one after another), under the zone store's lock that
 //! every append also takes. In one hash table over every extent of the store (half a
-//! million for 2 GiB of 4 KiB blocks) each of those changes was a cache miss: 45% of a
-//! merge thread's samples during a sequential fill. Here a zone's extents lie in one sorted
+//! million for 2 GiB of 4 KiB blocks) each of those changes would be a cache miss, which made
+//! reference counting a large share of a merge's time. Here a zone's extents lie in one sorted
 //! vector, and a lookup first tries the slot after the one found last, so a walk in disk
 //! order costs a comparison an extent.
 //!
