@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# metaops.sh STITCHDB [N]: mounts a fresh store with the given stitchdb binary and times N (default
-# 20,000) empty files created, stated and unlinked through it (directories of 1,000; caches
-# dropped before the stat and unlink phases), in microseconds per file. As root. Two binaries
+# metaops.sh STITCHDB [N] [MOUNT_OPTIONS]: mounts a fresh store with the given stitchdb binary
+# (with `-o MOUNT_OPTIONS` if given) and times, in microseconds per file, N (default 20,000)
+# empty files created, stated cold (caches dropped), stated again warm, stated through a path
+# eight directories deep, and unlinked (caches dropped), in directories of 1,000. As root.
+# Two binaries, or two option sets (`default_permissions` against `no_default_permissions`),
 # timed alternately show what a change does to the round trips of metadata operations.
 set -euo pipefail
-BIN=$1; N=${2:-20000}; ROOT="$(cd "$(dirname "$0")/../.." && pwd)"; mkdir -p "$ROOT/target"; W=$(mktemp -d "$ROOT/target/metaops.XXXX")
+BIN=$1; N=${2:-20000}; OPTS=${3:-}
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"; mkdir -p "$ROOT/target"; W=$(mktemp -d "$ROOT/target/metaops.XXXX")
 mkdir -p $W/mnt; $BIN init $W/s.store >/dev/null
-$BIN mount $W/s.store $W/mnt
+$BIN mount $W/s.store $W/mnt ${OPTS:+-o "$OPTS"}
 trap 'fusermount3 -u $W/mnt 2>/dev/null; sleep 0.5; rm -rf $W' EXIT
 python3 - $W/mnt $N <<'PY'
 import os, sys, time
@@ -22,10 +25,19 @@ os.system("echo 3 > /proc/sys/vm/drop_caches")
 t = time.monotonic()
 for p in paths: os.stat(p)
 s = time.monotonic() - t
+t = time.monotonic()
+for p in paths: os.stat(p)
+w = time.monotonic() - t
+deep = os.path.join(root, *[f"level{i}" for i in range(8)])
+os.makedirs(deep); leaf = os.path.join(deep, "leaf"); open(leaf, "w").close()
+t = time.monotonic()
+for _ in range(n): os.stat(leaf)
+d = time.monotonic() - t
 os.system("echo 3 > /proc/sys/vm/drop_caches")
 t = time.monotonic()
 for p in paths: os.unlink(p)
-for d in sorted(made): os.rmdir(d)
+for dd in sorted(made): os.rmdir(dd)
 u = time.monotonic() - t
-print(f"create {c*1e6/n:.0f} us  stat {s*1e6/n:.0f} us  unlink {u*1e6/n:.0f} us")
+print(f"create {c*1e6/n:.0f} us  stat {s*1e6/n:.0f} us  warm stat {w*1e6/n:.1f} us  "
+      f"deep stat {d*1e6/n:.1f} us  unlink {u*1e6/n:.0f} us")
 PY

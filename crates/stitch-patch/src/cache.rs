@@ -76,8 +76,8 @@ pub(crate) struct CacheState {
     pub graph: PatchGraph,
     pub clean: CleanBlocks,
     /// Buffers of written blocks not kept clean, for the next fresh dirty blocks: appends
-    /// dirty a block per 4 KiB, and zeroing a new allocation for each costs a tenth of a
-    /// merge's time.
+    /// dirty a block per 4 KiB, and zeroing a new allocation for each would be paid on every
+    /// block a merge writes.
     pub spare: Vec<Vec<u8>>,
     /// Bumped whenever the cache changes the disk (a flush round starts writing, a hole is
     /// punched): a block read from the disk meanwhile may be stale and is read again.

@@ -18,7 +18,7 @@
 //!   ordering constraint (`merge`), so a log tail or a rewritten data block stays one patch,
 //!   and a stream of appends that wait for nothing stays one patch across its blocks
 //!   (`PatchGraph::write_span`) rather than a patch per block and empty patches joining them,
-//!   whose bookkeeping costs a large share of writing a run (measured in `docs/benchmarks.md`).
+//!   whose bookkeeping would cost more than the writes it orders.
 //! - A patch spanning blocks is written with all of its blocks in one round, and nothing that
 //!   depends on it shares a round with it: a crash may keep one block's write and lose
 //!   another's.

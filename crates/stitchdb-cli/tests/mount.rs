@@ -555,10 +555,12 @@ fn run_pjdfstest(
     (summary, failed)
 }
 
-/// pjdfstest on a mount, with and without the kernel's write-back cache, and served through
-/// `/dev/fuse` rather than io_uring queues: every case passes
-/// (with the cache, given naps longer than the kernel's clock tick: docs/kvfs.md, "Time
-/// stamps"). Skipped, saying why, without root (pjdfstest switches users), FUSE or the runner.
+/// pjdfstest on a mount with `allow_other`, so that its cases run as other users too: with
+/// and without the kernel's write-back cache, with and without `default_permissions` (the
+/// file system deciding alone), and served through `/dev/fuse` rather than io_uring queues:
+/// every case passes (with the cache, given naps longer than the kernel's clock tick:
+/// docs/kvfs.md, "Time stamps"). Skipped, saying why, without root (pjdfstest switches
+/// users), FUSE or the runner.
 #[test]
 fn pjdfstest_passes_on_a_mount() {
     if let Some(why) = fuse_unavailable() {
@@ -586,6 +588,11 @@ fn pjdfstest_passes_on_a_mount() {
     // test runs as root, which turns them on); this one through /dev/fuse.
     let (summary, failed) = run_pjdfstest(&runner, "allow_other,no_io_uring", Some("0.011"));
     eprintln!("pjdfstest, write-back cache, 11 ms naps, /dev/fuse: {summary}");
+    assert!(failed.is_empty(), "failed: {failed:?}");
+    // The kernel checks no permission: the file system decides every call it is asked about.
+    let (summary, failed) =
+        run_pjdfstest(&runner, "allow_other,no_default_permissions", Some("0.011"));
+    eprintln!("pjdfstest, without default_permissions: {summary}");
     assert!(failed.is_empty(), "failed: {failed:?}");
 }
 

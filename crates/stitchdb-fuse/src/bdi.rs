@@ -5,13 +5,13 @@
 //! daemon it cannot trust: 128 KiB of readahead, at most 1% of the dirty-page limit
 //! (`max_ratio`), and that share enforced on its own (`strict_limit`: the mount is throttled
 //! to the write rate it has shown, even while the machine's dirty pages are far below their
-//! limit), where a disk gets its queue's readahead (8 MiB on this machine's virtio disk), up
-//! to 100% and no strict limit. With 1%, or with a strict limit after a spell of small synced
+//! limit), where a disk gets its queue's readahead (often megabytes), up to 100% and no
+//! strict limit. With 1%, or with a strict limit after a spell of small synced
 //! writes taught the kernel a low rate, the kernel writes a file's pages back long before
 //! they could gather into large requests: random 4 KiB writes over 1 GiB reach the store one
 //! page at a time. A mount by root (which the store trusts anyway) takes the settings of the
 //! disk holding its store instead, unless `-o read_ahead_kb=N`, `-o max_ratio=N` or
-//! `-o strict_limit=0|1` say otherwise. Measured in docs/kvfs.md, "Serving".
+//! `-o strict_limit=0|1` say otherwise (docs/kvfs.md, "Serving").
 
 use crate::mountinfo::mounts;
 use parking_lot::Mutex;

@@ -185,7 +185,8 @@ impl MountConfig {
             // change times itself, from its coarse clock (the last timer tick: up to 4 ms
             // behind here). A new file stamped from the exact clock then had its first write
             // dated before its creation, and before files made just after it: a file written
-            // after another was made came out older (200 of 200 tries), which misleads make.
+            // after another was made came out older, which misleads make. Writes then leave
+            // those times to the kernel (see `FsOptions::file_clock`).
             file_clock: self.serve_options().writeback_cache.then(coarse_clock),
             // The kernel holds inodes until it forgets them (`KvFuse::forget`).
             keep_deleted: true,

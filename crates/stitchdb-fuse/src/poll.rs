@@ -4,10 +4,8 @@
 //! Why: a FUSE request is a ping-pong between the caller's thread and the session thread.
 //! When the session thread sleeps in `read`, each request has to wake it, and on a virtual
 //! machine whose idle CPUs halt (no halt-polling in the guest), waking a thread on another,
-//! halted CPU costs tens of microseconds: more than the operation itself. Measured on the
-//! 2-CPU VM this project is benchmarked on, 20,000 files: a create took 126 us, a cold stat
-//! 67 us and an unlink 155 us with the thread sleeping, and 58, 27-34 and 81 us with it
-//! polling (docs/kvfs.md, "Serving").
+//! halted CPU costs tens of microseconds: more than the operation itself (docs/kvfs.md,
+//! "Serving").
 //!
 //! How: `fuser`'s session loop retries a read that fails with `EAGAIN` at once, so making the
 //! device's file description non-blocking turns that loop into a poll. Every request marks
@@ -167,8 +165,8 @@ impl Shared {
                 continue;
             }
             // A whole window at a time: while requests keep coming the controller wakes once
-            // per window (it woke every half window: 5% of a CPU during an untar), and the
-            // device goes back to sleeping at most two windows after the last request.
+            // per window (waking more often costs CPU the requests need), and the device goes
+            // back to sleeping at most two windows after the last request.
             let _ = self.wake.wait_for(&mut stop, self.window);
         }
     }

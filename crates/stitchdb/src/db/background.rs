@@ -84,7 +84,7 @@ fn run_flusher(inner: &Arc<Inner>) {
             }
         }
         // The log's next zone, taken a segment ahead, gets its zeros here rather than from
-        // the commit that moves the log into it (8 MiB written while that commit waits).
+        // the commit that moves the log into it (a whole zone written while it waits).
         inner.zones.zero_zones();
         if ckpt {
             match checkpoint::checkpoint(inner, Trigger::Background) {
@@ -123,7 +123,7 @@ fn run_compactor(inner: &Arc<Inner>, stream: Stream) {
     lower_priority(inner.opts.compaction_nice);
     // A merge makes its input runs durable before stitching them, so while a mount absorbs a
     // sequential write this thread writes out most of the ingested file data; buffered, the
-    // kernel's copy into the page cache was half of its CPU time (see
+    // kernel's copy into the page cache would cost it as much CPU as the merge itself (see
     // `stitch_io::write_direct`).
     stitch_io::write_direct(true);
     let mut last_work = std::time::Instant::now();

@@ -4,8 +4,8 @@
 //! bytes it does not share with the key before it; the first key is stored whole, so a block
 //! can be read without its index handle (repair rebuilds a run whose index is lost from its
 //! blocks).
-//! Sorted keys share long prefixes (a run of 16-byte keys typically shares 10 or more bytes
-//! between neighbours), so storing only what differs saves a tenth of a small-value block. A
+//! Sorted keys share long prefixes (neighbours in a run of 16-byte keys typically share most
+//! of their bytes), so each entry stores only the bytes that differ from the previous key. A
 //! block is parsed whole once (then cached): keys are rebuilt into one buffer, every entry is
 //! validated, and lookups binary-search the parsed entries. Versions 1 to 4 are read, version
 //! 4 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
@@ -73,7 +73,7 @@ impl BlockWriter {
     pub fn add(&mut self, e: EntryRef) {
         let shared = if self.count == 0 {
             // Room for a block's worth and the entry that takes it past its target, so the
-            // payload is not reallocated as it fills (a tenth of a flush with 4 KiB values).
+            // payload is not reallocated (and copied again) as it fills.
             let entry = e.key.len() + e.value.map_or(0, <[u8]>::len) + 32;
             self.body.reserve(CACHE_LINE + 4096 + entry);
             self.body.clear();
@@ -108,12 +108,11 @@ impl BlockWriter {
 
     /// Shifts the block within its buffer so that `v`, appended next, lands at the offset
     /// within a cache line it has where it is copied from. `memcpy` copies large values with
-    /// `rep movsb`, which on this machine's AMD EPYC runs two to three times slower when the
+    /// `rep movsb`, which some CPUs (AMD EPYC among them) run several times slower when the
     /// destination lies 8-31 bytes past the source's offset in a line than when the offsets
     /// match. A memtable's 4 KiB values are page-aligned and a new block's buffer too, so
     /// with the bytes in front of a one-entry block's value (its version, key and lengths)
-    /// every flush hit the slow case (the value copy took 7.6% of a 4 KiB `randomappend`'s
-    /// samples with 24 bytes in front; 2.3% with version 2's 41).
+    /// every flush of large values would hit the slow case.
     fn align_value(&mut self, v: &[u8]) {
         let dst = self.body.as_ptr() as usize + self.body.len();
         let lead = (v.as_ptr() as usize).wrapping_sub(dst) % CACHE_LINE;

@@ -65,7 +65,7 @@ impl Cursor {
         }
         // The first block not wholly below `key`, galloping from the cursor: `key` is
         // usually a block or two ahead of it, and a binary search of the whole index per
-        // block read ahead costs a tenth of a merge.
+        // block read ahead would be paid on every block a merge reads.
         let rest = &self.run.blocks[self.next_block..];
         let below = |h: &BlockHandle| h.last_key.as_slice() < key;
         let mut bound = 1;

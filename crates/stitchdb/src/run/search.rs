@@ -25,8 +25,8 @@ pub struct BlockSearch {
 }
 
 /// Fences searched in two steps: a run of 200,000 blocks has 1.6 MB of them, and a binary
-/// search over that many missed the CPU's caches at most of its 18 probes (a fifth of a 4 KiB
-/// `seekrandom`'s time, one search per run). Every [`STRIDE`]-th fence is kept in a summary
+/// search over that many misses the CPU's caches at most of its 18 probes, once per run on
+/// every seek. Every [`STRIDE`]-th fence is kept in a summary
 /// 1/32 the size, which stays in cache; the summary picks the stride, and a search within it
 /// touches four cache lines.
 #[derive(Clone)]
@@ -135,8 +135,8 @@ impl BlockSearch {
 
 /// How many of `fences` (sorted, none below `f`), from the first, equal `f`, found by
 /// galloping from the start: a fence ties only among blocks whose keys share their eight bytes,
-/// so there are few, and a binary search over the rest of the run (half a seek's time, its
-/// probes missing the cache as the search for the first one did) is not needed to find them.
+/// so there are few, and a binary search over the rest of the run (its probes missing the
+/// cache as the search for the first one did) is not needed to find them.
 fn leading_ties(fences: &[u64], f: u64) -> usize {
     let mut bound = 1;
     while bound <= fences.len() && fences[bound - 1] == f {

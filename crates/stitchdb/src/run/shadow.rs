@@ -123,7 +123,7 @@ impl Cursor {
 /// versions of a block of one key, which are not read to tell. File data is stored a block
 /// (4 KiB) to a key, so every block of a file's data is such a block, and a rewrite of a
 /// range shadows the older blocks in it without reading them (a merge after random writes
-/// over a 1 GiB file read the file's older blocks whole, half of its CPU time, only to drop
+/// over a large file would otherwise read the file's older blocks whole, only to drop
 /// them). No sequence number is needed: a version in an older input is older than any
 /// version of its key in a newer one (readers take the first input holding a key).
 type OlderEntry = (Vec<u8>, Option<u64>);

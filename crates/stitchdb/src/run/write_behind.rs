@@ -2,9 +2,8 @@
 //!
 //! A builder makes its blocks durable every few megabytes (so a large merge does not hold its
 //! whole output as dirty blocks). Done in the builder's thread, that flush (copying the blocks
-//! to the file, syncing, committing) takes a large share of a merge's time while the other core
-//! idles (measured in `docs/benchmarks.md`); on a helper thread it overlaps with encoding the
-//! next blocks.
+//! to the file, syncing, committing) keeps the builder waiting on the device while the other
+//! core idles; on a helper thread it overlaps with encoding the next blocks.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
