@@ -308,6 +308,13 @@ mod tests {
         for g in groups {
             assert_eq!(me.in_group(g.as_raw()), Membership::Yes);
         }
+        // A thread that has exited: nothing left to read.
+        let gone = std::thread::spawn(|| rustix::thread::gettid().as_raw_nonzero().get() as u32)
+            .join()
+            .unwrap();
+        let exited = Caller::thread(uid, gid, gone);
+        assert_eq!(exited.in_group(gid.wrapping_add(12345)), Membership::Unknown);
+        assert!(!exited.capable(Cap::DacOverride));
         // Another uid than the thread's: the status is not this caller's.
         let other = Caller::thread(uid.wrapping_add(1), gid, tid);
         assert_eq!(other.in_group(gid.wrapping_add(12345)), Membership::Unknown);

@@ -356,6 +356,23 @@ impl<K: Kv> Op<'_, K> {
         }
     }
 
+    /// The entry `name` in directory `d` and the attributes of its inode, if the caller may
+    /// remove it (`ENOENT`, `EACCES`, `EPERM` for a sticky directory).
+    fn removable(&mut self, d: &Attr, name: &[u8]) -> FsResult<(Entry, Attr)> {
+        let e = self
+            .entry(d.ino, name)?
+            .ok_or(FsError::Errno(libc::ENOENT))?;
+        let victim = self.attr(e.ino)?;
+        permit(
+            self.caller,
+            Check::RemoveName {
+                dir: d,
+                victim: &victim,
+            },
+        )?;
+        Ok((e, victim))
+    }
+
     /// `unlink`: removes the name `name` of a non-directory from `parent`.
     pub fn unlink(&mut self, parent: u64, name: &[u8]) -> FsResult<()> {
         check_name(name)?;
@@ -363,17 +380,7 @@ impl<K: Kv> Op<'_, K> {
         if is_dot(name) {
             return err(libc::EISDIR);
         }
-        let e = self
-            .entry(parent, name)?
-            .ok_or(FsError::Errno(libc::ENOENT))?;
-        let a = self.attr(e.ino)?;
-        permit(
-            self.caller,
-            Check::RemoveName {
-                dir: &d,
-                victim: &a,
-            },
-        )?;
+        let (e, a) = self.removable(&d, name)?;
         if a.kind == Kind::Dir {
             return err(libc::EISDIR);
         }
@@ -399,17 +406,7 @@ impl<K: Kv> Op<'_, K> {
             return err(libc::ENOTEMPTY);
         }
         check_name(name)?;
-        let e = self
-            .entry(parent, name)?
-            .ok_or(FsError::Errno(libc::ENOENT))?;
-        let a = self.attr(e.ino)?;
-        permit(
-            self.caller,
-            Check::RemoveName {
-                dir: &d,
-                victim: &a,
-            },
-        )?;
+        let (e, a) = self.removable(&d, name)?;
         if a.kind != Kind::Dir {
             return err(libc::ENOTDIR);
         }

@@ -306,3 +306,146 @@ pub fn bits_kept(a: &Attr, caller: &Caller, change: Change) -> u32 {
 fn in_group_or_capable(caller: &Caller, gid: u32) -> bool {
     caller.surely_in_group(gid) || caller.capable(Cap::Fsetid)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Timespec;
+
+    fn inode(kind: Kind, perm: u32, uid: u32, gid: u32) -> Attr {
+        let t = Timespec { secs: 0, nanos: 0 };
+        Attr {
+            ino: 7,
+            kind,
+            perm,
+            uid,
+            gid,
+            nlink: 1,
+            size: 0,
+            rdev: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            parent: 0,
+            next_cookie: 0,
+            no_xattrs: true,
+        }
+    }
+
+    const CAPS: [Cap; 8] = [
+        Cap::Chown,
+        Cap::DacOverride,
+        Cap::DacReadSearch,
+        Cap::Fowner,
+        Cap::Fsetid,
+        Cap::SysAdmin,
+        Cap::Mknod,
+        Cap::Setfcap,
+    ];
+
+    /// Every check `permit` makes of one inode (and of a directory holding it).
+    fn checks<'a>(a: &'a Attr, dir: &'a Attr) -> Vec<Check<'a>> {
+        let mut v: Vec<Check<'a>> = (0..8).map(|mask| Check::Access(a, mask)).collect();
+        v.extend([
+            Check::AddName(dir),
+            Check::RemoveName { dir, victim: a },
+            Check::Reparent(a),
+            Check::Chmod(a),
+            Check::Chown {
+                inode: a,
+                uid: None,
+                gid: Some(50),
+            },
+            Check::Chown {
+                inode: a,
+                uid: Some(a.uid),
+                gid: Some(a.gid),
+            },
+            Check::SetTimes {
+                inode: a,
+                touch: true,
+            },
+            Check::SetTimes {
+                inode: a,
+                touch: false,
+            },
+            Check::Link(a),
+            Check::DropCapabilities(a),
+            Check::MakeDevice,
+        ]);
+        for name in [&b"user.x"[..], b"trusted.x", b"security.x"] {
+            for write in [false, true] {
+                v.push(Check::Xattr {
+                    inode: a,
+                    name,
+                    write,
+                });
+            }
+        }
+        v
+    }
+
+    /// A caller whose supplementary groups and capabilities cannot be read (an exited
+    /// thread, or none named) is never granted what a caller with the same ids would be
+    /// refused, whatever its groups and capabilities are: every check of every mode, owner,
+    /// group and kind, against callers in and out of the groups, with and without every
+    /// capability. The bits kept by writes and chowns are never more than theirs either.
+    #[test]
+    fn unknown_credentials_are_never_more_permissive_than_any_known_ones() {
+        let modes = [
+            0o000, 0o604, 0o060, 0o640, 0o707, 0o1777, 0o2775, 0o6755, 0o4711, 0o070,
+        ];
+        let kinds = [Kind::File, Kind::Dir, Kind::Fifo];
+        let mut compared = 0;
+        for uid in [0, 10] {
+            for gid in [20, 50] {
+                let unknown = Caller::thread(uid, gid, 0);
+                let known = [
+                    Caller::new(uid, gid, vec![]),
+                    Caller::new(uid, gid, vec![50, 60]),
+                    Caller::new(uid, gid, vec![60]),
+                ];
+                // With every capability and with none, for each.
+                let known: Vec<Caller> = known
+                    .iter()
+                    .flat_map(|c| {
+                        [true, false].map(|has| {
+                            CAPS.into_iter()
+                                .fold(c.clone(), |c, cap| c.knowing(cap, has))
+                        })
+                    })
+                    .collect();
+                for &kind in &kinds {
+                    for &perm in &modes {
+                        for (owner, group) in [(uid, 50), (99, 50), (99, gid), (99, 60)] {
+                            let a = inode(kind, perm, owner, group);
+                            let dir = inode(Kind::Dir, perm, owner, group);
+                            for (i, check) in checks(&a, &dir).into_iter().enumerate() {
+                                if permit(&unknown, check).is_err() {
+                                    continue;
+                                }
+                                for k in &known {
+                                    let again = checks(&a, &dir)[i];
+                                    assert!(
+                                        permit(k, again).is_ok(),
+                                        "{check:?} granted with unknown credentials but \
+                                         refused to {k:?}"
+                                    );
+                                    compared += 1;
+                                }
+                            }
+                            for change in [Change::Contents, Change::Owner] {
+                                let kept = bits_kept(&a, &unknown, change);
+                                for k in &known {
+                                    assert_eq!(kept & !bits_kept(&a, k, change), 0);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 1000, "only {compared} grants compared");
+    }
+}
