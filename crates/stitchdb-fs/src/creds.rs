@@ -313,7 +313,10 @@ mod tests {
             .join()
             .unwrap();
         let exited = Caller::thread(uid, gid, gone);
-        assert_eq!(exited.in_group(gid.wrapping_add(12345)), Membership::Unknown);
+        assert_eq!(
+            exited.in_group(gid.wrapping_add(12345)),
+            Membership::Unknown
+        );
         assert!(!exited.capable(Cap::DacOverride));
         // Another uid than the thread's: the status is not this caller's.
         let other = Caller::thread(uid.wrapping_add(1), gid, tid);
