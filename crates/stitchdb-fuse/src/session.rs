@@ -37,7 +37,7 @@ const FORGET_NAP: Duration = Duration::from_millis(2);
 const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 
 /// The FUSE file system served through `/dev/fuse` (and the io_uring queues' start): every
-/// request is served by the table ([`Served`]). Requests that change something are served in
+/// request is served by the table (`table::Served`). Requests that change something are served in
 /// the order they arrive, on the session's thread (each is one commit); reads of file data
 /// are handed to worker threads, so a slow read (a cold block) does not hold up the requests
 /// behind it; except a short read of file data when the session thread polls and no request
