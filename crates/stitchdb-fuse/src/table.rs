@@ -8,7 +8,9 @@ use crate::options::ServeOptions;
 use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::Arc;
-use stitchdb_fs::{Attr, Caller, Cap, DirEntry, Fs, FsError, Kind, SetAttr, BLOCK_SIZE, R, W};
+use stitchdb_fs::{
+    permit, Attr, Caller, Cap, Check, DirEntry, Fs, FsError, Kind, SetAttr, BLOCK_SIZE, R, W,
+};
 
 /// Entries read from the store per batch while filling a readdir reply.
 const READDIR_BATCH: usize = 128;
@@ -353,7 +355,7 @@ impl Served {
             libc::O_RDONLY => R,
             _ => R | W,
         };
-        self.fs.access(caller, a.ino, mask).map_err(|e| errno(&e))
+        permit(caller, Check::Access(&a, mask)).map_err(|e| errno(&e))
     }
 
     /// STATFS: the store grows into its device's free space.
