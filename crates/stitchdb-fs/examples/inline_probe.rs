@@ -18,7 +18,6 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::HashMap;
 use std::time::Instant;
 use stitchdb::{Db, Durability, Options, TableId};
 use stitchdb_fs::{Batch, Caller, Fs, FsOptions, FsResult, Kind, Kv, Op, Tables, ROOT_INO};
@@ -59,7 +58,7 @@ impl<K: Kv> InlineKv<K> {
         if let Some(mut v) = self.inner.get(self.inodes, &ino_key(ino))? {
             v.truncate(ATTR_BYTES);
             v.extend_from_slice(block);
-            self.inner.put(self.inodes, &ino_key(ino), v);
+            self.inner.put(self.inodes, &ino_key(ino), v)?;
         }
         Ok(())
     }
@@ -102,9 +101,9 @@ impl<K: Kv> Kv for InlineKv<K> {
         Ok(out)
     }
 
-    fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>) {
+    fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>) -> FsResult<()> {
         if table == self.data && block_of(key).1 == 0 {
-            self.set_inline(block_of(key).0, &value).unwrap();
+            self.set_inline(block_of(key).0, &value)
         } else if table == self.inodes {
             assert_eq!(
                 value.len(),
@@ -116,25 +115,25 @@ impl<K: Kv> Kv for InlineKv<K> {
             if let Some(b) = self.inline(ino).unwrap() {
                 v.extend_from_slice(&b);
             }
-            self.inner.put(table, key, v);
+            self.inner.put(table, key, v)
         } else {
-            self.inner.put(table, key, value);
+            self.inner.put(table, key, value)
         }
     }
 
-    fn delete(&mut self, table: TableId, key: &[u8]) {
+    fn delete(&mut self, table: TableId, key: &[u8]) -> FsResult<()> {
         if table == self.data && block_of(key).1 == 0 {
-            self.set_inline(block_of(key).0, &[]).unwrap();
+            self.set_inline(block_of(key).0, &[])
         } else {
-            self.inner.delete(table, key);
+            self.inner.delete(table, key)
         }
     }
 
-    fn delete_range(&mut self, table: TableId, start: &[u8], end: &[u8]) {
+    fn delete_range(&mut self, table: TableId, start: &[u8], end: &[u8]) -> FsResult<()> {
         if table == self.data && block_of(start).1 == 0 {
-            self.set_inline(block_of(start).0, &[]).unwrap();
+            self.set_inline(block_of(start).0, &[])?;
         }
-        self.inner.delete_range(table, start, end);
+        self.inner.delete_range(table, start, end)
     }
 }
 
@@ -144,7 +143,6 @@ struct Side {
     db: Db,
     tables: Tables,
     caller: Caller,
-    open: HashMap<u64, u32>,
     next_ino: u64,
 }
 
@@ -162,7 +160,6 @@ impl Side {
             db,
             tables,
             caller: Caller::root(),
-            open: HashMap::new(),
             next_ino: ROOT_INO + 1,
         }
     }
@@ -183,7 +180,7 @@ impl Side {
                 now,
                 file_now: None,
                 caller: &self.caller,
-                open: &self.open,
+                open: &|_| false,
                 deleted: Vec::new(),
             };
             let r = f(&mut op).unwrap();
@@ -198,7 +195,7 @@ impl Side {
                 now,
                 file_now: None,
                 caller: &self.caller,
-                open: &self.open,
+                open: &|_| false,
                 deleted: Vec::new(),
             };
             let r = f(&mut op).unwrap();
@@ -222,7 +219,7 @@ trait OpOn {
 impl<K: Kv> OpOn for Op<'_, K> {
     fn make(&mut self, parent: u64, name: &[u8], kind: Kind, ino: u64) -> FsResult<u64> {
         let mode = if kind == Kind::Dir { 0o755 } else { 0o644 };
-        Ok(Op::make(self, parent, name, kind, mode, 0, ino)?.ino)
+        Ok(Op::make(self, parent, name, kind, mode, 0, &|| ino)?.ino)
     }
     fn write(&mut self, ino: u64, data: &[u8]) -> FsResult<()> {
         Op::write(self, ino, 0, data).map(|_| ())

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 use stitchdb::{Db, Options};
-use stitchdb_fs::{Caller, Fs, FsOptions, SetAttr, Timespec, ROOT_INO};
+use stitchdb_fs::{Caller, FileTree, Fs, FsOptions, SetAttr, Timespec, ROOT_INO};
 
 // The allocator of the `stitchdb` binary (and so of the mount daemon), with transparent huge
 // pages off as there (see its `main.rs`).

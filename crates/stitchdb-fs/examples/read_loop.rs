@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use stitchdb::{Db, Options};
-use stitchdb_fs::{Caller, Fs, FsOptions, ROOT_INO};
+use stitchdb_fs::{Caller, FileTree, Fs, FsOptions, ROOT_INO};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

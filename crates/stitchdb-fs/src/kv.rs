@@ -1,13 +1,13 @@
-//! What a file system operation reads and writes through: the [`Kv`] trait, and [`Batch`],
-//! its implementation that reads the store and collects the operation's writes into one
-//! atomic write (a commit). A transaction can implement the same trait, so the operations in
-//! `ops` run unchanged inside a transaction.
+//! What a file system operation reads and writes through: the [`Kv`] trait, and its
+//! implementations: [`Batch`] reads the store and collects one operation's writes into one
+//! atomic write (a commit); a [`Transaction`] reads its snapshot and keeps its writes
+//! private until it commits; a [`Snapshot`] only reads (its writes fail with `EROFS`).
 
 use crate::cache::{Key, Lookup, MetaCache, Range};
-use crate::error::FsResult;
+use crate::error::{FsError, FsResult};
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use stitchdb::{Db, Durability, TableId, WriteBatch};
+use stitchdb::{Db, Durability, Snapshot, TableId, Transaction, WriteBatch};
 
 /// Reads and writes of one file system operation.
 pub trait Kv {
@@ -22,116 +22,18 @@ pub trait Kv {
         end: &[u8],
         limit: usize,
     ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>>;
-    /// Sets `key` to `value`.
-    fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>);
+    /// Sets `key` to `value` (a transaction's write fails when spilling its writes fails).
+    fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>) -> FsResult<()>;
     /// Removes `key`.
-    fn delete(&mut self, table: TableId, key: &[u8]);
+    fn delete(&mut self, table: TableId, key: &[u8]) -> FsResult<()>;
     /// Removes every key in `[start, end)`.
-    fn delete_range(&mut self, table: TableId, start: &[u8], end: &[u8]);
+    fn delete_range(&mut self, table: TableId, start: &[u8], end: &[u8]) -> FsResult<()>;
 }
 
-/// An operation's writes over a store: reads see the store and the writes so far; `commit`
-/// applies them all as one atomic write.
-pub struct Batch<'db> {
-    db: &'db Db,
-    /// Where reads of the cached tables look first, and commits put what they wrote.
-    cache: Option<&'db MetaCache>,
-    /// Point writes (`None`: deleted) after the range deletes.
-    writes: BTreeMap<Key, Option<Vec<u8>>>,
-    /// Range deletes, applied before the point writes.
-    ranges: Vec<Range>,
-}
-
-impl<'db> Batch<'db> {
-    /// An empty operation over `db`.
-    pub fn new(db: &'db Db) -> Self {
-        Batch {
-            db,
-            cache: None,
-            writes: BTreeMap::new(),
-            ranges: Vec::new(),
-        }
-    }
-
-    /// An empty operation over `db` and its metadata cache: every commit to the tables
-    /// `cache` holds must go through a batch over it.
-    pub(crate) fn cached(db: &'db Db, cache: &'db MetaCache) -> Self {
-        Batch {
-            cache: Some(cache),
-            ..Batch::new(db)
-        }
-    }
-
-    /// Whether the operation wrote nothing.
-    pub fn is_empty(&self) -> bool {
-        self.writes.is_empty() && self.ranges.is_empty()
-    }
-
-    /// Applies the writes as one commit with `durability`.
-    pub fn commit(self, durability: Durability) -> FsResult<()> {
-        if self.is_empty() {
-            return Ok(());
-        }
-        let mut b = WriteBatch::new();
-        for (t, s, e) in &self.ranges {
-            b.delete_range(*t, s.clone(), e.clone());
-        }
-        // The writes of the cached tables, kept for the cache once the commit is written.
-        let mut cached = Vec::new();
-        for ((t, k), v) in self.writes {
-            if self.cache.is_some_and(|c| c.holds(t)) {
-                cached.push(((t, k.clone()), v.clone()));
-            }
-            match v {
-                Some(v) => b.put(t, k, v),
-                None => b.delete(t, k),
-            }
-        }
-        let Some(cache) = self.cache else {
-            self.db.write_owned(b, durability)?;
-            return Ok(());
-        };
-        cache.begin_commit();
-        match self.db.write_owned(b, durability) {
-            Ok(_) => {
-                cache.commit_written(&self.ranges, cached);
-                Ok(())
-            }
-            Err(e) => {
-                cache.commit_failed();
-                Err(e.into())
-            }
-        }
-    }
-
-    fn range_deleted(&self, table: TableId, key: &[u8]) -> bool {
-        self.ranges
-            .iter()
-            .any(|(t, s, e)| *t == table && s.as_slice() <= key && key < e.as_slice())
-    }
-}
-
-impl Kv for Batch<'_> {
+impl<K: Kv + ?Sized> Kv for &mut K {
     fn get(&mut self, table: TableId, key: &[u8]) -> FsResult<Option<Vec<u8>>> {
-        if let Some(v) = self.writes.get(&(table, key.to_vec())) {
-            return Ok(v.clone());
-        }
-        if self.range_deleted(table, key) {
-            return Ok(None);
-        }
-        match self.cache.filter(|c| c.holds(table)) {
-            None => Ok(self.db.get(table, key)?),
-            Some(cache) => match cache.get(table, key) {
-                Lookup::Hit(v) => Ok(v),
-                Lookup::Miss(generation) => {
-                    let v = self.db.get(table, key)?;
-                    cache.fill(generation, table, key, &v);
-                    Ok(v)
-                }
-            },
-        }
+        (**self).get(table, key)
     }
-
     fn scan(
         &mut self,
         table: TableId,
@@ -139,20 +41,64 @@ impl Kv for Batch<'_> {
         end: &[u8],
         limit: usize,
     ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        if start >= end || limit == 0 {
-            return Ok(out);
+        (**self).scan(table, start, end, limit)
+    }
+    fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>) -> FsResult<()> {
+        (**self).put(table, key, value)
+    }
+    fn delete(&mut self, table: TableId, key: &[u8]) -> FsResult<()> {
+        (**self).delete(table, key)
+    }
+    fn delete_range(&mut self, table: TableId, start: &[u8], end: &[u8]) -> FsResult<()> {
+        (**self).delete_range(table, start, end)
+    }
+}
+
+/// One operation's writes kept aside, in front of whatever it reads: range deletes, and
+/// point writes after them (`None`: deleted).
+#[derive(Default)]
+pub(crate) struct Writes {
+    pub(crate) points: BTreeMap<Key, Option<Vec<u8>>>,
+    pub(crate) ranges: Vec<Range>,
+}
+
+impl Writes {
+    fn is_empty(&self) -> bool {
+        self.points.is_empty() && self.ranges.is_empty()
+    }
+
+    /// What these writes say of `key`: `Some` if they wrote it or deleted a range over it.
+    fn own(&self, table: TableId, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        if let Some(v) = self.points.get(&(table, key.to_vec())) {
+            return Some(v.clone());
         }
+        self.range_deleted(table, key).then_some(None)
+    }
+
+    fn range_deleted(&self, table: TableId, key: &[u8]) -> bool {
+        self.ranges
+            .iter()
+            .any(|(t, s, e)| *t == table && s.as_slice() <= key && key < e.as_slice())
+    }
+
+    /// Up to `limit` pairs of `[start, end)`: `store`'s (the same range, in key order) under
+    /// these writes.
+    fn scan(
+        &self,
+        table: TableId,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        store: impl Iterator<Item = stitchdb::Result<(Vec<u8>, Vec<u8>)>>,
+    ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
         let lo = (table, start.to_vec());
         let hi = (table, end.to_vec());
         let mut own = self
-            .writes
+            .points
             .range((Bound::Included(&lo), Bound::Excluded(&hi)))
             .peekable();
-        let mut store = self
-            .db
-            .range(table, Bound::Included(start), Bound::Excluded(end))?
-            .peekable();
+        let mut store = store.peekable();
         while out.len() < limit {
             if let Some(Err(_)) = store.peek() {
                 if let Some(Err(e)) = store.next() {
@@ -188,12 +134,8 @@ impl Kv for Batch<'_> {
         Ok(out)
     }
 
-    fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>) {
-        self.writes.insert((table, key.to_vec()), Some(value));
-    }
-
-    fn delete(&mut self, table: TableId, key: &[u8]) {
-        self.writes.insert((table, key.to_vec()), None);
+    fn put(&mut self, table: TableId, key: &[u8], value: Option<Vec<u8>>) {
+        self.points.insert((table, key.to_vec()), value);
     }
 
     fn delete_range(&mut self, table: TableId, start: &[u8], end: &[u8]) {
@@ -203,13 +145,205 @@ impl Kv for Batch<'_> {
         let lo = (table, start.to_vec());
         let hi = (table, end.to_vec());
         let inside: Vec<_> = self
-            .writes
+            .points
             .range((Bound::Included(&lo), Bound::Excluded(&hi)))
             .map(|(k, _)| k.clone())
             .collect();
         for k in inside {
-            self.writes.remove(&k);
+            self.points.remove(&k);
         }
         self.ranges.push((table, start.to_vec(), end.to_vec()));
+    }
+}
+
+/// Implements the writes of [`Kv`] by keeping them in `self.w`.
+macro_rules! kept_writes {
+    () => {
+        fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>) -> FsResult<()> {
+            self.w.put(table, key, Some(value));
+            Ok(())
+        }
+
+        fn delete(&mut self, table: TableId, key: &[u8]) -> FsResult<()> {
+            self.w.put(table, key, None);
+            Ok(())
+        }
+
+        fn delete_range(&mut self, table: TableId, start: &[u8], end: &[u8]) -> FsResult<()> {
+            self.w.delete_range(table, start, end);
+            Ok(())
+        }
+    };
+}
+
+/// An operation's writes over a store: reads see the store and the writes so far; `commit`
+/// applies them all as one atomic write.
+pub struct Batch<'db> {
+    db: &'db Db,
+    /// Where reads of the cached tables look first, and commits put what they wrote.
+    cache: Option<&'db MetaCache>,
+    w: Writes,
+}
+
+impl<'db> Batch<'db> {
+    /// An empty operation over `db`.
+    pub fn new(db: &'db Db) -> Self {
+        Batch {
+            db,
+            cache: None,
+            w: Writes::default(),
+        }
+    }
+
+    /// An empty operation over `db` and its metadata cache.
+    pub(crate) fn cached(db: &'db Db, cache: &'db MetaCache) -> Self {
+        Batch {
+            cache: Some(cache),
+            ..Batch::new(db)
+        }
+    }
+
+    /// Whether the operation wrote nothing.
+    pub fn is_empty(&self) -> bool {
+        self.w.is_empty()
+    }
+
+    /// Applies the writes as one commit with `durability`.
+    pub fn commit(self, durability: Durability) -> FsResult<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let mut b = WriteBatch::new();
+        for (t, s, e) in &self.w.ranges {
+            b.delete_range(*t, s.clone(), e.clone());
+        }
+        // The writes of the cached tables, kept for the cache once the commit is written.
+        let mut cached = Vec::new();
+        for ((t, k), v) in self.w.points {
+            if self.cache.is_some_and(|c| c.holds(t)) {
+                cached.push(((t, k.clone()), v.clone()));
+            }
+            match v {
+                Some(v) => b.put(t, k, v),
+                None => b.delete(t, k),
+            }
+        }
+        let Some(cache) = self.cache else {
+            self.db.write_owned(b, durability)?;
+            return Ok(());
+        };
+        cache.begin_commit();
+        match self.db.write_owned(b, durability) {
+            Ok(_) => {
+                cache.commit_written(&self.w.ranges, cached);
+                Ok(())
+            }
+            Err(e) => {
+                cache.commit_failed();
+                Err(e.into())
+            }
+        }
+    }
+}
+
+impl Kv for Batch<'_> {
+    fn get(&mut self, table: TableId, key: &[u8]) -> FsResult<Option<Vec<u8>>> {
+        if let Some(v) = self.w.own(table, key) {
+            return Ok(v);
+        }
+        match self.cache.filter(|c| c.holds(table)) {
+            None => Ok(self.db.get(table, key)?),
+            Some(cache) => match cache.get(table, key) {
+                Lookup::Hit(v) => Ok(v),
+                Lookup::Miss(generation) => {
+                    let v = self.db.get(table, key)?;
+                    cache.fill(generation, table, key, &v);
+                    Ok(v)
+                }
+            },
+        }
+    }
+
+    fn scan(
+        &mut self,
+        table: TableId,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        if start >= end || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let store = self
+            .db
+            .range(table, Bound::Included(start), Bound::Excluded(end))?;
+        self.w.scan(table, start, end, limit, store)
+    }
+
+    kept_writes!();
+}
+
+impl Kv for Transaction<'_> {
+    fn get(&mut self, table: TableId, key: &[u8]) -> FsResult<Option<Vec<u8>>> {
+        Ok(Transaction::get(self, table, key)?)
+    }
+
+    fn scan(
+        &mut self,
+        table: TableId,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        if start >= end || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let it = self.range(table, Bound::Included(start), Bound::Excluded(end))?;
+        Ok(it.take(limit).collect::<stitchdb::Result<_>>()?)
+    }
+
+    fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>) -> FsResult<()> {
+        Ok(Transaction::put(self, table, key, value)?)
+    }
+
+    fn delete(&mut self, table: TableId, key: &[u8]) -> FsResult<()> {
+        Ok(Transaction::delete(self, table, key)?)
+    }
+
+    fn delete_range(&mut self, table: TableId, start: &[u8], end: &[u8]) -> FsResult<()> {
+        Ok(Transaction::delete_range(self, table, start, end)?)
+    }
+}
+
+/// A snapshot reads as it was taken; every write fails with `EROFS`.
+impl Kv for &Snapshot {
+    fn get(&mut self, table: TableId, key: &[u8]) -> FsResult<Option<Vec<u8>>> {
+        Ok(Snapshot::get(self, table, key)?)
+    }
+
+    fn scan(
+        &mut self,
+        table: TableId,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        if start >= end || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let it = self.range(table, Bound::Included(start), Bound::Excluded(end))?;
+        Ok(it.take(limit).collect::<stitchdb::Result<_>>()?)
+    }
+
+    fn put(&mut self, _: TableId, _: &[u8], _: Vec<u8>) -> FsResult<()> {
+        Err(FsError::Errno(libc::EROFS))
+    }
+
+    fn delete(&mut self, _: TableId, _: &[u8]) -> FsResult<()> {
+        Err(FsError::Errno(libc::EROFS))
+    }
+
+    fn delete_range(&mut self, _: TableId, _: &[u8], _: &[u8]) -> FsResult<()> {
+        Err(FsError::Errno(libc::EROFS))
     }
 }

@@ -22,6 +22,8 @@ mod kv;
 mod ops;
 mod perm;
 mod schema;
+mod snapshot;
+mod tree;
 
 pub use atime::{AtimeMode, AtimePolicy};
 pub use check::{check_fs, FsCheckReport};
@@ -38,3 +40,5 @@ pub use schema::{
     Attr, Entry, Kind, Tables, Timespec, BLOCK_SIZE, LINK_MAX, MAX_FILE_SIZE, NAME_MAX, ROOT_INO,
     TABLE_NAMES,
 };
+pub use snapshot::SnapshotTree;
+pub use tree::{FileTree, Handles, OpFn, Run};

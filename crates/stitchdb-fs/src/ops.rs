@@ -12,7 +12,6 @@ use crate::schema::{
     encode_dirent, encode_name, ino_key, ino_range, name_key, pair_key, Attr, Entry, Kind, Tables,
     Timespec, BLOCK_SIZE, FIRST_COOKIE, LINK_MAX, MAX_FILE_SIZE, NAME_MAX, ROOT_INO,
 };
-use std::collections::HashMap;
 
 /// `renameat2`'s `RENAME_NOREPLACE`.
 pub const RENAME_NOREPLACE: u32 = 1;
@@ -99,9 +98,9 @@ pub struct Op<'a, K: Kv> {
     pub file_now: Option<Timespec>,
     /// Who makes it.
     pub caller: &'a Caller,
-    /// Open files by inode: an inode that loses its last name while open is kept (as an
+    /// Whether an inode is open: one that loses its last name while open is kept (as an
     /// orphan) until its last close.
-    pub open: &'a HashMap<u64, u32>,
+    pub open: &'a dyn Fn(u64) -> bool,
     /// The last attributes of the inodes this operation deleted (see
     /// [`crate::FsOptions::keep_deleted`]).
     pub deleted: Vec<Attr>,
@@ -131,8 +130,8 @@ impl<K: Kv> Op<'_, K> {
         }
     }
 
-    fn put_attr(&mut self, a: &Attr) {
-        self.kv.put(self.t.inodes, &ino_key(a.ino), encode_attr(a));
+    fn put_attr(&mut self, a: &Attr) -> FsResult<()> {
+        self.kv.put(self.t.inodes, &ino_key(a.ino), encode_attr(a))
     }
 
     /// The attributes of directory `ino` (`ENOTDIR` if it is not one).
@@ -159,22 +158,22 @@ impl<K: Kv> Op<'_, K> {
         }
     }
 
-    fn add_entry(&mut self, dir: &mut Attr, name: &[u8], ino: u64, kind: Kind) {
+    fn add_entry(&mut self, dir: &mut Attr, name: &[u8], ino: u64, kind: Kind) -> FsResult<()> {
         let cookie = dir.next_cookie.max(FIRST_COOKIE);
         dir.next_cookie = cookie + 1;
         let e = Entry { ino, kind, cookie };
         self.kv
-            .put(self.t.names, &name_key(dir.ino, name), encode_name(&e));
+            .put(self.t.names, &name_key(dir.ino, name), encode_name(&e))?;
         self.kv.put(
             self.t.dirents,
             &pair_key(dir.ino, cookie),
             encode_dirent(ino, kind, name),
-        );
+        )
     }
 
-    fn remove_entry(&mut self, dir: u64, name: &[u8], e: &Entry) {
-        self.kv.delete(self.t.names, &name_key(dir, name));
-        self.kv.delete(self.t.dirents, &pair_key(dir, e.cookie));
+    fn remove_entry(&mut self, dir: u64, name: &[u8], e: &Entry) -> FsResult<()> {
+        self.kv.delete(self.t.names, &name_key(dir, name))?;
+        self.kv.delete(self.t.dirents, &pair_key(dir, e.cookie))
     }
 
     fn touch_dir(&mut self, d: &mut Attr) {
@@ -203,7 +202,9 @@ impl<K: Kv> Op<'_, K> {
         }
     }
 
-    /// `mknod`, `mkdir` and `create`: a new inode `ino` of `kind` named `name` in `parent`.
+    /// `mknod`, `mkdir` and `create`: a new inode of `kind` named `name` in `parent`, its
+    /// number from `new_ino`, asked only once every check passed (a failed call uses up no
+    /// inode number).
     pub fn make(
         &mut self,
         parent: u64,
@@ -211,7 +212,7 @@ impl<K: Kv> Op<'_, K> {
         kind: Kind,
         perm_bits: u32,
         rdev: u32,
-        ino: u64,
+        new_ino: &dyn Fn() -> u64,
     ) -> FsResult<Attr> {
         check_name(name)?;
         let mut d = self.searchable_dir(parent)?;
@@ -231,6 +232,7 @@ impl<K: Kv> Op<'_, K> {
             }
             d.nlink += 1;
         }
+        let ino = new_ino();
         let a = Attr {
             ino,
             kind,
@@ -252,25 +254,33 @@ impl<K: Kv> Op<'_, K> {
             next_cookie: if is_dir { FIRST_COOKIE } else { 0 },
             no_xattrs: true,
         };
-        self.add_entry(&mut d, name, ino, kind);
+        self.add_entry(&mut d, name, ino, kind)?;
         self.touch_dir(&mut d);
-        self.put_attr(&d);
-        self.put_attr(&a);
+        self.put_attr(&d)?;
+        self.put_attr(&a)?;
         Ok(a)
     }
 
-    /// `symlink`: a new symbolic link `ino` named `name` in `parent` pointing at `target`.
-    pub fn symlink(&mut self, parent: u64, name: &[u8], target: &[u8], ino: u64) -> FsResult<Attr> {
+    /// `symlink`: a new symbolic link named `name` in `parent` pointing at `target` (its
+    /// number from `new_ino`, as for [`make`](Self::make)).
+    pub fn symlink(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        target: &[u8],
+        new_ino: &dyn Fn() -> u64,
+    ) -> FsResult<Attr> {
         if target.len() > SYMLINK_MAX {
             return err(libc::ENAMETOOLONG);
         }
         if target.is_empty() {
             return err(libc::ENOENT);
         }
-        let mut a = self.make(parent, name, Kind::Symlink, 0o777, 0, ino)?;
+        let mut a = self.make(parent, name, Kind::Symlink, 0o777, 0, new_ino)?;
         a.size = target.len() as u64;
-        self.put_attr(&a);
-        self.kv.put(self.t.symlinks, &ino_key(ino), target.to_vec());
+        self.put_attr(&a)?;
+        self.kv
+            .put(self.t.symlinks, &ino_key(a.ino), target.to_vec())?;
         Ok(a)
     }
 
@@ -294,10 +304,10 @@ impl<K: Kv> Op<'_, K> {
         };
         a.ctime = self.now;
         if a.nlink > 0 {
-            self.put_attr(&a);
-        } else if self.open.get(&a.ino).is_some_and(|&n| n > 0) {
-            self.put_attr(&a);
-            self.kv.put(self.t.orphans, &ino_key(a.ino), Vec::new());
+            self.put_attr(&a)?;
+        } else if (self.open)(a.ino) {
+            self.put_attr(&a)?;
+            self.kv.put(self.t.orphans, &ino_key(a.ino), Vec::new())?;
         } else {
             // It had a name until now, so it is no orphan.
             self.delete_inode(a.ino, Some(&a), false)?;
@@ -316,16 +326,16 @@ impl<K: Kv> Op<'_, K> {
     /// it holds, and with `orphan` its entry in `fs.orphans`.
     fn delete_inode(&mut self, ino: u64, a: Option<&Attr>, orphan: bool) -> FsResult<()> {
         let key = ino_key(ino);
-        self.kv.delete(self.t.inodes, &key);
+        self.kv.delete(self.t.inodes, &key)?;
         if orphan {
-            self.kv.delete(self.t.orphans, &key);
+            self.kv.delete(self.t.orphans, &key)?;
         }
         match a.map(|a| a.kind) {
             Some(Kind::File) => {
                 let blocks = a.map_or(0, |a| a.size.div_ceil(BLOCK_SIZE));
-                self.delete_blocks(ino, 0, blocks);
+                self.delete_blocks(ino, 0, blocks)?;
             }
-            Some(Kind::Symlink) => self.kv.delete(self.t.symlinks, &key),
+            Some(Kind::Symlink) => self.kv.delete(self.t.symlinks, &key)?,
             // A directory is empty when it goes: it has no dirents to delete.
             _ => {}
         }
@@ -334,7 +344,7 @@ impl<K: Kv> Op<'_, K> {
         }
         let (lo, hi) = ino_range(ino);
         for (k, _) in self.kv.scan(self.t.xattrs, &lo, &hi, usize::MAX)? {
-            self.kv.delete(self.t.xattrs, &k);
+            self.kv.delete(self.t.xattrs, &k)?;
         }
         Ok(())
     }
@@ -342,17 +352,18 @@ impl<K: Kv> Op<'_, K> {
     /// Deletes file `ino`'s blocks `from..to`: one tombstone each for a few, one range
     /// tombstone for many (every range tombstone is a cost to later reads until merged away,
     /// so deleting small files by range would make a tree full of them slow to read).
-    fn delete_blocks(&mut self, ino: u64, from: u64, to: u64) {
+    fn delete_blocks(&mut self, ino: u64, from: u64, to: u64) -> FsResult<()> {
         if to <= from {
-            return;
+            return Ok(());
         }
         if to - from <= POINT_DELETE_BLOCKS {
             for b in from..to {
-                self.kv.delete(self.t.data, &pair_key(ino, b));
+                self.kv.delete(self.t.data, &pair_key(ino, b))?;
             }
+            Ok(())
         } else {
             self.kv
-                .delete_range(self.t.data, &pair_key(ino, from), &pair_key(ino, to));
+                .delete_range(self.t.data, &pair_key(ino, from), &pair_key(ino, to))
         }
     }
 
@@ -384,9 +395,9 @@ impl<K: Kv> Op<'_, K> {
         if a.kind == Kind::Dir {
             return err(libc::EISDIR);
         }
-        self.remove_entry(parent, name, &e);
+        self.remove_entry(parent, name, &e)?;
         self.touch_dir(&mut d);
-        self.put_attr(&d);
+        self.put_attr(&d)?;
         self.drop_link(a)?;
         Ok(())
     }
@@ -413,10 +424,10 @@ impl<K: Kv> Op<'_, K> {
         if !self.is_empty_dir(a.ino)? {
             return err(libc::ENOTEMPTY);
         }
-        self.remove_entry(parent, name, &e);
+        self.remove_entry(parent, name, &e)?;
         d.nlink -= 1;
         self.touch_dir(&mut d);
-        self.put_attr(&d);
+        self.put_attr(&d)?;
         self.drop_link(a)?;
         Ok(())
     }
@@ -440,12 +451,12 @@ impl<K: Kv> Op<'_, K> {
         if a.nlink >= LINK_MAX {
             return err(libc::EMLINK);
         }
-        self.add_entry(&mut d, name, ino, a.kind);
+        self.add_entry(&mut d, name, ino, a.kind)?;
         self.touch_dir(&mut d);
-        self.put_attr(&d);
+        self.put_attr(&d)?;
         a.nlink += 1;
         a.ctime = self.now;
-        self.put_attr(&a);
+        self.put_attr(&a)?;
         Ok(a)
     }
 
@@ -578,35 +589,35 @@ impl<K: Kv> Op<'_, K> {
                 return err(libc::EMLINK);
             }
         }
-        self.remove_entry(parent, name, &src_e);
+        self.remove_entry(parent, name, &src_e)?;
         if let (Some(victim), Some(victim_e)) = (dst, dst_e) {
-            self.remove_entry(new_parent, new_name, &victim_e);
+            self.remove_entry(new_parent, new_name, &victim_e)?;
             if victim.kind == Kind::Dir {
                 let mut np = self.attr(new_parent)?;
                 np.nlink -= 1;
-                self.put_attr(&np);
+                self.put_attr(&np)?;
             }
             self.drop_link(victim)?;
         }
         let mut np = self.attr(new_parent)?;
-        self.add_entry(&mut np, new_name, src.ino, src.kind);
+        self.add_entry(&mut np, new_name, src.ino, src.kind)?;
         if moves_dir {
             np.nlink += 1;
         }
         self.touch_dir(&mut np);
-        self.put_attr(&np);
+        self.put_attr(&np)?;
         let mut p = self.attr(parent)?;
         if moves_dir {
             p.nlink -= 1;
         }
         self.touch_dir(&mut p);
-        self.put_attr(&p);
+        self.put_attr(&p)?;
         let mut moved = self.attr(src.ino)?;
         if moves_dir {
             moved.parent = new_parent;
         }
         moved.ctime = self.now;
-        self.put_attr(&moved);
+        self.put_attr(&moved)?;
         Ok(())
     }
 
@@ -623,16 +634,16 @@ impl<K: Kv> Op<'_, K> {
         dst_e: Entry,
         dst: Attr,
     ) -> FsResult<()> {
-        self.remove_entry(parent, name, &src_e);
-        self.remove_entry(new_parent, new_name, &dst_e);
+        self.remove_entry(parent, name, &src_e)?;
+        self.remove_entry(new_parent, new_name, &dst_e)?;
         let mut p = self.attr(parent)?;
-        self.add_entry(&mut p, name, dst.ino, dst.kind);
+        self.add_entry(&mut p, name, dst.ino, dst.kind)?;
         self.touch_dir(&mut p);
-        self.put_attr(&p);
+        self.put_attr(&p)?;
         let mut np = self.attr(new_parent)?;
-        self.add_entry(&mut np, new_name, src.ino, src.kind);
+        self.add_entry(&mut np, new_name, src.ino, src.kind)?;
         self.touch_dir(&mut np);
-        self.put_attr(&np);
+        self.put_attr(&np)?;
         if parent != new_parent {
             let (sd, dd) = (src.kind == Kind::Dir, dst.kind == Kind::Dir);
             if sd != dd {
@@ -644,10 +655,10 @@ impl<K: Kv> Op<'_, K> {
                 };
                 let mut g = self.attr(gains)?;
                 g.nlink += 1;
-                self.put_attr(&g);
+                self.put_attr(&g)?;
                 let mut l = self.attr(loses)?;
                 l.nlink -= 1;
-                self.put_attr(&l);
+                self.put_attr(&l)?;
             }
         }
         for (ino, to) in [(src.ino, new_parent), (dst.ino, parent)] {
@@ -656,7 +667,7 @@ impl<K: Kv> Op<'_, K> {
                 a.parent = to;
             }
             a.ctime = self.now;
-            self.put_attr(&a);
+            self.put_attr(&a)?;
         }
         Ok(())
     }
@@ -747,7 +758,7 @@ impl<K: Kv> Op<'_, K> {
             a.mtime = time(t);
         }
         a.ctime = s.ctime.unwrap_or(self.now);
-        self.put_attr(&a);
+        self.put_attr(&a)?;
         Ok(a)
     }
 
@@ -770,7 +781,7 @@ impl<K: Kv> Op<'_, K> {
         }
         let key = name_key(a.ino, CAPABILITY_XATTR);
         if self.kv.get(self.t.xattrs, &key)?.is_some() {
-            self.kv.delete(self.t.xattrs, &key);
+            self.kv.delete(self.t.xattrs, &key)?;
         }
         Ok(())
     }
@@ -782,14 +793,14 @@ impl<K: Kv> Op<'_, K> {
             return Ok(());
         }
         let first_gone = size.div_ceil(BLOCK_SIZE);
-        self.delete_blocks(a.ino, first_gone, a.size.div_ceil(BLOCK_SIZE));
+        self.delete_blocks(a.ino, first_gone, a.size.div_ceil(BLOCK_SIZE))?;
         let tail = size % BLOCK_SIZE;
         if tail != 0 {
             let key = pair_key(a.ino, size / BLOCK_SIZE);
             if let Some(mut block) = self.kv.get(self.t.data, &key)? {
                 if block.len() as u64 > tail {
                     block.truncate(tail as usize);
-                    self.kv.put(self.t.data, &key, block);
+                    self.kv.put(self.t.data, &key, block)?;
                 }
             }
         }
@@ -834,7 +845,7 @@ impl<K: Kv> Op<'_, K> {
                 b[within..within + take].copy_from_slice(src);
                 b
             };
-            self.kv.put(self.t.data, &key, value);
+            self.kv.put(self.t.data, &key, value)?;
             pos += take as u64;
         }
         a.size = a.size.max(end);
@@ -843,7 +854,7 @@ impl<K: Kv> Op<'_, K> {
             a.ctime = self.now;
         }
         self.drop_privileges(&mut a)?;
-        self.put_attr(&a);
+        self.put_attr(&a)?;
         Ok(n)
     }
 
@@ -856,7 +867,7 @@ impl<K: Kv> Op<'_, K> {
         let now = self.stamp_for(a.kind);
         if policy.due(&a, now) {
             a.atime = now;
-            self.put_attr(&a);
+            self.put_attr(&a)?;
         }
         Ok(())
     }
@@ -952,7 +963,7 @@ impl<K: Kv> Op<'_, K> {
         } else {
             end / BLOCK_SIZE
         };
-        self.delete_blocks(ino, first_whole, end_whole);
+        self.delete_blocks(ino, first_whole, end_whole)?;
         // The partial blocks at either end are zeroed in place.
         let mut edges = vec![(offset, end.min(first_whole * BLOCK_SIZE))];
         if end_whole >= first_whole {
@@ -968,13 +979,13 @@ impl<K: Kv> Op<'_, K> {
                 let (s, e) = ((lo - base) as usize, ((hi - base) as usize).min(b.len()));
                 if s < e {
                     b[s..e].fill(0);
-                    self.kv.put(self.t.data, &key, b);
+                    self.kv.put(self.t.data, &key, b)?;
                 }
             }
         }
         a.mtime = self.now;
         a.ctime = self.now;
-        self.put_attr(&a);
+        self.put_attr(&a)?;
         Ok(())
     }
 
@@ -1008,7 +1019,7 @@ impl<K: Kv> Op<'_, K> {
         if end > a.size {
             a.size = end;
             a.ctime = self.now;
-            self.put_attr(&a);
+            self.put_attr(&a)?;
         }
         Ok(())
     }
@@ -1084,10 +1095,10 @@ impl<K: Kv> Op<'_, K> {
         if flags & XATTR_REPLACE != 0 && !exists {
             return err(libc::ENODATA);
         }
-        self.kv.put(self.t.xattrs, &key, value.to_vec());
+        self.kv.put(self.t.xattrs, &key, value.to_vec())?;
         a.ctime = self.now;
         a.no_xattrs = false;
-        self.put_attr(&a);
+        self.put_attr(&a)?;
         Ok(())
     }
 
@@ -1133,9 +1144,9 @@ impl<K: Kv> Op<'_, K> {
         if a.no_xattrs || self.kv.get(self.t.xattrs, &key)?.is_none() {
             return err(libc::ENODATA);
         }
-        self.kv.delete(self.t.xattrs, &key);
+        self.kv.delete(self.t.xattrs, &key)?;
         a.ctime = self.now;
-        self.put_attr(&a);
+        self.put_attr(&a)?;
         Ok(())
     }
 

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use stitchdb::{Db, SimConfig, SimDisk};
 use stitchdb_fs::{
-    AtimeMode, AtimePolicy, Attr, Caller, Fs, FsOptions, SetAttr, TimeSet, Timespec, ROOT_INO,
+    AtimeMode, AtimePolicy, Attr, Caller, FileTree, Fs, FsOptions, SetAttr, TimeSet, Timespec,
+    ROOT_INO,
 };
 use support::small_options;
 

@@ -9,7 +9,7 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use stitchdb::{Db, SimConfig, SimDisk};
-use stitchdb_fs::{Attr, Caller, Fs, FsOptions, SetAttr, TimeSet, Timespec, ROOT_INO};
+use stitchdb_fs::{Attr, Caller, FileTree, Fs, FsOptions, SetAttr, TimeSet, Timespec, ROOT_INO};
 use support::small_options;
 
 const FILES: u64 = 4;

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitch_io::{CrashImage as Image, CrashingDisk};
 use stitchdb::Db;
-use stitchdb_fs::{check_fs, Caller, Fs, FsOptions, Kind, SetAttr, ROOT_INO};
+use stitchdb_fs::{check_fs, Caller, FileTree, Fs, FsOptions, Kind, SetAttr, ROOT_INO};
 use support::{dump, small_options, test_clock, Tree};
 
 fn fs_options() -> FsOptions {

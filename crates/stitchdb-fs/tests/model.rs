@@ -11,7 +11,8 @@ mod support;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use stitchdb_fs::{
-    check_fs, Caller, Fs, Kind, SetAttr, MAX_FILE_SIZE, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO,
+    check_fs, Caller, FileTree, Fs, Kind, SetAttr, MAX_FILE_SIZE, RENAME_EXCHANGE,
+    RENAME_NOREPLACE, ROOT_INO,
 };
 use support::model::Model;
 

@@ -8,7 +8,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use stitchdb::{Db, Durability, SimConfig, SimDisk, WriteBatch};
-use stitchdb_fs::{check_fs, Caller, Fs, FsOptions, SetAttr, TimeSet, ROOT_INO};
+use stitchdb_fs::{check_fs, Caller, FileTree, Fs, FsOptions, SetAttr, TimeSet, ROOT_INO};
 use support::{new_fs, small_options};
 
 /// The errno of a call that must fail.

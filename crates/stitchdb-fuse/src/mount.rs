@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use stitchdb::{Db, IoErrorKind, Options};
+use stitchdb_fs::FileTree;
 use stitchdb_fs::Fs;
 
 /// Checks the mount point: it must exist, be a directory, and not be mounted on already.

@@ -9,7 +9,8 @@ use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::Arc;
 use stitchdb_fs::{
-    permit, Attr, Caller, Cap, Check, DirEntry, Fs, FsError, Kind, SetAttr, BLOCK_SIZE, R, W,
+    permit, Attr, Caller, Cap, Check, DirEntry, FileTree, Fs, FsError, Kind, SetAttr, BLOCK_SIZE,
+    R, W,
 };
 
 /// Entries read from the store per batch while filling a readdir reply.

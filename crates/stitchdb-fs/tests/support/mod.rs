@@ -6,7 +6,7 @@ pub mod model;
 
 use std::sync::Arc;
 use stitchdb::{Db, Options, SimConfig, SimDisk};
-use stitchdb_fs::{Fs, FsOptions, Timespec};
+use stitchdb_fs::{FileTree, Fs, FsOptions, Timespec};
 
 /// Store options small enough that a test's few megabytes flush, merge and stitch runs.
 pub fn small_options() -> Options {
