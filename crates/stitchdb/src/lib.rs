@@ -66,9 +66,9 @@ mod version;
 
 pub use batch::{TableId, WriteBatch};
 pub use db::{
-    AppendedBytes, CheckReport, Damage, Db, DbIter, DefragReport, Engaged, LostKeys, PatchGroup,
-    Placed, RepairReport, Salvage, Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats,
-    WriteStalls, DEFAULT_TABLE,
+    AppendedBytes, ChangedSpan, CheckReport, Commit, CommitObserver, Damage, Db, DbIter,
+    DefragReport, Engaged, LostKeys, ObserverGuard, PatchGroup, Placed, RepairReport, Salvage,
+    Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats, WriteStalls, DEFAULT_TABLE,
 };
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};

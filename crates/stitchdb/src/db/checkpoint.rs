@@ -298,9 +298,18 @@ fn write_out(
     if let Some(mut w) = held {
         // The linked commit becomes visible, and the next commit may follow it.
         w.last_seq = checkpoint_lsn;
+        // Told only once the manifest holding the link is durable: a link that fails before
+        // is never visible, so it was no commit.
+        if !w.observers.is_empty() {
+            let commit = super::Commit::linked(checkpoint_lsn, &linked);
+            w.observers.committing(&commit);
+        }
         inner
             .visible_seq
             .store(checkpoint_lsn, std::sync::atomic::Ordering::Release);
+        if !w.observers.is_empty() {
+            w.observers.committed(checkpoint_lsn);
+        }
     }
     // The runs cover every record before `log_pos`: those still only in the cache (an
     // `Async` write's) are dropped unwritten, and the segments before it released.

@@ -40,6 +40,7 @@ mod defrag;
 mod ingest;
 mod link;
 mod log;
+mod observe;
 mod patchgroup;
 mod read;
 mod recover;
@@ -59,6 +60,7 @@ pub(crate) use write::{commit_batch, commit_reclaiming, lock_exclusive, Committe
 pub use check::CheckReport;
 pub use damage::{Damage, LostKeys, Salvage};
 pub use defrag::DefragReport;
+pub use observe::{ChangedSpan, Commit, CommitObserver, ObserverGuard};
 pub use patchgroup::{Engaged, PatchGroup};
 pub use read::DbIter;
 pub use repair::RepairReport;
@@ -102,6 +104,8 @@ pub(crate) struct WriteState {
     pub(super) unflushed_ordered: u64,
     /// Open transactions and the commits they may conflict with.
     pub(crate) oracle: Oracle,
+    /// Who hears about each commit (called under this lock, in commit order).
+    pub(super) observers: observe::Observers,
 }
 
 /// What the checkpointer keeps between checkpoints. Guarded by [`Inner::checkpoint`].
@@ -358,6 +362,7 @@ impl Db {
                 last_seq: recovered.last_lsn,
                 unflushed_ordered: 0,
                 oracle: Default::default(),
+                observers: Default::default(),
             }),
             version: RwLock::new(Arc::new(recovered.version.clone())),
             visible_seq: AtomicU64::new(recovered.last_lsn),
@@ -451,17 +456,6 @@ impl Db {
     /// The state every handle of the store shares.
     pub(crate) fn shared(&self) -> &Arc<Inner> {
         &self.inner
-    }
-
-    /// Fails as a write of `key` (and `value`) to `table` would for its arguments alone.
-    pub(crate) fn check_write(
-        &self,
-        table: TableId,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<()> {
-        self.inner.check_writable()?;
-        write::check_op(&self.inner, &self.inner.version.read(), table, key, value)
     }
 
     /// The name of a table.
@@ -624,6 +618,12 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Fails as a write of `key` (and `value`) to `table` would for its arguments alone.
+    pub fn check_write(&self, table: TableId, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.check_writable()?;
+        write::check_op(self, &self.version.read(), table, key, value)
     }
 
     /// Records a failed write: from now on the store refuses writes and says why.

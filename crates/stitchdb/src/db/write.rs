@@ -283,6 +283,12 @@ pub(crate) fn commit_batch(
             }
             lsn = record_lsn;
         }
+        // Told before the memtables take an owned batch's values.
+        let observed = !w.observers.is_empty();
+        if observed {
+            let commit = super::Commit::batch(lsn, &batch.ops, &batch.ranges);
+            w.observers.committing(&commit);
+        }
         // Every op of the batch gets the commit's sequence number: readers see all or none.
         let version = inner.version.read().clone();
         for (table, start, end) in &batch.ranges {
@@ -319,6 +325,9 @@ pub(crate) fn commit_batch(
         }
         w.last_seq = lsn;
         inner.visible_seq.store(lsn, Ordering::Release);
+        if observed {
+            w.observers.committed(lsn);
+        }
         if durability == Durability::Ordered {
             w.unflushed_ordered += 1;
         }

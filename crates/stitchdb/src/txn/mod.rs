@@ -21,13 +21,16 @@ pub use iter::TxnIter;
 
 use crate::batch::{RangeOp, TableId, WriteBatch};
 use crate::concurrency::{HeldLocks, LockError, LockManager, LockMode, Oracle, TableKey};
-use crate::db::{get_at, lock_exclusive, scan_at, Committer, Db, ReaderGuard, Span};
+use crate::db::{get_at, lock_exclusive, scan_at, Committer, Db, Inner, ReaderGuard, Span};
 use crate::entry::{within, within_any, Value};
 use crate::options::Durability;
 use crate::{Error, Result};
 use spill::Spilled;
 use std::collections::BTreeSet;
+use std::marker::PhantomData;
 use std::ops::{Bound, Deref, DerefMut};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 use write_set::WriteSet;
 
@@ -65,8 +68,13 @@ type ScannedRange = (TableId, Bound<Vec<u8>>, Bound<Vec<u8>>);
 
 /// An open transaction. Commit or abort it; dropping it aborts. While it is open the versions
 /// its snapshot sees are kept by merges.
+///
+/// It holds the store's shared state itself: `'db` only ties one from [`Db::begin`] to its
+/// store, and one from [`Db::begin_owned`] is `'static`. Once the store is closed every call
+/// of a transaction still open returns [`Error::Closed`] (dropping it is all that is left).
 pub struct Transaction<'db> {
-    db: &'db Db,
+    inner: Arc<Inner>,
+    _db: PhantomData<&'db Db>,
     isolation: Isolation,
     /// The newest commit this transaction sees. Registered with the oracle, which also keeps
     /// merges from dropping the versions it can see.
@@ -98,14 +106,23 @@ pub struct Transaction<'db> {
 impl Db {
     /// Begins a transaction over any number of tables.
     pub fn begin(&self, isolation: Isolation) -> Result<Transaction<'_>> {
+        self.begin_owned(isolation)
+    }
+
+    /// [`begin`](Self::begin) for a transaction that does not borrow the store (to keep in a
+    /// table of open transactions, say). Closing the store does not wait for it: its
+    /// uncommitted writes are dropped with it as an abort's are, and every call of it after
+    /// the close returns [`Error::Closed`]. Until it is dropped it keeps the store's memory
+    /// (and open file) alive, as an open iterator does.
+    pub fn begin_owned(&self, isolation: Isolation) -> Result<Transaction<'static>> {
         let inner = self.shared();
-        if inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+        if inner.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         // Under the write lock, so the snapshot and the oracle's record of later commits
         // begin at the same commit.
         let mut w = inner.write.lock();
-        let snapshot = inner.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+        let snapshot = inner.visible_seq.load(Ordering::Acquire);
         let owner = if isolation == Isolation::Locking {
             w.oracle.begin_locking();
             Some(inner.locks.register())
@@ -115,7 +132,8 @@ impl Db {
         };
         drop(w);
         Ok(Transaction {
-            db: self,
+            inner: inner.clone(),
+            _db: PhantomData,
             isolation,
             snapshot,
             writes: WriteSet::default(),
@@ -149,17 +167,16 @@ impl<'db> Transaction<'db> {
     /// what it reads from changing) the newest.
     fn read_seq(&self) -> u64 {
         match self.owner {
-            Some(_) => self
-                .db
-                .shared()
-                .visible_seq
-                .load(std::sync::atomic::Ordering::Acquire),
+            Some(_) => self.inner.visible_seq.load(Ordering::Acquire),
             None => self.snapshot,
         }
     }
 
-    /// The lock error that ended this transaction, if one did.
+    /// The lock error that ended this transaction, if one did, or the store's close.
     fn usable(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
         match &self.failed {
             Some(e) => Err(e.clone()),
             None => Ok(()),
@@ -176,7 +193,7 @@ impl<'db> Transaction<'db> {
         let Some(owner) = self.owner else {
             return Ok(());
         };
-        let inner = self.db.shared();
+        let inner = &self.inner;
         let Err(refused) = request(&inner.locks, owner, inner.opts.lock_timeout) else {
             return Ok(());
         };
@@ -221,7 +238,7 @@ impl<'db> Transaction<'db> {
             false => LockMode::Shared,
         };
         self.lock(|m, owner, timeout| m.lock_key(owner, table, key, mode, timeout))?;
-        let value = get_at(self.db.shared(), table, key, || self.read_seq())?;
+        let value = get_at(&self.inner, table, key, || self.read_seq())?;
         let validated = self.isolation == Isolation::Serializable || for_update;
         if validated && self.owner.is_none() {
             self.reads.insert((table, key.to_vec()));
@@ -243,8 +260,8 @@ impl<'db> Transaction<'db> {
         })?;
         // The scan may outlive the transaction: it keeps the snapshot registered itself.
         let guard = match self.owner {
-            Some(_) => ReaderGuard::at_newest(self.db.shared()),
-            None => ReaderGuard::at(self.db.shared(), self.snapshot),
+            Some(_) => ReaderGuard::at_newest(&self.inner),
+            None => ReaderGuard::at(&self.inner, self.snapshot),
         };
         let store = scan_at(&guard, table, start, end, false)?;
         let own = self
@@ -290,8 +307,8 @@ impl<'db> Transaction<'db> {
     ) -> Result<()> {
         self.usable()?;
         let (start, end) = (start.as_ref(), end.as_ref());
-        self.db.check_write(table, start, None)?;
-        self.db.check_write(table, end, None)?;
+        self.inner.check_write(table, start, None)?;
+        self.inner.check_write(table, end, None)?;
         if start >= end {
             return Ok(());
         }
@@ -330,7 +347,7 @@ impl<'db> Transaction<'db> {
 
     fn write(&mut self, table: TableId, key: &[u8], value: Value) -> Result<()> {
         self.usable()?;
-        self.db.check_write(table, key, value.as_deref())?;
+        self.inner.check_write(table, key, value.as_deref())?;
         self.lock(|m, owner, timeout| m.lock_key(owner, table, key, LockMode::Exclusive, timeout))?;
         self.write_bytes += key.len() + value.as_ref().map_or(0, Vec::len) + WRITE_OVERHEAD;
         let before = self.writes.insert(table, key.to_vec(), value);
@@ -343,7 +360,7 @@ impl<'db> Transaction<'db> {
     /// Writes the private writes out as private runs once they pass the memory budget
     /// (not inside a nested transaction: what it may undo stays in memory).
     fn spill_if_full(&mut self) -> Result<()> {
-        let inner = self.db.shared();
+        let inner = &self.inner;
         if self.write_bytes <= inner.opts.txn_memory || self.nesting > 0 {
             return Ok(());
         }
@@ -351,7 +368,7 @@ impl<'db> Transaction<'db> {
     }
 
     fn spill(&mut self) -> Result<()> {
-        let inner = self.db.shared();
+        let inner = &self.inner;
         inner.check_writable()?;
         // A full store refuses it as it would a commit of the same writes, and it may go in
         // after a reclaim (a spill is all or nothing).
@@ -406,7 +423,7 @@ impl<'db> Transaction<'db> {
 
     /// Commits with the store's default durability.
     pub fn commit(self) -> Result<()> {
-        let durability = self.db.shared().opts.durability;
+        let durability = self.inner.opts.durability;
         self.commit_with(durability)
     }
 
@@ -443,14 +460,14 @@ impl<'db> Transaction<'db> {
                 verdict
             };
             crate::db::commit_batch(
-                self.db.shared(),
+                &self.inner,
                 &mut std::borrow::Cow::Borrowed(&batch),
                 durability,
                 committer,
                 check,
             )
         };
-        let committed = crate::db::commit_reclaiming(self.db.shared(), commit, || !ended.get());
+        let committed = crate::db::commit_reclaiming(&self.inner, commit, || !ended.get());
         self.ended = ended.get();
         committed
     }
@@ -464,7 +481,9 @@ impl<'db> Transaction<'db> {
         }
         let snapshot = self.snapshot_seq();
         let runs = self.spilled.to_link();
-        let _held = self.lock_spans(&runs)?;
+        // A handle of its own: the locks are held while `self` changes.
+        let inner = self.inner.clone();
+        let _held = lock_spans(&inner, self.owner.is_some(), &runs)?;
         // As in `commit_with`: a full store refuses the link before validation ends the
         // transaction, and it may then commit after a reclaim.
         let ended = std::cell::Cell::new(false);
@@ -475,43 +494,15 @@ impl<'db> Transaction<'db> {
                 ended.set(true);
                 verdict
             };
-            crate::db::link_transaction(self.db.shared(), &runs, self.spilled.spills(), check)
+            crate::db::link_transaction(&self.inner, &runs, self.spilled.spills(), check)
         };
-        let linked = crate::db::commit_reclaiming(self.db.shared(), link, || !ended.get());
+        let linked = crate::db::commit_reclaiming(&self.inner, link, || !ended.get());
         self.ended = ended.get();
         if linked.is_ok() {
             // The tables hold the runs now; dropping these references frees nothing.
             self.spilled = Spilled::default();
         }
         linked
-    }
-
-    /// An optimistic transaction's linked commit may change any key of its runs' spans, and
-    /// a locking transaction that began meanwhile must not see that happen under its locks:
-    /// it takes exclusive locks on the spans and its range deletes (a locking transaction
-    /// holds locks on every key it wrote already).
-    fn lock_spans(&self, runs: &crate::db::PrivateRuns) -> Result<Option<HeldLocks<'db>>> {
-        if self.owner.is_some() {
-            return Ok(None);
-        }
-        let mut spans: Vec<Span> = Vec::new();
-        for (table, list) in runs {
-            for (_, run) in list {
-                let blocks = run.blocks();
-                if let (Some(first), Some(last)) = (blocks.first(), blocks.last()) {
-                    let (lo, hi) = (&first.first_key[..], &last.last_key[..]);
-                    spans.push((*table, Bound::Included(lo), Bound::Included(hi)));
-                }
-                spans.extend(run.meta.ranges.iter().map(|r| {
-                    (
-                        *table,
-                        Bound::Included(&r.start[..]),
-                        Bound::Excluded(&r.end[..]),
-                    )
-                }));
-            }
-        }
-        lock_exclusive(self.db.shared(), &spans, Vec::new()).map(Some)
     }
 
     /// [`validate`](Self::validate) for a spilled transaction: its writes are in its runs, so
@@ -559,7 +550,7 @@ impl<'db> Transaction<'db> {
         snapshot: u64,
     ) -> Error {
         Error::Conflict {
-            table: self.db.shared().table_label(table),
+            table: self.inner.table_label(table),
             key: key.to_vec(),
             what,
             snapshot,
@@ -620,13 +611,45 @@ impl Drop for Transaction<'_> {
         self.spilled.discard();
         if !self.ended {
             self.ended = true;
-            self.end_in(&mut self.db.shared().write.lock().oracle);
+            self.end_in(&mut self.inner.write.lock().oracle);
         }
         // After the commit is visible (strict two-phase locking), or on abort.
         if let Some(owner) = self.owner {
-            self.db.shared().locks.release_all(owner);
+            self.inner.locks.release_all(owner);
         }
     }
+}
+
+/// An optimistic transaction's linked commit may change any key of its runs' spans, and
+/// a locking transaction that began meanwhile must not see that happen under its locks:
+/// it takes exclusive locks on the spans and its range deletes (a locking transaction
+/// holds locks on every key it wrote already).
+fn lock_spans<'i>(
+    inner: &'i Inner,
+    locking: bool,
+    runs: &crate::db::PrivateRuns,
+) -> Result<Option<HeldLocks<'i>>> {
+    if locking {
+        return Ok(None);
+    }
+    let mut spans: Vec<Span> = Vec::new();
+    for (table, list) in runs {
+        for (_, run) in list {
+            let blocks = run.blocks();
+            if let (Some(first), Some(last)) = (blocks.first(), blocks.last()) {
+                let (lo, hi) = (&first.first_key[..], &last.last_key[..]);
+                spans.push((*table, Bound::Included(lo), Bound::Included(hi)));
+            }
+            spans.extend(run.meta.ranges.iter().map(|r| {
+                (
+                    *table,
+                    Bound::Included(&r.start[..]),
+                    Bound::Excluded(&r.end[..]),
+                )
+            }));
+        }
+    }
+    lock_exclusive(inner, &spans, Vec::new()).map(Some)
 }
 
 /// A nested transaction: derefs to its parent [`Transaction`], so it reads and writes the
