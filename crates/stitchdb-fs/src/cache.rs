@@ -4,11 +4,11 @@
 //! operations read what the one before them read or wrote; each such read costs a look
 //! through the memtables and the runs' filters, and the cache answers it from a hash map.
 //!
-//! What keeps it true: every commit to the file system's tables goes through a
-//! [`Batch`](crate::Batch) over this cache, which holds the cache closed while the commit is
-//! written and then puts the commit's writes in it. A value read from the store is kept only
-//! if no commit began since the read began (a generation counter tells), so a read that raced
-//! a commit cannot put an older value back.
+//! What keeps it true: the store tells the mount of every commit, whoever makes it (the
+//! observer in `observe`), under its writer lock: the cache is held closed from before the
+//! commit becomes visible until the commit's writes are put in it. A value read from the
+//! store is kept only if no commit began since the read began (a generation counter tells),
+//! so a read that raced a commit cannot put an older value back.
 
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
@@ -130,8 +130,8 @@ impl MetaCache {
         }
     }
 
-    /// The commit begun last failed: what the store holds now is not known here, so the
-    /// cache starts empty.
+    /// The commit begun last failed, or changed keys it did not list: what the store holds
+    /// now is not known here, so the cache starts empty.
     pub(crate) fn commit_failed(&self) {
         let mut s = self.state.lock();
         s.end_commit();

@@ -13,6 +13,16 @@ pub enum FsError {
     Corrupt(String),
     /// A read-only mount of a store that holds no file system yet (why).
     NoFileSystem(String),
+    /// A transaction could not commit: another commit changed what it read or wrote since
+    /// it began (first committer wins). `path` names the file the conflicting key belongs
+    /// to (`/a/b`; `inode N` when no name of it is found; `table T` for a record of an
+    /// ordinary table); `detail` is the store's account.
+    Conflict {
+        /// The file (or record) the conflict is over.
+        path: String,
+        /// What the store says happened.
+        detail: String,
+    },
 }
 
 /// A result whose error is an [`FsError`].
@@ -28,6 +38,7 @@ impl FsError {
             FsError::Store(stitchdb::Error::ReadOnly(_)) => libc::EROFS,
             FsError::Store(_) | FsError::Corrupt(_) => libc::EIO,
             FsError::NoFileSystem(_) => libc::ENODEV,
+            FsError::Conflict { .. } => libc::EBUSY,
         }
     }
 }
@@ -45,6 +56,9 @@ impl fmt::Display for FsError {
             FsError::Store(e) => write!(f, "{e}"),
             FsError::Corrupt(what) => write!(f, "corrupt file system record: {what}"),
             FsError::NoFileSystem(why) => write!(f, "no file system in the store: {why}"),
+            FsError::Conflict { path, detail } => {
+                write!(f, "transaction conflict over {path}: {detail}")
+            }
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::cache::MetaCache;
 use crate::creds::Caller;
 use crate::error::{FsError, FsResult};
 use crate::kv::{Batch, Kv};
+use crate::observe::{Observer, OutsideChange};
 use crate::ops::Op;
 use crate::perm::{R, W, X};
 use crate::schema::{
@@ -18,7 +19,7 @@ use parking_lot::Mutex;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use stitchdb::{Db, Durability};
+use stitchdb::{Db, Durability, ObserverGuard};
 
 /// Where an operation's time stamps come from.
 pub type Clock = Arc<dyn Fn() -> Timespec + Send + Sync>;
@@ -97,8 +98,12 @@ pub struct Fs {
     db: Db,
     tables: Tables,
     opts: FsOptions,
-    /// Recent inode records and names. Every mainline operation reads through it.
-    cache: MetaCache,
+    /// Recent inode records and names. Every mainline operation reads through it; every
+    /// commit of the store, whoever makes it, updates it (`observe`).
+    cache: Arc<MetaCache>,
+    observer: Arc<Observer>,
+    /// Keeps `observer` registered with the store while mounted.
+    _observing: ObserverGuard,
     /// Held by each changing operation of the mainline from its first read to its commit
     /// (not while the commit is made durable): operations are atomic and commit in the
     /// order they run.
@@ -138,12 +143,16 @@ impl Fs {
             Some(r) => decode_ino_key(&r?.0)? + 1,
             None => ROOT_INO + 1,
         };
-        let cache = MetaCache::new(vec![tables.names, tables.inodes]);
+        let cache = Arc::new(MetaCache::new(vec![tables.names, tables.inodes]));
+        let observer = Arc::new(Observer::new(cache.clone(), tables));
+        let observing = db.observe_commits(observer.clone());
         let fs = Fs {
             db,
             tables,
             opts,
             cache,
+            observer,
+            _observing: observing,
             writer: Mutex::new(()),
             handles: Mutex::new(Handles::default()),
             next_ino: AtomicU64::new(next_ino),
@@ -185,11 +194,20 @@ impl Fs {
         batch.commit(Durability::Sync)
     }
 
-    /// The store. Reading it is safe; a write through it to the file system's tables would
-    /// go around the metadata cache, which would then answer with what it replaced: the file
-    /// system's tables change only through this handle's operations.
+    /// The store. Records written through it, to any table, keep the file system right (its
+    /// metadata cache hears of every commit); writes to the file system's own tables must
+    /// keep its invariants (`check_fs`).
     pub fn db(&self) -> &Db {
         &self.db
+    }
+
+    /// Calls `f` after every commit that changes the file system's tables other than this
+    /// handle's own mainline operations (a transaction's commit, a write through the record
+    /// API or a server), with what it changed. `f` runs under the store's writer lock, so it
+    /// must not block nor touch the store: hand the changes to another thread (the FUSE
+    /// adapter queues the kernel's cache invalidations). A later call replaces `f`.
+    pub fn on_outside_change(&self, f: OutsideChange) {
+        self.observer.on_outside_change(f);
     }
 
     /// The file system's tables.

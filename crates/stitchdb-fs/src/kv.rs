@@ -180,7 +180,7 @@ macro_rules! kept_writes {
 /// applies them all as one atomic write.
 pub struct Batch<'db> {
     db: &'db Db,
-    /// Where reads of the cached tables look first, and commits put what they wrote.
+    /// Where reads of the cached tables look first.
     cache: Option<&'db MetaCache>,
     w: Writes,
 }
@@ -214,35 +214,18 @@ impl<'db> Batch<'db> {
             return Ok(());
         }
         let mut b = WriteBatch::new();
-        for (t, s, e) in &self.w.ranges {
-            b.delete_range(*t, s.clone(), e.clone());
+        for (t, s, e) in self.w.ranges {
+            b.delete_range(t, s, e);
         }
-        // The writes of the cached tables, kept for the cache once the commit is written.
-        let mut cached = Vec::new();
         for ((t, k), v) in self.w.points {
-            if self.cache.is_some_and(|c| c.holds(t)) {
-                cached.push(((t, k.clone()), v.clone()));
-            }
             match v {
                 Some(v) => b.put(t, k, v),
                 None => b.delete(t, k),
             }
         }
-        let Some(cache) = self.cache else {
-            self.db.write_owned(b, durability)?;
-            return Ok(());
-        };
-        cache.begin_commit();
-        match self.db.write_owned(b, durability) {
-            Ok(_) => {
-                cache.commit_written(&self.w.ranges, cached);
-                Ok(())
-            }
-            Err(e) => {
-                cache.commit_failed();
-                Err(e.into())
-            }
-        }
+        // The metadata cache learns of it from the store, as of every commit.
+        crate::observe::own_commit(|| self.db.write_owned(b, durability))?;
+        Ok(())
     }
 }
 
@@ -346,4 +329,51 @@ impl Kv for &Snapshot {
     fn delete_range(&mut self, _: TableId, _: &[u8], _: &[u8]) -> FsResult<()> {
         Err(FsError::Errno(libc::EROFS))
     }
+}
+/// One operation inside a transaction: its writes are kept aside until it succeeds
+/// ([`TxnOp::into_writes`]), so a failed operation leaves the transaction as it was.
+pub(crate) struct TxnOp<'t, 'db> {
+    pub(crate) txn: &'t mut Transaction<'db>,
+    w: Writes,
+}
+
+impl<'t, 'db> TxnOp<'t, 'db> {
+    pub(crate) fn new(txn: &'t mut Transaction<'db>) -> Self {
+        TxnOp {
+            txn,
+            w: Writes::default(),
+        }
+    }
+
+    /// The operation's writes: range deletes, then point writes.
+    pub(crate) fn into_writes(self) -> (Vec<Range>, BTreeMap<Key, Option<Vec<u8>>>) {
+        (self.w.ranges, self.w.points)
+    }
+}
+
+impl Kv for TxnOp<'_, '_> {
+    fn get(&mut self, table: TableId, key: &[u8]) -> FsResult<Option<Vec<u8>>> {
+        match self.w.own(table, key) {
+            Some(v) => Ok(v),
+            None => Ok(self.txn.get(table, key)?),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        table: TableId,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        if start >= end || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let store = self
+            .txn
+            .range(table, Bound::Included(start), Bound::Excluded(end))?;
+        self.w.scan(table, start, end, limit, store)
+    }
+
+    kept_writes!();
 }

@@ -19,11 +19,13 @@ mod creds;
 mod error;
 mod fs;
 mod kv;
+mod observe;
 mod ops;
 mod perm;
 mod schema;
 mod snapshot;
 mod tree;
+mod txn;
 
 pub use atime::{AtimeMode, AtimePolicy};
 pub use check::{check_fs, FsCheckReport};
@@ -31,6 +33,7 @@ pub use creds::{Caller, Cap, Credentials, Membership, NGROUPS_MAX};
 pub use error::{FsError, FsResult};
 pub use fs::{system_clock, Clock, Fs, FsOptions, FsStat};
 pub use kv::{Batch, Kv};
+pub use observe::{Changed, OutsideChange};
 pub use ops::{
     check_name, DirEntry, Op, SetAttr, TimeSet, RENAME_EXCHANGE, RENAME_NOREPLACE, SYMLINK_MAX,
     XATTR_CREATE, XATTR_NAME_MAX, XATTR_REPLACE, XATTR_SIZE_MAX,
@@ -42,3 +45,4 @@ pub use schema::{
 };
 pub use snapshot::SnapshotTree;
 pub use tree::{FileTree, Handles, OpFn, Run};
+pub use txn::{Changes, Committed, FsTransaction, Records};

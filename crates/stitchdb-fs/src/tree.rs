@@ -55,7 +55,7 @@ impl Handles {
     }
 
     /// Counts one close of `ino`: whether it was its last.
-    fn closed(&mut self, ino: u64) -> bool {
+    pub(crate) fn closed(&mut self, ino: u64) -> bool {
         match self.open.get_mut(&ino) {
             Some(n) if *n > 1 => {
                 *n -= 1;

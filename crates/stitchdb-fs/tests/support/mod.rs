@@ -68,7 +68,7 @@ pub enum Node {
 pub type Tree = std::collections::BTreeMap<String, (Node, Vec<(Vec<u8>, Vec<u8>)>)>;
 
 /// The tree reachable from the root.
-pub fn dump(fs: &Fs) -> Tree {
+pub fn dump(fs: &(impl FileTree + ?Sized)) -> Tree {
     let root = stitchdb_fs::Caller::root();
     let mut out = Tree::new();
     let mut todo = vec![(String::new(), stitchdb_fs::ROOT_INO)];
