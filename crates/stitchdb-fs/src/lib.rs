@@ -4,11 +4,13 @@
 //!
 //! The modules, bottom up: `error` (errno), `schema` (tables and record encodings,
 //! docs/format.md), `atime` (which reads write an access time), `cache` (recent inode
-//! records and names), `kv` (what an operation reads and writes through, and its commit),
-//! `creds` (who calls: uid, gid, and the groups and capabilities read when a decision needs
-//! them), `perm` (every permission decision, as Linux makes it), `ops` (the operations over a `Kv`), `fs` (the
-//! [`Fs`] handle: one commit per operation, open files, inode numbers), `check` (the
-//! invariants).
+//! records and names), `observe` (every commit of the store, whoever makes it, updates the
+//! cache and is told to the mount), `kv` (what an operation reads and writes through: a
+//! batch, a transaction, a snapshot), `creds` (who calls), `perm` (every permission
+//! decision, as Linux makes it), `ops` (the operations over a `Kv`), `tree` (the operations
+//! as [`FileTree`]'s methods, for any kind of tree), `fs` (the mainline [`Fs`]: one commit per
+//! operation), `txn` ([`FsTransaction`]: operations and records in one engine transaction),
+//! `snapshot` ([`SnapshotTree`]: a named snapshot, read-only), `check` (the invariants).
 
 #![forbid(unsafe_code)]
 
