@@ -453,7 +453,16 @@ impl Served {
             Op::Write {
                 fh, offset, data, ..
             } => c
-                .write(db, ino, fh, offset, data, req.uid, req.pid)
+                .write(
+                    db,
+                    (ino, fh),
+                    offset,
+                    data,
+                    control::Writer {
+                        uid: req.uid,
+                        pid: req.pid,
+                    },
+                )
                 .map(Reply::Written),
             Op::Release { fh } => {
                 c.release(db, ino, fh);

@@ -16,7 +16,7 @@ pub mod protocol;
 use crate::nodeid::{join, CONTROL};
 use parking_lot::Mutex;
 use processes::Tracker;
-use protocol::{Command, CommandError};
+use protocol::{Command, CommandError, PgCommand};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -87,6 +87,15 @@ pub const NODES: &[Node] = &[
 
 fn node(ino: u64) -> Option<&'static Node> {
     NODES.iter().find(|n| n.ino == ino)
+}
+
+/// Who writes a command: the writing thread's file-system uid and thread id.
+#[derive(Debug, Clone, Copy)]
+pub struct Writer {
+    /// The file-system uid.
+    pub uid: u32,
+    /// The thread id.
+    pub pid: u32,
 }
 
 /// The control namespace of one mount.
@@ -229,18 +238,17 @@ impl Control {
         Ok(text[start..end].to_vec())
     }
 
-    /// WRITE to control file `ino` through handle `fh`: runs the command and keeps its reply
-    /// for the handle. `uid` and `pid` are the writer's.
+    /// WRITE of `data` at `offset` to control file `ino` through handle `fh` by `writer`:
+    /// runs the command and keeps its reply for the handle.
     pub fn write(
         &self,
         db: &Db,
-        ino: u64,
-        fh: u64,
+        (ino, fh): (u64, u64),
         offset: i64,
         data: &[u8],
-        uid: u32,
-        pid: u32,
+        writer: Writer,
     ) -> Result<u32, i32> {
+        let Writer { uid, pid } = writer;
         if ino != CONTROL_FILE {
             return Err(libc::EBADF);
         }
@@ -286,12 +294,16 @@ impl Control {
         let mut t = self.tracker.lock();
         t.sweep_if_due(db);
         let r = match c {
-            Command::PgCreate { detached } => t.create(db, uid, pid, detached).map(Some),
-            Command::PgDepend { after, before } => t.depend(db, uid, after, before).map(|()| None),
-            Command::PgEngage(g) => t.engage(db, uid, pid, g).map(|()| None),
-            Command::PgDisengage(g) => t.disengage(db, uid, pid, g).map(|()| None),
-            Command::PgClose(g) => t.close(db, uid, g).map(|()| None),
-            Command::PgSync(g) => {
+            Command::Pg(PgCommand::Create { detached }) => {
+                t.create(db, uid, pid, detached).map(Some)
+            }
+            Command::Pg(PgCommand::Depend { after, before }) => {
+                t.depend(db, uid, after, before).map(|()| None)
+            }
+            Command::Pg(PgCommand::Engage(g)) => t.engage(db, uid, pid, g).map(|()| None),
+            Command::Pg(PgCommand::Disengage(g)) => t.disengage(db, uid, pid, g).map(|()| None),
+            Command::Pg(PgCommand::Close(g)) => t.close(db, uid, g).map(|()| None),
+            Command::Pg(PgCommand::Sync(g)) => {
                 t.may_sync(uid, g)?;
                 // A sync waits for the device: other processes' commands need not.
                 drop(t);

@@ -11,23 +11,30 @@ pub const MAX_COMMAND: usize = 4096;
 /// A patchgroup's id as the protocol spells it (the engine's `GroupId`).
 pub type Gid = u64;
 
-/// A command of the control file. The first word names the subsystem (`pg` here); other
-/// subsystems add their variants and their words to [`parse`].
+/// A command of the control file: the first word names the subsystem, whose commands are an
+/// enum of their own (a new subsystem adds a variant here and its words to [`parse`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
+    /// `pg ...`: patchgroups.
+    Pg(PgCommand),
+}
+
+/// The patchgroup commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PgCommand {
     /// `pg create`: a group owned by the calling process, closed when it exits;
     /// `pg create detached`: a group owned by no process, open until `pg close`.
-    PgCreate { detached: bool },
+    Create { detached: bool },
     /// `pg depend AFTER BEFORE`: AFTER's changes reach the disk after BEFORE's.
-    PgDepend { after: Gid, before: Gid },
+    Depend { after: Gid, before: Gid },
     /// `pg engage G`: the calling process's changes belong to G from now on.
-    PgEngage(Gid),
+    Engage(Gid),
     /// `pg disengage G`: ends one engagement of G by the calling process.
-    PgDisengage(Gid),
+    Disengage(Gid),
     /// `pg sync G`: G's changes (and what they follow) are durable when it answers.
-    PgSync(Gid),
+    Sync(Gid),
     /// `pg close G`: forgets G (its changes still reach the disk in order).
-    PgClose(Gid),
+    Close(Gid),
 }
 
 /// Why a command failed: the errno its write(2) fails with, and the reply's message.
@@ -91,16 +98,16 @@ pub fn parse(bytes: &[u8]) -> Result<Command, CommandError> {
             .map_err(|_| invalid(format!("{w:?} is not a patchgroup id")))
     };
     match words.as_slice() {
-        ["pg", "create"] => Ok(Command::PgCreate { detached: false }),
-        ["pg", "create", "detached"] => Ok(Command::PgCreate { detached: true }),
-        ["pg", "depend", after, before] => Ok(Command::PgDepend {
+        ["pg", "create"] => Ok(Command::Pg(PgCommand::Create { detached: false })),
+        ["pg", "create", "detached"] => Ok(Command::Pg(PgCommand::Create { detached: true })),
+        ["pg", "depend", after, before] => Ok(Command::Pg(PgCommand::Depend {
             after: gid(after)?,
             before: gid(before)?,
-        }),
-        ["pg", "engage", g] => Ok(Command::PgEngage(gid(g)?)),
-        ["pg", "disengage", g] => Ok(Command::PgDisengage(gid(g)?)),
-        ["pg", "sync", g] => Ok(Command::PgSync(gid(g)?)),
-        ["pg", "close", g] => Ok(Command::PgClose(gid(g)?)),
+        })),
+        ["pg", "engage", g] => Ok(Command::Pg(PgCommand::Engage(gid(g)?))),
+        ["pg", "disengage", g] => Ok(Command::Pg(PgCommand::Disengage(gid(g)?))),
+        ["pg", "sync", g] => Ok(Command::Pg(PgCommand::Sync(gid(g)?))),
+        ["pg", "close", g] => Ok(Command::Pg(PgCommand::Close(gid(g)?))),
         ["pg", ..] => Err(invalid(
             "usage: pg create [detached] | pg depend AFTER BEFORE | pg engage|disengage|sync|close G",
         )),
@@ -144,16 +151,19 @@ mod tests {
     fn commands_parse_and_garbage_is_einval() {
         assert_eq!(
             parse(b"pg create\n"),
-            Ok(Command::PgCreate { detached: false })
+            Ok(Command::Pg(PgCommand::Create { detached: false }))
         );
         assert_eq!(
             parse(b"pg depend 3 2"),
-            Ok(Command::PgDepend {
+            Ok(Command::Pg(PgCommand::Depend {
                 after: 3,
                 before: 2
-            })
+            }))
         );
-        assert_eq!(parse(b"pg  engage   7\n"), Ok(Command::PgEngage(7)));
+        assert_eq!(
+            parse(b"pg  engage   7\n"),
+            Ok(Command::Pg(PgCommand::Engage(7)))
+        );
         for bad in [
             &b""[..],
             b"\n",
