@@ -42,7 +42,7 @@ pub use ops::{
 };
 pub use perm::{permit, Check, R, W, X};
 pub use schema::{
-    Attr, Entry, Kind, Tables, Timespec, BLOCK_SIZE, LINK_MAX, MAX_FILE_SIZE, NAME_MAX, ROOT_INO,
+    Attr, Entry, Kind, Tables, Timespec, BLOCK_SIZE, LINK_MAX, MAX_FILE_SIZE, MAX_INO, NAME_MAX, ROOT_INO,
     TABLE_NAMES,
 };
 pub use snapshot::SnapshotTree;

@@ -10,7 +10,7 @@ use crate::perm::{self, permit, Change, Check, CAPABILITY_XATTR, W, X};
 use crate::schema::{
     decode_attr, decode_dirent, decode_name, decode_name_key, decode_pair_key, encode_attr,
     encode_dirent, encode_name, ino_key, ino_range, name_key, pair_key, Attr, Entry, Kind, Tables,
-    Timespec, BLOCK_SIZE, FIRST_COOKIE, LINK_MAX, MAX_FILE_SIZE, NAME_MAX, ROOT_INO,
+    Timespec, BLOCK_SIZE, FIRST_COOKIE, LINK_MAX, MAX_FILE_SIZE, MAX_INO, NAME_MAX, ROOT_INO,
 };
 
 /// `renameat2`'s `RENAME_NOREPLACE`.
@@ -233,6 +233,9 @@ impl<K: Kv> Op<'_, K> {
             d.nlink += 1;
         }
         let ino = new_ino();
+        if ino > MAX_INO {
+            return err(libc::ENOSPC);
+        }
         let a = Attr {
             ino,
             kind,

@@ -10,6 +10,10 @@ use stitchdb::{Db, TableId};
 pub const BLOCK_SIZE: u64 = 4096;
 /// The root directory's inode number.
 pub const ROOT_INO: u64 = 1;
+/// The largest inode number: FUSE node ids keep the 16 bits above for views of other trees
+/// (the FUSE adapter's control directory, transactions, snapshots). A file system that ran
+/// out of them answers `ENOSPC`, as ext4 does when out of inodes.
+pub const MAX_INO: u64 = (1 << 48) - 1;
 /// The longest name of a directory entry, in bytes (ext4's).
 pub const NAME_MAX: usize = 255;
 /// The largest file size: ext4's with 4 KiB blocks ((2^32 - 1) blocks).

@@ -16,8 +16,10 @@
 
 mod attr;
 mod bdi;
+mod control;
 pub mod mount;
 mod mountinfo;
+mod nodeid;
 mod options;
 mod poll;
 mod session;

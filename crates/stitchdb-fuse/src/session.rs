@@ -370,7 +370,7 @@ impl Filesystem for KvFuse {
         &mut self,
         req: &fuser::Request<'_>,
         ino: u64,
-        _fh: u64,
+        fh: u64,
         offset: i64,
         size: u32,
         _flags: i32,
@@ -385,11 +385,11 @@ impl Filesystem for KvFuse {
         // off, the read goes to the workers, so concurrent readers still overlap.
         let lone = size <= INLINE_MAX && self.poller.get().is_some_and(|p| !p.request_waiting());
         if lone {
-            return self.run(req, ino, Op::Read { offset, size }, reply);
+            return self.run(req, ino, Op::Read { fh, offset, size }, reply);
         }
         self.busy();
         let served = self.served.clone();
-        let read = request(req, ino, Op::Read { offset, size });
+        let read = request(req, ino, Op::Read { fh, offset, size });
         self.served.workers.run(Box::new(move || {
             let answer = served.serve(read);
             reply.send(&served.opts, answer);
@@ -400,7 +400,7 @@ impl Filesystem for KvFuse {
         &mut self,
         req: &fuser::Request<'_>,
         ino: u64,
-        _fh: u64,
+        fh: u64,
         offset: i64,
         data: &[u8],
         write_flags: u32,
@@ -409,6 +409,7 @@ impl Filesystem for KvFuse {
         reply: ReplyWrite,
     ) {
         let op = Op::Write {
+            fh,
             offset,
             data,
             flags,
@@ -432,13 +433,13 @@ impl Filesystem for KvFuse {
         &mut self,
         req: &fuser::Request<'_>,
         ino: u64,
-        _fh: u64,
+        fh: u64,
         _flags: i32,
         _lock_owner: Option<u64>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.run(req, ino, Op::Release, reply);
+        self.run(req, ino, Op::Release { fh }, reply);
     }
 
     fn fsync(

@@ -4,13 +4,15 @@
 //! errno) that [`Served::serve`] gives back; every errno is chosen here, and every failure is
 //! logged here ([`errno`]).
 
+use crate::control::{self, Control};
+use crate::nodeid::{self, CONTROL, MAINLINE};
 use crate::options::ServeOptions;
 use parking_lot::Mutex;
 use std::path::Path;
 use std::sync::Arc;
 use stitchdb_fs::{
     permit, Attr, Caller, Cap, Check, DirEntry, FileTree, Fs, FsError, Kind, SetAttr, BLOCK_SIZE,
-    R, W,
+    R, ROOT_INO, W, X,
 };
 
 /// Entries read from the store per batch while filling a readdir reply.
@@ -32,6 +34,10 @@ pub const READ_SPIN_LIMIT: std::time::Duration = std::time::Duration::from_micro
 /// `FOPEN_KEEP_CACHE`: only this mount changes the files, so the page cache stays valid
 /// across opens.
 pub const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+
+/// `FOPEN_DIRECT_IO`: every read and write of the handle comes to the daemon as it is made,
+/// from the caller's thread (no page cache, no write-back by the kernel's flushers).
+pub const FOPEN_DIRECT_IO: u32 = 1 << 0;
 
 /// Where READDIR's entries go: into the reply, until it answers `true`, full (the entry it
 /// was given is then not in it).
@@ -103,7 +109,9 @@ pub enum Op<'a> {
     Open {
         flags: i32,
     },
+    /// `fh`: the handle OPEN answered.
     Read {
+        fh: u64,
         offset: i64,
         size: u32,
     },
@@ -112,13 +120,16 @@ pub enum Op<'a> {
     /// set-group-id bits away). The kernel writes back cached pages without naming the
     /// writer, having decided before that nothing needs taking away.
     Write {
+        fh: u64,
         offset: i64,
         data: &'a [u8],
         flags: i32,
         kill_suidgid: bool,
     },
     Flush,
-    Release,
+    Release {
+        fh: u64,
+    },
     Fsync,
     Opendir {
         flags: i32,
@@ -213,20 +224,98 @@ pub struct Served {
     pub opts: ServeOptions,
     /// Threads serving reads the transports hand them.
     pub workers: Workers,
+    /// The control namespace `/.stitch`, and the patchgroups of the mount's processes.
+    pub control: Control,
 }
 
 impl Served {
     /// Serves `fs` as `opts` say.
     pub fn new(fs: Arc<Fs>, opts: ServeOptions) -> Served {
+        let born = (stitchdb_fs::system_clock())();
         Served {
             fs,
             opts,
             workers: Workers::start(WORKERS),
+            control: Control::new(born),
         }
     }
 
-    /// Serves `req`.
+    /// Serves `req`: routes it by the view of its node id (`nodeid`).
     pub fn serve(&self, req: Request<'_>) -> Answer<Reply> {
+        match nodeid::split(req.ino) {
+            (MAINLINE, _) => {}
+            (CONTROL, ino) => return self.serve_control(ino, req),
+            // Views of transactions and snapshots: none exists yet.
+            _ => return Err(libc::ESTALE),
+        }
+        // A second node must be in the same view: across views is across file systems.
+        match req.op {
+            Op::Rename {
+                new_parent: other, ..
+            }
+            | Op::Link { target: other, .. }
+                if nodeid::split(other).0 != MAINLINE =>
+            {
+                return Err(libc::EXDEV)
+            }
+            _ => {}
+        }
+        if req.ino == ROOT_INO {
+            if let Some(answer) = self.control_name(&req.op) {
+                return answer;
+            }
+        }
+        // The calling process's patchgroups order what this request changes; nothing to do
+        // (one atomic load) while no process has one engaged.
+        let ctx = self.control.context(self.fs.db(), req.pid);
+        let _in_groups = ctx.as_ref().map(|c| c.enter());
+        self.serve_mainline(req, ctx.is_some())
+    }
+
+    /// The answer to a request of the mainline root naming `.stitch`, if it does: the name
+    /// is the control directory's, so it cannot be made, taken or removed (EEXIST to make
+    /// it or rename onto it, EBUSY to remove or rename it, as a mount point).
+    fn control_name(&self, op: &Op<'_>) -> Option<Answer<Reply>> {
+        let is = |n: &[u8]| n == control::NAME;
+        Some(match *op {
+            Op::Lookup { name } if is(name) => {
+                self.control.root().map(Reply::Entry).ok_or(libc::EIO)
+            }
+            Op::Mknod { name, .. }
+            | Op::Mkdir { name, .. }
+            | Op::Symlink { name, .. }
+            | Op::Create { name, .. }
+            | Op::Link { name, .. }
+                if is(name) =>
+            {
+                Err(libc::EEXIST)
+            }
+            Op::Unlink { name } | Op::Rmdir { name } | Op::Rename { name, .. } if is(name) => {
+                Err(libc::EBUSY)
+            }
+            _ => return None,
+        })
+    }
+
+    /// Serves a mainline request; `in_groups`: its process has patchgroups engaged, so the
+    /// files it opens are served with direct I/O (their writes then come from the writer,
+    /// and belong to its groups, not from the kernel's flushers later).
+    fn serve_mainline(&self, req: Request<'_>, in_groups: bool) -> Answer<Reply> {
+        if let Op::Rename {
+            new_parent: ROOT_INO,
+            new_name,
+            ..
+        } = req.op
+        {
+            if new_name == control::NAME {
+                return Err(libc::EEXIST);
+            }
+        }
+        let open_flags = if in_groups {
+            FOPEN_KEEP_CACHE | FOPEN_DIRECT_IO
+        } else {
+            FOPEN_KEEP_CACHE
+        };
         let fs = &*self.fs;
         let ino = req.ino;
         // Read from /proc only when a decision needs more than the uid and gid.
@@ -257,10 +346,10 @@ impl Served {
                 fs.open(&who(), ino, flags).map_err(|e| errno(&e))?;
                 Ok(Reply::Opened {
                     fh: ino,
-                    flags: FOPEN_KEEP_CACHE,
+                    flags: open_flags,
                 })
             }
-            Op::Read { offset, size } => {
+            Op::Read { offset, size, .. } => {
                 let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
                 fs.read(ino, offset, size as usize)
                     .map(Reply::Data)
@@ -271,6 +360,7 @@ impl Served {
                 data,
                 flags,
                 kill_suidgid,
+                ..
             } => {
                 let offset = self.write_offset(ino, offset, flags)?;
                 let writer = who().knowing(Cap::Fsetid, !kill_suidgid);
@@ -285,7 +375,7 @@ impl Served {
             // still writing back a file's dirty pages before close returns. Locks need no
             // FLUSH either: the kernel keeps them itself (see docs/kvfs.md, "Locks").
             Op::Flush => Err(libc::ENOSYS),
-            Op::Release => done(fs.release(ino)),
+            Op::Release { .. } => done(fs.release(ino)),
             Op::Fsync | Op::Destroy => done(fs.fsync()),
             Op::Opendir { flags } => {
                 self.opendir(&who(), ino, flags)?;
@@ -312,7 +402,7 @@ impl Served {
                 Ok(Reply::Created {
                     fh: attr.ino,
                     attr,
-                    flags: FOPEN_KEEP_CACHE,
+                    flags: open_flags,
                 })
             }
             Op::Fallocate {
@@ -333,7 +423,113 @@ impl Served {
     /// The kernel lets go of `ino` (FORGET, BATCH_FORGET: it sends the whole count it held,
     /// when it evicts the inode): a deleted inode it still held is gone for good.
     pub fn forget(&self, ino: u64) {
-        self.fs.forget(ino);
+        if nodeid::split(ino).0 == MAINLINE {
+            self.fs.forget(ino);
+        }
+    }
+
+    /// Serves a request on node `ino` of the control namespace: read-only but for the
+    /// `control` file's commands.
+    fn serve_control(&self, ino: u64, req: Request<'_>) -> Answer<Reply> {
+        let c = &self.control;
+        let db = self.fs.db();
+        match req.op {
+            Op::Lookup { name } => c.lookup(ino, name).map(Reply::Entry).ok_or(libc::ENOENT),
+            Op::Getattr => c.getattr(ino).map(Reply::Attr).ok_or(libc::ESTALE),
+            // `> /.stitch/control` truncates: there is nothing to truncate.
+            Op::Setattr(ref s)
+                if s.size == Some(0) && s.mode.is_none() && s.uid.is_none() && s.gid.is_none() =>
+            {
+                c.getattr(ino).map(Reply::Attr).ok_or(libc::ESTALE)
+            }
+            Op::Open { flags } => c.open(ino, flags).map(|fh| Reply::Opened {
+                fh,
+                flags: FOPEN_DIRECT_IO,
+            }),
+            Op::Read { fh, offset, size } => {
+                let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
+                c.read(ino, fh, offset, size as usize).map(Reply::Data)
+            }
+            Op::Write {
+                fh, offset, data, ..
+            } => c
+                .write(
+                    db,
+                    (ino, fh),
+                    offset,
+                    data,
+                    control::Writer {
+                        uid: req.uid,
+                        pid: req.pid,
+                    },
+                )
+                .map(Reply::Written),
+            Op::Release { fh } => {
+                c.release(db, ino, fh);
+                Ok(Reply::Empty)
+            }
+            Op::Flush => Err(libc::ENOSYS),
+            Op::Fsync | Op::Releasedir => Ok(Reply::Empty),
+            Op::Opendir { flags } => {
+                let a = c.getattr(ino).ok_or(libc::ESTALE)?;
+                if a.kind != Kind::Dir {
+                    return Err(libc::ENOTDIR);
+                }
+                if flags & libc::O_ACCMODE != libc::O_RDONLY {
+                    return Err(libc::EISDIR);
+                }
+                Ok(Reply::Opened { fh: 0, flags: 0 })
+            }
+            Op::Readdir { offset, plus, add } => {
+                let entries = c.readdir(ino, offset.max(0) as u64).ok_or(libc::ENOTDIR)?;
+                for e in entries {
+                    let attr = if !plus {
+                        None
+                    } else if e.ino == ROOT_INO {
+                        Some(self.fs.getattr(ROOT_INO).map_err(|e| errno(&e))?)
+                    } else {
+                        c.getattr(nodeid::split(e.ino).1)
+                    };
+                    if add(&e, attr.as_ref()) {
+                        break;
+                    }
+                }
+                Ok(Reply::Empty)
+            }
+            Op::Statfs => Ok(Reply::Statfs(self.statfs())),
+            Op::Access { mask } => {
+                let a = c.getattr(ino).ok_or(libc::ESTALE)?;
+                let wanted = mask & (R | W | X);
+                // Everyone is in the same class (root-owned, the same bits for all); root
+                // may read and write, and search directories.
+                let allowed = if req.uid == 0 {
+                    R | W | X
+                } else {
+                    a.perm & 0o7
+                };
+                if wanted & !allowed != 0 || (mask & W != 0 && a.perm & 0o222 == 0) {
+                    return Err(libc::EACCES);
+                }
+                Ok(Reply::Empty)
+            }
+            Op::Getxattr { .. } => Err(libc::ENODATA),
+            Op::Listxattr { size } => xattr_answer(Vec::new(), size),
+            Op::Readlink => Err(libc::EINVAL),
+            Op::Lseek { .. } => Err(libc::ENXIO),
+            Op::Setattr(_)
+            | Op::Mknod { .. }
+            | Op::Mkdir { .. }
+            | Op::Unlink { .. }
+            | Op::Rmdir { .. }
+            | Op::Symlink { .. }
+            | Op::Rename { .. }
+            | Op::Link { .. }
+            | Op::Create { .. }
+            | Op::Setxattr { .. }
+            | Op::Removexattr { .. }
+            | Op::Fallocate { .. } => Err(libc::EPERM),
+            Op::Destroy => Ok(Reply::Empty),
+        }
     }
 
     /// Where a WRITE lands: with the write-back cache the kernel places appends itself;

@@ -54,11 +54,11 @@ impl Handler for Queued {
         // A short read (a random reader's next block) is served here, on the caller's CPU; a
         // long one (read-ahead) on a worker, so that a sequential reader's requests overlap,
         // on the CPU the reader is not on.
-        if let Op::Read { offset, size } = op {
+        if let Op::Read { fh, offset, size } = op {
             if size > INLINE_MAX {
                 if let Some(later) = later.take() {
                     let served = self.served.clone();
-                    let read: Request<'static> = request(req, Op::Read { offset, size });
+                    let read: Request<'static> = request(req, Op::Read { fh, offset, size });
                     self.served.workers.run(Box::new(move || {
                         later.send(served.serve(read).map(|r| encode(r, ttl)))
                     }));
@@ -132,17 +132,19 @@ fn decode<'a>(req: &fuse_uring::Request<'a>) -> Answer<Op<'a>> {
             flags: o.u32(0) as i32,
         },
         op::READ => Op::Read {
+            fh: o.u64(0),
             offset: o.u64(8) as i64,
             size: o.u32(16),
         },
         op::WRITE => Op::Write {
+            fh: o.u64(0),
             offset: o.u64(8) as i64,
             data: req.payload.get(..o.u32(16) as usize).ok_or(libc::EINVAL)?,
             flags: o.u32(32) as i32,
             kill_suidgid: o.u32(20) & WRITE_KILL_SUIDGID != 0,
         },
         op::STATFS => Op::Statfs,
-        op::RELEASE => Op::Release,
+        op::RELEASE => Op::Release { fh: o.u64(0) },
         op::FSYNC | op::FSYNCDIR => Op::Fsync,
         op::SETXATTR => {
             let (name, value) = req.name().ok_or(libc::EINVAL)?;

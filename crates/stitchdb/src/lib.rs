@@ -77,7 +77,7 @@ pub use stitch_io::{
     read_direct, spin_for_reads, Disk, FileDisk, IoError, IoErrorKind, IoOp, MemDisk, SimConfig,
     SimDisk,
 };
-pub use stitch_patch::{CacheStats, ContextGuard, GroupId, PatchContext};
+pub use stitch_patch::{CacheStats, ContextGuard, GroupId, PatchContext, PatchGroupError};
 pub use stitch_zone::ZoneStats;
 pub use txn::{Isolation, Nested, Transaction, TxnIter};
 

@@ -23,6 +23,42 @@ impl Db {
             closed: false,
         }
     }
+
+    /// Makes a patchgroup known by its id only: for a surface that keeps groups on behalf of
+    /// clients (the file system's control directory), which closes it with
+    /// [`pg_close`](Self::pg_close). The other `pg_*` calls are Featherstitch's, as
+    /// [`PatchGroup`]'s methods describe them.
+    pub fn pg_create(&self) -> GroupId {
+        self.inner.groups.pg_create()
+    }
+
+    /// `after`'s writes reach the disk only after `before`'s (seals `before`).
+    pub fn pg_depend(&self, after: GroupId, before: GroupId) -> Result<()> {
+        Ok(self.inner.groups.pg_depend(after, before)?)
+    }
+
+    /// Engages `group` in `ctx` until [`pg_disengage`](Self::pg_disengage).
+    pub fn pg_engage(&self, ctx: &PatchContext, group: GroupId) -> Result<()> {
+        if self.inner.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(self.inner.groups.pg_engage(ctx, group)?)
+    }
+
+    /// Ends one engagement of `group` in `ctx`.
+    pub fn pg_disengage(&self, ctx: &PatchContext, group: GroupId) -> Result<()> {
+        Ok(self.inner.groups.pg_disengage(ctx, group)?)
+    }
+
+    /// Makes every write of `group` durable (and everything those writes follow).
+    pub fn pg_sync(&self, group: GroupId) -> Result<()> {
+        Ok(self.inner.groups.pg_sync(group)?)
+    }
+
+    /// Forgets `group` (its writes still reach the disk in order).
+    pub fn pg_close(&self, group: GroupId) -> Result<()> {
+        Ok(self.inner.groups.pg_close(group)?)
+    }
 }
 
 /// A patchgroup of one store. Dropping it closes it (its writes still reach the disk in
