@@ -23,11 +23,14 @@ pub enum Exit {
     Permission,
     /// The store, the table, the snapshot or an input file does not exist.
     Missing,
+    /// `txn run`: the transaction conflicted with a commit made since it began, and was
+    /// aborted.
+    Conflict,
 }
 
 impl Exit {
     /// Every status, in order, for the documentation.
-    pub const ALL: [Exit; 8] = [
+    pub const ALL: [Exit; 9] = [
         Exit::Success,
         Exit::NotFound,
         Exit::Usage,
@@ -36,6 +39,7 @@ impl Exit {
         Exit::Locked,
         Exit::Permission,
         Exit::Missing,
+        Exit::Conflict,
     ];
 
     /// The process exit status.
@@ -50,6 +54,7 @@ impl Exit {
             Exit::Locked => 5,
             Exit::Permission => 6,
             Exit::Missing => 7,
+            Exit::Conflict => 8,
         }
     }
 
@@ -66,6 +71,7 @@ impl Exit {
             }
             Exit::Permission => "permission denied (the store or a file)",
             Exit::Missing => "no such store, table, snapshot or input file",
+            Exit::Conflict => "txn run: the transaction conflicted with another commit",
         }
     }
 }

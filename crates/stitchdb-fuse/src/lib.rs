@@ -17,6 +17,7 @@
 mod attr;
 mod bdi;
 mod control;
+mod invalidate;
 pub mod mount;
 mod mountinfo;
 mod nodeid;

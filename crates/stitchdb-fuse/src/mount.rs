@@ -101,6 +101,7 @@ pub fn unmount(mp: &Path) -> Result<(), String> {
 pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<KvFuse>, String> {
     let poller = adapter.poller();
     let prepared = adapter.offer_queues();
+    let notifier = adapter.notifier();
     // Resolved before mounting: once mounted, resolving it would ask this daemon.
     let canonical = c
         .mountpoint
@@ -130,6 +131,7 @@ pub fn open_session(c: &MountConfig, adapter: KvFuse) -> Result<fuser::Session<K
         crate::sysmount::mount_as_user(c, &canonical)
     };
     let session = fuser::Session::from_fd(adapter, device.map_err(mounting)?, c.session_acl());
+    let _ = notifier.set(session.notifier());
     let device = session
         .as_fd()
         .try_clone_to_owned()

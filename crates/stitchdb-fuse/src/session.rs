@@ -71,6 +71,12 @@ impl KvFuse {
         }
     }
 
+    /// Where the session puts its notifier once it exists (the adapter is moved into the
+    /// session first): commits made around the mainline are told to the kernel through it.
+    pub fn notifier(&self) -> Arc<OnceLock<fuser::Notifier>> {
+        self.served.notifier.clone()
+    }
+
     /// Where the session puts its [`Poller`] once the device is open: the adapter is moved
     /// into the session before the session's descriptor exists.
     pub fn poller(&self) -> Arc<OnceLock<Poller>> {

@@ -5,14 +5,15 @@
 //! logged here ([`errno`]).
 
 use crate::control::{self, Control};
+use crate::invalidate::{Invalidator, Stale};
 use crate::nodeid::{self, CONTROL, MAINLINE};
 use crate::options::ServeOptions;
 use parking_lot::Mutex;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use stitchdb_fs::{
-    permit, Attr, Caller, Cap, Check, DirEntry, FileTree, Fs, FsError, Kind, SetAttr, BLOCK_SIZE,
-    R, ROOT_INO, W, X,
+    permit, Attr, Caller, Cap, Changed, Check, DirEntry, FileTree, Fs, FsError, Kind, SetAttr,
+    BLOCK_SIZE, R, ROOT_INO, W, X,
 };
 
 /// Entries read from the store per batch while filling a readdir reply.
@@ -203,6 +204,26 @@ pub enum Reply {
     Empty,
 }
 
+impl Reply {
+    /// The reply with the inode numbers it carries turned into node ids of view `view`.
+    fn in_view(self, view: u16) -> Reply {
+        let at = |mut a: Attr| {
+            a.ino = nodeid::join(view, a.ino);
+            a
+        };
+        match self {
+            Reply::Entry(a) => Reply::Entry(at(a)),
+            Reply::Attr(a) => Reply::Attr(at(a)),
+            Reply::Created { attr, fh, flags } => Reply::Created {
+                attr: at(attr),
+                fh,
+                flags,
+            },
+            other => other,
+        }
+    }
+}
+
 /// `statfs`'s answer, in `struct statfs`'s terms.
 #[derive(Debug)]
 pub struct Statfs {
@@ -226,17 +247,40 @@ pub struct Served {
     pub workers: Workers,
     /// The control namespace `/.stitch`, and the patchgroups of the mount's processes.
     pub control: Control,
+    /// Where the session puts its notifier, once it exists: the kernel is told through it
+    /// of changes made around the mainline (`invalidate`).
+    pub notifier: Arc<OnceLock<fuser::Notifier>>,
+    /// Sends those notices.
+    invalidator: Arc<Invalidator>,
 }
 
 impl Served {
     /// Serves `fs` as `opts` say.
     pub fn new(fs: Arc<Fs>, opts: ServeOptions) -> Served {
         let born = (stitchdb_fs::system_clock())();
+        let notifier = Arc::new(OnceLock::new());
+        let invalidator = Arc::new(Invalidator::start(notifier.clone()));
+        // Commits made around the mainline (a transaction's, a record write to the file
+        // system's tables) change what the kernel may cache: it is told to drop it. The
+        // observer calls this under the store's write lock: it only queues.
+        let to_drop = invalidator.clone();
+        fs.on_outside_change(Box::new(move |changed| {
+            to_drop.push(changed.iter().filter_map(|c| match c {
+                Changed::Inode(ino) => Some(Stale::Inode(*ino)),
+                Changed::Name(parent, name) => Some(Stale::Entry(*parent, name.clone())),
+                Changed::All => {
+                    tracing::debug!("a commit too large to list: the kernel's caches expire");
+                    None
+                }
+            }));
+        }));
         Served {
             fs,
             opts,
             workers: Workers::start(WORKERS),
-            control: Control::new(born),
+            control: Control::new(born, invalidator.clone()),
+            notifier,
+            invalidator,
         }
     }
 
@@ -245,20 +289,7 @@ impl Served {
         match nodeid::split(req.ino) {
             (MAINLINE, _) => {}
             (CONTROL, ino) => return self.serve_control(ino, req),
-            // Views of transactions and snapshots: none exists yet.
-            _ => return Err(libc::ESTALE),
-        }
-        // A second node must be in the same view: across views is across file systems.
-        match req.op {
-            Op::Rename {
-                new_parent: other, ..
-            }
-            | Op::Link { target: other, .. }
-                if nodeid::split(other).0 != MAINLINE =>
-            {
-                return Err(libc::EXDEV)
-            }
-            _ => {}
+            (view, _) => return self.serve_view(view, req),
         }
         if req.ino == ROOT_INO {
             if let Some(answer) = self.control_name(&req.op) {
@@ -269,7 +300,18 @@ impl Served {
         // (one atomic load) while no process has one engaged.
         let ctx = self.control.context(self.fs.db(), req.pid);
         let _in_groups = ctx.as_ref().map(|c| c.enter());
-        self.serve_mainline(req, ctx.is_some())
+        self.serve_tree(&*self.fs, MAINLINE, req, ctx.is_some())
+    }
+
+    /// Serves a request on a node of the tree of view `view` (a transaction's or a
+    /// snapshot's): only its owner's processes reach a transaction's.
+    fn serve_view(&self, view: u16, req: Request<'_>) -> Answer<Reply> {
+        let v = self.control.views().get(view).ok_or(libc::ESTALE)?;
+        if !v.admits(req.uid) {
+            return Err(libc::EACCES);
+        }
+        self.serve_tree(v.tree(), view, req, false)
+            .map(|reply| reply.in_view(view))
     }
 
     /// The answer to a request of the mainline root naming `.stitch`, if it does: the name
@@ -297,10 +339,22 @@ impl Served {
         })
     }
 
-    /// Serves a mainline request; `in_groups`: its process has patchgroups engaged, so the
+    /// Serves a request on a node of `tree`, the tree of view `view` (its node ids are its
+    /// inode numbers in that view); `in_groups`: its process has patchgroups engaged, so the
     /// files it opens are served with direct I/O (their writes then come from the writer,
     /// and belong to its groups, not from the kernel's flushers later).
-    fn serve_mainline(&self, req: Request<'_>, in_groups: bool) -> Answer<Reply> {
+    fn serve_tree(
+        &self,
+        fs: &dyn FileTree,
+        view: u16,
+        req: Request<'_>,
+        in_groups: bool,
+    ) -> Answer<Reply> {
+        // A second node must be in the same view: across views is across file systems.
+        let local = |other: u64| match nodeid::split(other) {
+            (v, ino) if v == view => Ok(ino),
+            _ => Err(libc::EXDEV),
+        };
         if let Op::Rename {
             new_parent: ROOT_INO,
             new_name,
@@ -316,8 +370,7 @@ impl Served {
         } else {
             FOPEN_KEEP_CACHE
         };
-        let fs = &*self.fs;
-        let ino = req.ino;
+        let ino = nodeid::split(req.ino).1;
         // Read from /proc only when a decision needs more than the uid and gid.
         let who = || Caller::thread(req.uid, req.gid, req.pid);
         let done = |r: Result<(), FsError>| r.map(|()| Reply::Empty).map_err(|e| errno(&e));
@@ -340,8 +393,8 @@ impl Served {
                 new_parent,
                 new_name,
                 flags,
-            } => done(fs.rename(&who(), ino, name, new_parent, new_name, flags)),
-            Op::Link { target, name } => entry(fs.link(&who(), target, ino, name)),
+            } => done(fs.rename(&who(), ino, name, local(new_parent)?, new_name, flags)),
+            Op::Link { target, name } => entry(fs.link(&who(), local(target)?, ino, name)),
             Op::Open { flags } => {
                 fs.open(&who(), ino, flags).map_err(|e| errno(&e))?;
                 Ok(Reply::Opened {
@@ -362,7 +415,7 @@ impl Served {
                 kill_suidgid,
                 ..
             } => {
-                let offset = self.write_offset(ino, offset, flags)?;
+                let offset = self.write_offset(fs, ino, offset, flags)?;
                 let writer = who().knowing(Cap::Fsetid, !kill_suidgid);
                 let n = fs
                     .write(&writer, ino, offset, data)
@@ -378,10 +431,10 @@ impl Served {
             Op::Release { .. } => done(fs.release(ino)),
             Op::Fsync | Op::Destroy => done(fs.fsync()),
             Op::Opendir { flags } => {
-                self.opendir(&who(), ino, flags)?;
+                self.opendir(fs, &who(), ino, flags)?;
                 Ok(Reply::Opened { fh: ino, flags: 0 })
             }
-            Op::Readdir { offset, plus, add } => self.readdir(ino, offset, plus, add),
+            Op::Readdir { offset, plus, add } => self.readdir(fs, view, ino, offset, plus, add),
             Op::Releasedir => Ok(Reply::Empty),
             Op::Statfs => Ok(Reply::Statfs(self.statfs())),
             Op::Setxattr { name, value, flags } => {
@@ -416,15 +469,21 @@ impl Served {
                 };
                 done(fs.fallocate(&who(), ino, offset, length, mode))
             }
-            Op::Lseek { offset, whence } => self.lseek(ino, offset, whence).map(Reply::Offset),
+            Op::Lseek { offset, whence } => self.lseek(fs, ino, offset, whence).map(Reply::Offset),
         }
     }
 
     /// The kernel lets go of `ino` (FORGET, BATCH_FORGET: it sends the whole count it held,
     /// when it evicts the inode): a deleted inode it still held is gone for good.
-    pub fn forget(&self, ino: u64) {
-        if nodeid::split(ino).0 == MAINLINE {
-            self.fs.forget(ino);
+    pub fn forget(&self, nodeid: u64) {
+        match nodeid::split(nodeid) {
+            (MAINLINE, ino) => self.fs.forget(ino),
+            (CONTROL, _) => {}
+            (view, ino) => {
+                if let Some(v) = self.control.views().get(view) {
+                    v.tree().forget(ino);
+                }
+            }
         }
     }
 
@@ -434,7 +493,16 @@ impl Served {
         let c = &self.control;
         let db = self.fs.db();
         match req.op {
-            Op::Lookup { name } => c.lookup(ino, name).map(Reply::Entry).ok_or(libc::ENOENT),
+            Op::Lookup { name } => match c.lookup_tree(&self.fs, ino, name, req.uid) {
+                Some(root) => root.map(Reply::Entry),
+                None => c.lookup(ino, name).map(Reply::Entry).ok_or(libc::ENOENT),
+            },
+            Op::Mkdir { name, .. } if control::is_snapshots(ino) => {
+                c.take_snapshot(&self.fs, name, req.uid).map(Reply::Entry)
+            }
+            Op::Rmdir { name } if control::is_snapshots(ino) => c
+                .drop_snapshot(&self.fs, name, req.uid)
+                .map(|()| Reply::Empty),
             Op::Getattr => c.getattr(ino).map(Reply::Attr).ok_or(libc::ESTALE),
             // `> /.stitch/control` truncates: there is nothing to truncate.
             Op::Setattr(ref s)
@@ -448,13 +516,14 @@ impl Served {
             }),
             Op::Read { fh, offset, size } => {
                 let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
-                c.read(ino, fh, offset, size as usize).map(Reply::Data)
+                c.read(ino, (fh, req.uid), offset, size as usize)
+                    .map(Reply::Data)
             }
             Op::Write {
                 fh, offset, data, ..
             } => c
                 .write(
-                    db,
+                    &self.fs,
                     (ino, fh),
                     offset,
                     data,
@@ -481,12 +550,19 @@ impl Served {
                 Ok(Reply::Opened { fh: 0, flags: 0 })
             }
             Op::Readdir { offset, plus, add } => {
-                let entries = c.readdir(ino, offset.max(0) as u64).ok_or(libc::ENOTDIR)?;
+                let offset = offset.max(0) as u64;
+                let mut entries = c.readdir(ino, offset).ok_or(libc::ENOTDIR)?;
+                if let Some(trees) = c.tree_entries(&self.fs, ino, req.uid) {
+                    entries.extend(trees.into_iter().filter(|e| e.offset > offset));
+                }
                 for e in entries {
                     let attr = if !plus {
                         None
                     } else if e.ino == ROOT_INO {
                         Some(self.fs.getattr(ROOT_INO).map_err(|e| errno(&e))?)
+                    } else if control::holds_trees(ino) && e.offset > 2 {
+                        c.lookup_tree(&self.fs, ino, &e.name, req.uid)
+                            .and_then(Result::ok)
                     } else {
                         c.getattr(nodeid::split(e.ino).1)
                     };
@@ -534,17 +610,23 @@ impl Served {
 
     /// Where a WRITE lands: with the write-back cache the kernel places appends itself;
     /// without it, `O_APPEND` writes go at the end.
-    fn write_offset(&self, ino: u64, offset: i64, open_flags: i32) -> Answer<u64> {
+    fn write_offset(
+        &self,
+        fs: &dyn FileTree,
+        ino: u64,
+        offset: i64,
+        open_flags: i32,
+    ) -> Answer<u64> {
         let offset = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
         if !self.opts.writeback_cache && open_flags & libc::O_APPEND != 0 {
-            return self.fs.getattr(ino).map(|a| a.size).map_err(|e| errno(&e));
+            return fs.getattr(ino).map(|a| a.size).map_err(|e| errno(&e));
         }
         Ok(offset)
     }
 
     /// OPENDIR: a directory the caller may read (and write, if it asks).
-    fn opendir(&self, caller: &Caller, ino: u64, flags: i32) -> Answer<()> {
-        let a = self.fs.getattr(ino).map_err(|e| errno(&e))?;
+    fn opendir(&self, fs: &dyn FileTree, caller: &Caller, ino: u64, flags: i32) -> Answer<()> {
+        let a = fs.getattr(ino).map_err(|e| errno(&e))?;
         if a.kind != Kind::Dir {
             return Err(libc::ENOTDIR);
         }
@@ -583,7 +665,7 @@ impl Served {
     }
 
     /// LSEEK with `SEEK_DATA` or `SEEK_HOLE`.
-    fn lseek(&self, ino: u64, offset: i64, whence: i32) -> Answer<u64> {
+    fn lseek(&self, fs: &dyn FileTree, ino: u64, offset: i64, whence: i32) -> Answer<u64> {
         if self.opts.writeback_cache {
             // The kernel holds written pages (and the size they make) that have not reached
             // the store, and sends FUSE_LSEEK without writing them back first, so the store
@@ -598,27 +680,38 @@ impl Served {
             libc::SEEK_HOLE => false,
             _ => return Err(libc::EINVAL),
         };
-        self.fs.seek(ino, offset, data).map_err(|e| errno(&e))
+        fs.seek(ino, offset, data).map_err(|e| errno(&e))
     }
 
     /// Hands the entries of directory `ino` after `offset` (with their attributes if `plus`)
     /// to `add`, a batch at a time, until the directory ends or the reply is full.
-    fn readdir(&self, ino: u64, offset: i64, plus: bool, add: &mut AddEntry<'_>) -> Answer<Reply> {
+    /// The entries' node ids are in view `view`.
+    fn readdir(
+        &self,
+        fs: &dyn FileTree,
+        view: u16,
+        ino: u64,
+        offset: i64,
+        plus: bool,
+        add: &mut AddEntry<'_>,
+    ) -> Answer<Reply> {
         let mut offset = offset.max(0) as u64;
         loop {
-            let batch = self
-                .fs
+            let batch = fs
                 .readdir(ino, offset, READDIR_BATCH)
                 .map_err(|e| errno(&e))?;
             if batch.is_empty() {
                 return Ok(Reply::Empty);
             }
-            for entry in batch {
+            for mut entry in batch {
                 let attr = if plus {
-                    Some(self.fs.getattr(entry.ino).map_err(|e| errno(&e))?)
+                    let mut a = fs.getattr(entry.ino).map_err(|e| errno(&e))?;
+                    a.ino = nodeid::join(view, a.ino);
+                    Some(a)
                 } else {
                     None
                 };
+                entry.ino = nodeid::join(view, entry.ino);
                 if add(&entry, attr.as_ref()) {
                     return Ok(Reply::Empty);
                 }
@@ -630,6 +723,7 @@ impl Served {
     /// After the last request: finishes the reads in flight, then makes everything durable.
     pub fn finish(&self) {
         self.workers.finish();
+        self.invalidator.finish();
         if let Err(e) = self.fs.fsync() {
             tracing::error!("sync at unmount failed: {e}");
         }

@@ -3,7 +3,11 @@
 //!
 //! - `control` (0666): the command file, see `protocol` and docs/kvfs.md;
 //! - `groups` (0444): the open patchgroups, a line each;
-//! - `snapshots/` and `txns/`: empty for now (the trees of snapshots and transactions).
+//! - `transactions` (0444): the open transactions the reader may see, a line each;
+//! - `snapshots/`: a directory per named snapshot of the store, its read-only tree
+//!   (`mkdir` takes one, `rmdir` drops it: root only);
+//! - `txns/`: a directory per open transaction (its owner's and root's to see), the whole
+//!   file system as the transaction sees it (see `views`).
 //!
 //! [`NODES`] is the one list of its entries: a new entry is a line there (and, for a file
 //! with contents, an arm in [`Control::read`]). The table (`table`) routes every request on
@@ -12,16 +16,19 @@
 
 pub mod processes;
 pub mod protocol;
+pub mod views;
 
+use crate::invalidate::{Invalidator, Stale};
 use crate::nodeid::{join, CONTROL};
 use parking_lot::Mutex;
 use processes::Tracker;
-use protocol::{Command, CommandError, PgCommand};
+use protocol::{Command, CommandError, PgCommand, TxnCommand};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use stitchdb::{Db, GroupId, PatchContext};
-use stitchdb_fs::{Attr, DirEntry, Kind, Timespec, ROOT_INO};
+use stitchdb_fs::{Attr, DirEntry, Fs, FsError, Kind, Timespec, ROOT_INO};
+use views::{Owner, Views};
 
 /// The name of the control directory in the mainline root.
 pub const NAME: &[u8] = b".stitch";
@@ -45,6 +52,12 @@ const DIR: u64 = 1;
 const CONTROL_FILE: u64 = 2;
 /// `/.stitch/groups`.
 const GROUPS_FILE: u64 = 3;
+/// `/.stitch/snapshots`.
+const SNAPSHOTS_DIR: u64 = 4;
+/// `/.stitch/txns`.
+const TXNS_DIR: u64 = 5;
+/// `/.stitch/transactions`.
+const TRANSACTIONS_FILE: u64 = 6;
 
 /// Every node of the namespace.
 pub const NODES: &[Node] = &[
@@ -70,18 +83,25 @@ pub const NODES: &[Node] = &[
         perm: 0o444,
     },
     Node {
-        ino: 4,
+        ino: SNAPSHOTS_DIR,
         parent: DIR,
         name: b"snapshots",
         kind: Kind::Dir,
-        perm: 0o555,
+        perm: 0o755,
     },
     Node {
-        ino: 5,
+        ino: TXNS_DIR,
         parent: DIR,
         name: b"txns",
         kind: Kind::Dir,
         perm: 0o555,
+    },
+    Node {
+        ino: TRANSACTIONS_FILE,
+        parent: DIR,
+        name: b"transactions",
+        kind: Kind::File,
+        perm: 0o444,
     },
 ];
 
@@ -108,18 +128,30 @@ pub struct Control {
     next_fh: AtomicU64,
     /// The nodes' times: the mount's.
     born: Timespec,
+    /// The trees of open transactions and of snapshots.
+    views: Views,
+    /// Tells the kernel what a transaction's commit, or the end of a view, changed.
+    invalidator: Arc<Invalidator>,
 }
 
 impl Control {
-    /// The namespace of a mount made at `born`.
-    pub fn new(born: Timespec) -> Control {
+    /// The namespace of a mount made at `born`, telling the kernel of changes through
+    /// `invalidator`.
+    pub fn new(born: Timespec, invalidator: Arc<Invalidator>) -> Control {
         Control {
             engaged: AtomicBool::new(false),
             tracker: Mutex::new(Tracker::default()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             born,
+            views: Views::default(),
+            invalidator,
         }
+    }
+
+    /// The trees of transactions and snapshots.
+    pub fn views(&self) -> &Views {
+        &self.views
     }
 
     /// The context to serve a mainline request of thread `pid` in: its process's while it
@@ -225,12 +257,19 @@ impl Control {
         Ok(fh)
     }
 
-    /// READ of control file `ino` through handle `fh`: `control` gives the last reply,
-    /// `groups` the list of groups.
-    pub fn read(&self, ino: u64, fh: u64, offset: u64, size: usize) -> Result<Vec<u8>, i32> {
+    /// READ of control file `ino` through handle `fh` by `uid`: `control` gives the last
+    /// reply, `groups` the list of groups, `transactions` the transactions `uid` may see.
+    pub fn read(
+        &self,
+        ino: u64,
+        (fh, uid): (u64, u32),
+        offset: u64,
+        size: usize,
+    ) -> Result<Vec<u8>, i32> {
         let text = match ino {
             CONTROL_FILE => self.handles.lock().get(&fh).cloned().ok_or(libc::EBADF)?,
             GROUPS_FILE => self.tracker.lock().listing(),
+            TRANSACTIONS_FILE => self.views.listing(uid),
             _ => return Err(libc::EISDIR),
         };
         let start = (offset as usize).min(text.len());
@@ -242,7 +281,7 @@ impl Control {
     /// runs the command and keeps its reply for the handle.
     pub fn write(
         &self,
-        db: &Db,
+        fs: &Arc<Fs>,
         (ino, fh): (u64, u64),
         offset: i64,
         data: &[u8],
@@ -266,7 +305,7 @@ impl Control {
                 "the writer is not known (write with direct I/O)",
             ))
         } else {
-            protocol::parse(data).and_then(|c| self.run(db, uid, pid, c))
+            protocol::parse(data).and_then(|c| self.run(fs, Owner { fh, uid, pid }, c))
         };
         let reply = protocol::reply(&outcome);
         if let Some(r) = self.handles.lock().get_mut(&fh) {
@@ -278,10 +317,15 @@ impl Control {
         }
     }
 
-    /// RELEASE of handle `fh` of control node `ino`.
+    /// RELEASE of handle `fh` of control node `ino`: the transactions begun through it and
+    /// still open are aborted.
     pub fn release(&self, db: &Db, ino: u64, fh: u64) {
         if ino == CONTROL_FILE {
             self.handles.lock().remove(&fh);
+            let ended = self.views.abort_owned_by(fh);
+            if !ended.is_empty() {
+                self.forget_txn_entries(&ended);
+            }
             // A process's last close of its handle is often its exit: look for the exited.
             let mut t = self.tracker.lock();
             t.sweep_if_due(db);
@@ -290,20 +334,21 @@ impl Control {
     }
 
     /// The one dispatcher of commands.
-    fn run(&self, db: &Db, uid: u32, pid: u32, c: Command) -> Result<Option<u64>, CommandError> {
+    fn run(&self, fs: &Arc<Fs>, owner: Owner, c: Command) -> Result<Option<String>, CommandError> {
+        let (db, uid, pid) = (fs.db(), owner.uid, owner.pid);
+        let c = match c {
+            Command::Txn(t) => return self.run_txn(fs, owner, t),
+            Command::Pg(c) => c,
+        };
         let mut t = self.tracker.lock();
         t.sweep_if_due(db);
         let r = match c {
-            Command::Pg(PgCommand::Create { detached }) => {
-                t.create(db, uid, pid, detached).map(Some)
-            }
-            Command::Pg(PgCommand::Depend { after, before }) => {
-                t.depend(db, uid, after, before).map(|()| None)
-            }
-            Command::Pg(PgCommand::Engage(g)) => t.engage(db, uid, pid, g).map(|()| None),
-            Command::Pg(PgCommand::Disengage(g)) => t.disengage(db, uid, pid, g).map(|()| None),
-            Command::Pg(PgCommand::Close(g)) => t.close(db, uid, g).map(|()| None),
-            Command::Pg(PgCommand::Sync(g)) => {
+            PgCommand::Create { detached } => t.create(db, uid, pid, detached).map(Some),
+            PgCommand::Depend { after, before } => t.depend(db, uid, after, before).map(|()| None),
+            PgCommand::Engage(g) => t.engage(db, uid, pid, g).map(|()| None),
+            PgCommand::Disengage(g) => t.disengage(db, uid, pid, g).map(|()| None),
+            PgCommand::Close(g) => t.close(db, uid, g).map(|()| None),
+            PgCommand::Sync(g) => {
                 t.may_sync(uid, g)?;
                 // A sync waits for the device: other processes' commands need not.
                 drop(t);
@@ -314,6 +359,153 @@ impl Control {
             }
         };
         self.engaged.store(t.any_engaged(), Ordering::Release);
+        r.map(|v| v.map(|g| g.to_string()))
+    }
+
+    /// Runs a `txn` command. A commit returns once the kernel has been told to drop what it
+    /// caches of the files the commit changed (for a bounded time: see `invalidate`).
+    fn run_txn(
+        &self,
+        fs: &Arc<Fs>,
+        owner: Owner,
+        c: TxnCommand,
+    ) -> Result<Option<String>, CommandError> {
+        let ends = match c {
+            TxnCommand::Commit(id) | TxnCommand::Abort(id) => Some(id),
+            TxnCommand::Begin { .. } | TxnCommand::Summary(_) => None,
+        };
+        let r = self.views.run(fs, owner, c.clone());
+        if let Some(id) = ends {
+            self.forget_txn_entries(&[id]);
+        }
+        if matches!(c, TxnCommand::Commit(_)) && r.is_ok() {
+            self.invalidator.wait();
+        }
         r
+    }
+
+    /// Tells the kernel that transactions `ended` are gone (their directories in `txns/`
+    /// are stale).
+    fn forget_txn_entries(&self, ended: &[u64]) {
+        self.invalidator.push(
+            ended
+                .iter()
+                .map(|id| Stale::Entry(join(CONTROL, TXNS_DIR), id.to_string().into_bytes())),
+        );
+    }
+
+    /// LOOKUP of `name` in the directories whose entries are trees (`txns/`, `snapshots/`),
+    /// by `uid`: `None` if `parent` is not one of them.
+    pub fn lookup_tree(
+        &self,
+        fs: &Arc<Fs>,
+        parent: u64,
+        name: &[u8],
+        uid: u32,
+    ) -> Option<Result<Attr, i32>> {
+        let name = std::str::from_utf8(name).map_err(|_| libc::ENOENT);
+        let view = match parent {
+            TXNS_DIR => name.and_then(|n| {
+                let id = n.parse::<u64>().map_err(|_| libc::ENOENT)?;
+                self.views.txn_view(id, uid).ok_or(libc::ENOENT)
+            }),
+            SNAPSHOTS_DIR => {
+                name.and_then(|n| self.views.snapshot_view(fs, n).map_err(|e| fs_errno(&e)))
+            }
+            _ => return None,
+        };
+        Some(view.and_then(|v| self.tree_root(v)))
+    }
+
+    /// The root directory of view `view`, by its node id.
+    fn tree_root(&self, view: u16) -> Result<Attr, i32> {
+        let v = self.views.get(view).ok_or(libc::ENOENT)?;
+        let mut a = v.tree().getattr(ROOT_INO).map_err(|e| fs_errno(&e))?;
+        a.ino = join(view, ROOT_INO);
+        Ok(a)
+    }
+
+    /// The entries of `txns/` or `snapshots/` for `uid`, after `.` and `..` (offsets from
+    /// 3); `None` if `ino` is neither.
+    pub fn tree_entries(&self, fs: &Arc<Fs>, ino: u64, uid: u32) -> Option<Vec<DirEntry>> {
+        let names: Vec<String> = match ino {
+            TXNS_DIR => self
+                .views
+                .txn_ids(uid)
+                .into_iter()
+                .map(|id| id.to_string())
+                .collect(),
+            SNAPSHOTS_DIR => fs.db().snapshots().into_iter().map(|s| s.name).collect(),
+            _ => return None,
+        };
+        let mut entries = Vec::new();
+        for name in names {
+            // The entry carries the tree root's node id, as LOOKUP answers it.
+            if let Some(Ok(root)) = self.lookup_tree(fs, ino, name.as_bytes(), uid) {
+                let offset = 3 + entries.len() as u64;
+                entries.push(DirEntry {
+                    ino: root.ino,
+                    kind: Kind::Dir,
+                    name: name.into_bytes(),
+                    offset,
+                });
+            }
+        }
+        Some(entries)
+    }
+
+    /// MKDIR of `name` in `snapshots/` by `uid`: takes a named snapshot of the store (root
+    /// only, as `stitchdb snapshot create`, which needs the store file).
+    pub fn take_snapshot(&self, fs: &Arc<Fs>, name: &[u8], uid: u32) -> Result<Attr, i32> {
+        if uid != 0 {
+            return Err(libc::EPERM);
+        }
+        let name = std::str::from_utf8(name).map_err(|_| libc::EINVAL)?;
+        fs.db().snapshot(name).map_err(|e| snapshot_errno(&e))?;
+        let view = self
+            .views
+            .snapshot_view(fs, name)
+            .map_err(|e| fs_errno(&e))?;
+        self.tree_root(view)
+    }
+
+    /// RMDIR of `name` in `snapshots/` by `uid`: drops the named snapshot (root only).
+    pub fn drop_snapshot(&self, fs: &Arc<Fs>, name: &[u8], uid: u32) -> Result<(), i32> {
+        if uid != 0 {
+            return Err(libc::EPERM);
+        }
+        let name = std::str::from_utf8(name).map_err(|_| libc::ENOENT)?;
+        fs.db()
+            .drop_snapshot(name)
+            .map_err(|e| snapshot_errno(&e))?;
+        self.views.drop_snapshot(name);
+        Ok(())
+    }
+}
+
+/// `txns/` and `snapshots/` are the directories whose entries are trees.
+pub fn holds_trees(ino: u64) -> bool {
+    ino == TXNS_DIR || ino == SNAPSHOTS_DIR
+}
+
+/// `snapshots/`.
+pub fn is_snapshots(ino: u64) -> bool {
+    ino == SNAPSHOTS_DIR
+}
+
+fn fs_errno(e: &FsError) -> i32 {
+    e.errno()
+}
+
+/// The errno of the store's refusal to take or drop a snapshot.
+fn snapshot_errno(e: &stitchdb::Error) -> i32 {
+    match e {
+        stitchdb::Error::SnapshotExists(_) => libc::EEXIST,
+        stitchdb::Error::NoSuchSnapshot(_) => libc::ENOENT,
+        stitchdb::Error::BadSnapshotName(..) => libc::EINVAL,
+        _ => {
+            tracing::error!("snapshot: {e}");
+            libc::EIO
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The control file's protocol (docs/kvfs.md, "Control directory"): each write(2) at offset
 //! 0 is one command line, parsed here into a [`Command`]; the reply is one line read back at
-//! offset 0 from the same open file: `ok\n`, `ok VALUE\n` or `err ERRNO-NAME message\n`.
+//! offset 0 from the same open file: `ok\n`, `ok VALUE\n` or `err ERRNO-NAME message\n`
+//! (`txn summary`'s value is lines of their own, after `ok\n`).
 //! A failed command also fails its write(2) with that errno.
 
 use stitchdb::PatchGroupError;
@@ -17,6 +18,24 @@ pub type Gid = u64;
 pub enum Command {
     /// `pg ...`: patchgroups.
     Pg(PgCommand),
+    /// `txn ...`: transactions.
+    Txn(TxnCommand),
+}
+
+/// The transaction commands. A transaction belongs to the control file handle that began it:
+/// the handle's last close aborts it if it is still open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnCommand {
+    /// `txn begin snapshot|serializable`: a new transaction; the reply is its id, and its
+    /// tree is `/.stitch/txns/ID`.
+    Begin { serializable: bool },
+    /// `txn summary ID`: what it changed so far, a line each: `added PATH`, `changed PATH`,
+    /// `removed PATH`, then `bytes N`.
+    Summary(u64),
+    /// `txn commit ID`: commits it, durably; a conflict fails with `EBUSY`, naming a path.
+    Commit(u64),
+    /// `txn abort ID`: drops it.
+    Abort(u64),
 }
 
 /// The patchgroup commands.
@@ -93,6 +112,10 @@ pub fn parse(bytes: &[u8]) -> Result<Command, CommandError> {
         return Err(invalid("one command per write"));
     }
     let words: Vec<&str> = line.split_ascii_whitespace().collect();
+    let id = |w: &str| {
+        w.parse::<u64>()
+            .map_err(|_| invalid(format!("{w:?} is not a transaction id")))
+    };
     let gid = |w: &str| {
         w.parse::<Gid>()
             .map_err(|_| invalid(format!("{w:?} is not a patchgroup id")))
@@ -108,6 +131,18 @@ pub fn parse(bytes: &[u8]) -> Result<Command, CommandError> {
         ["pg", "disengage", g] => Ok(Command::Pg(PgCommand::Disengage(gid(g)?))),
         ["pg", "sync", g] => Ok(Command::Pg(PgCommand::Sync(gid(g)?))),
         ["pg", "close", g] => Ok(Command::Pg(PgCommand::Close(gid(g)?))),
+        ["txn", "begin", "snapshot"] => Ok(Command::Txn(TxnCommand::Begin {
+            serializable: false,
+        })),
+        ["txn", "begin", "serializable"] => Ok(Command::Txn(TxnCommand::Begin {
+            serializable: true,
+        })),
+        ["txn", "summary", t] => Ok(Command::Txn(TxnCommand::Summary(id(t)?))),
+        ["txn", "commit", t] => Ok(Command::Txn(TxnCommand::Commit(id(t)?))),
+        ["txn", "abort", t] => Ok(Command::Txn(TxnCommand::Abort(id(t)?))),
+        ["txn", ..] => Err(invalid(
+            "usage: txn begin snapshot|serializable | txn summary|commit|abort ID",
+        )),
         ["pg", ..] => Err(invalid(
             "usage: pg create [detached] | pg depend AFTER BEFORE | pg engage|disengage|sync|close G",
         )),
@@ -116,9 +151,11 @@ pub fn parse(bytes: &[u8]) -> Result<Command, CommandError> {
 }
 
 /// The reply line of a command's outcome.
-pub fn reply(outcome: &Result<Option<u64>, CommandError>) -> Vec<u8> {
+pub fn reply(outcome: &Result<Option<String>, CommandError>) -> Vec<u8> {
     match outcome {
         Ok(None) => b"ok\n".to_vec(),
+        // A value of lines (a summary) starts on the line after `ok`.
+        Ok(Some(v)) if v.contains('\n') => format!("ok\n{v}").into_bytes(),
         Ok(Some(v)) => format!("ok {v}\n").into_bytes(),
         Err(e) => {
             // One line, whatever the message holds.
@@ -139,6 +176,9 @@ pub fn errno_name(errno: i32) -> &'static str {
         libc::EMFILE => "EMFILE",
         libc::ENFILE => "ENFILE",
         libc::ESRCH => "ESRCH",
+        libc::EROFS => "EROFS",
+        libc::ENOSPC => "ENOSPC",
+        libc::EACCES => "EACCES",
         _ => "EIO",
     }
 }
@@ -174,6 +214,10 @@ mod tests {
             b"pg engage 1 2",
             b"pg create\npg create\n",
             b"txn begin",
+            b"txn begin later",
+            b"txn commit",
+            b"txn commit x",
+            b"txn abort 1 2",
             b"\xff\xfe",
             &[b'a'; MAX_COMMAND + 1],
         ] {
@@ -186,8 +230,28 @@ mod tests {
     }
 
     #[test]
-    fn replies_are_one_line() {
-        assert_eq!(reply(&Ok(Some(12))), b"ok 12\n");
+    fn transaction_commands_parse() {
+        assert_eq!(
+            parse(b"txn begin serializable\n"),
+            Ok(Command::Txn(TxnCommand::Begin { serializable: true }))
+        );
+        assert_eq!(
+            parse(b"txn commit 7"),
+            Ok(Command::Txn(TxnCommand::Commit(7)))
+        );
+        assert_eq!(
+            parse(b"txn summary 7"),
+            Ok(Command::Txn(TxnCommand::Summary(7)))
+        );
+    }
+
+    #[test]
+    fn replies_are_one_line_but_summaries() {
+        assert_eq!(reply(&Ok(Some("12".into()))), b"ok 12\n");
+        assert_eq!(
+            reply(&Ok(Some("added /a\nbytes 1\n".into()))),
+            b"ok\nadded /a\nbytes 1\n"
+        );
         assert_eq!(reply(&Ok(None)), b"ok\n");
         let e = CommandError::new(libc::EINVAL, "a\nb");
         assert_eq!(reply(&Err(e)), b"err EINVAL a b\n");
