@@ -42,8 +42,8 @@ pub use ops::{
 };
 pub use perm::{permit, Check, R, W, X};
 pub use schema::{
-    Attr, Entry, Kind, Tables, Timespec, BLOCK_SIZE, LINK_MAX, MAX_FILE_SIZE, MAX_INO, NAME_MAX, ROOT_INO,
-    TABLE_NAMES,
+    Attr, Entry, Kind, Tables, Timespec, BLOCK_SIZE, LINK_MAX, MAX_FILE_SIZE, MAX_INO, NAME_MAX,
+    ROOT_INO, TABLE_NAMES,
 };
 pub use snapshot::SnapshotTree;
 pub use tree::{FileTree, Handles, OpFn, Run};

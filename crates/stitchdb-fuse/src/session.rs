@@ -41,7 +41,9 @@ const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 /// the order they arrive, on the session's thread (each is one commit); reads of file data
 /// are handed to worker threads, so a slow read (a cold block) does not hold up the requests
 /// behind it; except a short read of file data when the session thread polls and no request
-/// is waiting, which it serves itself, polling for the device too (see [`KvFuse::read`]). A
+/// is waiting, which it serves itself, polling for the device too (see [`KvFuse::read`]).
+/// FSYNC and FSYNCDIR are answered by the syncer thread (`Served::fsync`), which makes the
+/// store durable once for all the FSYNCs waiting, while this thread serves on. A
 /// read runs against committed state, so it sees a change the kernel sent before it, and the
 /// kernel orders what must be ordered by waiting for replies.
 pub struct KvFuse {
@@ -155,6 +157,15 @@ impl KvFuse {
         }
         tracing::info!("serving through io_uring queues");
         self.queues = Some(queues);
+    }
+
+    /// FSYNC and FSYNCDIR: answered by the syncer (see `Served::fsync`), so this thread goes
+    /// on serving while the device flushes.
+    fn fsync_later(&self, reply: ReplyEmpty) {
+        self.busy();
+        let served = self.served.clone();
+        self.served
+            .fsync(Box::new(move |answer| reply.send(&served.opts, answer)));
     }
 
     /// Serves `op` on inode `ino` for the caller of `req` and sends the answer.
@@ -450,13 +461,13 @@ impl Filesystem for KvFuse {
 
     fn fsync(
         &mut self,
-        req: &fuser::Request<'_>,
-        ino: u64,
+        _req: &fuser::Request<'_>,
+        _ino: u64,
         _fh: u64,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.run(req, ino, Op::Fsync, reply);
+        self.fsync_later(reply);
     }
 
     fn opendir(&mut self, req: &fuser::Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
@@ -540,13 +551,13 @@ impl Filesystem for KvFuse {
 
     fn fsyncdir(
         &mut self,
-        req: &fuser::Request<'_>,
-        ino: u64,
+        _req: &fuser::Request<'_>,
+        _ino: u64,
         _fh: u64,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.run(req, ino, Op::Fsync, reply);
+        self.fsync_later(reply);
     }
 
     fn statfs(&mut self, req: &fuser::Request<'_>, ino: u64, reply: ReplyStatfs) {

@@ -8,7 +8,7 @@ use crate::control::{self, Control};
 use crate::invalidate::{Invalidator, Stale};
 use crate::nodeid::{self, CONTROL, MAINLINE};
 use crate::options::ServeOptions;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use stitchdb_fs::{
@@ -52,6 +52,9 @@ pub type Job = Box<dyn FnOnce() + Send>;
 
 /// A request's outcome: its answer, or the errno the kernel gets.
 pub type Answer<T> = Result<T, i32>;
+
+/// Where an FSYNC's answer goes, from the syncer's thread: the transport's reply.
+pub type Synced = Box<dyn FnOnce(Answer<Reply>) + Send>;
 
 /// A request: the inode it is about (for operations on names, their directory), who sends
 /// it, and the operation.
@@ -252,6 +255,8 @@ pub struct Served {
     pub notifier: Arc<OnceLock<fuser::Notifier>>,
     /// Sends those notices.
     invalidator: Arc<Invalidator>,
+    /// The thread answering FSYNC and FSYNCDIR (see [`Served::fsync`]).
+    syncer: Syncer,
 }
 
 impl Served {
@@ -274,6 +279,7 @@ impl Served {
                 }
             }));
         }));
+        let store = fs.clone();
         Served {
             fs,
             opts,
@@ -281,7 +287,16 @@ impl Served {
             control: Control::new(born, invalidator.clone()),
             notifier,
             invalidator,
+            syncer: Syncer::start(move || store.fsync().map_err(|e| errno(&e))),
         }
+    }
+
+    /// FSYNC and FSYNCDIR: `reply` gets the answer once every commit served before this call
+    /// is durable. The syncer thread makes the store durable once for all the FSYNCs waiting
+    /// (the log's group commit), so the thread serving requests goes on to the next one
+    /// instead of waiting for the device, and FSYNCs from many callers share a device flush.
+    pub fn fsync(&self, reply: Synced) {
+        self.syncer.sync(reply);
     }
 
     /// Serves `req`: routes it by the view of its node id (`nodeid`).
@@ -720,10 +735,12 @@ impl Served {
         }
     }
 
-    /// After the last request: finishes the reads in flight, then makes everything durable.
+    /// After the last request: finishes the reads and FSYNCs in flight, then makes
+    /// everything durable.
     pub fn finish(&self) {
         self.workers.finish();
         self.invalidator.finish();
+        self.syncer.finish();
         if let Err(e) = self.fs.fsync() {
             tracing::error!("sync at unmount failed: {e}");
         }
@@ -789,6 +806,99 @@ impl Workers {
     }
 }
 
+/// One thread making the store durable for the FSYNCs handed to it, in rounds: a round takes
+/// every FSYNC waiting, syncs once and answers them all; those handed over meanwhile wait for
+/// the next round. A round's sync starts after each of its FSYNCs was handed over, so it
+/// covers every commit made before (`Db::sync` makes durable what was committed when it is
+/// called). What waits is only the replies the kernel has outstanding.
+struct Syncer {
+    /// Makes the store durable.
+    sync: Arc<dyn Fn() -> Answer<()> + Send + Sync>,
+    state: Arc<(Mutex<SyncState>, Condvar)>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+struct SyncState {
+    /// The replies for the next round.
+    waiting: Vec<Synced>,
+    /// False once [`Syncer::finish`] ran: later FSYNCs are served on the caller's thread.
+    open: bool,
+}
+
+impl Syncer {
+    fn start(sync: impl Fn() -> Answer<()> + Send + Sync + 'static) -> Syncer {
+        let sync: Arc<dyn Fn() -> Answer<()> + Send + Sync> = Arc::new(sync);
+        let state = Arc::new((
+            Mutex::new(SyncState {
+                waiting: Vec::new(),
+                open: true,
+            }),
+            Condvar::new(),
+        ));
+        let thread = {
+            let (sync, state) = (sync.clone(), state.clone());
+            std::thread::Builder::new()
+                .name("kvfs-sync".into())
+                .spawn(move || Syncer::rounds(&*sync, &state))
+        };
+        let thread = match thread {
+            Ok(t) => Some(t),
+            Err(e) => {
+                // Served on the callers' threads instead, one sync each, as without a syncer.
+                tracing::warn!("cannot start the syncer thread ({e}): fsyncs wait in turn");
+                state.0.lock().open = false;
+                None
+            }
+        };
+        Syncer {
+            sync,
+            state,
+            thread: Mutex::new(thread),
+        }
+    }
+
+    /// The syncer thread: rounds until finished and nothing waits.
+    fn rounds(sync: &(dyn Fn() -> Answer<()> + Send + Sync), state: &(Mutex<SyncState>, Condvar)) {
+        loop {
+            let round = {
+                let mut s = state.0.lock();
+                while s.waiting.is_empty() && s.open {
+                    state.1.wait(&mut s);
+                }
+                if s.waiting.is_empty() {
+                    return;
+                }
+                std::mem::take(&mut s.waiting)
+            };
+            let answer = sync();
+            for reply in round {
+                reply(answer.map(|()| Reply::Empty));
+            }
+        }
+    }
+
+    /// Answers `reply` after a sync that starts after this call.
+    fn sync(&self, reply: Synced) {
+        let mut s = self.state.0.lock();
+        if s.open {
+            s.waiting.push(reply);
+            self.state.1.notify_one();
+            return;
+        }
+        drop(s);
+        reply((self.sync)().map(|()| Reply::Empty));
+    }
+
+    /// Answers the FSYNCs handed over so far; later ones are served on the caller's thread.
+    fn finish(&self) {
+        self.state.0.lock().open = false;
+        self.state.1.notify_one();
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// A LISTXATTR answer's bytes: each name followed by a NUL.
 fn xattr_list(names: Vec<Vec<u8>>) -> Vec<u8> {
     let mut v = Vec::new();
@@ -840,5 +950,90 @@ mod tests {
             Err(libc::ERANGE)
         ));
         assert_eq!(xattr_list(vec![b"a".to_vec(), b"bc".to_vec()]), b"a\0bc\0");
+    }
+
+    /// A log for the syncer to sync: commits are counted, and each sync, once the test lets it
+    /// finish, makes durable what was committed when it started.
+    struct Log {
+        committed: std::sync::atomic::AtomicU64,
+        durable: std::sync::atomic::AtomicU64,
+        started: std::sync::mpsc::SyncSender<()>,
+        finish: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl Log {
+        fn commit(&self) {
+            self.committed.fetch_add(1, Ordering::SeqCst);
+        }
+
+        fn sync(&self) -> Answer<()> {
+            let upto = self.committed.load(Ordering::SeqCst);
+            self.started.send(()).unwrap();
+            self.finish.lock().recv().unwrap();
+            self.durable.fetch_max(upto, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    use std::sync::atomic::Ordering;
+
+    /// An FSYNC handed over while a sync runs is answered by the next round, whose sync
+    /// covers the commits made before it: each FSYNC's answer finds its commits durable.
+    #[test]
+    fn an_fsync_is_answered_once_the_commits_before_it_are_durable() {
+        let (started_tx, started) = std::sync::mpsc::sync_channel(8);
+        let (finish, finish_rx) = std::sync::mpsc::sync_channel(8);
+        let log = Arc::new(Log {
+            committed: 0.into(),
+            durable: 0.into(),
+            started: started_tx,
+            finish: Mutex::new(finish_rx),
+        });
+        let syncer = {
+            let log = log.clone();
+            Syncer::start(move || log.sync())
+        };
+        // Each FSYNC's answer reports how much was durable when it came.
+        let (answers_tx, answers) = std::sync::mpsc::channel();
+        let fsync = |name: &'static str, committed: u64| {
+            let (log, tx) = (log.clone(), answers_tx.clone());
+            syncer.sync(Box::new(move |a| {
+                assert!(matches!(a, Ok(Reply::Empty)));
+                let durable = log.durable.load(Ordering::SeqCst);
+                tx.send((name, committed, durable)).unwrap();
+            }));
+        };
+
+        log.commit();
+        fsync("a", 1);
+        started.recv().unwrap(); // round 1 runs, covering commit 1
+        log.commit();
+        fsync("b", 2); // waits for round 2
+        log.commit();
+        fsync("c", 3);
+        finish.send(()).unwrap();
+        started.recv().unwrap(); // round 2, for b and c
+        finish.send(()).unwrap();
+        let got: Vec<_> = answers.iter().take(3).collect();
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), ["a", "b", "c"]);
+        for (name, committed, durable) in got {
+            assert!(
+                durable >= committed,
+                "{name}: {durable} durable of {committed}"
+            );
+        }
+        // Answered in two rounds: b and c shared one.
+        assert!(started.try_recv().is_err());
+
+        // Finishing answers what waits with a last round; later FSYNCs sync on the caller.
+        log.commit();
+        fsync("d", 4);
+        started.recv().unwrap();
+        finish.send(()).unwrap();
+        syncer.finish();
+        finish.send(()).unwrap();
+        fsync("e", 4);
+        let got: Vec<_> = answers.iter().take(2).collect();
+        assert_eq!(got, [("d", 4, 4), ("e", 4, 4)]);
     }
 }

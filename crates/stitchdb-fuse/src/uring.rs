@@ -66,6 +66,16 @@ impl Handler for Queued {
                 }
             }
         }
+        // An FSYNC is answered by the syncer (see `Served::fsync`): this queue goes on
+        // serving while the device flushes, and FSYNCs from every queue share its rounds.
+        if let Op::Fsync = op {
+            if let Some(later) = later.take() {
+                self.served.fsync(Box::new(move |answer| {
+                    later.send(answer.map(|r| encode(r, ttl)))
+                }));
+                return Ok(());
+            }
+        }
         let reply = self.served.serve(request(req, op))?;
         out.extend_from_slice(&encode(reply, ttl));
         Ok(())
