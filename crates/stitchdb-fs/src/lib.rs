@@ -35,6 +35,6 @@ pub use ops::{
 };
 pub use perm::{permit, Check, R, W, X};
 pub use schema::{
-    Attr, Entry, Kind, Tables, Timespec, BLOCK_SIZE, LINK_MAX, MAX_FILE_SIZE, MAX_INO, NAME_MAX, ROOT_INO,
-    TABLE_NAMES,
+    Attr, Entry, Kind, Tables, Timespec, BLOCK_SIZE, LINK_MAX, MAX_FILE_SIZE, MAX_INO, NAME_MAX,
+    ROOT_INO, TABLE_NAMES,
 };
