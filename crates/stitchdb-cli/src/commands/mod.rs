@@ -10,6 +10,7 @@ mod inspect;
 mod kv;
 mod maintain;
 mod mount;
+mod pg;
 mod repair;
 mod scan;
 mod snapshot;
@@ -62,6 +63,10 @@ pub enum Command {
     Defrag(maintain::DefragArgs),
     /// Mount the store's file system on a directory (KVFS over FUSE; a daemon unless -f)
     Mount(mount::MountArgs),
+    /// Patchgroups on a mounted file system: create, depend, sync, close, list, and run a
+    /// command with a group engaged
+    #[command(subcommand)]
+    Pg(pg::PgCommand),
     /// Run RocksDB db_bench's benchmarks (same flags, same result lines) and the VT-tree
     /// paper's randomappend and seqinsert on a scratch store
     Bench(bench::BenchArgs),
@@ -89,6 +94,7 @@ impl Command {
             Command::Snapshot(cmd) => snapshot::run(cmd),
             Command::Defrag(args) => maintain::defrag(args),
             Command::Mount(args) => mount::run(args),
+            Command::Pg(cmd) => pg::run(cmd),
             Command::Bench(args) => bench::run(args),
             Command::Demo(args) => demo::run(args),
         }

@@ -1,0 +1,158 @@
+//! Featherstitch's patchgroups (§5) for any program, through a StitchDB mount: this crate
+//! only speaks the control protocol of `MOUNT/.stitch/control` (docs/kvfs.md, "Control
+//! directory"), so it needs no part of the engine.
+//!
+//! Engagement belongs to the calling *process* and is inherited by the children it starts
+//! afterwards: changes a process makes through the mount while a group is engaged belong to
+//! that group. Groups made with [`PatchGroups::create`] close when the process exits.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), stitchdb_pg::PgError> {
+//! let pg = stitchdb_pg::PatchGroups::open("/mnt/kvfs")?;
+//! let copy = pg.create()?;
+//! pg.engage(copy)?;
+//! // ... write the copy, rename it into place ...
+//! pg.disengage(copy)?;
+//! let unlink = pg.create()?;
+//! pg.depend(unlink, copy)?; // the unlink reaches the disk after the copy
+//! # Ok(()) }
+//! ```
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// A patchgroup's id on its mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Group(pub u64);
+
+impl std::fmt::Display for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A refused command: the errno its write failed with, and the daemon's message.
+#[derive(Debug)]
+pub struct PgError {
+    /// The errno (see the table of docs/kvfs.md).
+    pub errno: i32,
+    /// What the daemon said, or the system error's text.
+    pub message: String,
+}
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (errno {})", self.message, self.errno)
+    }
+}
+
+impl std::error::Error for PgError {}
+
+impl From<std::io::Error> for PgError {
+    fn from(e: std::io::Error) -> PgError {
+        PgError {
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The control file of one mount, open read-write.
+#[derive(Debug)]
+pub struct PatchGroups {
+    control: File,
+}
+
+impl PatchGroups {
+    /// Opens the control file of the mount at `mountpoint`.
+    pub fn open(mountpoint: impl AsRef<Path>) -> Result<PatchGroups, PgError> {
+        let control = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(mountpoint.as_ref().join(".stitch/control"))?;
+        Ok(PatchGroups { control })
+    }
+
+    /// Sends one command line; its reply's value (`ok VALUE`), if any.
+    pub fn command(&self, line: &str) -> Result<Option<u64>, PgError> {
+        self.send(line)?;
+        let reply = self.reply()?;
+        Ok(reply.strip_prefix("ok").and_then(|v| v.trim().parse().ok()))
+    }
+
+    /// Sends one command line whose success says all: the reply is read back only when it
+    /// failed (one round trip through the mount instead of two).
+    fn send(&self, line: &str) -> Result<(), PgError> {
+        let Err(e) = self.control.write_at(line.as_bytes(), 0) else {
+            return Ok(());
+        };
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        let reply = self.reply().unwrap_or_default();
+        // "err ENAME message": the message is what follows the errno's name.
+        let message = reply
+            .strip_prefix("err ")
+            .and_then(|r| r.split_once(' ').map(|(_, m)| m.to_string()))
+            .unwrap_or_else(|| e.to_string());
+        Err(PgError { errno, message })
+    }
+
+    /// The reply to the last command sent through this handle.
+    fn reply(&self) -> Result<String, PgError> {
+        let mut buf = [0u8; 4096];
+        let n = self.control.read_at(&mut buf, 0)?;
+        Ok(String::from_utf8_lossy(&buf[..n]).trim_end().to_string())
+    }
+
+    fn group(&self, line: &str) -> Result<Group, PgError> {
+        self.command(line)?.map(Group).ok_or_else(|| PgError {
+            errno: libc::EIO,
+            message: format!("no group id in the reply to {line:?}"),
+        })
+    }
+
+    /// `pg_create`: a group owned by this process (closed when it exits).
+    pub fn create(&self) -> Result<Group, PgError> {
+        self.group("pg create")
+    }
+
+    /// A group owned by no process: open until [`close`](Self::close), for groups set up by
+    /// one program (a shell's `stitchdb pg create`) and used by others.
+    pub fn create_detached(&self) -> Result<Group, PgError> {
+        self.group("pg create detached")
+    }
+
+    /// `pg_depend(after, before)`: `after`'s changes reach the disk after `before`'s. Seals
+    /// `before` (it can never be engaged again).
+    pub fn depend(&self, after: Group, before: Group) -> Result<(), PgError> {
+        self.send(&format!("pg depend {after} {before}"))
+    }
+
+    /// `pg_engage`: this process's changes through the mount belong to `g` from now on
+    /// (and those of the children it starts from now on).
+    pub fn engage(&self, g: Group) -> Result<(), PgError> {
+        self.send(&format!("pg engage {g}"))
+    }
+
+    /// `pg_disengage`.
+    pub fn disengage(&self, g: Group) -> Result<(), PgError> {
+        self.send(&format!("pg disengage {g}"))
+    }
+
+    /// `pg_sync`: `g`'s changes, and what they follow, are durable when it returns.
+    pub fn sync(&self, g: Group) -> Result<(), PgError> {
+        self.send(&format!("pg sync {g}"))
+    }
+
+    /// `pg_close`.
+    pub fn close(&self, g: Group) -> Result<(), PgError> {
+        self.send(&format!("pg close {g}"))
+    }
+
+    /// The open groups, a line each, as `MOUNT/.stitch/groups` lists them.
+    pub fn list(mountpoint: impl AsRef<Path>) -> Result<String, PgError> {
+        Ok(std::fs::read_to_string(
+            mountpoint.as_ref().join(".stitch/groups"),
+        )?)
+    }
+}
