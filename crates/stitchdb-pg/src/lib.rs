@@ -58,50 +58,88 @@ impl From<std::io::Error> for PgError {
     }
 }
 
-/// The control file of one mount, open read-write.
+/// The control file of one mount, open read-write: a command line written, its reply read
+/// back. Transactions (`txn ...` commands) belong to the handle that began them: closing it
+/// aborts those still open.
 #[derive(Debug)]
-pub struct PatchGroups {
-    control: File,
+pub struct Control {
+    file: File,
 }
 
-impl PatchGroups {
+impl Control {
     /// Opens the control file of the mount at `mountpoint`.
-    pub fn open(mountpoint: impl AsRef<Path>) -> Result<PatchGroups, PgError> {
-        let control = std::fs::OpenOptions::new()
+    pub fn open(mountpoint: impl AsRef<Path>) -> Result<Control, PgError> {
+        let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(mountpoint.as_ref().join(".stitch/control"))?;
-        Ok(PatchGroups { control })
+        Ok(Control { file })
     }
 
-    /// Sends one command line; its reply's value (`ok VALUE`), if any.
-    pub fn command(&self, line: &str) -> Result<Option<u64>, PgError> {
+    /// Sends one command line; its reply's value: what follows `ok` (a one-line value
+    /// trimmed, the lines of a longer one as they are), empty if none.
+    pub fn request(&self, line: &str) -> Result<String, PgError> {
         self.send(line)?;
         let reply = self.reply()?;
-        Ok(reply.strip_prefix("ok").and_then(|v| v.trim().parse().ok()))
+        let value = reply.strip_prefix("ok").unwrap_or(&reply);
+        Ok(match value.strip_prefix('\n') {
+            Some(lines) => lines.to_string(),
+            None => value.trim().to_string(),
+        })
     }
 
     /// Sends one command line whose success says all: the reply is read back only when it
     /// failed (one round trip through the mount instead of two).
-    fn send(&self, line: &str) -> Result<(), PgError> {
-        let Err(e) = self.control.write_at(line.as_bytes(), 0) else {
+    pub fn send(&self, line: &str) -> Result<(), PgError> {
+        let Err(e) = self.file.write_at(line.as_bytes(), 0) else {
             return Ok(());
         };
         let errno = e.raw_os_error().unwrap_or(libc::EIO);
         let reply = self.reply().unwrap_or_default();
         // "err ENAME message": the message is what follows the errno's name.
         let message = reply
+            .trim_end()
             .strip_prefix("err ")
             .and_then(|r| r.split_once(' ').map(|(_, m)| m.to_string()))
             .unwrap_or_else(|| e.to_string());
         Err(PgError { errno, message })
     }
 
-    /// The reply to the last command sent through this handle.
+    /// The reply to the last command sent through this handle, whole.
     fn reply(&self) -> Result<String, PgError> {
+        let mut out = Vec::new();
         let mut buf = [0u8; 4096];
-        let n = self.control.read_at(&mut buf, 0)?;
-        Ok(String::from_utf8_lossy(&buf[..n]).trim_end().to_string())
+        loop {
+            let n = self.file.read_at(&mut buf, out.len() as u64)?;
+            if n == 0 {
+                return Ok(String::from_utf8_lossy(&out).into_owned());
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+    }
+}
+
+/// Patchgroups through the control file of one mount.
+#[derive(Debug)]
+pub struct PatchGroups {
+    control: Control,
+}
+
+impl PatchGroups {
+    /// Opens the control file of the mount at `mountpoint`.
+    pub fn open(mountpoint: impl AsRef<Path>) -> Result<PatchGroups, PgError> {
+        Ok(PatchGroups {
+            control: Control::open(mountpoint)?,
+        })
+    }
+
+    /// Sends one command line; its reply's value (`ok VALUE`), if any.
+    pub fn command(&self, line: &str) -> Result<Option<u64>, PgError> {
+        Ok(self.control.request(line)?.parse().ok())
+    }
+
+    fn send(&self, line: &str) -> Result<(), PgError> {
+        self.control.send(line)
     }
 
     fn group(&self, line: &str) -> Result<Group, PgError> {

@@ -15,6 +15,7 @@ mod repair;
 mod scan;
 mod snapshot;
 mod tables;
+mod txn;
 
 use crate::error::CliResult;
 use crate::store::StoreArg;
@@ -67,6 +68,9 @@ pub enum Command {
     /// command with a group engaged
     #[command(subcommand)]
     Pg(pg::PgCommand),
+    /// Transactions of a mounted file system: run a command, and all it starts, in one
+    #[command(subcommand)]
+    Txn(txn::TxnCommand),
     /// Run RocksDB db_bench's benchmarks (same flags, same result lines) and the VT-tree
     /// paper's randomappend and seqinsert on a scratch store
     Bench(bench::BenchArgs),
@@ -95,6 +99,7 @@ impl Command {
             Command::Defrag(args) => maintain::defrag(args),
             Command::Mount(args) => mount::run(args),
             Command::Pg(cmd) => pg::run(cmd),
+            Command::Txn(cmd) => txn::run(cmd),
             Command::Bench(args) => bench::run(args),
             Command::Demo(args) => demo::run(args),
         }

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use stitchdb::{Db, GroupId, PatchContext};
-use stitchdb_fs::{Attr, DirEntry, Fs, FsError, Kind, Timespec, ROOT_INO};
+use stitchdb_fs::{Attr, DirEntry, FileTree, Fs, FsError, Kind, Timespec, ROOT_INO};
 use views::{Owner, Views};
 
 /// The name of the control directory in the mainline root.
@@ -378,7 +378,10 @@ impl Control {
         if let Some(id) = ends {
             self.forget_txn_entries(&[id]);
         }
-        if matches!(c, TxnCommand::Commit(_)) && r.is_ok() {
+        if let (TxnCommand::Commit(_), Ok(_)) = (&c, &r) {
+            if let Some(changes) = self.views.take_committed() {
+                self.invalidator.push(stale_after(fs, &changes));
+            }
             self.invalidator.wait();
         }
         r
@@ -481,6 +484,42 @@ impl Control {
         self.views.drop_snapshot(name);
         Ok(())
     }
+}
+
+/// What the kernel may hold of the mainline that a committed transaction's `changes` made
+/// stale. Besides each inode the commit wrote (which the store's observer names), the names
+/// of the files it changed: dropping a file's names lets the kernel evict its inode, and a
+/// regular file's size is taken from the daemon only for an inode the kernel makes anew
+/// (with the write-back cache it keeps the size it has).
+fn stale_after(fs: &Fs, changes: &stitchdb_fs::Changes) -> Vec<Stale> {
+    let root = stitchdb_fs::Caller::root();
+    let mut stale = Vec::new();
+    let paths = changes
+        .added
+        .iter()
+        .chain(&changes.changed)
+        .chain(&changes.removed);
+    for path in paths {
+        let mut parts: Vec<&[u8]> = path
+            .split(|&b| b == b'/')
+            .filter(|p| !p.is_empty())
+            .collect();
+        let Some(name) = parts.pop() else { continue };
+        // The parent as the mainline has it now; gone with the commit: nothing cached below.
+        let mut dir = ROOT_INO;
+        let found = parts.iter().all(|part| match fs.lookup(&root, dir, part) {
+            Ok(a) => {
+                dir = a.ino;
+                true
+            }
+            Err(_) => false,
+        });
+        if found {
+            stale.push(Stale::Inode(dir));
+            stale.push(Stale::Entry(dir, name.to_vec()));
+        }
+    }
+    stale
 }
 
 /// `txns/` and `snapshots/` are the directories whose entries are trees.

@@ -104,9 +104,16 @@ impl State {
 #[derive(Default)]
 pub struct Views {
     state: Mutex<State>,
+    /// What the last transaction committed changed, for [`Views::take_committed`].
+    committed: Mutex<Option<stitchdb_fs::Changes>>,
 }
 
 impl Views {
+    /// What the transaction committed last changed (taken once).
+    pub fn take_committed(&self) -> Option<stitchdb_fs::Changes> {
+        self.committed.lock().take()
+    }
+
     /// The view numbered `view`, if it is open.
     pub fn get(&self, view: u16) -> Option<Arc<View>> {
         self.state.lock().by_view.get(&view).cloned()
