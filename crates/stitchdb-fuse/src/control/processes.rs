@@ -171,7 +171,10 @@ pub struct Tracker {
     groups: BTreeMap<Gid, GroupInfo>,
     procs: HashMap<ProcKey, Proc>,
     /// Thread → (its start, its process if tracked): saves a read of `/proc/TID/status`
-    /// per request. Cleared at every change of the tracked processes.
+    /// per request. A thread's answer changes only when its process starts being tracked
+    /// (its own command re-asks) or is forgotten (the sweep clears the memo); an untracked
+    /// answer stays right, as a parent's later engagements are not inherited by children
+    /// forked before them.
     threads: HashMap<u32, (u64, Option<ProcKey>)>,
     pid_max: u32,
     last_sweep: Instant,
@@ -436,7 +439,6 @@ impl Tracker {
             .map_err(|e| CommandError::from_engine(&e))?;
         p.note_change();
         p.engaged.push(g);
-        self.threads.clear();
         Ok(())
     }
 
@@ -460,7 +462,6 @@ impl Tracker {
         p.engaged.remove(at);
         db.pg_disengage(&p.ctx, GroupId(g))
             .map_err(|e| CommandError::from_engine(&e))?;
-        self.threads.clear();
         Ok(())
     }
 
@@ -488,7 +489,6 @@ impl Tracker {
             tracing::warn!("closing patchgroup {g}: {e}");
         }
         self.groups.remove(&g);
-        self.threads.clear();
     }
 
     /// The `groups` file: a line per open group (docs/kvfs.md).
