@@ -208,6 +208,9 @@ impl Tracker {
     /// The context to serve thread `tid`'s request in: its process's, if that has groups
     /// engaged.
     pub fn context(&mut self, db: &Db, tid: u32) -> Option<Arc<PatchContext>> {
+        // Requests are what keeps coming while a process holds a group: its exit is noticed
+        // here too, within a second, and then no request pays for it any more.
+        self.sweep_if_due(db);
         let key = self.resolve(db, tid, false)?;
         let p = self.procs.get(&key)?;
         (!p.engaged.is_empty()).then(|| p.ctx.clone())
