@@ -160,7 +160,10 @@ impl Control {
         if pid == 0 || !self.engaged.load(Ordering::Acquire) {
             return None;
         }
-        self.tracker.lock().context(db, pid)
+        let mut t = self.tracker.lock();
+        let ctx = t.context(db, pid);
+        self.engaged.store(t.any_engaged(), Ordering::Release);
+        ctx
     }
 
     /// The attributes of control node `ino`.

@@ -171,7 +171,10 @@ pub struct Tracker {
     groups: BTreeMap<Gid, GroupInfo>,
     procs: HashMap<ProcKey, Proc>,
     /// Thread → (its start, its process if tracked): saves a read of `/proc/TID/status`
-    /// per request. Cleared at every change of the tracked processes.
+    /// per request. A thread's answer changes only when its process starts being tracked
+    /// (its own command re-asks) or is forgotten (the sweep clears the memo); an untracked
+    /// answer stays right, as a parent's later engagements are not inherited by children
+    /// forked before them.
     threads: HashMap<u32, (u64, Option<ProcKey>)>,
     pid_max: u32,
     last_sweep: Instant,
@@ -205,6 +208,9 @@ impl Tracker {
     /// The context to serve thread `tid`'s request in: its process's, if that has groups
     /// engaged.
     pub fn context(&mut self, db: &Db, tid: u32) -> Option<Arc<PatchContext>> {
+        // Requests are what keeps coming while a process holds a group: its exit is noticed
+        // here too, within a second, and then no request pays for it any more.
+        self.sweep_if_due(db);
         let key = self.resolve(db, tid, false)?;
         let p = self.procs.get(&key)?;
         (!p.engaged.is_empty()).then(|| p.ctx.clone())
@@ -436,7 +442,6 @@ impl Tracker {
             .map_err(|e| CommandError::from_engine(&e))?;
         p.note_change();
         p.engaged.push(g);
-        self.threads.clear();
         Ok(())
     }
 
@@ -460,7 +465,6 @@ impl Tracker {
         p.engaged.remove(at);
         db.pg_disengage(&p.ctx, GroupId(g))
             .map_err(|e| CommandError::from_engine(&e))?;
-        self.threads.clear();
         Ok(())
     }
 
@@ -488,7 +492,6 @@ impl Tracker {
             tracing::warn!("closing patchgroup {g}: {e}");
         }
         self.groups.remove(&g);
-        self.threads.clear();
     }
 
     /// The `groups` file: a line per open group (docs/kvfs.md).

@@ -102,27 +102,35 @@ fn fsync_dir(d: &Path) -> std::io::Result<()> {
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-/// Makes the messages if DIR is new.
+/// Makes the messages if DIR is new: in a staging directory renamed into place once
+/// durable, so that a crash during setup leaves no half-made mailbox (the next run redoes it).
 fn setup(a: &Args, src: &Path, dst: &Path) -> Result<()> {
     if src.exists() {
         return Ok(());
     }
-    for d in [src.to_path_buf(), dst.join("tmp"), dst.join("new")] {
+    let staging = a.dir.join("staging");
+    if staging.exists() {
+        fs::remove_dir_all(&staging)?;
+    }
+    for d in [staging.join("cur"), dst.join("tmp"), dst.join("new")] {
         fs::create_dir_all(d)?;
     }
     for i in 0..a.messages {
-        let mut f = File::create(src.join(name(i)))?;
+        let mut f = File::create(staging.join("cur").join(name(i)))?;
         f.write_all(&message(i, a.size))?;
         f.sync_all()?;
     }
     for d in [
-        src.to_path_buf(),
+        staging.join("cur"),
+        staging.clone(),
         dst.join("tmp"),
         dst.join("new"),
-        a.dir.clone(),
+        dst.to_path_buf(),
     ] {
         fsync_dir(&d)?;
     }
+    fs::rename(&staging, a.dir.join("src"))?;
+    fsync_dir(&a.dir)?;
     Ok(())
 }
 
