@@ -185,7 +185,11 @@ impl Views {
             }
             TxnCommand::Commit(id) => {
                 let tree = self.end(id, owner.uid)?;
+                // What it changed, named before it commits: the kernel is told of these
+                // files afterwards.
+                let changes = tree.changes().map_err(|e| fs_error(&e))?;
                 let committed = tree.commit(Durability::Sync).map_err(|e| fs_error(&e))?;
+                *self.committed.lock() = Some(changes);
                 Ok(Some(format!(
                     "{} names, {} inodes, {} bytes",
                     committed.names, committed.inodes, committed.data_bytes
