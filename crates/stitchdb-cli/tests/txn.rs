@@ -46,17 +46,20 @@ struct Mounted {
 
 impl Mounted {
     fn new() -> Mounted {
+        Mounted::with_options(&[])
+    }
+    /// A mount with `stitchdb mount`'s `extra` arguments.
+    fn with_options(extra: &[&str]) -> Mounted {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("mnt")).unwrap();
         let m = Mounted { tmp };
         let store = m.tmp.path().join("fs.store");
         let ok = |out: Output| assert!(out.status.success(), "{out:?}");
         ok(stitchdb(&["init".as_ref(), store.as_os_str()]));
-        ok(stitchdb(&[
-            "mount".as_ref(),
-            store.as_os_str(),
-            m.mp().as_os_str(),
-        ]));
+        let mp = m.mp();
+        let mut args = vec!["mount".as_ref(), store.as_os_str(), mp.as_os_str()];
+        args.extend(extra.iter().map(|a| std::ffi::OsStr::new(a)));
+        ok(stitchdb(&args));
         m
     }
     fn mp(&self) -> PathBuf {
@@ -381,6 +384,68 @@ fn snapshot_trees_keep_the_file_system_as_it_was() {
         .unwrap()
         .next()
         .is_none());
+}
+
+#[test]
+fn another_user_runs_transactions_of_its_own_and_cannot_reach_root_s() {
+    if let Some(why) = unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let m = Mounted::with_options(&["-o", "allow_other"]);
+    let mp = m.mp();
+    std::fs::set_permissions(m.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(mp.join("pub")).unwrap();
+    std::fs::set_permissions(mp.join("pub"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir(mp.join("private")).unwrap();
+    // Root's transaction, held open (in a directory of its own: creating files in one
+    // directory is a conflict).
+    let go = m.outside("go");
+    let root_txn = m
+        .txn(
+            &[],
+            &format!(
+                "echo secret > private/root && while [ ! -e {} ]; do sleep 0.05; done",
+                go.display()
+            ),
+        )
+        .spawn()
+        .unwrap();
+    while open_transactions(&mp).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let id = open_transactions(&mp).remove(0);
+    let as_nobody = |script: &str| {
+        Command::new("su")
+            .args(["-s", "/bin/sh", "nobody", "-c", script])
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    // Another user sees neither root's transaction nor its tree.
+    let txns = mp.join(".stitch/txns");
+    let out = as_nobody(&format!(
+        "ls {0}; cat {0}/{id}/private/root; cat {1}",
+        txns.display(),
+        mp.join(".stitch/transactions").display()
+    ));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!said.contains("secret"), "{out:?}");
+    assert!(!said.lines().any(|l| l.trim() == id), "{out:?}");
+    // ... and runs a transaction of its own (in a user namespace).
+    let out = as_nobody(&format!(
+        "{} txn run {} -- sh -c 'echo mine > {}'",
+        env!("CARGO_BIN_EXE_stitchdb"),
+        mp.display(),
+        mp.join("pub/nobody").display()
+    ));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(read(&mp.join("pub/nobody")).as_deref(), Some("mine\n"));
+    std::fs::write(&go, "").unwrap();
+    let root_txn = root_txn.wait_with_output().unwrap();
+    assert!(root_txn.status.success(), "{root_txn:?}");
+    assert_eq!(read(&mp.join("private/root")).as_deref(), Some("secret\n"));
 }
 
 fn libc_erofs() -> i32 {
