@@ -387,6 +387,29 @@ fn snapshot_trees_keep_the_file_system_as_it_was() {
 }
 
 #[test]
+fn a_transaction_larger_than_its_memory_spills_and_commits_or_aborts_whole() {
+    if let Some(why) = unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    // 1 MiB of memory for a transaction's writes; it writes 6 MiB and 300 files.
+    let m = Mounted::with_options(&["-o", "txn_memory=1"]);
+    let mp = m.mp();
+    let script = "mkdir many && for i in $(seq 1 300); do echo $i > many/f$i; done && \
+                  head -c 6291456 /dev/urandom > big && cp big big.copy";
+    let out = m.txn_output(&[], &format!("{script} && exit 5"));
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(!mp.join("many").exists() && !mp.join("big").exists());
+    let out = m.txn_output(&["--summary"], script);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_dir(mp.join("many")).unwrap().count(), 300);
+    assert_eq!(read(&mp.join("many/f300")).as_deref(), Some("300\n"));
+    let big = std::fs::read(mp.join("big")).unwrap();
+    assert_eq!(big.len(), 6 << 20);
+    assert!(big == std::fs::read(mp.join("big.copy")).unwrap());
+}
+
+#[test]
 fn another_user_runs_transactions_of_its_own_and_cannot_reach_root_s() {
     if let Some(why) = unavailable() {
         eprintln!("SKIPPED: {why}");
