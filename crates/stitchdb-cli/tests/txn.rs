@@ -39,9 +39,11 @@ fn rustix_is_root() -> bool {
     })
 }
 
-/// A mounted store in a temporary directory; unmounted on drop.
+/// A mounted store in a temporary directory; unmounted on drop (and its daemon killed, if
+/// the test runs it in the foreground).
 struct Mounted {
     tmp: tempfile::TempDir,
+    daemon: Option<std::process::Child>,
 }
 
 impl Mounted {
@@ -52,8 +54,8 @@ impl Mounted {
     fn with_options(extra: &[&str]) -> Mounted {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("mnt")).unwrap();
-        let m = Mounted { tmp };
-        let store = m.tmp.path().join("fs.store");
+        let m = Mounted { tmp, daemon: None };
+        let store = m.store();
         let ok = |out: Output| assert!(out.status.success(), "{out:?}");
         ok(stitchdb(&["init".as_ref(), store.as_os_str()]));
         let mp = m.mp();
@@ -64,6 +66,43 @@ impl Mounted {
     }
     fn mp(&self) -> PathBuf {
         self.tmp.path().join("mnt")
+    }
+    fn store(&self) -> PathBuf {
+        self.tmp.path().join("fs.store")
+    }
+    /// Mounts again, with the daemon in the foreground as this test's child, and waits until
+    /// the mount is ready.
+    fn mount_foreground(&mut self) {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
+            .arg("mount")
+            .arg(self.store())
+            .arg(self.mp())
+            .arg("-f")
+            .env("STITCHDB_MOUNT_NOTIFY", "1")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        self.daemon = Some(child);
+    }
+    /// Unmounts (lazily: the daemon may be dead).
+    fn unmount(&mut self) {
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg("-z")
+            .arg(self.mp())
+            .output();
+        if let Some(mut d) = self.daemon.take() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
     }
     /// A path outside the mount, for the tests' own signals.
     fn outside(&self, name: &str) -> PathBuf {
@@ -91,11 +130,7 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
-        let _ = Command::new("fusermount3")
-            .arg("-u")
-            .arg("-z")
-            .arg(self.mp())
-            .output();
+        self.unmount();
     }
 }
 
@@ -346,6 +381,44 @@ fn killing_txn_run_aborts_its_transaction() {
     });
     assert!(gone, "{:?}", open_transactions(&mp));
     assert!(!mp.join("written").exists());
+}
+
+#[test]
+fn a_transaction_whose_daemon_is_killed_leaves_no_trace() {
+    if let Some(why) = unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let mut m = Mounted::new();
+    let mp = m.mp();
+    std::fs::write(mp.join("before"), "kept").unwrap();
+    m.unmount();
+    m.mount_foreground();
+    // The command writes, then waits; the daemon is killed under it.
+    let mut run = m
+        .txn(&[], "mkdir d && echo x > d/f && echo y > before && sleep 5")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while open_transactions(&mp).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let daemon = m.daemon.as_mut().unwrap();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    m.daemon = None;
+    let _ = run.kill();
+    let status = run.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+    m.unmount();
+    let check = stitchdb(&["check".as_ref(), m.store().as_os_str()]);
+    assert!(check.status.success(), "{check:?}");
+    m.mount_foreground();
+    assert_eq!(read(&mp.join("before")).as_deref(), Some("kept"));
+    assert!(!mp.join("d").exists());
+    assert!(open_transactions(&mp).is_empty());
 }
 
 #[test]
