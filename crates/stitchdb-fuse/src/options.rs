@@ -23,7 +23,7 @@ pub struct ServeOptions {
     pub store_path: PathBuf,
     /// `sync`: a request that may change something is answered once the store is durable
     /// (after a sync of the syncer's, shared by the requests waiting: see
-    /// [`crate::table::Served::needs_sync`]); the file system commits without waiting.
+    /// `Served::needs_sync`); the file system commits without waiting.
     pub sync: bool,
 }
 

@@ -42,8 +42,10 @@ const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 /// are handed to worker threads, so a slow read (a cold block) does not hold up the requests
 /// behind it; except a short read of file data when the session thread polls and no request
 /// is waiting, which it serves itself, polling for the device too (see [`KvFuse::read`]).
-/// FSYNC and FSYNCDIR are answered by the syncer thread (`Served::fsync`), which makes the
-/// store durable once for all the FSYNCs waiting, while this thread serves on. A
+/// FSYNC and FSYNCDIR (and with `-o sync` every change) are answered by the syncer thread
+/// (`Served::fsync`), which makes the store durable once for all the FSYNCs waiting, while
+/// this thread serves on; a lone one, this thread syncs itself (see
+/// `KvFuse::answer_durable`). A
 /// read runs against committed state, so it sees a change the kernel sent before it, and the
 /// kernel orders what must be ordered by waiting for replies.
 pub struct KvFuse {
