@@ -205,7 +205,7 @@ fn of_two_conflicting_transactions_one_commits_and_the_other_names_the_path() {
     std::fs::write(mp.join("shared"), "0").unwrap();
     let go = m.outside("go");
     // The first writes `shared` and waits for a signal from outside the mount.
-    let first = m
+    let mut first = m
         .txn(
             &[],
             &format!(
