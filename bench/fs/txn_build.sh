@@ -36,13 +36,13 @@ mkdir -p $W/mnt/\$1 && cd $W/mnt/\$1
 tar xzf $TARBALL
 cd redis-*/ && make -j2 >/dev/null 2>&1
 EOF
-run() { # mode round
-    local t0=$EPOCHREALTIME
+run() { # mode round; a run that fails is reported, not timed
+    local t0=$EPOCHREALTIME rc=0
     case $1 in
-        plain) bash $W/build.sh $1-$2 && sync -f $W/mnt ;;
-        snapshot|serializable) $BIN txn run --isolation $1 $W/mnt -- bash $W/build.sh $1-$2 ;;
+        plain) bash $W/build.sh $1-$2 && sync -f $W/mnt || rc=$? ;;
+        snapshot|serializable) $BIN txn run --isolation $1 $W/mnt -- bash $W/build.sh $1-$2 || rc=$? ;;
     esac
-    echo "$1 $t0 $EPOCHREALTIME"
+    if [ $rc = 0 ]; then echo "$1 $t0 $EPOCHREALTIME"; else echo "$1 failed $rc"; fi
 }
 for r in $(seq 1 $ROUNDS); do
     for m in plain snapshot serializable; do run $m $r; done
@@ -51,7 +51,10 @@ python3 - $W/times <<'PY'
 import sys, statistics
 t = {}
 for line in open(sys.argv[1]):
-    m, a, b = line.split(); t.setdefault(m, []).append(float(b) - float(a))
+    m, a, b = line.split()
+    if a == "failed":
+        print(f"{m}: a run failed (exit status {b})"); continue
+    t.setdefault(m, []).append(float(b) - float(a))
 base = statistics.median(t["plain"])
 for m in ("plain", "snapshot", "serializable"):
     med = statistics.median(t[m])

@@ -9,90 +9,22 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+#[path = "support/mounted.rs"]
+mod mounted;
+
+use mounted::Mounted;
+
 fn skip() -> bool {
-    let skip = !Path::new("/dev/fuse").exists() || !rustix_is_root();
-    if skip {
-        eprintln!("skipped: needs /dev/fuse and root");
-    }
-    skip
-}
-
-fn rustix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-}
-
-/// A store mounted in the foreground by a child; unmounted (and the child killed) on drop.
-struct Mounted {
-    tmp: tempfile::TempDir,
-    daemon: Option<Child>,
-}
-
-impl Mounted {
-    fn new() -> Mounted {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::create_dir(tmp.path().join("mnt")).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
-            .arg("init")
-            .arg(tmp.path().join("s.store"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let mut m = Mounted { tmp, daemon: None };
-        m.mount();
-        m
-    }
-    fn mp(&self) -> PathBuf {
-        self.tmp.path().join("mnt")
-    }
-    fn mount(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
-            .arg("mount")
-            .arg(self.tmp.path().join("s.store"))
-            .arg(self.mp())
-            .arg("-f")
-            .env("STITCHDB_MOUNT_NOTIFY", "1")
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        self.daemon = Some(child);
-    }
-    /// `kill -9` of the daemon, then the dead mount's removal.
-    fn kill(&mut self) {
-        if let Some(mut d) = self.daemon.take() {
-            let _ = d.kill();
-            let _ = d.wait();
+    match mounted::unavailable() {
+        Some(why) => {
+            eprintln!("SKIPPED: {why}");
+            true
         }
-        self.unmount();
-    }
-    fn unmount(&self) {
-        let _ = Command::new("fusermount3")
-            .args(["-u", "-z"])
-            .arg(self.mp())
-            .status();
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        self.unmount();
-        if let Some(mut d) = self.daemon.take() {
-            let _ = d.wait();
-        }
+        None => false,
     }
 }
 
@@ -296,7 +228,7 @@ fn mail_moves_survive_kill_9_of_the_daemon() {
         );
     }
     m.kill();
-    let store = m.tmp.path().join("s.store");
+    let store = m.store();
     let out = Command::new(env!("CARGO_BIN_EXE_stitchdb"))
         .arg("check")
         .arg(&store)

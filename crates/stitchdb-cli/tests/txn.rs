@@ -9,7 +9,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,82 +18,29 @@ use std::time::Duration;
 /// `txn run`'s exit status for a conflict (the README's table).
 const CONFLICT: i32 = 8;
 
-fn unavailable() -> Option<&'static str> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse does not exist");
-    }
-    if Command::new("fusermount3").arg("-V").output().is_err() {
-        return Some("fusermount3 is not installed (apt-get install fuse3)");
-    }
-    if !rustix_is_root() {
-        return Some("txn run's tests make mount namespaces as root");
-    }
-    None
+#[path = "support/mounted.rs"]
+mod mounted;
+
+use mounted::{unavailable, Mounted};
+
+/// `txn run` with `args` before the mount point, then `sh -c script`, in the mount.
+fn txn(m: &Mounted, args: &[&str], script: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_stitchdb"));
+    c.arg("txn")
+        .arg("run")
+        .args(args)
+        .arg(m.mp())
+        .arg("--")
+        .arg("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(m.mp())
+        .env_remove("RUST_LOG");
+    c
 }
 
-fn rustix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"))
-    })
-}
-
-/// A mounted store in a temporary directory; unmounted on drop.
-struct Mounted {
-    tmp: tempfile::TempDir,
-}
-
-impl Mounted {
-    fn new() -> Mounted {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::create_dir(tmp.path().join("mnt")).unwrap();
-        let m = Mounted { tmp };
-        let store = m.tmp.path().join("fs.store");
-        let ok = |out: Output| assert!(out.status.success(), "{out:?}");
-        ok(stitchdb(&["init".as_ref(), store.as_os_str()]));
-        ok(stitchdb(&[
-            "mount".as_ref(),
-            store.as_os_str(),
-            m.mp().as_os_str(),
-        ]));
-        m
-    }
-    fn mp(&self) -> PathBuf {
-        self.tmp.path().join("mnt")
-    }
-    /// A path outside the mount, for the tests' own signals.
-    fn outside(&self, name: &str) -> PathBuf {
-        self.tmp.path().join(name)
-    }
-    /// `txn run` with `args` before the mount point, then `sh -c script`.
-    fn txn(&self, args: &[&str], script: &str) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_stitchdb"));
-        c.arg("txn")
-            .arg("run")
-            .args(args)
-            .arg(self.mp())
-            .arg("--")
-            .arg("sh")
-            .arg("-c")
-            .arg(script)
-            .current_dir(self.mp())
-            .env_remove("RUST_LOG");
-        c
-    }
-    fn txn_output(&self, args: &[&str], script: &str) -> Output {
-        self.txn(args, script).output().unwrap()
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = Command::new("fusermount3")
-            .arg("-u")
-            .arg("-z")
-            .arg(self.mp())
-            .output();
-    }
+fn txn_output(m: &Mounted, args: &[&str], script: &str) -> Output {
+    txn(m, args, script).output().unwrap()
 }
 
 fn stitchdb(args: &[&std::ffi::OsStr]) -> Output {
@@ -129,18 +76,18 @@ fn a_failing_command_leaves_no_trace_and_a_succeeding_one_appears_whole() {
     std::fs::write(mp.join("kept"), "old").unwrap();
     let script = "echo new > kept && mkdir d && echo b > d/b && ln -s d/b link && rm kept";
     // Inside, the command sees its own changes; it fails at the end.
-    let out = m.txn_output(&[], &format!("{script} && cat d/b && exit 3"));
+    let out = txn_output(&m, &[], &format!("{script} && cat d/b && exit 3"));
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "b\n");
     assert_eq!(read(&mp.join("kept")).as_deref(), Some("old"));
     assert!(!mp.join("d").exists() && !mp.join("link").exists());
     // Killed by a signal: 128 + 9, nothing left.
-    let out = m.txn_output(&[], &format!("{script} && kill -9 $$"));
+    let out = txn_output(&m, &[], &format!("{script} && kill -9 $$"));
     assert_eq!(out.status.code(), Some(137), "{out:?}");
     assert_eq!(read(&mp.join("kept")).as_deref(), Some("old"));
     assert!(!mp.join("d").exists());
     // Succeeding: all of it.
-    let out = m.txn_output(&[], script);
+    let out = txn_output(&m, &[], script);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(read(&mp.join("kept")), None);
     assert_eq!(read(&mp.join("d/b")).as_deref(), Some("b\n"));
@@ -159,7 +106,7 @@ fn a_transaction_s_children_and_their_buffered_writes_are_in_it() {
     // A background child outlives the shell; txn run waits for it (it is the subreaper).
     let script = "(sleep 0.3; dd if=/dev/zero of=big bs=64k count=64 2>/dev/null; \
                   echo late > late) & echo early > early";
-    let out = m.txn_output(&["--summary"], script);
+    let out = txn_output(&m, &["--summary"], script);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(read(&mp.join("early")).as_deref(), Some("early\n"));
     assert_eq!(read(&mp.join("late")).as_deref(), Some("late\n"));
@@ -180,7 +127,8 @@ fn dry_run_reports_what_the_command_changed_and_keeps_nothing() {
     let mp = m.mp();
     std::fs::write(mp.join("changed"), "1").unwrap();
     std::fs::write(mp.join("removed"), "1").unwrap();
-    let out = m.txn_output(
+    let out = txn_output(
+        &m,
         &["--dry-run"],
         "echo 22 > changed && rm removed && echo new > added",
     );
@@ -205,24 +153,24 @@ fn of_two_conflicting_transactions_one_commits_and_the_other_names_the_path() {
     std::fs::write(mp.join("shared"), "0").unwrap();
     let go = m.outside("go");
     // The first writes `shared` and waits for a signal from outside the mount.
-    let mut first = m
-        .txn(
-            &[],
-            &format!(
-                "echo first > shared && while [ ! -e {} ]; do sleep 0.05; done",
-                go.display()
-            ),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let first = txn(
+        &m,
+        &[],
+        &format!(
+            "echo first > shared && while [ ! -e {} ]; do sleep 0.05; done",
+            go.display()
+        ),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     // Wait until the first has written (it is open and has a private change).
     while open_transactions(&mp).is_empty() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
-    let second = m.txn_output(&[], "echo second > shared");
+    let second = txn_output(&m, &[], "echo second > shared");
     assert!(second.status.success(), "{second:?}");
     assert_eq!(read(&mp.join("shared")).as_deref(), Some("second\n"));
     std::fs::write(&go, "").unwrap();
@@ -235,7 +183,7 @@ fn of_two_conflicting_transactions_one_commits_and_the_other_names_the_path() {
     // isolation lets it commit).
     std::fs::write(mp.join("input"), "1").unwrap();
     let reader = |isolation: &str, go: &Path| {
-        m.txn(
+        txn(&m,
             &["--isolation", isolation],
             &format!(
                 "cat input > /dev/null; while [ ! -e {} ]; do sleep 0.05; done; echo x > output-{isolation}",
@@ -308,7 +256,7 @@ fn readers_polling_from_outside_never_see_a_transaction_half_done() {
             "mkdir round{round} && for i in $(seq 1 {FILES}); do echo $i > round{round}/f$i; done && \
              for i in $(seq 1 64); do head -c 4096 /dev/zero | tr '\\0' '{round}'; done > big"
         );
-        let out = m.txn_output(&[], &script);
+        let out = txn_output(&m, &[], &script);
         assert!(out.status.success(), "{out:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -325,8 +273,7 @@ fn killing_txn_run_aborts_its_transaction() {
     }
     let m = Mounted::new();
     let mp = m.mp();
-    let mut child = m
-        .txn(&[], "echo x > written && sleep 30")
+    let mut child = txn(&m, &[], "echo x > written && sleep 30")
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -343,6 +290,41 @@ fn killing_txn_run_aborts_its_transaction() {
     });
     assert!(gone, "{:?}", open_transactions(&mp));
     assert!(!mp.join("written").exists());
+}
+
+#[test]
+fn a_transaction_whose_daemon_is_killed_leaves_no_trace() {
+    if let Some(why) = unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let mut m = Mounted::new();
+    let mp = m.mp();
+    std::fs::write(mp.join("before"), "kept").unwrap();
+    // The command writes, then waits; the daemon is killed under it.
+    let mut run = txn(
+        &m,
+        &[],
+        "mkdir d && echo x > d/f && echo y > before && sleep 5",
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    while open_transactions(&mp).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    m.kill();
+    let _ = run.kill();
+    let status = run.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+    let check = stitchdb(&["check".as_ref(), m.store().as_os_str()]);
+    assert!(check.status.success(), "{check:?}");
+    m.mount();
+    assert_eq!(read(&mp.join("before")).as_deref(), Some("kept"));
+    assert!(!mp.join("d").exists());
+    assert!(open_transactions(&mp).is_empty());
 }
 
 #[test]
@@ -381,6 +363,91 @@ fn snapshot_trees_keep_the_file_system_as_it_was() {
         .unwrap()
         .next()
         .is_none());
+}
+
+#[test]
+fn a_transaction_larger_than_its_memory_spills_and_commits_or_aborts_whole() {
+    if let Some(why) = unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    // 1 MiB of memory for a transaction's writes; it writes 6 MiB and 300 files.
+    let m = Mounted::with_options(&["-o", "txn_memory=1"]);
+    let mp = m.mp();
+    let script = "mkdir many && for i in $(seq 1 300); do echo $i > many/f$i; done && \
+                  head -c 6291456 /dev/urandom > big && cp big big.copy";
+    let out = txn_output(&m, &[], &format!("{script} && exit 5"));
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(!mp.join("many").exists() && !mp.join("big").exists());
+    let out = txn_output(&m, &["--summary"], script);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_dir(mp.join("many")).unwrap().count(), 300);
+    assert_eq!(read(&mp.join("many/f300")).as_deref(), Some("300\n"));
+    let big = std::fs::read(mp.join("big")).unwrap();
+    assert_eq!(big.len(), 6 << 20);
+    assert!(big == std::fs::read(mp.join("big.copy")).unwrap());
+}
+
+#[test]
+fn another_user_runs_transactions_of_its_own_and_cannot_reach_root_s() {
+    if let Some(why) = unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let m = Mounted::with_options(&["-o", "allow_other"]);
+    let mp = m.mp();
+    std::fs::set_permissions(m.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(mp.join("pub")).unwrap();
+    std::fs::set_permissions(mp.join("pub"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir(mp.join("private")).unwrap();
+    // Root's transaction, held open (in a directory of its own: creating files in one
+    // directory is a conflict).
+    let go = m.outside("go");
+    let root_txn = txn(
+        &m,
+        &[],
+        &format!(
+            "echo secret > private/root && while [ ! -e {} ]; do sleep 0.05; done",
+            go.display()
+        ),
+    )
+    .spawn()
+    .unwrap();
+    while open_transactions(&mp).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let id = open_transactions(&mp).remove(0);
+    let as_nobody = |script: &str| {
+        Command::new("su")
+            .args(["-s", "/bin/sh", "nobody", "-c", script])
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    // Another user sees neither root's transaction nor its tree.
+    let txns = mp.join(".stitch/txns");
+    let out = as_nobody(&format!(
+        "ls {0}; cat {0}/{id}/private/root; cat {1}",
+        txns.display(),
+        mp.join(".stitch/transactions").display()
+    ));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!said.contains("secret"), "{out:?}");
+    assert!(!said.lines().any(|l| l.trim() == id), "{out:?}");
+    // ... and runs a transaction of its own (in a user namespace).
+    let out = as_nobody(&format!(
+        "{} txn run {} -- sh -c 'echo mine > {}'",
+        env!("CARGO_BIN_EXE_stitchdb"),
+        mp.display(),
+        mp.join("pub/nobody").display()
+    ));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(read(&mp.join("pub/nobody")).as_deref(), Some("mine\n"));
+    std::fs::write(&go, "").unwrap();
+    let root_txn = root_txn.wait_with_output().unwrap();
+    assert!(root_txn.status.success(), "{root_txn:?}");
+    assert_eq!(read(&mp.join("private/root")).as_deref(), Some("secret\n"));
 }
 
 fn libc_erofs() -> i32 {

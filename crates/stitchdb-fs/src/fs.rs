@@ -6,6 +6,7 @@ use crate::atime::AtimePolicy;
 use crate::cache::MetaCache;
 use crate::creds::Caller;
 use crate::error::{FsError, FsResult};
+use crate::handles::Handles;
 use crate::kv::{Batch, Kv};
 use crate::observe::{Observer, OutsideChange};
 use crate::ops::Op;
@@ -14,7 +15,6 @@ use crate::schema::{
     check_super, decode_ino_key, encode_attr, encode_super, ino_key, Attr, Kind, Tables, Timespec,
     FIRST_COOKIE, NAME_MAX, ROOT_INO, SUPER_KEY,
 };
-use crate::tree::{FileTree, Handles, OpFn, Run};
 use parking_lot::Mutex;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,23 +93,23 @@ pub struct FsStat {
 }
 
 /// A file system in a store: its mainline tree, where every changing operation is one
-/// commit (the operations are [`FileTree`]'s methods).
+/// commit (the operations are [`FileTree`](crate::FileTree)'s methods, `mainline`).
 pub struct Fs {
-    db: Db,
+    pub(crate) db: Db,
     tables: Tables,
-    opts: FsOptions,
+    pub(crate) opts: FsOptions,
     /// Recent inode records and names. Every mainline operation reads through it; every
     /// commit of the store, whoever makes it, updates it (`observe`).
-    cache: Arc<MetaCache>,
+    pub(crate) cache: Arc<MetaCache>,
     observer: Arc<Observer>,
     /// Keeps `observer` registered with the store while mounted.
     _observing: ObserverGuard,
     /// Held by each changing operation of the mainline from its first read to its commit
     /// (not while the commit is made durable): operations are atomic and commit in the
     /// order they run.
-    writer: Mutex<()>,
+    pub(crate) writer: Mutex<()>,
     /// The mainline's open files and deleted inodes still held.
-    handles: Mutex<Handles>,
+    pub(crate) handles: Mutex<Handles>,
     /// The next inode number to hand out, to the mainline and every transaction alike (never
     /// reused within a mount; an operation that fails or a transaction that aborts leaves a
     /// gap).
@@ -262,73 +262,6 @@ impl Fs {
     /// Whether `ino` is open on the mainline.
     pub(crate) fn open_here(&self, ino: u64) -> bool {
         self.handles.lock().is_open(ino)
-    }
-}
-
-impl FileTree for Fs {
-    fn fs(&self) -> &Fs {
-        self
-    }
-
-    fn handles(&self) -> &Mutex<Handles> {
-        &self.handles
-    }
-
-    fn run(&self, caller: &Caller, how: Run, f: &mut OpFn<'_>) -> FsResult<()> {
-        if how == Run::Read {
-            // No lock: each read sees one committed state.
-            let mut batch = Batch::cached(&self.db, &self.cache);
-            return f(&mut self.op(caller, &mut batch, &|_| false));
-        }
-        let writer = self.writer.lock();
-        let mut batch = Batch::cached(&self.db, &self.cache);
-        let open = |ino| self.open_here(ino);
-        let mut op = self.op(caller, &mut batch as &mut dyn Kv, &open);
-        let r = f(&mut op);
-        let deleted = std::mem::take(&mut op.deleted);
-        let wrote = !batch.is_empty();
-        match how {
-            Run::Read | Run::Ordered => r,
-            // Committed `Async`: durable with the next commit that is (the log keeps the
-            // order) or the next sync, so reads alone never have the log written and the
-            // device flushed (`Ordered` would, every `ordered_flush_interval_ms` while
-            // files are read). A crash may lose the newest access times, as ext4 keeps
-            // them in memory until it writes the inode back.
-            Run::NoteAccess => {
-                if r.is_ok() {
-                    let _ = batch.commit(Durability::Async);
-                }
-                Ok(())
-            }
-            Run::Change => {
-                r?;
-                // `Sync` commits without waiting for the device while the writer lock is
-                // held, then waits after releasing it: concurrent operations asking for
-                // durability share one flush (group commit) instead of taking turns.
-                let sync = self.opts.durability == Durability::Sync;
-                let now = if sync {
-                    Durability::Async
-                } else {
-                    self.opts.durability
-                };
-                batch.commit(now)?;
-                drop(writer);
-                if self.opts.keep_deleted && !deleted.is_empty() {
-                    self.handles.lock().keep_deleted(deleted);
-                }
-                if sync && wrote {
-                    self.db.sync()?;
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Takes no lock: the log is one sequence, so a file's changes cannot be made durable
-    /// without those before them, and syncing it makes every completed operation durable.
-    fn fsync(&self) -> FsResult<()> {
-        self.db.sync()?;
-        Ok(())
     }
 }
 

@@ -278,11 +278,7 @@ impl Kv for Transaction<'_> {
         end: &[u8],
         limit: usize,
     ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        if start >= end || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let it = self.range(table, Bound::Included(start), Bound::Excluded(end))?;
-        Ok(it.take(limit).collect::<stitchdb::Result<_>>()?)
+        first_pairs(start, end, limit, |lo, hi| self.range(table, lo, hi))
     }
 
     fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>) -> FsResult<()> {
@@ -298,6 +294,24 @@ impl Kv for Transaction<'_> {
     }
 }
 
+/// Up to `limit` pairs of `start..end` read through an engine iterator `range` opens (a
+/// transaction's or a snapshot's).
+fn first_pairs<'a, I>(
+    start: &'a [u8],
+    end: &'a [u8],
+    limit: usize,
+    range: impl FnOnce(Bound<&'a [u8]>, Bound<&'a [u8]>) -> stitchdb::Result<I>,
+) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>>
+where
+    I: Iterator<Item = stitchdb::Result<(Vec<u8>, Vec<u8>)>>,
+{
+    if start >= end || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let it = range(Bound::Included(start), Bound::Excluded(end))?;
+    Ok(it.take(limit).collect::<stitchdb::Result<_>>()?)
+}
+
 /// A snapshot reads as it was taken; every write fails with `EROFS`.
 impl Kv for &Snapshot {
     fn get(&mut self, table: TableId, key: &[u8]) -> FsResult<Option<Vec<u8>>> {
@@ -311,11 +325,7 @@ impl Kv for &Snapshot {
         end: &[u8],
         limit: usize,
     ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        if start >= end || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let it = self.range(table, Bound::Included(start), Bound::Excluded(end))?;
-        Ok(it.take(limit).collect::<stitchdb::Result<_>>()?)
+        first_pairs(start, end, limit, |lo, hi| self.range(table, lo, hi))
     }
 
     fn put(&mut self, _: TableId, _: &[u8], _: Vec<u8>) -> FsResult<()> {

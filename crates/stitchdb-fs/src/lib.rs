@@ -7,9 +7,9 @@
 //! records and names), `observe` (every commit of the store, whoever makes it, updates the
 //! cache and is told to the mount), `kv` (what an operation reads and writes through: a
 //! batch, a transaction, a snapshot), `creds` (who calls), `perm` (every permission
-//! decision, as Linux makes it), `ops` (the operations over a `Kv`), `tree` (the operations
-//! as [`FileTree`]'s methods, for any kind of tree), `fs` (the mainline [`Fs`]: one commit per
-//! operation), `txn` ([`FsTransaction`]: operations and records in one engine transaction),
+//! decision, as Linux makes it), `ops` (the operations over a `Kv`), `handles` (a tree's open files), `fs` (the mainline [`Fs`]), `tree` (the
+//! operations as [`FileTree`]'s methods, for any kind of tree), `mainline` (the mainline as a
+//! tree: one commit per operation), `txn` ([`FsTransaction`]: operations and records in one engine transaction),
 //! `snapshot` ([`SnapshotTree`]: a named snapshot, read-only), `check` (the invariants).
 
 #![forbid(unsafe_code)]
@@ -20,7 +20,9 @@ mod check;
 mod creds;
 mod error;
 mod fs;
+mod handles;
 mod kv;
+mod mainline;
 mod observe;
 mod ops;
 mod perm;
@@ -34,6 +36,7 @@ pub use check::{check_fs, FsCheckReport};
 pub use creds::{Caller, Cap, Credentials, Membership, NGROUPS_MAX};
 pub use error::{FsError, FsResult};
 pub use fs::{system_clock, Clock, Fs, FsOptions, FsStat};
+pub use handles::Handles;
 pub use kv::{Batch, Kv};
 pub use observe::{Changed, OutsideChange};
 pub use ops::{
@@ -46,5 +49,5 @@ pub use schema::{
     ROOT_INO, TABLE_NAMES,
 };
 pub use snapshot::SnapshotTree;
-pub use tree::{FileTree, Handles, OpFn, Run};
+pub use tree::{FileTree, OpFn, Run};
 pub use txn::{Changes, Committed, FsTransaction, Records};

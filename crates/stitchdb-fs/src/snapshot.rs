@@ -3,8 +3,9 @@
 use crate::creds::Caller;
 use crate::error::{FsError, FsResult};
 use crate::fs::Fs;
+use crate::handles::Handles;
 use crate::schema::TABLE_NAMES;
-use crate::tree::{FileTree, Handles, OpFn, Run};
+use crate::tree::{FileTree, OpFn, Run};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use stitchdb::Snapshot;

@@ -9,13 +9,13 @@
 use crate::creds::Caller;
 use crate::error::{FsError, FsResult};
 use crate::fs::{open_mask, Fs, FsStat};
+use crate::handles::Handles;
 use crate::kv::Kv;
 use crate::ops::{DirEntry, Op, SetAttr};
 use crate::perm::{permit, Check, R, W, X};
 use crate::schema::{encode_attr, ino_key, Attr, Kind};
 use parking_lot::Mutex;
 use std::cell::Cell;
-use std::collections::HashMap;
 
 /// How an operation runs on a tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,52 +33,6 @@ pub enum Run {
     /// not the read's. A transaction does not write access times (every read of a file would
     /// then write its inode and conflict with any change of it); a snapshot cannot.
     NoteAccess,
-}
-
-/// The open files of one tree, and (with [`crate::FsOptions::keep_deleted`]) the last
-/// attributes of the inodes it deleted that the caller still holds.
-#[derive(Default)]
-pub struct Handles {
-    open: HashMap<u64, u32>,
-    deleted: HashMap<u64, Attr>,
-}
-
-impl Handles {
-    /// Whether `ino` is open.
-    pub(crate) fn is_open(&self, ino: u64) -> bool {
-        self.open.contains_key(&ino)
-    }
-
-    /// Counts one more open of `ino`.
-    fn opened(&mut self, ino: u64) {
-        *self.open.entry(ino).or_insert(0) += 1;
-    }
-
-    /// Counts one close of `ino`: whether it was its last.
-    pub(crate) fn closed(&mut self, ino: u64) -> bool {
-        match self.open.get_mut(&ino) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            Some(_) => {
-                self.open.remove(&ino);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The inodes open now.
-    pub(crate) fn open_inodes(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.open.iter().map(|(&i, &n)| (i, n))
-    }
-
-    /// Keeps the last attributes of inodes an operation deleted (see
-    /// [`crate::FsOptions::keep_deleted`]).
-    pub(crate) fn keep_deleted(&mut self, deleted: Vec<Attr>) {
-        self.deleted.extend(deleted.into_iter().map(|a| (a.ino, a)));
-    }
 }
 
 /// An operation as [`FileTree::run`] takes it: it runs once, over the tree's reads and

@@ -8,12 +8,13 @@ use crate::cache::{Key, Range};
 use crate::creds::Caller;
 use crate::error::{FsError, FsResult};
 use crate::fs::Fs;
+use crate::handles::Handles;
 use crate::kv::{Kv, TxnOp};
 use crate::schema::{
     decode_attr, decode_ino_key, decode_name, decode_name_key, decode_pair_key, ino_range, Attr,
     Kind, Tables, ROOT_INO,
 };
-use crate::tree::{call, FileTree, Handles, OpFn, Run};
+use crate::tree::{call, FileTree, OpFn, Run};
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::btree_map::Entry as Slot;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

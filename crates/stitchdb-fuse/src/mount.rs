@@ -54,9 +54,11 @@ fn open_store(c: &MountConfig) -> Result<Db, String> {
             "no store at {shown} (create one with `stitchdb init {shown}`)"
         ));
     }
+    let defaults = Options::default();
     let opts = Options {
         lock_wait_ms: LOCK_WAIT_MS,
-        ..Options::default()
+        txn_memory: c.txn_memory.unwrap_or(defaults.txn_memory),
+        ..defaults
     };
     let opened = if c.read_only {
         Db::open_read_only(&c.store, opts)

@@ -64,6 +64,9 @@ pub struct MountConfig {
     /// settings; those not given are taken from the disk holding the store (see the `bdi`
     /// module).
     pub bdi: BdiSettings,
+    /// `txn_memory=MIB`: what a transaction's private writes may take in memory before they
+    /// spill to private runs of the store (`Options::txn_memory`; `None`: its default).
+    pub txn_memory: Option<usize>,
     /// `io_uring` (the default) or `no_io_uring`: serve requests through per-CPU io_uring
     /// queues when the kernel offers them (see `fuse_uring`).
     pub io_uring: bool,
@@ -93,6 +96,7 @@ impl MountConfig {
             writeback_cache: true,
             flags: Vec::new(),
             poll_window: DEFAULT_POLL_WINDOW,
+            txn_memory: None,
             bdi: BdiSettings::default(),
             io_uring: true,
             atime: AtimePolicy::default(),
@@ -120,6 +124,17 @@ impl MountConfig {
                         || format!("mount option {o}: {v:?} is not a number of microseconds (at most 1000000)"),
                     )?;
                     c.poll_window = Duration::from_micros(us);
+                }
+                Some(("txn_memory", v)) => {
+                    let mib = v
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|m| (1..=1 << 20).contains(m));
+                    c.txn_memory = Some(
+                        mib.ok_or_else(|| {
+                            format!("mount option {o}: {v:?} is not a number of MiB")
+                        })? << 20,
+                    );
                 }
                 Some(("read_ahead_kb", v)) => {
                     c.bdi.read_ahead_kb =

@@ -29,7 +29,8 @@ pub struct MountArgs {
     /// Mount options, comma-separated: ro, rw, allow_other, allow_root, default_permissions,
     /// sync (every operation durable on return), attr_timeout=S, entry_timeout=S,
     /// no_writeback_cache, no_io_uring (serve /dev/fuse even where the kernel offers
-    /// per-CPU io_uring queues), poll_us=N (how long to poll /dev/fuse for the next request
+    /// per-CPU io_uring queues), txn_memory=MIB (a transaction's writes kept in memory
+    /// before they spill to the store; 64 by default), poll_us=N (how long to poll /dev/fuse for the next request
     /// after each one; 0: never), read_ahead_kb=N, max_ratio=PERCENT and strict_limit=0|1 (the mount's
     /// readahead and dirty-page limits; by default those of the disk holding the store),
     /// nodev, nosuid, noexec, dirsync, relatime (the default: a read writes the access time

@@ -170,12 +170,14 @@ struct GroupInfo {
 pub struct Tracker {
     groups: BTreeMap<Gid, GroupInfo>,
     procs: HashMap<ProcKey, Proc>,
-    /// Thread → (its start, its process if tracked): saves a read of `/proc/TID/status`
-    /// per request. A thread's answer changes only when its process starts being tracked
-    /// (its own command re-asks) or is forgotten (the sweep clears the memo); an untracked
-    /// answer stays right, as a parent's later engagements are not inherited by children
-    /// forked before them.
-    threads: HashMap<u32, (u64, Option<ProcKey>)>,
+    /// Thread → its process if tracked: saves the reads of `/proc` a request would make.
+    /// A thread's answer changes only when its process starts being tracked (its own
+    /// command re-asks) or is forgotten; an untracked answer stays right, as a parent's
+    /// later engagements are not inherited by children forked before them. The memo is
+    /// trusted until the next sweep (within [`SWEEP_INTERVAL`]), which clears it: only a
+    /// thread id handed to another process within that time (the kernel's pids wrapping
+    /// around `pid_max` in under a second) could be mistaken.
+    threads: HashMap<u32, Option<ProcKey>>,
     pid_max: u32,
     last_sweep: Instant,
 }
@@ -218,12 +220,12 @@ impl Tracker {
 
     /// Thread `tid`'s process, tracked (made so if `track`, or if it inherits groups).
     fn resolve(&mut self, db: &Db, tid: u32, track: bool) -> Option<ProcKey> {
-        let st = read_stat(tid)?;
-        if let Some(&(start, key)) = self.threads.get(&tid) {
-            if start == st.start && (key.is_some() || !track) {
+        if let Some(&key) = self.threads.get(&tid) {
+            if key.is_some() || !track {
                 return key;
             }
         }
+        let st = read_stat(tid)?;
         let tgid = read_tgid(tid)?;
         let (key, ppid) = if tgid == tid {
             (
@@ -257,7 +259,7 @@ impl Tracker {
             self.threads.clear();
         }
         let key = (tracked || track).then_some(key);
-        self.threads.insert(tid, (st.start, key));
+        self.threads.insert(tid, key);
         key
     }
 
@@ -314,6 +316,8 @@ impl Tracker {
     /// Forgets exited processes: ends their engagements and closes the groups they own.
     pub fn sweep(&mut self, db: &Db) {
         self.last_sweep = Instant::now();
+        // The memo of threads is trusted only between sweeps (see `threads`).
+        self.threads.clear();
         let dead: Vec<ProcKey> = self
             .procs
             .keys()
@@ -339,7 +343,6 @@ impl Tracker {
         for g in owned {
             self.close_group(db, g);
         }
-        self.threads.clear();
     }
 
     fn group(&self, g: Gid, uid: u32) -> Result<&GroupInfo, CommandError> {

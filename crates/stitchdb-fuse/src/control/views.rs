@@ -185,7 +185,11 @@ impl Views {
             }
             TxnCommand::Commit(id) => {
                 let tree = self.end(id, owner.uid)?;
+                // What it changed, named before it commits: the kernel is told of these
+                // files afterwards.
+                let changes = tree.changes().map_err(|e| fs_error(&e))?;
                 let committed = tree.commit(Durability::Sync).map_err(|e| fs_error(&e))?;
+                *self.committed.lock() = Some(changes);
                 Ok(Some(format!(
                     "{} names, {} inodes, {} bytes",
                     committed.names, committed.inodes, committed.data_bytes
@@ -337,4 +341,59 @@ fn summary(c: &stitchdb_fs::Changes) -> String {
     }
     out += &format!("bytes {}\n", c.data_bytes);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stitchdb::{Db, Options};
+    use stitchdb_fs::FsOptions;
+
+    fn mounted(dir: &tempfile::TempDir) -> Arc<Fs> {
+        let db = Db::create(dir.path().join("s.store"), Options::default()).unwrap();
+        Arc::new(Fs::mount(db, FsOptions::default()).unwrap())
+    }
+
+    fn owner(fh: u64, uid: u32) -> Owner {
+        Owner { fh, uid, pid: 1 }
+    }
+
+    fn begin(views: &Views, fs: &Arc<Fs>, o: Owner) -> Result<u64, CommandError> {
+        let id = views.run(
+            fs,
+            o,
+            TxnCommand::Begin {
+                serializable: false,
+            },
+        )?;
+        Ok(id.unwrap().parse().unwrap())
+    }
+
+    #[test]
+    fn transactions_are_bounded_owned_and_aborted_with_their_handle() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = mounted(&dir);
+        let views = Views::default();
+        let ids: Vec<u64> = (0..MAX_TRANSACTIONS as u64)
+            .map(|i| begin(&views, &fs, owner(i % 4, 1000)).unwrap())
+            .collect();
+        let refused = begin(&views, &fs, owner(9, 1000)).unwrap_err();
+        assert_eq!(refused.errno, libc::EMFILE);
+        // Another user neither sees nor ends them; root does.
+        assert!(views.txn_ids(1001).is_empty());
+        assert_eq!(views.txn_ids(0).len(), MAX_TRANSACTIONS);
+        let theirs = views.run(&fs, owner(9, 1001), TxnCommand::Abort(ids[0]));
+        assert_eq!(theirs.unwrap_err().errno, libc::ENOENT);
+        views
+            .run(&fs, owner(9, 0), TxnCommand::Abort(ids[0]))
+            .unwrap();
+        begin(&views, &fs, owner(9, 1000)).unwrap();
+        // Closing a handle aborts what it began.
+        let ended = views.abort_owned_by(1);
+        assert_eq!(ended.len(), MAX_TRANSACTIONS / 4);
+        assert_eq!(views.txn_ids(1000).len(), MAX_TRANSACTIONS - ended.len());
+        // An ended transaction is gone for its commands too.
+        let gone = views.run(&fs, owner(1, 1000), TxnCommand::Commit(ended[0]));
+        assert_eq!(gone.unwrap_err().errno, libc::ENOENT);
+    }
 }

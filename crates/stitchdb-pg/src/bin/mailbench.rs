@@ -2,7 +2,7 @@
 //! maildir-style directories, each move crash-safe (a message is in the source or the
 //! destination, never neither; never both after the recovery this program runs first).
 //!
-//! `mailbench DIR [--messages N] [--size BYTES] [--mode fsync|patchgroups] [--verify]`
+//! `mailbench DIR [--messages N] [--size BYTES] [--mode fsync|patchgroups|none] [--verify]`
 //!
 //! A move copies `src/cur/M` to `dst/tmp/M`, renames it to `dst/new/M`, then unlinks the
 //! source. `fsync` makes the copy and `dst/new` durable before the unlink (any file
@@ -24,13 +24,35 @@ struct Args {
     dir: PathBuf,
     messages: usize,
     size: usize,
-    patchgroups: bool,
+    mode: Mode,
     verify: bool,
+}
+
+/// How a move is made crash-safe.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// fsync of the copy and of `dst/new` before the unlink.
+    Fsync,
+    /// Patchgroups ordering the copy before the unlink.
+    Patchgroups,
+    /// Not at all: no fsync, no group. The floor the other modes cannot beat (on a StitchDB
+    /// mount still crash-safe, as its log keeps the order of operations, but not on others).
+    None,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Fsync => "fsync",
+            Mode::Patchgroups => "patchgroups",
+            Mode::None => "none",
+        }
+    }
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: mailbench DIR [--messages N] [--size BYTES] [--mode fsync|patchgroups] [--verify]"
+        "usage: mailbench DIR [--messages N] [--size BYTES] [--mode fsync|patchgroups|none] [--verify]"
     );
     std::process::exit(2)
 }
@@ -40,7 +62,7 @@ fn parse_args() -> Args {
         dir: PathBuf::new(),
         messages: 1000,
         size: 2048,
-        patchgroups: false,
+        mode: Mode::Fsync,
         verify: false,
     };
     let mut it = std::env::args().skip(1);
@@ -51,9 +73,10 @@ fn parse_args() -> Args {
             "--messages" => a.messages = value().parse().unwrap_or_else(|_| usage()),
             "--size" => a.size = value().parse().unwrap_or_else(|_| usage()),
             "--mode" => {
-                a.patchgroups = match value().as_str() {
-                    "fsync" => false,
-                    "patchgroups" => true,
+                a.mode = match value().as_str() {
+                    "fsync" => Mode::Fsync,
+                    "patchgroups" => Mode::Patchgroups,
+                    "none" => Mode::None,
                     _ => usage(),
                 }
             }
@@ -174,6 +197,16 @@ fn verify(a: &Args, src: &Path, dst: &Path) -> Result<()> {
     Ok(())
 }
 
+/// One move with no ordering asked: the operations alone.
+fn move_plain(src: &Path, dst: &Path, m: &str) -> Result<()> {
+    let data = fs::read(src.join(m))?;
+    let tmp = dst.join("tmp").join(m);
+    File::create(&tmp)?.write_all(&data)?;
+    fs::rename(&tmp, dst.join("new").join(m))?;
+    fs::remove_file(src.join(m))?;
+    Ok(())
+}
+
 /// One move, crash-safe by fsync.
 fn move_fsync(src: &Path, dst: &Path, m: &str) -> Result<()> {
     let data = fs::read(src.join(m))?;
@@ -236,7 +269,7 @@ fn run(a: &Args) -> Result<()> {
         .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect::<std::io::Result<_>>()?;
     todo.sort();
-    let pg = if a.patchgroups {
+    let pg = if a.mode == Mode::Patchgroups {
         Some(PatchGroups::open(mount_of(&a.dir)?)?)
     } else {
         None
@@ -244,9 +277,10 @@ fn run(a: &Args) -> Result<()> {
     let start = Instant::now();
     let mut last = None;
     for m in &todo {
-        match &pg {
-            Some(pg) => last = Some(move_pg(pg, last, &src, &dst, m)?),
-            None => move_fsync(&src, &dst, m)?,
+        match (&pg, a.mode) {
+            (Some(pg), _) => last = Some(move_pg(pg, last, &src, &dst, m)?),
+            (None, Mode::None) => move_plain(&src, &dst, m)?,
+            (None, _) => move_fsync(&src, &dst, m)?,
         }
     }
     // The moves are durable, in order, once the last one is.
@@ -261,11 +295,7 @@ fn run(a: &Args) -> Result<()> {
     let n = todo.len().max(1) as f64;
     println!(
         "mode={} moves={} seconds={secs:.3} moves_per_s={:.0} us_per_move={:.1}",
-        if a.patchgroups {
-            "patchgroups"
-        } else {
-            "fsync"
-        },
+        a.mode.name(),
         todo.len(),
         n / secs,
         secs * 1e6 / n

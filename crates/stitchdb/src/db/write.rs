@@ -220,7 +220,12 @@ pub(crate) fn commit_batch(
     };
     let payloads = chunks(batch, wal.max_payload() / 2);
     let engaged = PatchContext::with_current(|ctx| inner.groups.engaged(ctx));
-    let deps = engaged.as_ref().map(|e| e.deps());
+    // An engaged commit's record goes into the cache at once (its patch joins the groups'
+    // heads) but carries none of the groups' tails: everything a group can follow was
+    // committed before it was first engaged, so is earlier in the log, which recovery reads
+    // as a prefix. The tails would only make the cache write the chain of groups a round
+    // (and a device flush) per link.
+    let deps = engaged.as_ref().map(|_| &[][..]);
     let holds_locks = committer == Committer::Transaction { holds_locks: true };
     let mut locked: Option<HeldLocks> = None;
     let mut validate_commit = Some(validate_commit);
