@@ -230,8 +230,9 @@ pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     served.map_err(|e| format!("serving the mount: {e}"))?;
     let st = fs.db().stats();
     tracing::info!(
-        "unmounted {}: merges stitched {} bytes and copied {} bytes; memtable flushes wrote {} bytes; writers waited {} times for a memtable backlog ({:.3} s) and slept {} times while merges were behind ({:.3} s)",
+        "unmounted {}: {} device syncs; merges stitched {} bytes and copied {} bytes; memtable flushes wrote {} bytes; writers waited {} times for a memtable backlog ({:.3} s) and slept {} times while merges were behind ({:.3} s)",
         c.mountpoint.display(),
+        st.cache.syncs,
         st.merge_stitched_bytes,
         st.merge_copied_bytes,
         st.flushed_bytes,

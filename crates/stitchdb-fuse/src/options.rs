@@ -21,6 +21,10 @@ pub struct ServeOptions {
     pub writeback_cache: bool,
     /// Where the store lives, for `statfs`'s free space.
     pub store_path: PathBuf,
+    /// `sync`: a request that may change something is answered once the store is durable
+    /// (after a sync of the syncer's, shared by the requests waiting: see
+    /// `Served::needs_sync`); the file system commits without waiting.
+    pub sync: bool,
 }
 
 /// What to mount where, and how.
@@ -190,8 +194,11 @@ impl MountConfig {
     /// How the file system is opened for this mount.
     pub fn fs_options(&self) -> FsOptions {
         FsOptions {
+            // With `sync` the transports answer each change after a store sync
+            // (`ServeOptions::sync`), which concurrent requests share: the commit itself
+            // does not wait for the device.
             durability: if self.sync {
-                Durability::Sync
+                Durability::Async
             } else {
                 Durability::Ordered
             },
@@ -227,6 +234,7 @@ impl MountConfig {
             },
             writeback_cache: self.writeback_cache && !self.read_only,
             store_path: self.store.clone(),
+            sync: self.sync,
         }
     }
 

@@ -8,7 +8,7 @@ use crate::bdi::{BdiSettings, PendingBdi};
 use crate::options::ServeOptions;
 use crate::poll::Poller;
 use crate::table::{
-    Answer, Op, Reply, Request, Served, INLINE_MAX, READ_SPIN_LIMIT, WRITE_KILL_SUIDGID,
+    Answer, Op, Reply, Request, Served, Synced, INLINE_MAX, READ_SPIN_LIMIT, WRITE_KILL_SUIDGID,
 };
 use fuser::{
     consts, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
@@ -42,8 +42,10 @@ const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
 /// are handed to worker threads, so a slow read (a cold block) does not hold up the requests
 /// behind it; except a short read of file data when the session thread polls and no request
 /// is waiting, which it serves itself, polling for the device too (see [`KvFuse::read`]).
-/// FSYNC and FSYNCDIR are answered by the syncer thread (`Served::fsync`), which makes the
-/// store durable once for all the FSYNCs waiting, while this thread serves on. A
+/// FSYNC and FSYNCDIR (and with `-o sync` every change) are answered by the syncer thread
+/// (`Served::fsync`), which makes the store durable once for all the FSYNCs waiting, while
+/// this thread serves on; a lone one, this thread syncs itself (see
+/// `KvFuse::answer_durable`). A
 /// read runs against committed state, so it sees a change the kernel sent before it, and the
 /// kernel orders what must be ordered by waiting for replies.
 pub struct KvFuse {
@@ -159,19 +161,42 @@ impl KvFuse {
         self.queues = Some(queues);
     }
 
-    /// FSYNC and FSYNCDIR: answered by the syncer (see `Served::fsync`), so this thread goes
-    /// on serving while the device flushes.
+    /// FSYNC and FSYNCDIR: answered once the store is durable (see `answer_durable`).
     fn fsync_later(&self, reply: ReplyEmpty) {
         self.busy();
+        self.answer_durable(Ok(Reply::Empty), reply);
+    }
+
+    /// Sends `answer` once the store is durable. A lone request (nothing waiting behind it on
+    /// the device, no other sync waiting or running) syncs here: the hand-over's two thread
+    /// wake-ups cost more than a flush alone takes. Otherwise the syncer answers it (see
+    /// `Served::fsync`), while this thread serves what waits, and concurrent ones share a sync.
+    fn answer_durable(&self, answer: Answer<Reply>, reply: impl Send2Kernel) {
+        let lone = self.poller.get().is_some_and(|p| !p.request_waiting());
         let served = self.served.clone();
-        self.served
-            .fsync(Box::new(move |answer| reply.send(&served.opts, answer)));
+        let mut pending = Some((answer, reply));
+        let later = || -> Synced {
+            let (answer, reply) = pending.take().expect("taken once");
+            Box::new(move |synced| reply.send(&served.opts, synced.and(answer)))
+        };
+        if !lone {
+            return self.served.fsync(later());
+        }
+        if let Some(synced) = self.served.fsync_alone(later) {
+            let (answer, reply) = pending.take().expect("not handed over");
+            reply.send(&self.served.opts, synced.and(answer));
+        }
     }
 
     /// Serves `op` on inode `ino` for the caller of `req` and sends the answer.
     fn run(&self, req: &fuser::Request<'_>, ino: u64, op: Op<'_>, reply: impl Send2Kernel) {
         self.busy();
+        let changes = op.changes();
         let answer = self.served.serve(request(req, ino, op));
+        if self.served.needs_sync(changes, &answer) {
+            // `-o sync`: answered once durable, as an FSYNC.
+            return self.answer_durable(answer, reply);
+        }
         reply.send(&self.served.opts, answer);
     }
 }

@@ -182,6 +182,32 @@ pub enum Op<'a> {
     Destroy,
 }
 
+impl Op<'_> {
+    /// Whether serving it may commit a change, which `-o sync` makes durable before the
+    /// reply: not the reads (the access times they write are committed `Async`, durable
+    /// with the next change), nor FSYNC, answered after a sync anyway.
+    pub fn changes(&self) -> bool {
+        !matches!(
+            self,
+            Op::Lookup { .. }
+                | Op::Getattr
+                | Op::Readlink
+                | Op::Read { .. }
+                | Op::Flush
+                | Op::Fsync
+                | Op::Opendir { .. }
+                | Op::Readdir { .. }
+                | Op::Releasedir
+                | Op::Statfs
+                | Op::Getxattr { .. }
+                | Op::Listxattr { .. }
+                | Op::Access { .. }
+                | Op::Lseek { .. }
+                | Op::Destroy
+        )
+    }
+}
+
 /// What a served request answers.
 #[derive(Debug)]
 pub enum Reply {
@@ -297,6 +323,31 @@ impl Served {
     /// instead of waiting for the device, and FSYNCs from many callers share a device flush.
     pub fn fsync(&self, reply: Synced) {
         self.syncer.sync(reply);
+    }
+
+    /// As [`Served::fsync`], for a request nothing waits behind: when no other FSYNC waits or
+    /// is being synced either, syncs on the caller's thread and returns the answer (no
+    /// thread wake-up each way); else hands the reply `later` makes to the syncer and
+    /// returns `None`, so that concurrent FSYNCs share a sync.
+    pub fn fsync_alone(&self, later: impl FnOnce() -> Synced) -> Option<Answer<Reply>> {
+        let answer = self.syncer.sync_alone(later)?;
+        Some(answer.map(|()| Reply::Empty))
+    }
+
+    /// FSYNC on the caller's thread, for a transport with a thread per CPU (the io_uring
+    /// queues): concurrent ones share a flush by the log's group commit, and two threads'
+    /// syncs overlap without the hand-over's wake-ups, which cost more than they gained on
+    /// two CPUs (docs/benchmarks.md).
+    pub fn fsync_here(&self) -> Answer<Reply> {
+        self.syncer.sync_here().map(|()| Reply::Empty)
+    }
+
+    /// Whether `answer`, to a request that `changes` (see [`Op::changes`]), waits until
+    /// the store is durable before it goes: with `-o sync` (`ServeOptions::sync`), unless it
+    /// is a failure (which committed nothing). The transports send it after a sync of the
+    /// syncer's, as an FSYNC's, so that concurrent changes share it.
+    pub fn needs_sync(&self, changes: bool, answer: &Answer<Reply>) -> bool {
+        self.opts.sync && changes && answer.is_ok()
     }
 
     /// Serves `req`: routes it by the view of its node id (`nodeid`).
@@ -741,6 +792,10 @@ impl Served {
         self.workers.finish();
         self.invalidator.finish();
         self.syncer.finish();
+        let (fsyncs, syncs) = self.syncer.counts();
+        tracing::info!(
+            "{fsyncs} answers sent once durable (FSYNC, FSYNCDIR; with -o sync, changes) after {syncs} syncs of the store"
+        );
         if let Err(e) = self.fs.fsync() {
             tracing::error!("sync at unmount failed: {e}");
         }
@@ -821,6 +876,12 @@ struct Syncer {
 struct SyncState {
     /// The replies for the next round.
     waiting: Vec<Synced>,
+    /// Syncs running: the syncer thread's round, and those of callers syncing themselves
+    /// ([`Syncer::sync_alone`]).
+    syncing: usize,
+    /// FSYNCs answered, and the syncs that answered them (rounds, and callers' own).
+    answered: u64,
+    syncs: u64,
     /// False once [`Syncer::finish`] ran: later FSYNCs are served on the caller's thread.
     open: bool,
 }
@@ -831,6 +892,9 @@ impl Syncer {
         let state = Arc::new((
             Mutex::new(SyncState {
                 waiting: Vec::new(),
+                syncing: 0,
+                answered: 0,
+                syncs: 0,
                 open: true,
             }),
             Condvar::new(),
@@ -868,9 +932,13 @@ impl Syncer {
                 if s.waiting.is_empty() {
                     return;
                 }
+                s.syncing += 1;
+                s.syncs += 1;
+                s.answered += s.waiting.len() as u64;
                 std::mem::take(&mut s.waiting)
             };
             let answer = sync();
+            state.0.lock().syncing -= 1;
             for reply in round {
                 reply(answer.map(|()| Reply::Empty));
             }
@@ -885,8 +953,46 @@ impl Syncer {
             self.state.1.notify_one();
             return;
         }
+        s.answered += 1;
+        s.syncs += 1;
         drop(s);
         reply((self.sync)().map(|()| Reply::Empty));
+    }
+
+    /// As [`Syncer::sync`] with the reply `later` makes, but when no other FSYNC waits or is
+    /// being synced, syncs on the caller's thread and returns the answer instead: a lone
+    /// FSYNC is not worth the two thread wake-ups of the hand-over, and one arriving
+    /// meanwhile is handed over, so concurrent ones still share rounds.
+    fn sync_alone(&self, later: impl FnOnce() -> Synced) -> Option<Answer<()>> {
+        let s = self.state.0.lock();
+        if s.syncing > 0 || !s.waiting.is_empty() || !s.open {
+            drop(s);
+            self.sync(later());
+            return None;
+        }
+        Some(self.sync_counted(s))
+    }
+
+    /// Syncs on the caller's thread (the log's group commit merges it with the syncs running
+    /// meanwhile), counted as an FSYNC answered.
+    fn sync_here(&self) -> Answer<()> {
+        self.sync_counted(self.state.0.lock())
+    }
+
+    fn sync_counted(&self, mut s: parking_lot::MutexGuard<'_, SyncState>) -> Answer<()> {
+        s.syncing += 1;
+        s.syncs += 1;
+        s.answered += 1;
+        drop(s);
+        let answer = (self.sync)();
+        self.state.0.lock().syncing -= 1;
+        answer
+    }
+
+    /// FSYNCs answered so far, and the syncs that answered them.
+    fn counts(&self) -> (u64, u64) {
+        let s = self.state.0.lock();
+        (s.answered, s.syncs)
     }
 
     /// Answers the FSYNCs handed over so far; later ones are served on the caller's thread.
@@ -967,9 +1073,11 @@ mod tests {
         }
 
         fn sync(&self) -> Answer<()> {
+            // One sync at a time: the one that told it started is the one `finish` ends.
+            let finish = self.finish.lock();
             let upto = self.committed.load(Ordering::SeqCst);
             self.started.send(()).unwrap();
-            self.finish.lock().recv().unwrap();
+            finish.recv().unwrap();
             self.durable.fetch_max(upto, Ordering::SeqCst);
             Ok(())
         }
@@ -1035,5 +1143,50 @@ mod tests {
         fsync("e", 4);
         let got: Vec<_> = answers.iter().take(2).collect();
         assert_eq!(got, [("d", 4, 4), ("e", 4, 4)]);
+    }
+
+    /// A lone FSYNC syncs on its caller's thread; one arriving while it syncs is handed to the
+    /// syncer, whose round starts after it: each finds its commits durable.
+    #[test]
+    fn a_lone_fsync_syncs_on_its_caller_and_others_are_handed_over() {
+        let (started_tx, started) = std::sync::mpsc::sync_channel(8);
+        let (finish, finish_rx) = std::sync::mpsc::sync_channel(8);
+        let log = Arc::new(Log {
+            committed: 0.into(),
+            durable: 0.into(),
+            started: started_tx,
+            finish: Mutex::new(finish_rx),
+        });
+        let syncer = Arc::new({
+            let log = log.clone();
+            Syncer::start(move || log.sync())
+        });
+        let handed = |tx: std::sync::mpsc::Sender<u64>| -> Synced {
+            let log = log.clone();
+            Box::new(move |a| {
+                assert!(matches!(a, Ok(Reply::Empty)));
+                tx.send(log.durable.load(Ordering::SeqCst)).unwrap();
+            })
+        };
+
+        log.commit();
+        let alone = {
+            let syncer = syncer.clone();
+            std::thread::spawn(move || {
+                syncer.sync_alone(|| -> Synced { panic!("a lone FSYNC is not handed over") })
+            })
+        };
+        started.recv().unwrap(); // the caller's own sync, covering commit 1
+        log.commit();
+        let (tx, answer) = std::sync::mpsc::channel();
+        assert!(syncer.sync_alone(|| handed(tx)).is_none());
+        finish.send(()).unwrap();
+        assert!(matches!(alone.join().unwrap(), Some(Ok(()))));
+        assert_eq!(log.durable.load(Ordering::SeqCst), 1);
+        started.recv().unwrap(); // the syncer's round, covering commit 2
+        finish.send(()).unwrap();
+        assert_eq!(answer.recv().unwrap(), 2);
+        assert_eq!(syncer.counts(), (2, 2));
+        syncer.finish();
     }
 }

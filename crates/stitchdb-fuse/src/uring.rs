@@ -66,18 +66,18 @@ impl Handler for Queued {
                 }
             }
         }
-        // An FSYNC is answered by the syncer (see `Served::fsync`): this queue goes on
-        // serving while the device flushes, and FSYNCs from every queue share its rounds.
+        // FSYNC, and with `-o sync` a change, is answered here once the store is durable
+        // (see `Served::fsync_here`).
         if let Op::Fsync = op {
-            if let Some(later) = later.take() {
-                self.served.fsync(Box::new(move |answer| {
-                    later.send(answer.map(|r| encode(r, ttl)))
-                }));
-                return Ok(());
-            }
+            return self.served.fsync_here().map(|_| ());
         }
-        let reply = self.served.serve(request(req, op))?;
-        out.extend_from_slice(&encode(reply, ttl));
+        let changes = op.changes();
+        let reply = self.served.serve(request(req, op));
+        let durable = self.served.needs_sync(changes, &reply);
+        out.extend_from_slice(&encode(reply?, ttl));
+        if durable {
+            self.served.fsync_here()?;
+        }
         Ok(())
     }
 }

@@ -67,3 +67,11 @@ fn concurrent_fsyncs_through_the_queues_all_return() {
     require_fuse!();
     concurrent_fsyncs_all_return("no_writeback_cache,io_uring");
 }
+
+/// With `-o sync` every change's answer waits for a sync, as an FSYNC's, on each transport.
+#[test]
+fn concurrent_changes_and_fsyncs_of_a_sync_mount_all_return() {
+    require_fuse!();
+    concurrent_fsyncs_all_return("sync,no_io_uring");
+    concurrent_fsyncs_all_return("sync,io_uring");
+}
