@@ -60,7 +60,7 @@ impl Mounted {
         ok(stitchdb(&["init".as_ref(), store.as_os_str()]));
         let mp = m.mp();
         let mut args = vec!["mount".as_ref(), store.as_os_str(), mp.as_os_str()];
-        args.extend(extra.iter().map(|a| std::ffi::OsStr::new(a)));
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
         ok(stitchdb(&args));
         m
     }
