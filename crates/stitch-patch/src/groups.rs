@@ -146,6 +146,9 @@ struct Group {
     /// Open engagements, over every context.
     engagements: u32,
     sealed: bool,
+    /// The newest writer's mark (the store's log LSN) of the writes adopted and of the groups
+    /// depended on: see [`PatchGroups::mark`].
+    mark: u64,
 }
 
 impl Group {
@@ -237,7 +240,11 @@ impl PatchGroups {
             return Err(PatchGroupError::Engaged(before));
         }
         after_group.befores.extend(completion);
-        st.group(before)?.sealed = true;
+        let before_group = st.group(before)?;
+        before_group.sealed = true;
+        let mark = before_group.mark;
+        let after_group = st.group(after)?;
+        after_group.mark = after_group.mark.max(mark);
         Ok(())
     }
 
@@ -292,6 +299,14 @@ impl PatchGroups {
         Ok(())
     }
 
+    /// The newest mark [adopted](Self::adopt) by the group or by the groups it depends on (0
+    /// if none). A writer whose writes become replayable only with everything written before
+    /// them (a log read as a prefix after a crash) makes everything up to it durable as well
+    /// as the group's patches when the group is synced.
+    pub fn mark(&self, group: GroupId) -> Result<u64, PatchGroupError> {
+        Ok(self.state.lock().group(group)?.mark)
+    }
+
     /// Forgets the group. Its writes still reach the disk in order; contexts where it is
     /// still engaged no longer order their writes by it.
     pub fn pg_close(&self, group: GroupId) -> Result<(), PatchGroupError> {
@@ -331,13 +346,15 @@ impl PatchGroups {
         Some(EngagedGroups { groups, tails })
     }
 
-    /// Records that `patch` was written while `engaged` were engaged.
-    pub fn adopt(&self, engaged: &EngagedGroups, patch: PatchId) {
+    /// Records that `patch` was written while `engaged` were engaged, at the writer's `mark`
+    /// (its position in the writer's order, such as a log LSN: see [`mark`](Self::mark)).
+    pub fn adopt(&self, engaged: &EngagedGroups, patch: PatchId, mark: u64) {
         let mut st = self.state.lock();
         for id in &engaged.groups {
             let Some(g) = st.groups.get_mut(id) else {
                 continue;
             };
+            g.mark = g.mark.max(mark);
             let adopted = match g.head {
                 Some(head) => match self.cache.add_dependency(head, patch) {
                     Ok(()) => true,

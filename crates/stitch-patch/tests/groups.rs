@@ -20,7 +20,7 @@ fn write(cache: &BlockCache, groups: &PatchGroups, offset: u64, data: &[u8]) -> 
     let deps = engaged.as_ref().map_or(&[][..], |e| e.deps());
     let patch = cache.write(offset, data, deps).unwrap();
     if let Some(engaged) = &engaged {
-        groups.adopt(engaged, patch);
+        groups.adopt(engaged, patch, 0);
     }
     patch
 }

@@ -1,7 +1,14 @@
 //! Patchgroups through the database API: writes made while a group is engaged belong to it,
-//! `sync` makes exactly them durable without a store-wide sync, the sealing rule holds, and
+//! `sync` makes them durable without a store-wide sync, the sealing rule holds, and
 //! engagement belongs to a context (a thread, or a `PatchContext` a surface enters) and ends
 //! when its guard drops.
+//!
+//! `sync` also makes the log durable up to the group's newest record (recovery replays the
+//! log as a prefix), and as a group commit may make later records durable with it: like
+//! Featherstitch's `pg_sync` (§5), it promises the group's writes and what they follow are
+//! durable, not that nothing else is. So a test that a write is *not* a group's makes the
+//! group's writes durable first: a second sync then has nothing to make durable unless that
+//! write joined the group.
 
 #![allow(clippy::unwrap_used)]
 
@@ -141,6 +148,7 @@ fn engagement_ends_when_its_guard_drops() {
         let _engaged = g.engage().unwrap();
         put(&db, "while-engaged");
     }
+    g.sync().unwrap();
     put(&db, "after-the-guard");
     g.sync().unwrap();
     assert!(!some_crash_loses(&sim, "while-engaged"));
@@ -163,6 +171,7 @@ fn another_threads_writes_are_not_the_groups() {
     let g = db.patchgroup();
     let engaged = g.engage().unwrap();
     put(&db, "this-thread");
+    g.sync().unwrap();
     std::thread::scope(|s| {
         s.spawn(|| put(&db, "other-thread"));
     });
@@ -193,7 +202,9 @@ fn a_context_entered_by_several_threads_orders_all_their_writes() {
             });
         }
     });
-    // After the client's writes, so that the log's order does not make it durable with them.
+    // After the client's writes are durable, so that the log's order does not make the other
+    // client's durable with them.
+    g.sync().unwrap();
     std::thread::scope(|s| {
         let (db, other_client) = (&db, other_client.clone());
         s.spawn(move || {
@@ -231,6 +242,9 @@ fn a_write_in_a_context_with_nothing_engaged_does_not_join_another_contexts_grou
         let _engaged = p.engage().unwrap();
         put(&db, "p-write");
     }
+    // Durable now, so that syncing q below has nothing of the log to make durable unless
+    // b's write joined q.
+    p.sync().unwrap();
     q.depend_on(&p).unwrap();
     let q_in_a = q.engage_in(&a).unwrap();
     {

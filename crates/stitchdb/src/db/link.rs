@@ -83,7 +83,7 @@ impl<F: FnOnce(&mut Oracle) -> Result<()>> Link for Linking<'_, F> {
                 r => r?,
             };
             if let Some(engaged) = &engaged {
-                self.inner.groups.adopt(engaged, patch);
+                self.inner.groups.adopt(engaged, patch, lsn);
             }
             lsns.push(lsn);
         }

@@ -52,13 +52,29 @@ impl Db {
 
     /// Makes every write of `group` durable (and everything those writes follow).
     pub fn pg_sync(&self, group: GroupId) -> Result<()> {
-        Ok(self.inner.groups.pg_sync(group)?)
+        sync(&self.inner, group)
     }
 
     /// Forgets `group` (its writes still reach the disk in order).
     pub fn pg_close(&self, group: GroupId) -> Result<()> {
         Ok(self.inner.groups.pg_close(group)?)
     }
+}
+
+/// Makes `group`'s writes durable, and the log up to the newest of their records. Recovery
+/// replays the log as a prefix, so a group's record is replayable only with every record
+/// before it, and those of commits made with nothing engaged (or in another group) between
+/// the group's commits may be in the log's memory, or in the cache as patches the group's
+/// writes do not depend on. The log is synced first (group commit, which may make later
+/// records durable too: a sequential log cannot do otherwise cheaply), so the group's own
+/// flush then finds its records committed.
+fn sync(inner: &Inner, group: GroupId) -> Result<()> {
+    let mark = inner.groups.mark(group)?;
+    if mark > 0 {
+        let wal = inner.wal()?;
+        inner.sync_log(mark.min(wal.last_lsn()))?;
+    }
+    Ok(inner.groups.pg_sync(group)?)
 }
 
 /// A patchgroup of one store. Dropping it closes it (its writes still reach the disk in
@@ -112,7 +128,7 @@ impl PatchGroup {
     /// Makes every write of the group durable (and everything those writes follow), without
     /// a store-wide sync.
     pub fn sync(&self) -> Result<()> {
-        Ok(self.inner.groups.pg_sync(self.id)?)
+        sync(&self.inner, self.id)
     }
 
     /// Closes the group, saying if that failed (dropping it closes it too).

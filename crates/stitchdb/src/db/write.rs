@@ -265,7 +265,7 @@ pub(crate) fn commit_batch(
         if let Some(ingest) = &ingested {
             lsn = ingest.lsn;
             if let (Some(patch), Some(engaged)) = (ingest.patch, &engaged) {
-                inner.groups.adopt(engaged, patch);
+                inner.groups.adopt(engaged, patch, lsn);
             }
         }
         for (i, payload) in payloads.iter().enumerate() {
@@ -284,7 +284,7 @@ pub(crate) fn commit_batch(
             });
             let (record_lsn, _, patch) = inner.guard_space(appended.map_err(log::log_err))?;
             if let (Some(patch), Some(engaged)) = (patch, &engaged) {
-                inner.groups.adopt(engaged, patch);
+                inner.groups.adopt(engaged, patch, record_lsn);
             }
             lsn = record_lsn;
         }
