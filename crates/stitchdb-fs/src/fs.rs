@@ -1,6 +1,6 @@
 //! [`Fs`]: a file system over a store. Every call that changes something is one operation
 //! committed as one atomic write, in the order the calls finish, so after a crash the file
-//! system is a prefix of the completed calls; [`Fs::fsync`] makes everything before it durable.
+//! system is a prefix of the completed calls; [`FileTree::fsync`](crate::FileTree::fsync) makes everything before it durable.
 
 use crate::atime::AtimePolicy;
 use crate::cache::MetaCache;
@@ -57,7 +57,7 @@ pub struct FsOptions {
     /// Mount without writing anything (the store may be open read-only): the file system
     /// must exist, and orphans are left for the next read-write mount.
     pub read_only: bool,
-    /// The caller holds on to inode numbers and says when it lets one go ([`Fs::forget`]),
+    /// The caller holds on to inode numbers and says when it lets one go ([`FileTree::forget`](crate::FileTree::forget)),
     /// as the kernel does over FUSE: an inode deleted (last name removed, last open closed)
     /// then still answers `getattr` and `setattr`, from memory, until forgotten, as a
     /// deleted inode the kernel still holds does on ext4. (The kernel writes a file's times
