@@ -4,7 +4,9 @@
 //! and the other says which path conflicted, with its own exit status; a command killed, or
 //! `txn run` itself killed, leaves nothing; `--dry-run` and `--summary` report what changed;
 //! a snapshot tree stays the file system as it was while the mainline changes, and refuses
-//! writes with EROFS. Every path unmounts (a guard runs `fusermount3 -u -z`).
+//! writes with EROFS. Every path unmounts (a guard runs `fusermount3 -u -z`), and a command
+//! waiting for a signal from the test waits at most 30 s, so a failed test leaves nothing
+//! running.
 //! Skipped, saying why, where /dev/fuse, fusermount3 or root is missing.
 
 #![allow(clippy::unwrap_used)]
@@ -157,7 +159,7 @@ fn of_two_conflicting_transactions_one_commits_and_the_other_names_the_path() {
         &m,
         &[],
         &format!(
-            "echo first > shared && while [ ! -e {} ]; do sleep 0.05; done",
+            "echo first > shared && for i in $(seq 600); do [ -e {} ] && break; sleep 0.05; done",
             go.display()
         ),
     )
@@ -186,7 +188,7 @@ fn of_two_conflicting_transactions_one_commits_and_the_other_names_the_path() {
         txn(&m,
             &["--isolation", isolation],
             &format!(
-                "cat input > /dev/null; while [ ! -e {} ]; do sleep 0.05; done; echo x > output-{isolation}",
+                "cat input > /dev/null; for i in $(seq 600); do [ -e {} ] && break; sleep 0.05; done; echo x > output-{isolation}",
                 go.display()
             ),
         )
@@ -273,7 +275,7 @@ fn killing_txn_run_aborts_its_transaction() {
     }
     let m = Mounted::new();
     let mp = m.mp();
-    let mut child = txn(&m, &[], "echo x > written && sleep 30")
+    let mut child = txn(&m, &[], "echo x > written && sleep 20")
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -408,7 +410,7 @@ fn another_user_runs_transactions_of_its_own_and_cannot_reach_root_s() {
         &m,
         &[],
         &format!(
-            "echo secret > private/root && while [ ! -e {} ]; do sleep 0.05; done",
+            "echo secret > private/root && for i in $(seq 600); do [ -e {} ] && break; sleep 0.05; done",
             go.display()
         ),
     )
