@@ -350,8 +350,21 @@ impl Served {
         self.opts.sync && changes && answer.is_ok()
     }
 
-    /// Serves `req`: routes it by the view of its node id (`nodeid`).
+    /// Serves `req`. A write-back of the kernel's (a WRITE or SETATTR naming no process)
+    /// that fails loses what a process was told it wrote, and fails the next `syncfs`: it is
+    /// logged.
     pub fn serve(&self, req: Request<'_>) -> Answer<Reply> {
+        let writeback = req.pid == 0 && matches!(req.op, Op::Write { .. } | Op::Setattr(_));
+        let node = req.ino;
+        let answer = self.route(req);
+        if let (true, Err(e)) = (writeback, &answer) {
+            tracing::warn!("the kernel's write-back to node {node:#x} failed: errno {e}");
+        }
+        answer
+    }
+
+    /// Serves `req` by the view of its node id (`nodeid`).
+    fn route(&self, req: Request<'_>) -> Answer<Reply> {
         match nodeid::split(req.ino) {
             (MAINLINE, _) => {}
             (CONTROL, ino) => return self.serve_control(ino, req),
