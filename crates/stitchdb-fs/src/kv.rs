@@ -81,17 +81,23 @@ impl Writes {
             .any(|(t, s, e)| *t == table && s.as_slice() <= key && key < e.as_slice())
     }
 
-    /// Up to `limit` pairs of `[start, end)`: `store`'s (the same range, in key order) under
-    /// these writes.
-    fn scan(
+    /// Up to `limit` pairs of `[start, end)`: those of the store's iterator `range` opens
+    /// over it (in key order), under these writes.
+    fn scan<'k, I>(
         &self,
         table: TableId,
-        start: &[u8],
-        end: &[u8],
+        (start, end): (&'k [u8], &'k [u8]),
         limit: usize,
-        store: impl Iterator<Item = stitchdb::Result<(Vec<u8>, Vec<u8>)>>,
-    ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        range: impl FnOnce(Bound<&'k [u8]>, Bound<&'k [u8]>) -> stitchdb::Result<I>,
+    ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>>
+    where
+        I: Iterator<Item = stitchdb::Result<(Vec<u8>, Vec<u8>)>>,
+    {
         let mut out = Vec::new();
+        if start >= end || limit == 0 {
+            return Ok(out);
+        }
+        let store = range(Bound::Included(start), Bound::Excluded(end))?;
         let lo = (table, start.to_vec());
         let hi = (table, end.to_vec());
         let mut own = self
@@ -254,13 +260,9 @@ impl Kv for Batch<'_> {
         end: &[u8],
         limit: usize,
     ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        if start >= end || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let store = self
-            .db
-            .range(table, Bound::Included(start), Bound::Excluded(end))?;
-        self.w.scan(table, start, end, limit, store)
+        let db = self.db;
+        self.w
+            .scan(table, (start, end), limit, |lo, hi| db.range(table, lo, hi))
     }
 
     kept_writes!();
@@ -278,7 +280,10 @@ impl Kv for Transaction<'_> {
         end: &[u8],
         limit: usize,
     ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        first_pairs(start, end, limit, |lo, hi| self.range(table, lo, hi))
+        // The transaction's iterator sees its own writes already: nothing goes in front.
+        Writes::default().scan(table, (start, end), limit, |lo, hi| {
+            self.range(table, lo, hi)
+        })
     }
 
     fn put(&mut self, table: TableId, key: &[u8], value: Vec<u8>) -> FsResult<()> {
@@ -294,24 +299,6 @@ impl Kv for Transaction<'_> {
     }
 }
 
-/// Up to `limit` pairs of `start..end` read through an engine iterator `range` opens (a
-/// transaction's or a snapshot's).
-fn first_pairs<'a, I>(
-    start: &'a [u8],
-    end: &'a [u8],
-    limit: usize,
-    range: impl FnOnce(Bound<&'a [u8]>, Bound<&'a [u8]>) -> stitchdb::Result<I>,
-) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>>
-where
-    I: Iterator<Item = stitchdb::Result<(Vec<u8>, Vec<u8>)>>,
-{
-    if start >= end || limit == 0 {
-        return Ok(Vec::new());
-    }
-    let it = range(Bound::Included(start), Bound::Excluded(end))?;
-    Ok(it.take(limit).collect::<stitchdb::Result<_>>()?)
-}
-
 /// A snapshot reads as it was taken; every write fails with `EROFS`.
 impl Kv for &Snapshot {
     fn get(&mut self, table: TableId, key: &[u8]) -> FsResult<Option<Vec<u8>>> {
@@ -325,7 +312,10 @@ impl Kv for &Snapshot {
         end: &[u8],
         limit: usize,
     ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        first_pairs(start, end, limit, |lo, hi| self.range(table, lo, hi))
+        // A snapshot writes nothing: nothing goes in front of what it holds.
+        Writes::default().scan(table, (start, end), limit, |lo, hi| {
+            self.range(table, lo, hi)
+        })
     }
 
     fn put(&mut self, _: TableId, _: &[u8], _: Vec<u8>) -> FsResult<()> {
@@ -376,13 +366,10 @@ impl Kv for TxnOp<'_, '_> {
         end: &[u8],
         limit: usize,
     ) -> FsResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        if start >= end || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let store = self
-            .txn
-            .range(table, Bound::Included(start), Bound::Excluded(end))?;
-        self.w.scan(table, start, end, limit, store)
+        let txn = &mut *self.txn;
+        self.w.scan(table, (start, end), limit, |lo, hi| {
+            txn.range(table, lo, hi)
+        })
     }
 
     kept_writes!();

@@ -78,14 +78,6 @@ impl Observer {
         *self.outside.lock() = Some(f);
     }
 
-    fn is_fs_table(&self, table: TableId) -> bool {
-        let t = &self.tables;
-        [
-            t.sup, t.names, t.dirents, t.inodes, t.data, t.symlinks, t.xattrs, t.orphans,
-        ]
-        .contains(&table)
-    }
-
     /// What a write of `key` of the file system's `table` changed, if worth telling.
     fn change_of(&self, table: TableId, key: &[u8]) -> Option<Changed> {
         let t = &self.tables;
@@ -128,7 +120,7 @@ impl CommitObserver for Observer {
             if self.cache.holds(table) {
                 p.ranges.push((table, start.to_vec(), end.to_vec()));
             }
-            if self.is_fs_table(table) {
+            if self.tables.holds(table) {
                 // The file system deletes ranges of one file's blocks only.
                 tell(match self.change_of(table, start) {
                     Some(c @ Changed::Inode(_)) if table == self.tables.data => Some(c),
@@ -141,7 +133,7 @@ impl CommitObserver for Observer {
                 p.points
                     .push(((table, key.to_vec()), value.map(<[u8]>::to_vec)));
             }
-            if self.is_fs_table(table) {
+            if self.tables.holds(table) {
                 tell(self.change_of(table, key));
             }
         }
@@ -149,7 +141,7 @@ impl CommitObserver for Observer {
             if self.cache.holds(span.table) {
                 p.clear = true;
             }
-            if self.is_fs_table(span.table) {
+            if self.tables.holds(span.table) {
                 tell(Some(Changed::All));
             }
         }

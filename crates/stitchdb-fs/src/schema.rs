@@ -84,6 +84,15 @@ impl Tables {
         Ok(Some(Tables::from_ids(ids)))
     }
 
+    /// Whether `table` is one of the file system's.
+    pub fn holds(&self, table: TableId) -> bool {
+        let t = self;
+        [
+            t.sup, t.names, t.dirents, t.inodes, t.data, t.symlinks, t.xattrs, t.orphans,
+        ]
+        .contains(&table)
+    }
+
     fn from_ids(ids: [TableId; 8]) -> Tables {
         let [sup, names, dirents, inodes, data, symlinks, xattrs, orphans] = ids;
         Tables {

@@ -531,11 +531,7 @@ pub struct Records<'a> {
 
 impl Records<'_> {
     fn writable(&self, table: TableId) -> FsResult<()> {
-        let t = self.tables;
-        let ours = [
-            t.sup, t.names, t.dirents, t.inodes, t.data, t.symlinks, t.xattrs, t.orphans,
-        ];
-        if ours.contains(&table) {
+        if self.tables.holds(table) {
             return Err(FsError::Errno(libc::EPERM));
         }
         Ok(())
