@@ -373,21 +373,31 @@ impl Control {
         owner: Owner,
         c: TxnCommand,
     ) -> Result<Option<String>, CommandError> {
-        let ends = match c {
-            TxnCommand::Commit(id) | TxnCommand::Abort(id) => Some(id),
-            TxnCommand::Begin { .. } | TxnCommand::Summary(_) => None,
-        };
-        let r = self.views.run(fs, owner, c.clone());
-        if let Some(id) = ends {
-            self.forget_txn_entries(&[id]);
-        }
-        if let (TxnCommand::Commit(_), Ok(_)) = (&c, &r) {
-            if let Some(changes) = self.views.take_committed() {
-                self.invalidator.push(stale_after(fs, &changes));
+        let v = &self.views;
+        match c {
+            TxnCommand::Begin { serializable } => {
+                let isolation = if serializable {
+                    stitchdb::Isolation::Serializable
+                } else {
+                    stitchdb::Isolation::Snapshot
+                };
+                v.begin(fs, owner, isolation).map(|id| Some(id.to_string()))
             }
-            self.invalidator.wait();
+            TxnCommand::Summary(id) => v.summary(id, owner).map(Some),
+            TxnCommand::Abort(id) => {
+                let r = v.abort(id, owner);
+                self.forget_txn_entries(&[id]);
+                r.map(|()| None)
+            }
+            TxnCommand::Commit(id) => {
+                let r = v.commit(id, owner);
+                self.forget_txn_entries(&[id]);
+                let (reply, changes) = r?;
+                self.invalidator.push(stale_after(fs, &changes));
+                self.invalidator.wait();
+                Ok(Some(reply))
+            }
         }
-        r
     }
 
     /// Tells the kernel that transactions `ended` are gone (their directories in `txns/`

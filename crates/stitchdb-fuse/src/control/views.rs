@@ -9,7 +9,7 @@
 //! use only after every other one has: by then the kernel has long let go of the node ids of
 //! its earlier tree (the end of a view drops its directory entry from the kernel's cache).
 
-use super::protocol::{CommandError, TxnCommand};
+use super::protocol::CommandError;
 use crate::nodeid::CONTROL;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
@@ -104,16 +104,9 @@ impl State {
 #[derive(Default)]
 pub struct Views {
     state: Mutex<State>,
-    /// What the last transaction committed changed, for [`Views::take_committed`].
-    committed: Mutex<Option<stitchdb_fs::Changes>>,
 }
 
 impl Views {
-    /// What the transaction committed last changed (taken once).
-    pub fn take_committed(&self) -> Option<stitchdb_fs::Changes> {
-        self.committed.lock().take()
-    }
-
     /// The view numbered `view`, if it is open.
     pub fn get(&self, view: u16) -> Option<Arc<View>> {
         self.state.lock().by_view.get(&view).cloned()
@@ -158,51 +151,46 @@ impl Views {
         Some(view)
     }
 
-    /// Runs a `txn` command of `owner`: the reply's value, if any.
-    pub fn run(
+    /// What transaction `id` of `owner` changed so far, as `txn summary` prints it.
+    pub fn summary(&self, id: u64, owner: Owner) -> Result<String, CommandError> {
+        let view = self.owned(id, owner.uid)?;
+        let View::Txn { tree, .. } = &*view else {
+            return Err(no_such(id));
+        };
+        let c = tree.changes().map_err(|e| fs_error(&e))?;
+        Ok(summary(&c))
+    }
+
+    /// Commits transaction `id` of `owner`, durably: the reply's value, and what it changed
+    /// (named before it committed), of which the kernel is to be told.
+    pub fn commit(
+        &self,
+        id: u64,
+        owner: Owner,
+    ) -> Result<(String, stitchdb_fs::Changes), CommandError> {
+        let tree = self.end(id, owner.uid)?;
+        let changes = tree.changes().map_err(|e| fs_error(&e))?;
+        let committed = tree.commit(Durability::Sync).map_err(|e| fs_error(&e))?;
+        let reply = format!(
+            "{} names, {} inodes, {} bytes",
+            committed.names, committed.inodes, committed.data_bytes
+        );
+        Ok((reply, changes))
+    }
+
+    /// Aborts transaction `id` of `owner`.
+    pub fn abort(&self, id: u64, owner: Owner) -> Result<(), CommandError> {
+        self.end(id, owner.uid)?.abort();
+        Ok(())
+    }
+
+    /// Begins a transaction of `owner`: its id.
+    pub fn begin(
         &self,
         fs: &Arc<Fs>,
         owner: Owner,
-        command: TxnCommand,
-    ) -> Result<Option<String>, CommandError> {
-        match command {
-            TxnCommand::Begin { serializable } => {
-                let isolation = if serializable {
-                    Isolation::Serializable
-                } else {
-                    Isolation::Snapshot
-                };
-                self.begin(fs, owner, isolation)
-                    .map(|id| Some(id.to_string()))
-            }
-            TxnCommand::Summary(id) => {
-                let view = self.owned(id, owner.uid)?;
-                let View::Txn { tree, .. } = &*view else {
-                    return Err(no_such(id));
-                };
-                let c = tree.changes().map_err(|e| fs_error(&e))?;
-                Ok(Some(summary(&c)))
-            }
-            TxnCommand::Commit(id) => {
-                let tree = self.end(id, owner.uid)?;
-                // What it changed, named before it commits: the kernel is told of these
-                // files afterwards.
-                let changes = tree.changes().map_err(|e| fs_error(&e))?;
-                let committed = tree.commit(Durability::Sync).map_err(|e| fs_error(&e))?;
-                *self.committed.lock() = Some(changes);
-                Ok(Some(format!(
-                    "{} names, {} inodes, {} bytes",
-                    committed.names, committed.inodes, committed.data_bytes
-                )))
-            }
-            TxnCommand::Abort(id) => {
-                self.end(id, owner.uid)?.abort();
-                Ok(None)
-            }
-        }
-    }
-
-    fn begin(&self, fs: &Arc<Fs>, owner: Owner, isolation: Isolation) -> Result<u64, CommandError> {
+        isolation: Isolation,
+    ) -> Result<u64, CommandError> {
         let mut s = self.state.lock();
         if s.txns.len() >= MAX_TRANSACTIONS {
             return Err(CommandError::new(
@@ -359,14 +347,7 @@ mod tests {
     }
 
     fn begin(views: &Views, fs: &Arc<Fs>, o: Owner) -> Result<u64, CommandError> {
-        let id = views.run(
-            fs,
-            o,
-            TxnCommand::Begin {
-                serializable: false,
-            },
-        )?;
-        Ok(id.unwrap().parse().unwrap())
+        views.begin(fs, o, Isolation::Snapshot)
     }
 
     #[test]
@@ -382,18 +363,16 @@ mod tests {
         // Another user neither sees nor ends them; root does.
         assert!(views.txn_ids(1001).is_empty());
         assert_eq!(views.txn_ids(0).len(), MAX_TRANSACTIONS);
-        let theirs = views.run(&fs, owner(9, 1001), TxnCommand::Abort(ids[0]));
+        let theirs = views.abort(ids[0], owner(9, 1001));
         assert_eq!(theirs.unwrap_err().errno, libc::ENOENT);
-        views
-            .run(&fs, owner(9, 0), TxnCommand::Abort(ids[0]))
-            .unwrap();
+        views.abort(ids[0], owner(9, 0)).unwrap();
         begin(&views, &fs, owner(9, 1000)).unwrap();
         // Closing a handle aborts what it began.
         let ended = views.abort_owned_by(1);
         assert_eq!(ended.len(), MAX_TRANSACTIONS / 4);
         assert_eq!(views.txn_ids(1000).len(), MAX_TRANSACTIONS - ended.len());
         // An ended transaction is gone for its commands too.
-        let gone = views.run(&fs, owner(1, 1000), TxnCommand::Commit(ended[0]));
+        let gone = views.commit(ended[0], owner(1, 1000));
         assert_eq!(gone.unwrap_err().errno, libc::ENOENT);
     }
 }
