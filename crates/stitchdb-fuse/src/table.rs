@@ -1081,6 +1081,23 @@ mod tests {
     }
 
     impl Log {
+        /// A log, where each sync's start is told, and where each waits to be let finish.
+        fn new() -> (
+            Arc<Log>,
+            std::sync::mpsc::Receiver<()>,
+            std::sync::mpsc::SyncSender<()>,
+        ) {
+            let (started_tx, started) = std::sync::mpsc::sync_channel(8);
+            let (finish, finish_rx) = std::sync::mpsc::sync_channel(8);
+            let log = Arc::new(Log {
+                committed: 0.into(),
+                durable: 0.into(),
+                started: started_tx,
+                finish: Mutex::new(finish_rx),
+            });
+            (log, started, finish)
+        }
+
         fn commit(&self) {
             self.committed.fetch_add(1, Ordering::SeqCst);
         }
@@ -1102,14 +1119,7 @@ mod tests {
     /// covers the commits made before it: each FSYNC's answer finds its commits durable.
     #[test]
     fn an_fsync_is_answered_once_the_commits_before_it_are_durable() {
-        let (started_tx, started) = std::sync::mpsc::sync_channel(8);
-        let (finish, finish_rx) = std::sync::mpsc::sync_channel(8);
-        let log = Arc::new(Log {
-            committed: 0.into(),
-            durable: 0.into(),
-            started: started_tx,
-            finish: Mutex::new(finish_rx),
-        });
+        let (log, started, finish) = Log::new();
         let syncer = {
             let log = log.clone();
             Syncer::start(move || log.sync())
@@ -1162,14 +1172,7 @@ mod tests {
     /// syncer, whose round starts after it: each finds its commits durable.
     #[test]
     fn a_lone_fsync_syncs_on_its_caller_and_others_are_handed_over() {
-        let (started_tx, started) = std::sync::mpsc::sync_channel(8);
-        let (finish, finish_rx) = std::sync::mpsc::sync_channel(8);
-        let log = Arc::new(Log {
-            committed: 0.into(),
-            durable: 0.into(),
-            started: started_tx,
-            finish: Mutex::new(finish_rx),
-        });
+        let (log, started, finish) = Log::new();
         let syncer = Arc::new({
             let log = log.clone();
             Syncer::start(move || log.sync())
