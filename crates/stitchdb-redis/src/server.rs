@@ -139,7 +139,10 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>, running: Arc<()>) {
         };
         shared.count(&shared.stats.connections, 1);
         let max = shared.config.read().maxclients;
-        if shared.clients.lock().len() >= max {
+        // The client threads started and not ended, counted here: a thread registers its
+        // client only once it runs, so a burst of connections would all pass a count of
+        // the registered ones. (`running` is held by the server, this loop, and each.)
+        if Arc::strong_count(&running) - 2 >= max {
             shared.count(&shared.stats.rejected, 1);
             let mut s = stream;
             let _ = std::io::Write::write_all(&mut s, b"-ERR max number of clients reached\r\n");

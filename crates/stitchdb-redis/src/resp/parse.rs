@@ -65,9 +65,19 @@ pub struct Parser {
     args: Vec<Vec<u8>>,
 }
 
-/// A line's end within `input` (the index of its `\n`, or of its `\r` for count lines).
+/// A line's end within `input` (the index of its `\n`, or of its `\r` for count lines),
+/// looked for as Redis's `strchr` does: not past a NUL, so a NUL before the line's end
+/// leaves the line unfinished (until it is too long), as in Redis.
 fn find(input: &[u8], byte: u8) -> Option<usize> {
-    input.iter().position(|&b| b == byte)
+    input
+        .iter()
+        .position(|&b| b == byte || b == 0)
+        .filter(|&i| input[i] == byte)
+}
+
+/// C's `isspace`, which `sdssplitargs` skips between arguments (a vertical tab too).
+fn is_space(b: u8) -> bool {
+    b.is_ascii_whitespace() || b == 0x0b
 }
 
 /// A count as Redis's `string2ll` reads one: an optional `-`, then digits, no sign `+`, no
@@ -262,10 +272,12 @@ fn error(what: &str) -> Parsed {
 /// `"..."` (with `\n`, `\xHH` and the other C escapes) and `'...'` (with `\'`) quote. A
 /// closing quote must be followed by a space or the end. `None` for unbalanced quotes.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    // A C string: it ends at a NUL.
+    let line = line.split(|&b| b == 0).next().unwrap_or_default();
     let mut args = Vec::new();
     let mut i = 0;
     loop {
-        while i < line.len() && line[i].is_ascii_whitespace() {
+        while i < line.len() && is_space(line[i]) {
             i += 1;
         }
         if i == line.len() {
@@ -304,7 +316,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         continue;
                     }
                     if c == b'"' {
-                        if line.get(i + 1).is_some_and(|b| !b.is_ascii_whitespace()) {
+                        if line.get(i + 1).is_some_and(|&b| !is_space(b)) {
                             return None;
                         }
                         i += 1;
@@ -319,7 +331,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         continue;
                     }
                     if c == b'\'' {
-                        if line.get(i + 1).is_some_and(|b| !b.is_ascii_whitespace()) {
+                        if line.get(i + 1).is_some_and(|&b| !is_space(b)) {
                             return None;
                         }
                         i += 1;
@@ -328,7 +340,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     arg.push(c);
                 }
                 None => match c {
-                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b' ' | b'\n' | b'\r' | b'\t' => break,
                     b'"' | b'\'' => quote = Some(c),
                     _ => arg.push(c),
                 },
@@ -448,6 +460,26 @@ mod tests {
         assert_eq!(
             p.parse(&long, true).1,
             Parsed::Error("Protocol error: too big inline request".into())
+        );
+    }
+
+    #[test]
+    fn a_nul_before_a_line_end_leaves_the_line_unfinished_as_in_redis() {
+        let mut p = Parser::default();
+        for input in [&b"PI\x00NG\r\n"[..], b"*\x00\r\n", b"*1\r\n$\x003\r\n"] {
+            assert_eq!(p.parse(input, true).1, Parsed::Incomplete, "{input:?}");
+            p = Parser::default();
+        }
+        let mut long = b"GET \x00".to_vec();
+        long.extend(vec![b'a'; 70_000]);
+        long.extend_from_slice(b"\r\n");
+        assert_eq!(
+            p.parse(&long, true).1,
+            Parsed::Error("Protocol error: too big inline request".into())
+        );
+        assert_eq!(
+            split_args(b"a\x0bb \x0b'c'\x0b\x00d"),
+            Some(vec![b"a\x0bb".to_vec(), b"c".to_vec()])
         );
     }
 
