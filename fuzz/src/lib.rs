@@ -1,6 +1,7 @@
 //! StitchDB's fuzz targets as plain functions over bytes.
 //!
-//! One target per decoder of a stored format, and a model target that runs operations decoded
+//! One target per decoder of a stored format, one for the Redis protocol's request parser
+//! (`resp`), and a model target that runs operations decoded
 //! from the bytes against a [`stitchdb::Db`] on the simulated disk and against a `BTreeMap`.
 //! A target returns normally for any input it handles correctly, whether the bytes decode or
 //! not; it panics only on a bug (a decoder that panics, an accepted value that does not
@@ -16,8 +17,10 @@
 //! `corpus/<target>/` plus a few seconds of random and mutated inputs.
 
 mod model;
+mod resp;
 
 pub use model::model;
+pub use resp::resp;
 
 mod checksums;
 
@@ -29,7 +32,7 @@ use stitch_wal::{decode_record, SegmentHeader, SEGMENT_HEADER_LEN};
 pub type Target = fn(&[u8]);
 
 /// Every target, by name (the name of its libFuzzer binary and of its corpus folder).
-pub const TARGETS: [(&str, Target); 9] = [
+pub const TARGETS: [(&str, Target); 10] = [
     ("superblock", superblock),
     ("extent", extent),
     ("manifest", manifest),
@@ -39,6 +42,7 @@ pub const TARGETS: [(&str, Target); 9] = [
     ("log_record", log_record),
     ("log_segment", log_segment),
     ("model", model),
+    ("resp", resp),
 ];
 
 /// A superblock slot (stitch-zone).

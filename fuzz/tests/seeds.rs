@@ -106,6 +106,37 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         let ops: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
         add("model", &format!("random-{len}"), ops);
     }
+
+    // A client's bytes after the byte that says how they arrive (bit 7: authenticated;
+    // bits 0-6: the longest read).
+    let requests: [(&str, u8, &[u8]); 4] = [
+        (
+            "pipeline",
+            0x87,
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\nGET k\r\n*1\r\n$4\r\nPING\r\n\
+              set a \"b\\x41\\n\" 'c\\'d'\r\n\r\n*0\r\n*-1\r\nPING\n",
+        ),
+        (
+            "unauthenticated",
+            0x03,
+            b"*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n*11\r\n",
+        ),
+        (
+            "bad-bulk-length",
+            0x82,
+            b"PING\r\n*2\r\n$4\r\nECHO\r\n$-1\r\n",
+        ),
+        (
+            "binary-byte-by-byte",
+            0x81,
+            b"*2\r\n$4\r\nECHO\r\n$4\r\n\x00\xff\r\n\r\n",
+        ),
+    ];
+    for (name, how, bytes) in requests {
+        let mut input = vec![how];
+        input.extend_from_slice(bytes);
+        add("resp", name, input);
+    }
     seeds
 }
 
@@ -146,6 +177,14 @@ fn every_seed_is_accepted_by_its_decoder() {
                 decoded.is_ok() == (name == "first")
             }
             "log_segment" => SegmentHeader::decode(&bytes).is_ok(),
+            "resp" => {
+                let mut parser = stitchdb_redis::resp::parse::Parser::default();
+                stitchdb_fuzz::resp(&bytes);
+                matches!(
+                    parser.parse(&bytes[1..], true).1,
+                    stitchdb_redis::resp::parse::Parsed::Request(_)
+                )
+            }
             _ => {
                 // The model target checks itself; it must simply run.
                 stitchdb_fuzz::model(&bytes);

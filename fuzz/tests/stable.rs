@@ -204,3 +204,8 @@ fn log_segment() {
 fn model() {
     fuzz("model");
 }
+
+#[test]
+fn resp() {
+    fuzz("resp");
+}
