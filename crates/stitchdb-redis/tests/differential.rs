@@ -870,7 +870,9 @@ impl Gen {
             if self.chance(0.05) {
                 let key = self.key();
                 let bad = match self.rng.gen_range(0..4) {
-                    0 => args!["NOSUCHCOMMAND", key],
+                    // Printable: an unknown command's error quotes its arguments, which
+                    // ours can only hold as UTF-8 text.
+                    0 => args!["NOSUCHCOMMAND", "arg"],
                     1 => args!["GET"],
                     2 => args!["MULTI"],
                     _ => args!["WATCH", key],
