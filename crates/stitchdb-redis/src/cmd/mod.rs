@@ -8,6 +8,7 @@ pub mod args;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod longdouble;
 pub mod scan;
 pub mod server;
 pub mod sets;
