@@ -5,6 +5,7 @@
 //! [`Session`] tag and run by the connection.
 
 pub mod args;
+pub mod collection;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
