@@ -1,0 +1,6 @@
+//! Sets commands.
+
+use super::Spec;
+
+/// The family's commands.
+pub const COMMANDS: &[Spec] = &[];

@@ -1,0 +1,415 @@
+//! One client's connection, on a thread of its own: read what arrived, run every whole
+//! request in it, make the commits durable as the connection's durability says, then send
+//! the replies. A pipeline of writes thus costs one sync, and concurrent clients' syncs are
+//! one (the log's group commit): what Redis's `appendfsync always` does in its event loop.
+
+mod admin;
+mod multi;
+mod sx;
+
+use crate::cmd::{self, args, Failure, Keys, Run, Session, Spec};
+use crate::keyspace::ctx::Slot;
+use crate::keyspace::watch::Dirty;
+use crate::keyspace::{Ctx, Outcome};
+use crate::resp::parse::{Parsed, Parser};
+use crate::resp::reply::Reply;
+use crate::shared::{Client, ClientInfo, Shared};
+use parking_lot::Mutex;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use stitchdb::{Durability, Snapshot, Transaction};
+
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 16 << 10;
+
+/// Times a command is run again after a conflict with a concurrent transaction before the
+/// conflict is the client's reply.
+const RETRIES: usize = 16;
+
+/// An interactive transaction (`SX.BEGIN`).
+struct Open {
+    txn: Transaction<'static>,
+    /// What its commands changed so far.
+    outcome: Outcome,
+}
+
+/// A connection's state.
+pub(crate) struct Conn<'s> {
+    shared: &'s Shared,
+    stream: TcpStream,
+    info: Arc<Mutex<ClientInfo>>,
+    killed: Arc<AtomicBool>,
+    parser: Parser,
+    /// Input not parsed yet: `input[consumed..]`.
+    input: Vec<u8>,
+    consumed: usize,
+    /// Replies not sent yet.
+    out: Vec<u8>,
+    /// RESP version (2 or 3).
+    resp: u8,
+    /// The selected database.
+    db: usize,
+    authenticated: bool,
+    /// Inside `MULTI`: the commands queued.
+    multi: Option<multi::Queued>,
+    /// `WATCH`ed keys, and the flag a change of one of them sets.
+    watched: Vec<(usize, Vec<u8>)>,
+    dirty: Dirty,
+    /// `SX.BEGIN`'s transaction.
+    open: Option<Open>,
+    /// Reads at this snapshot (`SX.READAT`).
+    read_at: Option<Snapshot>,
+    /// The durability of this connection's writes.
+    durability: Durability,
+    /// A commit since the replies were last sent that must be made durable before they are.
+    unsynced: bool,
+    /// Close after sending the replies so far.
+    closing: bool,
+}
+
+/// Serves one client until it leaves, breaks the protocol, is killed, or the server stops.
+pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+    let (Ok(addr), Ok(laddr), Ok(handle)) =
+        (stream.peer_addr(), stream.local_addr(), stream.try_clone())
+    else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let config = shared.config.read().clone();
+    let info = Arc::new(Mutex::new(ClientInfo {
+        id,
+        addr,
+        laddr,
+        name: None,
+        db: 0,
+        created: Instant::now(),
+        active: Instant::now(),
+        last_cmd: "NULL".into(),
+        multi: None,
+        watching: 0,
+        resp: 2,
+    }));
+    let killed = Arc::new(AtomicBool::new(false));
+    shared.clients.lock().insert(
+        id,
+        Client {
+            stream: handle,
+            info: info.clone(),
+            killed: killed.clone(),
+        },
+    );
+    // A server stopping between the accept and here would not have closed this one.
+    if shared.is_stopping() {
+        let _ = stream.shutdown(Shutdown::Both);
+    }
+    let mut conn = Conn {
+        shared,
+        stream,
+        info,
+        killed,
+        parser: Parser::new(config.parse),
+        input: Vec::new(),
+        consumed: 0,
+        out: Vec::new(),
+        resp: 2,
+        db: 0,
+        authenticated: config.requirepass.is_none(),
+        multi: None,
+        watched: Vec::new(),
+        dirty: Arc::new(AtomicBool::new(false)),
+        open: None,
+        read_at: None,
+        durability: config.durability,
+        unsynced: false,
+        closing: false,
+    };
+    if let Err(e) = conn.run() {
+        tracing::debug!("client {id} ({addr}): {e}");
+    }
+    conn.unwatch_all();
+    shared.clients.lock().remove(&id);
+}
+
+impl<'s> Conn<'s> {
+    fn run(&mut self) -> std::io::Result<()> {
+        loop {
+            self.run_requests()?;
+            self.send()?;
+            if self.closing || self.killed.load(Ordering::Relaxed) {
+                let _ = self.stream.shutdown(Shutdown::Both);
+                return Ok(());
+            }
+            if !self.read_more()? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reads what the client sent; false once it has closed.
+    fn read_more(&mut self) -> std::io::Result<bool> {
+        if self.consumed > 0 && self.consumed * 2 >= self.input.len() {
+            self.input.drain(..self.consumed);
+            self.consumed = 0;
+        }
+        let len = self.input.len();
+        self.input.resize(len + READ_CHUNK, 0);
+        let n = match self.stream.read(&mut self.input[len..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
+            Err(e) => {
+                self.input.truncate(len);
+                return Err(e);
+            }
+        };
+        self.input.truncate(len + n);
+        self.shared.count(&self.shared.stats.net_in, n as u64);
+        if n == 0 {
+            return Ok(false);
+        }
+        let held = self.input.len() - self.consumed + self.parser.held();
+        if held > self.shared.config.read().query_buffer_limit {
+            tracing::warn!(
+                "closing client {}: it reached the query buffer limit",
+                self.id()
+            );
+            self.closing = true;
+        }
+        Ok(true)
+    }
+
+    /// Runs every whole request received, sending replies whenever a chunk of them waits.
+    fn run_requests(&mut self) -> std::io::Result<()> {
+        let chunk = self.shared.config.read().reply_chunk;
+        while !self.closing {
+            let (used, parsed) = self
+                .parser
+                .parse(&self.input[self.consumed..], self.authenticated);
+            self.consumed += used;
+            match parsed {
+                Parsed::Incomplete => break,
+                Parsed::Error(msg) => {
+                    self.reply(Reply::Error(format!("ERR {msg}")));
+                    self.closing = true;
+                }
+                Parsed::Request(args) => {
+                    let reply = self.request(args);
+                    if let Some(r) = reply {
+                        self.reply(r);
+                    }
+                    if self.out.len() >= chunk {
+                        self.send()?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn reply(&mut self, r: Reply) {
+        r.encode(self.resp, &mut self.out);
+    }
+
+    /// Makes this connection's commits durable if its replies promise that, then sends them.
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.unsynced {
+            self.unsynced = false;
+            if let Err(e) = self.shared.ks.db.sync() {
+                // Nothing is acknowledged that is not durable: the replies are dropped with
+                // the connection.
+                tracing::error!("syncing for client {}: {e}", self.id());
+                self.out.clear();
+                self.closing = true;
+                return Err(std::io::Error::other(e.to_string()));
+            }
+        }
+        if !self.out.is_empty() {
+            self.stream.write_all(&self.out)?;
+            self.shared
+                .count(&self.shared.stats.net_out, self.out.len() as u64);
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    fn id(&self) -> u64 {
+        self.info.lock().id
+    }
+
+    /// Runs one request; its reply (`None`: no reply, as after `QUIT`'s or `SHUTDOWN`'s).
+    fn request(&mut self, args: Vec<Vec<u8>>) -> Option<Reply> {
+        self.shared.count(&self.shared.stats.commands, 1);
+        let Some(spec) = cmd::lookup(&args[0]) else {
+            self.queue_failed();
+            return Some(Reply::Error(cmd::unknown_command(&args)));
+        };
+        {
+            let mut info = self.info.lock();
+            info.active = Instant::now();
+            info.last_cmd.clear();
+            info.last_cmd.push_str(spec.name);
+        }
+        if let Err(e) = cmd::check_arity(spec, args.len()) {
+            self.queue_failed();
+            return Some(Reply::Error(e));
+        }
+        if !self.authenticated && !spec.flags.contains(&"no_auth") {
+            self.queue_failed();
+            return Some(Reply::Error("NOAUTH Authentication required.".into()));
+        }
+        if self.multi.is_some() && !multi::runs_at_once(spec) {
+            return Some(self.queue(spec, args));
+        }
+        Some(match spec.run {
+            Run::Data(f) => self.data(spec, f, &args),
+            Run::Session(s) => return self.session(s, &args),
+        })
+    }
+
+    /// Runs a command over data, alone: under its keys' locks, in a transaction of its own
+    /// (or in the connection's open one), committed once it succeeded.
+    fn data(&mut self, spec: &Spec, f: cmd::DataFn, args: &[Vec<u8>]) -> Reply {
+        let shared: &'s Shared = self.shared;
+        let ks = &shared.ks;
+        if let Some(snap) = &self.read_at {
+            if spec.writes() {
+                return Reply::Error("READONLY You can't write against a snapshot.".into());
+            }
+            let run = Ctx::at_snapshot(ks, self.db, snap)
+                .map_err(Failure::from)
+                .and_then(|mut ctx| f(&mut ctx, args));
+            return run.unwrap_or_else(Failure::reply);
+        }
+        if let Some(open) = &mut self.open {
+            return sx::run_in(ks, self.db, open, f, args);
+        }
+        let _whole_shared;
+        let _whole_alone;
+        if matches!(spec.keys, Keys::All) {
+            _whole_alone = ks.whole.write();
+        } else {
+            _whole_shared = ks.whole.read();
+        }
+        let db = self.db;
+        let keys: Vec<usize> = spec.key_positions(args);
+        let _held = ks
+            .locks
+            .lock(keys.iter().map(|&i| (db, args[i].as_slice())));
+        self.run_alone(|ctx| f(ctx, args))
+    }
+
+    /// Runs `body` in a transaction of its own and commits it, again after a conflict with
+    /// an interactive transaction (the caller holds the keys' locks, so only those conflict).
+    fn run_alone(&mut self, mut body: impl FnMut(&mut Ctx<'s>) -> cmd::CmdResult) -> Reply {
+        let shared: &'s Shared = self.shared;
+        let mut failure = None;
+        for _ in 0..RETRIES {
+            let mut ctx = match Ctx::new(&shared.ks, self.db, Slot::Own(None)) {
+                Ok(c) => c,
+                Err(e) => return Failure::from(e).reply(),
+            };
+            let done = body(&mut ctx).and_then(|reply| self.commit(ctx).map(|()| reply));
+            match done {
+                Ok(reply) => return reply,
+                Err(f) if f.is_conflict() => {
+                    shared.count(&shared.stats.retries, 1);
+                    failure = Some(f);
+                }
+                Err(f) => return f.reply(),
+            }
+        }
+        failure.map_or(Reply::Ok, Failure::reply)
+    }
+
+    /// Commits a command's own transaction as the connection's durability says (a `Sync`
+    /// connection's is made durable before its reply is sent, with the others in the
+    /// pipeline), and tells the server what changed.
+    fn commit(&mut self, ctx: Ctx<'s>) -> Result<(), Failure> {
+        let (commit, durable_later) = match self.durability {
+            Durability::Sync => (Durability::Async, true),
+            d => (d, false),
+        };
+        let outcome = ctx.finish(commit)?;
+        self.shared.ks.apply(&outcome);
+        self.unsynced |= outcome.wrote && durable_later;
+        Ok(())
+    }
+
+    /// Runs a command of the connection's own.
+    fn session(&mut self, s: Session, args: &[Vec<u8>]) -> Option<Reply> {
+        let r = match s {
+            Session::Quit => {
+                self.closing = true;
+                Ok(Reply::Ok)
+            }
+            Session::Shutdown => {
+                self.closing = true;
+                self.shared.stop();
+                return None;
+            }
+            Session::Select => self.select(&args[1]),
+            Session::Reset => Ok(self.reset()),
+            Session::Auth | Session::Hello | Session::Client | Session::Command => {
+                admin::run(self, s, args)
+            }
+            Session::Info | Session::Config => admin::run(self, s, args),
+            Session::Multi
+            | Session::Exec
+            | Session::Discard
+            | Session::Watch
+            | Session::Unwatch => multi::run(self, s, args),
+            Session::SxBegin
+            | Session::SxCommit
+            | Session::SxAbort
+            | Session::SxDurability
+            | Session::SxReadAt
+            | Session::SxPatchgroup => sx::run(self, s, args),
+        };
+        Some(r.unwrap_or_else(Failure::reply))
+    }
+
+    fn select(&mut self, arg: &[u8]) -> cmd::CmdResult {
+        let n =
+            args::int(arg).map_err(|_| args::err("ERR value is not an integer or out of range"))?;
+        if n < 0 || n as usize >= self.shared.ks.databases() {
+            return Err(args::err("ERR DB index is out of range"));
+        }
+        self.shared.ks.tables(n as usize)?;
+        self.db = n as usize;
+        self.info.lock().db = self.db;
+        Ok(Reply::Ok)
+    }
+
+    /// `RESET`: the connection as new, but still connected (and still authenticated if no
+    /// password is set).
+    fn reset(&mut self) -> Reply {
+        self.multi = None;
+        self.unwatch_all();
+        self.open = None;
+        self.read_at = None;
+        self.db = 0;
+        self.resp = 2;
+        self.durability = self.shared.config.read().durability;
+        self.authenticated = self.shared.config.read().requirepass.is_none();
+        {
+            let mut info = self.info.lock();
+            info.db = 0;
+            info.name = None;
+            info.resp = 2;
+            info.multi = None;
+        }
+        Reply::Simple("RESET".into())
+    }
+
+    fn unwatch_all(&mut self) {
+        if !self.watched.is_empty() {
+            self.shared.ks.watches.unwatch(&self.watched, &self.dirty);
+            self.watched.clear();
+        }
+        self.dirty.store(false, Ordering::SeqCst);
+        self.info.lock().watching = 0;
+    }
+}

@@ -1,0 +1,192 @@
+//! `MULTI`, `EXEC`, `DISCARD`, `WATCH`, `UNWATCH` with Redis's semantics: commands queue
+//! (an error while queueing makes `EXEC` fail with `EXECABORT`); `EXEC` runs them as one
+//! commit, under the locks of every key they name and every key watched, so it is atomic
+//! and isolated without making every `EXEC` wait for all others; a watched key changed since
+//! `WATCH` makes `EXEC` reply nil and run nothing.
+
+use super::{Conn, RETRIES};
+use crate::cmd::{args, CmdResult, Keys, Run, Session, Spec};
+use crate::keyspace::ctx::Slot;
+use crate::keyspace::Ctx;
+use crate::resp::reply::Reply;
+use crate::shared::Shared;
+use std::sync::atomic::Ordering;
+
+/// Commands queued by `MULTI`.
+#[derive(Default)]
+pub(super) struct Queued {
+    cmds: Vec<(&'static Spec, Vec<Vec<u8>>)>,
+    /// A command was refused while queueing: `EXEC` will fail.
+    failed: bool,
+}
+
+/// Whether `spec` runs at once even inside `MULTI`, as in Redis.
+pub(super) fn runs_at_once(spec: &Spec) -> bool {
+    matches!(
+        spec.run,
+        Run::Session(
+            Session::Exec
+                | Session::Discard
+                | Session::Multi
+                | Session::Watch
+                | Session::Quit
+                | Session::Reset
+        )
+    )
+}
+
+impl Conn<'_> {
+    /// Queues a command inside `MULTI`.
+    pub(super) fn queue(&mut self, spec: &'static Spec, args: Vec<Vec<u8>>) -> Reply {
+        if let Some(q) = &mut self.multi {
+            q.cmds.push((spec, args));
+            self.info.lock().multi = Some(q.cmds.len());
+        }
+        Reply::Simple("QUEUED".into())
+    }
+
+    /// Marks the transaction being queued, if any, as failed.
+    pub(super) fn queue_failed(&mut self) {
+        if let Some(q) = &mut self.multi {
+            q.failed = true;
+        }
+    }
+}
+
+/// Runs one of the family's commands.
+pub(super) fn run(conn: &mut Conn<'_>, s: Session, a: &[Vec<u8>]) -> CmdResult {
+    match s {
+        Session::Multi => {
+            if conn.multi.is_some() {
+                return Err(args::err("ERR MULTI calls can not be nested"));
+            }
+            conn.multi = Some(Queued::default());
+            conn.info.lock().multi = Some(0);
+            Ok(Reply::Ok)
+        }
+        Session::Discard => {
+            if conn.multi.take().is_none() {
+                return Err(args::err("ERR DISCARD without MULTI"));
+            }
+            conn.info.lock().multi = None;
+            conn.unwatch_all();
+            Ok(Reply::Ok)
+        }
+        Session::Watch => {
+            if conn.multi.is_some() {
+                return Err(args::err("ERR WATCH inside MULTI is not allowed"));
+            }
+            for key in &a[1..] {
+                let k = (conn.db, key.clone());
+                if !conn.watched.contains(&k) {
+                    conn.shared.ks.watches.watch(conn.db, key, &conn.dirty);
+                    conn.watched.push(k);
+                }
+            }
+            conn.info.lock().watching = conn.watched.len();
+            Ok(Reply::Ok)
+        }
+        Session::Unwatch => {
+            conn.unwatch_all();
+            Ok(Reply::Ok)
+        }
+        Session::Exec => exec(conn),
+        _ => Err(args::err("ERR unexpected transaction command")),
+    }
+}
+
+fn exec(conn: &mut Conn<'_>) -> CmdResult {
+    let Some(q) = conn.multi.take() else {
+        return Err(args::err("ERR EXEC without MULTI"));
+    };
+    conn.info.lock().multi = None;
+    if q.failed {
+        conn.unwatch_all();
+        return Err(args::err(
+            "EXECABORT Transaction discarded because of previous errors.",
+        ));
+    }
+    let shared: &Shared = conn.shared;
+    let ks = &shared.ks;
+    // The keys it names, in the database selected when each runs, and those watched.
+    let mut keys: Vec<(usize, Vec<u8>)> = conn.watched.clone();
+    let mut db = conn.db;
+    let mut alone = false;
+    for (spec, a) in &q.cmds {
+        if let Run::Session(Session::Select) = spec.run {
+            if let Ok(n) = args::int(&a[1]) {
+                db = n.max(0) as usize;
+            }
+        }
+        alone |= matches!(spec.keys, Keys::All);
+        keys.extend(
+            spec.key_positions(a)
+                .into_iter()
+                .map(|i| (db, a[i].clone())),
+        );
+    }
+    let _whole_shared;
+    let _whole_alone;
+    if alone {
+        _whole_alone = ks.whole.write();
+    } else {
+        _whole_shared = ks.whole.read();
+    }
+    let _held = ks.locks.lock(keys.iter().map(|(d, k)| (*d, k.as_slice())));
+    if conn.dirty.load(Ordering::SeqCst) {
+        conn.unwatch_all();
+        return Ok(Reply::NilArray);
+    }
+    conn.unwatch_all();
+    if conn.open.is_some() {
+        return Err(args::err(
+            "ERR EXEC inside SX.BEGIN: queue nothing, the transaction is already open",
+        ));
+    }
+    let mut last = None;
+    for _ in 0..RETRIES {
+        let mut ctx = Ctx::new(ks, conn.db, Slot::Own(None))?;
+        let mut replies = Vec::with_capacity(q.cmds.len());
+        let mut conflict = None;
+        for (spec, a) in &q.cmds {
+            let r = match spec.run {
+                Run::Data(f) => f(&mut ctx, a),
+                Run::Session(Session::Select) => select_in(&mut ctx, &a[1]),
+                Run::Session(s) => Ok(conn.session(s, a).unwrap_or(Reply::Ok)),
+            };
+            match r {
+                Ok(reply) => replies.push(reply),
+                Err(f) if f.is_conflict() => {
+                    conflict = Some(f);
+                    break;
+                }
+                Err(f) => replies.push(f.reply()),
+            }
+        }
+        if let Some(f) = conflict {
+            last = Some(f);
+            continue;
+        }
+        let selected = ctx.db();
+        match conn.commit(ctx) {
+            Ok(()) => {
+                conn.db = selected;
+                conn.info.lock().db = selected;
+                return Ok(Reply::Array(replies));
+            }
+            Err(f) if f.is_conflict() => last = Some(f),
+            Err(f) => return Err(f),
+        }
+    }
+    Err(last.unwrap_or_else(|| args::err("ERR transaction kept conflicting")))
+}
+
+/// `SELECT` inside `EXEC`: the commands after it use that database.
+fn select_in(ctx: &mut Ctx<'_>, arg: &[u8]) -> CmdResult {
+    let n = args::int(arg)?;
+    if n < 0 || n as usize >= ctx.ks.databases() {
+        return Err(args::err("ERR DB index is out of range"));
+    }
+    ctx.select(n as usize)?;
+    Ok(Reply::Ok)
+}

@@ -1,0 +1,78 @@
+//! `WATCH`: which clients watch which keys, and marking them dirty when a key changes, as
+//! Redis's `touchWatchedKey` does. A commit that changed keys touches them while it still
+//! holds their locks, and `EXEC` checks its flag while holding the locks of the keys it
+//! watches, so no change slips between the check and the transaction.
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A client's "a watched key changed" flag.
+pub type Dirty = Arc<AtomicBool>;
+
+/// Every watch in the server.
+#[derive(Default)]
+pub struct Watches {
+    /// Keys watched, so that commits skip the map when nobody watches (the common case).
+    watched: AtomicUsize,
+    /// Guarded by itself: each watched key's watchers.
+    map: Mutex<HashMap<(usize, Vec<u8>), Vec<Dirty>>>,
+}
+
+impl Watches {
+    /// `dirty` watches `key` in database `db`.
+    pub fn watch(&self, db: usize, key: &[u8], dirty: &Dirty) {
+        let mut map = self.map.lock();
+        let list = map.entry((db, key.to_vec())).or_default();
+        if !list.iter().any(|d| Arc::ptr_eq(d, dirty)) {
+            list.push(dirty.clone());
+            self.watched.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// `dirty` stops watching each of `keys`.
+    pub fn unwatch(&self, keys: &[(usize, Vec<u8>)], dirty: &Dirty) {
+        let mut map = self.map.lock();
+        for key in keys {
+            if let Some(list) = map.get_mut(key) {
+                let before = list.len();
+                list.retain(|d| !Arc::ptr_eq(d, dirty));
+                self.watched
+                    .fetch_sub(before - list.len(), Ordering::SeqCst);
+                if list.is_empty() {
+                    map.remove(key);
+                }
+            }
+        }
+    }
+
+    /// Marks the watchers of each key dirty.
+    pub fn touch<'k>(&self, keys: impl IntoIterator<Item = (usize, &'k [u8])>) {
+        if self.watched.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let map = self.map.lock();
+        for (db, key) in keys {
+            if let Some(list) = map.get(&(db, key.to_vec())) {
+                for d in list {
+                    d.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    /// Marks dirty every watcher of a key in database `db` (`FLUSHDB`, `SWAPDB`).
+    pub fn touch_db(&self, db: usize) {
+        if self.watched.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        for ((d, _), list) in self.map.lock().iter() {
+            if *d == db {
+                for w in list {
+                    w.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! RESP, the Redis protocol: requests in ([`parse`]) and replies out ([`reply`]).
+
+pub mod parse;
+pub mod reply;
