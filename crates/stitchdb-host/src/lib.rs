@@ -42,4 +42,4 @@ mod surface;
 
 pub use host::Host;
 pub use open::{open, OpenError, OpenOptions, LOCK_WAIT_MS};
-pub use surface::{Stop, Surface, Wait};
+pub use surface::Surface;

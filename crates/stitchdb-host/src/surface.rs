@@ -3,12 +3,13 @@
 //! stop. Closures rather than a trait, so a surface of any crate plugs in without this
 //! crate knowing its type.
 
-/// Asks a surface to stop; callable from any thread, more than once.
-pub type Stop = Box<dyn Fn() + Send + Sync>;
+/// Asks a surface to stop; callable from any thread, more than once, and harmless once the
+/// surface has ended (the host may ask one whose end it has not heard of yet).
+pub(crate) type Stop = Box<dyn Fn() + Send + Sync>;
 
 /// Blocks until the surface has ended (by itself, or after a [`Stop`]), with everything it
 /// served finished; its error, if it failed.
-pub type Wait = Box<dyn FnOnce() -> Result<(), String> + Send>;
+pub(crate) type Wait = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 /// Something served over the store that ends by itself (a client's `SHUTDOWN`, an
 /// `umount`) or when asked to.
@@ -20,7 +21,8 @@ pub struct Surface {
 
 impl Surface {
     /// A surface called `name` in log lines ("mount /mnt/s", "redis 127.0.0.1:6379"), which
-    /// `stop` asks to end and `wait` waits for.
+    /// `stop` asks to end (from any thread, more than once, maybe after it ended by itself)
+    /// and `wait` waits for, returning once everything it served is finished.
     pub fn new(
         name: impl Into<String>,
         stop: impl Fn() + Send + Sync + 'static,
