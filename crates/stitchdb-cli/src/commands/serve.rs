@@ -6,6 +6,7 @@ use crate::error::{CliError, CliResult};
 use std::path::PathBuf;
 use stitchdb_fuse::{Mount, MountConfig};
 use stitchdb_host::{Host, OpenOptions, Surface};
+use stitchdb::Durability;
 use stitchdb_redis::{Config, Server};
 
 #[derive(clap::Args)]
@@ -25,6 +26,11 @@ pub struct ServeArgs {
     /// Clients served at once [default: 10000]
     #[arg(long, value_name = "N")]
     maxclients: Option<usize>,
+    /// When a client's write is durable, until it says otherwise with SX.DURABILITY: `sync`
+    /// (before its reply is sent), `written` (a crash of this process loses nothing, a power
+    /// loss may lose the newest writes), `ordered`, `async` (see docs/redis.md)
+    #[arg(long, value_name = "LEVEL", default_value = "sync", value_parser = parse_durability)]
+    durability: Durability,
     /// Also mount the store's file system on DIR (KVFS over FUSE), in this process over the
     /// same store: a snapshot taken over Redis shows in DIR/.stitch/snapshots/ at once
     #[arg(long, value_name = "DIR")]
@@ -63,6 +69,7 @@ pub fn run(args: ServeArgs) -> CliResult {
         port: args.port.unwrap_or(defaults.port),
         requirepass: args.requirepass,
         maxclients: args.maxclients.unwrap_or(defaults.maxclients),
+        durability: args.durability,
         ..defaults
     };
     let server = Server::start(host.db().clone(), config).map_err(CliError::new)?;
@@ -83,6 +90,11 @@ pub fn run(args: ServeArgs) -> CliResult {
     // A server needs no stdout: one closed does not stop it.
     let _ = crate::output::print(format_args!("{ready}\n"));
     host.run().map_err(CliError::new)
+}
+
+fn parse_durability(s: &str) -> Result<Durability, String> {
+    stitchdb_redis::config::parse_durability(s)
+        .ok_or_else(|| format!("{s:?}: expected sync, written, ordered or async"))
 }
 
 #[cfg(test)]
