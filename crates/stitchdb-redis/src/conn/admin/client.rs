@@ -166,7 +166,8 @@ fn listing(conn: &Conn<'_>, filter: &Filter) -> String {
     let mut out = String::new();
     for c in conn.shared.clients.lock().values() {
         let info = c.info.lock();
-        if filter.matches(&info) {
+        // A killed client is gone for Redis at once, though its thread may still be ending.
+        if filter.matches(&info) && !c.killed.load(Ordering::SeqCst) {
             out.push_str(&describe(&info, c.stream.as_raw_fd()));
         }
     }
@@ -226,7 +227,8 @@ fn kill_matching(conn: &Conn<'_>, filter: &Filter, skip_me: bool) -> usize {
     let clients = conn.shared.clients.lock();
     let mut killed = 0;
     for (&id, c) in clients.iter() {
-        if (skip_me && id == me) || !filter.matches(&c.info.lock()) {
+        let gone = c.killed.load(Ordering::SeqCst);
+        if gone || (skip_me && id == me) || !filter.matches(&c.info.lock()) {
             continue;
         }
         stop(c, id == me);
