@@ -107,6 +107,10 @@ pub enum Session {
     Config,
     /// `SHUTDOWN`.
     Shutdown,
+    /// `SAVE` and `BGSAVE`.
+    Save,
+    /// `LASTSAVE`.
+    LastSave,
     /// `SX.BEGIN`.
     SxBegin,
     /// `SX.COMMIT`.

@@ -62,6 +62,8 @@ pub(crate) struct Conn<'s> {
     open: Option<Open>,
     /// Reads at this snapshot (`SX.READAT`).
     read_at: Option<Snapshot>,
+    /// Patchgroups made and engaged (`SX.PATCHGROUP`).
+    groups: sx::Groups,
     /// The durability of this connection's writes.
     durability: Durability,
     /// A commit since the replies were last sent that must be made durable before they are.
@@ -92,6 +94,8 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
         multi: None,
         watching: 0,
         resp: 2,
+        lib_name: String::new(),
+        lib_ver: String::new(),
     }));
     let killed = Arc::new(AtomicBool::new(false));
     shared.clients.lock().insert(
@@ -123,6 +127,7 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
         dirty: Arc::new(AtomicBool::new(false)),
         open: None,
         read_at: None,
+        groups: sx::Groups::default(),
         durability: config.durability,
         unsynced: false,
         closing: false,
@@ -345,17 +350,15 @@ impl<'s> Conn<'s> {
                 self.closing = true;
                 Ok(Reply::Ok)
             }
-            Session::Shutdown => {
-                self.closing = true;
-                self.shared.stop();
-                return None;
-            }
+            Session::Shutdown => return admin::shutdown(self, args),
             Session::Select => self.select(&args[1]),
             Session::Reset => Ok(self.reset()),
             Session::Auth | Session::Hello | Session::Client | Session::Command => {
                 admin::run(self, s, args)
             }
-            Session::Info | Session::Config => admin::run(self, s, args),
+            Session::Info | Session::Config | Session::Save | Session::LastSave => {
+                admin::run(self, s, args)
+            }
             Session::Multi
             | Session::Exec
             | Session::Discard
@@ -390,6 +393,7 @@ impl<'s> Conn<'s> {
         self.unwatch_all();
         self.open = None;
         self.read_at = None;
+        self.groups = sx::Groups::default();
         self.db = 0;
         self.resp = 2;
         self.durability = self.shared.config.read().durability;
