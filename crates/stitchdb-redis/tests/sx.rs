@@ -20,9 +20,9 @@ fn bulks(items: &[&str]) -> Value {
 /// hash), straight through the keyspace, so SX.RANGE's skipping is tested on its own.
 fn write_raw(s: &TestServer, db: usize, key: &str, meta: &Meta) {
     let ks = Keyspace::new(s.db.clone(), 16);
-    let mut ctx = Ctx::new(&ks, db, Slot::Own(None)).unwrap();
-    ctx.put_meta(key.as_bytes(), meta).unwrap();
-    ctx.finish(stitchdb::Durability::Sync).unwrap();
+    let mut ctx = Ctx::new(&ks, db, Slot::Own(None)).expect("a view of the database");
+    ctx.put_meta(key.as_bytes(), meta).expect("the write");
+    ctx.finish(stitchdb::Durability::Sync).expect("the commit");
 }
 
 #[test]
