@@ -159,17 +159,35 @@ impl fmt::Display for CliError {
 /// Library errors already say what went wrong and where; their kind picks the status.
 impl From<stitchdb::Error> for CliError {
     fn from(e: stitchdb::Error) -> CliError {
+        CliError::with_exit(engine_exit(&e), e.to_string())
+    }
+}
+
+/// The status of a library error.
+fn engine_exit(e: &stitchdb::Error) -> Exit {
+    match e {
+        e if e.is_corruption() => Exit::Corrupt,
+        stitchdb::Error::NoSuchTable(_) | stitchdb::Error::NoSuchSnapshot(_) => Exit::Missing,
+        // Options come from the command line (`init --zone-size`).
+        stitchdb::Error::Config(_) => Exit::Usage,
+        e => match e.io_error().map(|io| &io.kind) {
+            Some(stitchdb::IoErrorKind::Locked) => Exit::Locked,
+            Some(stitchdb::IoErrorKind::PermissionDenied) => Exit::Permission,
+            Some(stitchdb::IoErrorKind::NotFound) => Exit::Missing,
+            _ => Exit::Failed,
+        },
+    }
+}
+
+/// Opening a store (`stitchdb_host::open`): the errors say what to do; their kind picks the
+/// status.
+impl From<stitchdb_host::OpenError> for CliError {
+    fn from(e: stitchdb_host::OpenError) -> CliError {
+        use stitchdb_host::OpenError;
         let exit = match &e {
-            e if e.is_corruption() => Exit::Corrupt,
-            stitchdb::Error::NoSuchTable(_) | stitchdb::Error::NoSuchSnapshot(_) => Exit::Missing,
-            // Options come from the command line (`init --zone-size`).
-            stitchdb::Error::Config(_) => Exit::Usage,
-            e => match e.io_error().map(|io| &io.kind) {
-                Some(stitchdb::IoErrorKind::Locked) => Exit::Locked,
-                Some(stitchdb::IoErrorKind::PermissionDenied) => Exit::Permission,
-                Some(stitchdb::IoErrorKind::NotFound) => Exit::Missing,
-                _ => Exit::Failed,
-            },
+            OpenError::Missing(_) => Exit::Missing,
+            OpenError::InUse(_) => Exit::Locked,
+            OpenError::Engine(_, engine) => engine_exit(engine),
         };
         CliError::with_exit(exit, e.to_string())
     }
@@ -219,7 +237,7 @@ mod tests {
 
     #[test]
     fn the_locked_status_names_the_wait_every_command_makes() {
-        let wait = stitchdb_fuse::mount::LOCK_WAIT_MS;
+        let wait = stitchdb_host::LOCK_WAIT_MS;
         assert_eq!(wait % 1000, 0, "the wait is shown in whole seconds");
         let shown = format!("after waiting {} s", wait / 1000);
         assert!(
@@ -252,6 +270,27 @@ mod tests {
         ];
         for (e, exit) in cases {
             assert_eq!(CliError::from(e.clone()).exit(), exit, "{e}");
+        }
+    }
+
+    #[test]
+    fn open_errors_get_the_status_of_their_kind() {
+        use stitchdb_host::OpenError;
+        let p = || std::path::PathBuf::from("s.store");
+        let damaged = stitchdb::Error::Corrupt {
+            what: "superblock",
+            place: "slot 0".into(),
+            detail: "bad checksum".into(),
+        };
+        let cases = [
+            (OpenError::Missing(p()), Exit::Missing),
+            (OpenError::InUse(p()), Exit::Locked),
+            (OpenError::Engine(p(), damaged), Exit::Corrupt),
+        ];
+        for (e, exit) in cases {
+            let shown = e.to_string();
+            let e = CliError::from(e);
+            assert_eq!((e.exit(), e.to_string()), (exit, shown));
         }
     }
 

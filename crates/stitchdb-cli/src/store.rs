@@ -6,26 +6,29 @@ use std::ffi::OsString;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use stitchdb::{Db, DbIter, Options, Snapshot, TableId};
+use stitchdb_host::OpenOptions;
 
-/// The options every command opens an existing store with: the defaults, but waiting as a
-/// mount does for another process to let go of the store, which a mount's daemon holds for
-/// a moment after `umount` returns (so `umount DIR && stitchdb check STORE` finds it free).
+/// The options every command opens an existing store with: the host's (`stitchdb_host`), which
+/// wait as a mount does for another process to let go of the store, which a mount's daemon
+/// holds for a moment after `umount` returns (so `umount DIR && stitchdb check STORE` finds it
+/// free).
 pub fn options() -> Options {
-    Options {
-        lock_wait_ms: stitchdb_fuse::mount::LOCK_WAIT_MS,
-        ..Options::default()
-    }
+    OpenOptions::default().engine_options()
 }
 
-/// Opens an existing store for writing. The library's errors (missing file, "locked" when
-/// another process has it open) already name the store, so they are shown as they are.
+/// Opens an existing store for writing, as a mount or a server does: the errors for a
+/// missing store or one in use say what to do.
 pub fn open(path: &Path) -> CliResult<Db> {
-    Ok(Db::open(path, options())?)
+    Ok(stitchdb_host::open(path, &OpenOptions::default())?)
 }
 
 /// Opens an existing store for reading only: nothing is written, not even recovery.
 pub fn open_read_only(path: &Path) -> CliResult<Db> {
-    Ok(Db::open_read_only(path, options())?)
+    let how = OpenOptions {
+        read_only: true,
+        ..OpenOptions::default()
+    };
+    Ok(stitchdb_host::open(path, &how)?)
 }
 
 /// The STORE argument every command takes first.

@@ -812,9 +812,9 @@ fn a_second_writer_gets_the_locked_error() {
     let f = Fixture::new();
     let db = stitchdb::Db::open(&f.store, stitchdb::Options::default()).unwrap();
     let err = f.fails(LOCKED, "put", &["k", "v"]);
-    assert!(err.contains("locked"), "{err}");
+    assert!(err.contains("in use by another process"), "{err}");
     let err = f.fails(LOCKED, "get", &["k"]);
-    assert!(err.contains("locked"), "{err}");
+    assert!(err.contains("in use by another process"), "{err}");
     db.close().unwrap();
     f.ok("put", &["k", "v"]);
 }

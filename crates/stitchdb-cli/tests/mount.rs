@@ -1,7 +1,7 @@
 //! `stitchdb mount` as a user runs it: the daemon returns once mounted, errors for a busy or
-//! missing mount point and a store in use, SIGTERM unmounts leaving everything durable, and a
-//! daemon killed with SIGKILL while writing leaves a store that passes `check`, remounts, and
-//! holds every fsynced file; the `mount.stitchdb` helper passes options on; a user who is not
+//! missing mount point and a store in use, SIGTERM unmounts leaving everything durable, a
+//! read-only mount ends with exit status 0, and a daemon killed with SIGKILL while writing
+//! leaves a store that passes `check`, remounts, and holds every fsynced file; the `mount.stitchdb` helper passes options on; a user who is not
 //! root mounts through `fusermount3` and unmounts once. Every path unmounts (a guard runs
 //! `fusermount3 -u -z`).
 //! Skipped, saying why, where /dev/fuse or fusermount3 is missing.
@@ -221,6 +221,11 @@ fn mount_errors_daemon_and_clean_unmount_on_sigterm() {
     s.check();
     s.mount_foreground();
     assert_eq!(std::fs::read(s.mp().join("big")).unwrap(), data);
+    assert_eq!(std::fs::read(s.mp().join("hello")).unwrap(), b"world");
+    s.unmount();
+    assert!(s.daemon.take().unwrap().wait().unwrap().success());
+    // Read-only: nothing to make durable at the unmount, and exit status 0.
+    s.mount_foreground_with(&["-o", "ro"]);
     assert_eq!(std::fs::read(s.mp().join("hello")).unwrap(), b"world");
     s.unmount();
     assert!(s.daemon.take().unwrap().wait().unwrap().success());

@@ -95,7 +95,8 @@ pub struct FsStat {
 /// A file system in a store: its mainline tree, where every changing operation is one
 /// commit (the operations are [`FileTree`](crate::FileTree)'s methods, `mainline`).
 pub struct Fs {
-    pub(crate) db: Db,
+    /// Shared with whoever else serves the store (a host's other surfaces).
+    pub(crate) db: Arc<Db>,
     tables: Tables,
     pub(crate) opts: FsOptions,
     /// Recent inode records and names. Every mainline operation reads through it; every
@@ -117,9 +118,11 @@ pub struct Fs {
 }
 
 impl Fs {
-    /// Opens the file system in `db`, creating it if the store holds none; unlinked files
-    /// that were still open when the store was last closed (or crashed) are deleted.
-    pub fn mount(db: Db, opts: FsOptions) -> FsResult<Fs> {
+    /// Opens the file system in `db` (a `Db`, or an `Arc<Db>` shared with others serving the
+    /// store), creating it if the store holds none; unlinked files that were still open when
+    /// the store was last closed (or crashed) are deleted.
+    pub fn mount(db: impl Into<Arc<Db>>, opts: FsOptions) -> FsResult<Fs> {
+        let db: Arc<Db> = db.into();
         let tables = if opts.read_only {
             Tables::find(&db)?.ok_or_else(|| {
                 FsError::NoFileSystem("a first read-write mount creates it".into())
@@ -220,10 +223,16 @@ impl Fs {
         &self.opts
     }
 
-    /// Makes everything durable and closes the store.
+    /// Makes everything durable and closes the store, or, if others still share it, only
+    /// makes what this file system wrote durable (the last of them closes it).
     pub fn close(self) -> FsResult<()> {
-        self.db.sync()?;
-        self.db.close()?;
+        match Arc::try_unwrap(self.db) {
+            // Closing makes everything durable first.
+            Ok(db) => db.close()?,
+            // Wrote nothing (and the store may be read-only, which refuses a sync).
+            Err(_) if self.opts.read_only => {}
+            Err(db) => db.sync()?,
+        }
         Ok(())
     }
 

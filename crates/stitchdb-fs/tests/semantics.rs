@@ -1,5 +1,6 @@
 //! Semantics the model test does not reach: readdir offsets while the directory changes,
-//! open-file orphans across a remount, permission checks for other users, a full store.
+//! open-file orphans across a remount, a store shared with others, permission checks for
+//! other users, a full store.
 
 #![allow(clippy::unwrap_used)]
 
@@ -77,6 +78,35 @@ fn readdir_offsets_stay_valid_while_the_directory_changes() {
         );
     }
     ok(&fs);
+}
+
+#[test]
+fn a_file_system_over_a_shared_store_syncs_at_close_and_leaves_the_store_open() {
+    let disk = Arc::new(SimDisk::new(SimConfig {
+        seed: 4,
+        len: 0,
+        capacity: None,
+    }));
+    let db = Arc::new(Db::create_on(disk.clone(), small_options()).unwrap());
+    let fs = Fs::mount(db.clone(), FsOptions::default()).unwrap();
+    let root = Caller::root();
+    let f = fs.create(&root, ROOT_INO, b"f", 0o644).unwrap();
+    fs.write(&root, f.ino, 0, b"data").unwrap();
+    fs.close().unwrap();
+    // Durable: a crash now keeps the file.
+    let crashed = Arc::new(disk.crash(9));
+    let fs = Fs::mount(
+        Db::open_on(crashed, small_options()).unwrap(),
+        FsOptions::default(),
+    )
+    .unwrap();
+    let found = fs.lookup(&root, ROOT_INO, b"f").unwrap();
+    assert_eq!(fs.read(found.ino, 0, 10).unwrap(), b"data");
+    fs.close().unwrap();
+    // The other holder still has the store open, and closes it.
+    let t = db.default_table();
+    db.put(t, "k", "v").unwrap();
+    Arc::try_unwrap(db).ok().unwrap().close().unwrap();
 }
 
 #[test]

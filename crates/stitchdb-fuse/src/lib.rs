@@ -1,6 +1,8 @@
 //! The FUSE adapter of KVFS (`stitchdb-fs`): serves a store's file system to the kernel
 //! through the `fuser` crate (no libfuse: the mount system call as root, `fusermount3` for
-//! other users, both in `sysmount`). `stitchdb mount` is built on [`mount::serve`].
+//! other users, both in `sysmount`). A [`Mount`] is a surface of a `stitchdb_host::Host`,
+//! over a store it may share with others (`stitchdb serve --mount`); `stitchdb mount` is built
+//! on [`mount::serve`], which hosts a mount alone.
 //!
 //! Modules, bottom up (each imports only those before it): `attr` (conversions to FUSE's
 //! types), `mountinfo` (the mounts this process sees), `bdi` (the mount's readahead and
@@ -10,7 +12,8 @@
 //! that decode requests into it and encode its replies, `uring` (the io_uring queues) and
 //! `session` (`/dev/fuse` through `fuser`, which also starts the queues), `sysmount`
 //! (mounting, by the system call or through `fusermount3`, and the test of a live
-//! connection) and `mount` (mount point checks, the session and its clean unmount).
+//! connection) and `mount` (mount point checks, the session, [`Mount`] and its clean
+//! unmount).
 
 #![forbid(unsafe_code)]
 
@@ -29,7 +32,7 @@ mod table;
 mod uring;
 
 pub use bdi::BdiSettings;
-pub use mount::{open_session, serve, unmount};
+pub use mount::{check_mountpoint, open_session, serve, unmount, Mount};
 pub use mountinfo::is_mount_point;
 pub use options::{MountConfig, ServeOptions};
 pub use poll::{Poller, DEFAULT_POLL_WINDOW};

@@ -1,5 +1,6 @@
-//! Mounting a store: the mount point's checks, the FUSE session, and a clean unmount on
-//! SIGTERM, SIGINT or SIGHUP that leaves everything durable.
+//! Mounting a store: the mount point's checks, the FUSE session, a [`Mount`] served over a
+//! store shared with other surfaces, and [`serve`], which hosts a mount alone (unmounted by
+//! a SIGTERM, SIGINT or SIGHUP, everything durable when it returns).
 
 use crate::bdi::BdiSettings;
 use crate::mountinfo::is_mount_point;
@@ -7,15 +8,18 @@ use crate::options::MountConfig;
 use crate::poll::Poller;
 use crate::session::KvFuse;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use stitchdb::{Db, IoErrorKind, Options};
+use std::thread::JoinHandle;
+use stitchdb::Db;
 use stitchdb_fs::FileTree;
 use stitchdb_fs::Fs;
+use stitchdb_host::{Host, Surface};
 
 /// Checks the mount point: it must exist, be a directory, and not be mounted on already.
-fn check_mountpoint(mp: &Path) -> Result<(), String> {
+pub fn check_mountpoint(mp: &Path) -> Result<(), String> {
     let shown = mp.display();
     match std::fs::metadata(mp) {
         Ok(m) if m.is_dir() => {}
@@ -40,38 +44,6 @@ fn check_mountpoint(mp: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// How long a mount (and every `stitchdb` command) waits for another process to let go of
-/// the store: a daemon that was just unmounted may still be closing it.
-pub const LOCK_WAIT_MS: u64 = 3000;
-
-/// Opens the store for the mount, with errors that say what to do.
-fn open_store(c: &MountConfig) -> Result<Db, String> {
-    let shown = c.store.display();
-    if !c.store.exists() {
-        return Err(format!(
-            "no store at {shown} (create one with `stitchdb init {shown}`)"
-        ));
-    }
-    let defaults = Options::default();
-    let opts = Options {
-        lock_wait_ms: LOCK_WAIT_MS,
-        txn_memory: c.txn_memory.unwrap_or(defaults.txn_memory),
-        ..defaults
-    };
-    let opened = if c.read_only {
-        Db::open_read_only(&c.store, opts)
-    } else {
-        Db::open(&c.store, opts)
-    };
-    opened.map_err(|e| match e {
-        stitchdb::Error::Io(io) if io.kind == IoErrorKind::Locked => format!(
-            "store {shown} is in use by another process (is it mounted already? \
-             see `mount | grep {shown}`)"
-        ),
-        e => format!("cannot open store {shown}: {e}"),
-    })
 }
 
 /// Unmounts `mp`: normally, or lazily (detached once the last user lets go) if it is busy.
@@ -189,60 +161,123 @@ fn allow_uring() -> bool {
     }
 }
 
+/// A store's file system mounted and served on a thread of its own, over a store it may
+/// share with other surfaces.
+pub struct Mount {
+    mountpoint: PathBuf,
+    fs: Arc<Fs>,
+    /// Serves the session until the connection ends; then unmounts if the mount is still
+    /// there with nobody to answer it.
+    serving: JoinHandle<std::io::Result<()>>,
+    /// Set once serving has ended, so that a late stop does not unmount the path again
+    /// (which would fail, or take away a file system mounted there since).
+    ended: Arc<AtomicBool>,
+}
+
+impl Mount {
+    /// Mounts the file system of `db` as `c` says (`c.store` names the store for messages,
+    /// the disk's settings and `statfs`; the store's own open options in `c` are the
+    /// opener's business) and serves it until unmounted.
+    pub fn start(db: Arc<Db>, c: &MountConfig) -> Result<Mount, String> {
+        check_mountpoint(&c.mountpoint)?;
+        let fs = Fs::mount(db, c.fs_options())
+            .map_err(|e| format!("cannot mount the file system of {}: {e}", c.store.display()))?;
+        let fs = Arc::new(fs);
+        let mut session = open_session(c, KvFuse::new(fs.clone(), c.serve_options()))?;
+        let ended = Arc::new(AtomicBool::new(false));
+        let (mp, done) = (c.mountpoint.clone(), ended.clone());
+        let serving = std::thread::Builder::new()
+            .name("stitchdb-fuse".into())
+            .spawn(move || {
+                let served = session.run();
+                done.store(true, Ordering::Release);
+                // Serving ends when the connection does, unless reading the device failed:
+                // then the mount is still there, with nobody left to answer it.
+                if crate::sysmount::connected(session.as_fd()) {
+                    if let Err(e) = unmount(&mp) {
+                        tracing::error!("{e}");
+                    }
+                }
+                served
+            });
+        let serving = match serving {
+            Ok(t) => t,
+            Err(e) => {
+                // The session was moved into the closure, dropped with it: the mount is left
+                // with nobody to answer it.
+                let _ = unmount(&c.mountpoint);
+                return Err(format!("starting the mount's thread: {e}"));
+            }
+        };
+        Ok(Mount {
+            mountpoint: c.mountpoint.clone(),
+            fs,
+            serving,
+            ended,
+        })
+    }
+
+    /// Asks the mount to end: unmounts it (lazily if it is busy), unless it has ended.
+    pub fn stopper(&self) -> impl Fn() + Send + Sync + 'static {
+        let (mp, ended) = (self.mountpoint.clone(), self.ended.clone());
+        move || {
+            if !ended.load(Ordering::Acquire) {
+                if let Err(e) = unmount(&mp) {
+                    tracing::error!("{e}");
+                }
+            }
+        }
+    }
+
+    /// Waits until the mount has ended (an `umount`, or a [`stopper`](Self::stopper)) and
+    /// makes everything it wrote durable; the store is closed too if nothing else holds it.
+    pub fn wait(self) -> Result<(), String> {
+        let served = self
+            .serving
+            .join()
+            .map_err(|_| "the mount's thread panicked".to_string())?;
+        served.map_err(|e| format!("serving the mount: {e}"))?;
+        let st = self.fs.db().stats();
+        tracing::info!(
+            "unmounted {}: {} device syncs; merges stitched {} bytes and copied {} bytes; memtable flushes wrote {} bytes; writers waited {} times for a memtable backlog ({:.3} s) and slept {} times while merges were behind ({:.3} s)",
+            self.mountpoint.display(),
+            st.cache.syncs,
+            st.merge_stitched_bytes,
+            st.merge_copied_bytes,
+            st.flushed_bytes,
+            st.stalls.backlog_waits,
+            st.stalls.backlog.as_secs_f64(),
+            st.stalls.paced_sleeps,
+            st.stalls.paced.as_secs_f64()
+        );
+        match Arc::try_unwrap(self.fs) {
+            Ok(fs) => fs.close().map_err(|e| format!("closing the store: {e}")),
+            // Wrote nothing.
+            Err(fs) if fs.options().read_only => Ok(()),
+            Err(fs) => fs.fsync().map_err(|e| format!("syncing the store: {e}")),
+        }
+    }
+
+    /// The mount as a surface of a [`Host`].
+    pub fn into_surface(self) -> Surface {
+        let name = format!("mount {}", self.mountpoint.display());
+        let stop = self.stopper();
+        Surface::new(name, stop, move || self.wait())
+    }
+}
+
 /// Mounts and serves until unmounted (by `umount`, `fusermount3 -u`, or a SIGTERM, SIGINT
 /// or SIGHUP, which unmount); `on_ready` runs once the mount is in place. Everything is
 /// durable when it returns.
 pub fn serve(c: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
+    // Before opening the store: a busy mount point is most likely mounted by the process
+    // holding the store, which opening would wait for and then name instead.
     check_mountpoint(&c.mountpoint)?;
-    let db = open_store(c)?;
-    let fs = Fs::mount(db, c.fs_options())
-        .map_err(|e| format!("cannot mount the file system of {}: {e}", c.store.display()))?;
-    let fs = Arc::new(fs);
-    let mut session = open_session(c, KvFuse::new(fs.clone(), c.serve_options()))?;
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGHUP,
-    ])
-    .map_err(|e| format!("installing signal handlers: {e}"))?;
-    let signal_handle = signals.handle();
-    let mp = c.mountpoint.clone();
-    let watcher = std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            tracing::info!("signal {sig}: unmounting {}", mp.display());
-            if let Err(e) = unmount(&mp) {
-                tracing::error!("{e}");
-            }
-        }
-    });
+    let db = stitchdb_host::open(&c.store, &c.open_options()).map_err(|e| e.to_string())?;
+    let mut host = Host::new(db);
+    host.watch_signals()?;
+    let mount = Mount::start(host.db().clone(), c)?;
+    host.add(mount.into_surface())?;
     on_ready();
-    let served = session.run();
-    // Serving ends when the connection does, unless reading the device failed: then the
-    // mount is still there, with nobody left to answer it.
-    if crate::sysmount::connected(session.as_fd()) {
-        if let Err(e) = unmount(&c.mountpoint) {
-            tracing::error!("{e}");
-        }
-    }
-    drop(session);
-    signal_handle.close();
-    let _ = watcher.join();
-    served.map_err(|e| format!("serving the mount: {e}"))?;
-    let st = fs.db().stats();
-    tracing::info!(
-        "unmounted {}: {} device syncs; merges stitched {} bytes and copied {} bytes; memtable flushes wrote {} bytes; writers waited {} times for a memtable backlog ({:.3} s) and slept {} times while merges were behind ({:.3} s)",
-        c.mountpoint.display(),
-        st.cache.syncs,
-        st.merge_stitched_bytes,
-        st.merge_copied_bytes,
-        st.flushed_bytes,
-        st.stalls.backlog_waits,
-        st.stalls.backlog.as_secs_f64(),
-        st.stalls.paced_sleeps,
-        st.stalls.paced.as_secs_f64()
-    );
-    match Arc::try_unwrap(fs) {
-        Ok(fs) => fs.close().map_err(|e| format!("closing the store: {e}")),
-        Err(fs) => fs.fsync().map_err(|e| format!("syncing the store: {e}")),
-    }
+    host.run()
 }

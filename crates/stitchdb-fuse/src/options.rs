@@ -224,6 +224,15 @@ impl MountConfig {
         }
     }
 
+    /// How a store mounted alone is opened for this mount.
+    pub fn open_options(&self) -> stitchdb_host::OpenOptions {
+        stitchdb_host::OpenOptions {
+            read_only: self.read_only,
+            txn_memory: self.txn_memory,
+            create: false,
+        }
+    }
+
     /// How the kernel is served for this mount.
     pub fn serve_options(&self) -> ServeOptions {
         ServeOptions {

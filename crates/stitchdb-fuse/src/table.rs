@@ -809,6 +809,10 @@ impl Served {
         tracing::info!(
             "{fsyncs} answers sent once durable (FSYNC, FSYNCDIR; with -o sync, changes) after {syncs} syncs of the store"
         );
+        // A read-only mount wrote nothing (and its store may refuse a sync).
+        if self.fs.options().read_only {
+            return;
+        }
         if let Err(e) = self.fs.fsync() {
             tracing::error!("sync at unmount failed: {e}");
         }

@@ -48,3 +48,24 @@ impl Default for Config {
         }
     }
 }
+
+/// A durability level by its name (`sync`, `written`, `ordered`, `async`; any case).
+pub fn parse_durability(name: &str) -> Option<Durability> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "sync" => Durability::Sync,
+        "written" => Durability::Written,
+        "ordered" => Durability::Ordered,
+        "async" => Durability::Async,
+        _ => return None,
+    })
+}
+
+/// A durability level's name.
+pub fn durability_name(d: Durability) -> &'static str {
+    match d {
+        Durability::Sync => "sync",
+        Durability::Written => "written",
+        Durability::Ordered => "ordered",
+        Durability::Async => "async",
+    }
+}

@@ -52,6 +52,11 @@ impl Server {
         let addr = listener
             .local_addr()
             .map_err(|e| format!("listening socket: {e}"))?;
+        // `CONFIG GET port` and `INFO` show the port listened on (when 0 picked one).
+        let config = Config {
+            port: addr.port(),
+            ..config
+        };
         let ks = Keyspace::new(db, config.databases);
         // The default database exists before the first client comes, and its keys are
         // counted now rather than during someone's first command.

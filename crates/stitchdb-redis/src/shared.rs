@@ -35,6 +35,10 @@ pub struct ClientInfo {
     pub watching: usize,
     /// RESP version.
     pub resp: u8,
+    /// `CLIENT SETINFO LIB-NAME`.
+    pub lib_name: String,
+    /// `CLIENT SETINFO LIB-VER`.
+    pub lib_ver: String,
 }
 
 /// A client as the server holds it.
@@ -85,6 +89,8 @@ pub struct Shared {
     stopped: Condvar,
     /// Unix seconds of the last commit made durable by a `SAVE` (for `LASTSAVE`).
     pub last_save: AtomicU64,
+    /// This run's random id (`INFO`'s `run_id`).
+    pub run_id: String,
 }
 
 impl Shared {
@@ -100,6 +106,9 @@ impl Shared {
             stopping: Mutex::new(false),
             stopped: Condvar::new(),
             last_save: AtomicU64::new(crate::keyspace::ctx::now_ms() / 1000),
+            run_id: (0..40)
+                .map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16]))
+                .collect(),
         }
     }
 

@@ -13,6 +13,7 @@ mod mount;
 mod pg;
 mod repair;
 mod scan;
+mod serve;
 mod snapshot;
 mod tables;
 mod txn;
@@ -64,6 +65,13 @@ pub enum Command {
     Defrag(maintain::DefragArgs),
     /// Mount the store's file system on a directory (KVFS over FUSE; a daemon unless -f)
     Mount(mount::MountArgs),
+    /// Serve the store over the Redis protocol, and with --mount its file system too, in one
+    /// process until SIGTERM, SIGINT, SIGHUP, a client's SHUTDOWN or an unmount
+    ///
+    /// Prints one line once serving: `ready: redis ADDR:PORT`, and `, mount DIR` with
+    /// --mount. When it ends, everything clients and the mount wrote is durable and the store
+    /// is closed; a signal, SHUTDOWN or unmount ends it with exit status 0.
+    Serve(serve::ServeArgs),
     /// Patchgroups on a mounted file system: create, depend, sync, close, list, and run a
     /// command with a group engaged
     #[command(subcommand)]
@@ -98,6 +106,7 @@ impl Command {
             Command::Snapshot(cmd) => snapshot::run(cmd),
             Command::Defrag(args) => maintain::defrag(args),
             Command::Mount(args) => mount::run(args),
+            Command::Serve(args) => serve::run(args),
             Command::Pg(cmd) => pg::run(cmd),
             Command::Txn(cmd) => txn::run(cmd),
             Command::Bench(args) => bench::run(args),

@@ -29,6 +29,15 @@ pub fn unavailable() -> Option<&'static str> {
     None
 }
 
+/// Unmounts `mp` lazily (detached at once, finished when the last user lets go), if
+/// anything is mounted there.
+pub fn force_unmount(mp: &std::path::Path) {
+    let _ = Command::new("fusermount3")
+        .args(["-u", "-z"])
+        .arg(mp)
+        .output();
+}
+
 /// A mounted store.
 pub struct Mounted {
     pub tmp: tempfile::TempDir,
@@ -108,10 +117,7 @@ impl Mounted {
 
     /// Unmounts (lazily, if busy) and waits for the daemon to end.
     pub fn unmount(&mut self) {
-        let _ = Command::new("fusermount3")
-            .args(["-u", "-z"])
-            .arg(self.mp())
-            .status();
+        force_unmount(&self.mp());
         if let Some(mut d) = self.daemon.take() {
             let _ = d.wait();
         }

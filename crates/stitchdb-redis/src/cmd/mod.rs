@@ -5,9 +5,11 @@
 //! [`Session`] tag and run by the connection.
 
 pub mod args;
+pub mod collection;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod longdouble;
 pub mod scan;
 pub mod server;
 pub mod sets;
@@ -105,6 +107,10 @@ pub enum Session {
     Config,
     /// `SHUTDOWN`.
     Shutdown,
+    /// `SAVE` and `BGSAVE`.
+    Save,
+    /// `LASTSAVE`.
+    LastSave,
     /// `SX.BEGIN`.
     SxBegin,
     /// `SX.COMMIT`.

@@ -1,7 +1,9 @@
 //! Server and connection commands: the ones over data (`PING`, `DBSIZE`, `FLUSHDB` ...) run
-//! here; the rest are tags the connection runs (`conn`).
+//! here; the rest are tags the connection runs (`conn`). The subcommands of the commands
+//! that have them (`CLIENT SETNAME`, `CONFIG GET` ...) are tables here too, for their arity
+//! errors, their `HELP` and `COMMAND INFO`.
 
-use super::{args, CmdResult, Keys, Run, Session, Spec};
+use super::{args, CmdResult, Failure, Keys, Run, Session, Spec};
 use crate::keyspace::Ctx;
 use crate::resp::reply::Reply;
 
@@ -135,7 +137,277 @@ pub const COMMANDS: &[Spec] = &[
         &["admin", "noscript", "loading", "stale", "no_multi"],
         Session::Shutdown,
     ),
+    session(
+        "save",
+        1,
+        &["admin", "noscript", "no_async_loading", "no_multi"],
+        Session::Save,
+    ),
+    session(
+        "bgsave",
+        -1,
+        &["admin", "noscript", "no_async_loading"],
+        Session::Save,
+    ),
+    session(
+        "lastsave",
+        1,
+        &["loading", "stale", "fast"],
+        Session::LastSave,
+    ),
 ];
+
+/// A subcommand (`client|setname`), as `COMMAND INFO` and the arity check see it.
+pub struct Sub {
+    /// The full name, in lower case: the command's, `|`, the subcommand's.
+    pub name: &'static str,
+    /// Redis's arity, counting the command and the subcommand.
+    pub arity: i32,
+    /// Redis's flags.
+    pub flags: &'static [&'static str],
+    /// Its lines in the command's `HELP`: the usage, then what it does (indented).
+    pub help: &'static [&'static str],
+}
+
+const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
+const PLAIN: &[&str] = &["noscript", "loading", "stale"];
+const HELPS: &[&str] = &["loading", "stale"];
+
+/// `CLIENT`'s subcommands.
+pub const CLIENT_SUBS: &[Sub] = &[
+    Sub {
+        name: "client|getname",
+        arity: 2,
+        flags: PLAIN,
+        help: &["GETNAME", "    Return the name of the current connection."],
+    },
+    Sub {
+        name: "client|id",
+        arity: 2,
+        flags: PLAIN,
+        help: &["ID", "    Return the ID of the current connection."],
+    },
+    Sub {
+        name: "client|info",
+        arity: 2,
+        flags: PLAIN,
+        help: &[
+            "INFO",
+            "    Return information about the current client connection.",
+        ],
+    },
+    Sub {
+        name: "client|kill",
+        arity: -3,
+        flags: ADMIN,
+        help: &[
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ID <client-id>",
+            "      Kill connections by client id.",
+            "    * ADDR <ip:port>",
+            "      Kill connections made from the specified address",
+            "    * LADDR <ip:port>",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+        ],
+    },
+    Sub {
+        name: "client|list",
+        arity: -2,
+        flags: ADMIN,
+        help: &[
+            "LIST [options ...]",
+            "    Return information about client connections. Options:",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Return clients of specified type.",
+            "    * ID <client-id> [<client-id> ...]",
+            "      Return clients with the given ids.",
+        ],
+    },
+    Sub {
+        name: "client|setname",
+        arity: 3,
+        flags: PLAIN,
+        help: &[
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+        ],
+    },
+    Sub {
+        name: "client|setinfo",
+        arity: 4,
+        flags: PLAIN,
+        help: &[
+            "SETINFO <LIB-NAME|LIB-VER> <value>",
+            "    Set client library name or version (accepted, as Redis 7.2 does).",
+        ],
+    },
+    Sub {
+        name: "client|no-evict",
+        arity: 3,
+        flags: ADMIN,
+        help: &[
+            "NO-EVICT (ON|OFF)",
+            "    Accepted; clients are never evicted here.",
+        ],
+    },
+    Sub {
+        name: "client|no-touch",
+        arity: 3,
+        flags: PLAIN,
+        help: &[
+            "NO-TOUCH (ON|OFF)",
+            "    Accepted; keys keep no access times here.",
+        ],
+    },
+    Sub {
+        name: "client|help",
+        arity: 2,
+        flags: HELPS,
+        help: &[],
+    },
+];
+
+/// `CONFIG`'s subcommands.
+pub const CONFIG_SUBS: &[Sub] = &[
+    Sub {
+        name: "config|get",
+        arity: -3,
+        flags: ADMIN,
+        help: &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+        ],
+    },
+    Sub {
+        name: "config|set",
+        arity: -4,
+        flags: ADMIN,
+        help: &[
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+        ],
+    },
+    Sub {
+        name: "config|resetstat",
+        arity: 2,
+        flags: ADMIN,
+        help: &[
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+        ],
+    },
+    Sub {
+        name: "config|rewrite",
+        arity: 2,
+        flags: ADMIN,
+        help: &[
+            "REWRITE",
+            "    Rewrite the configuration file (there is none here).",
+        ],
+    },
+    Sub {
+        name: "config|help",
+        arity: 2,
+        flags: HELPS,
+        help: &[],
+    },
+];
+
+/// `COMMAND`'s subcommands.
+pub const COMMAND_SUBS: &[Sub] = &[
+    Sub { name: "command|count", arity: 2, flags: HELPS, help: &["COUNT", "    Return the total number of commands in this Redis server."] },
+    Sub {
+        name: "command|list",
+        arity: -2,
+        flags: HELPS,
+        help: &[
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "    Filter with FILTERBY MODULE <name>, ACLCAT <category> or PATTERN <pattern>.",
+        ],
+    },
+    Sub {
+        name: "command|info",
+        arity: -2,
+        flags: HELPS,
+        help: &["INFO [<command-name> ...]", "    Return details about multiple Redis commands (all if none is given)."],
+    },
+    Sub {
+        name: "command|docs",
+        arity: -2,
+        flags: HELPS,
+        help: &["DOCS [<command-name> ...]", "    Return documentation details about multiple Redis commands (all if none is given)."],
+    },
+    Sub {
+        name: "command|getkeys",
+        arity: -4,
+        flags: HELPS,
+        help: &["GETKEYS <full-command>", "    Return the keys from a full Redis command."],
+    },
+    Sub { name: "command|help", arity: 2, flags: HELPS, help: &[] },
+];
+
+/// The subcommands of command `parent` (none for most commands).
+pub fn subcommands(parent: &str) -> &'static [Sub] {
+    match parent {
+        "client" => CLIENT_SUBS,
+        "config" => CONFIG_SUBS,
+        "command" => COMMAND_SUBS,
+        "sx.snapshot" => super::sx::SNAPSHOT_SUBS,
+        "sx.patchgroup" => super::sx::PATCHGROUP_SUBS,
+        _ => &[],
+    }
+}
+
+/// The subcommand `a[1]` of command `parent`, checked against its arity; Redis's errors for
+/// an unknown one and for a wrong number of arguments.
+pub fn find_sub(parent: &str, a: &[Vec<u8>]) -> Result<&'static Sub, Failure> {
+    let wanted = a.get(1).map(|s| args::text(s)).unwrap_or_default();
+    let lower = wanted.to_ascii_lowercase();
+    let sub = subcommands(parent)
+        .iter()
+        .find(|s| s.name.split_once('|').is_some_and(|(_, n)| n == lower))
+        .ok_or_else(|| {
+            let shown: String = wanted.chars().take(128).collect();
+            args::err(format!(
+                "ERR unknown subcommand '{shown}'. Try {} HELP.",
+                parent.to_ascii_uppercase()
+            ))
+        })?;
+    let n = a.len();
+    let fits = if sub.arity >= 0 {
+        n == sub.arity as usize
+    } else {
+        n >= sub.arity.unsigned_abs() as usize
+    };
+    if !fits {
+        return Err(args::err(args::arity_error(sub.name)));
+    }
+    Ok(sub)
+}
+
+/// A command's `HELP`: Redis's header, each subcommand's lines, then `HELP`'s.
+pub fn help(parent: &str) -> Reply {
+    let mut lines = vec![format!(
+        "{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        parent.to_ascii_uppercase()
+    )];
+    for sub in subcommands(parent) {
+        lines.extend(sub.help.iter().map(|l| l.to_string()));
+    }
+    lines.push("HELP".into());
+    lines.push("    Prints this help.".into());
+    Reply::Array(lines.into_iter().map(Reply::Simple).collect())
+}
 
 fn ping(_: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     match a.len() {

@@ -1,20 +1,88 @@
 //! The connection and server commands: `AUTH`, `HELLO`, `CLIENT`, `COMMAND`, `INFO`,
-//! `CONFIG`.
+//! `CONFIG`, `SAVE`, `BGSAVE`, `LASTSAVE`, `SHUTDOWN`.
+
+mod client;
+mod command;
+mod config;
+mod info;
 
 use super::Conn;
-use crate::cmd::{args, CmdResult, Session};
+use crate::cmd::{args, CmdResult, Failure, Session};
+use crate::keyspace::ctx::now_ms;
 use crate::resp::reply::Reply;
+use std::sync::atomic::Ordering;
 
 /// Runs one of the family's commands.
 pub(super) fn run(conn: &mut Conn<'_>, s: Session, a: &[Vec<u8>]) -> CmdResult {
     match s {
         Session::Auth => auth(conn, a),
         Session::Hello => hello(conn, a),
-        _ => Err(args::err(format!(
-            "ERR {} is not implemented yet",
-            args::text(&a[0])
-        ))),
+        Session::Client => client::run(conn, a),
+        Session::Command => command::run(conn, a),
+        Session::Info => Ok(info::run(conn, a)),
+        Session::Config => config::run(conn, a),
+        Session::Save => save(conn, a),
+        Session::LastSave => Ok(Reply::Int(
+            conn.shared.last_save.load(Ordering::Relaxed) as i64
+        )),
+        _ => Err(args::err("ERR unexpected server command")),
     }
+}
+
+/// Records the subcommand a command ran, as `CLIENT LIST` shows it (`client|list`).
+fn ran(conn: &Conn<'_>, full_name: &str) {
+    let mut info = conn.info.lock();
+    info.last_cmd.clear();
+    info.last_cmd.push_str(full_name);
+}
+
+/// `SAVE`, `BGSAVE [SCHEDULE]`: every commit is in the store already; this makes them all
+/// durable (a connection at a durability below `sync` may have left some in memory).
+fn save(conn: &mut Conn<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let background = args::is(&a[0], "bgsave");
+    if background && a.len() == 2 && !args::is(&a[1], "schedule") || a.len() > 2 {
+        return Err(args::syntax());
+    }
+    conn.shared.ks.db.sync().map_err(Failure::Store)?;
+    conn.shared
+        .last_save
+        .store(now_ms() / 1000, Ordering::Relaxed);
+    Ok(if background {
+        Reply::Simple("Background saving started".into())
+    } else {
+        Reply::Ok
+    })
+}
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: stops the whole server (which makes every
+/// commit durable as it stops, `NOSAVE` or not). No reply: the connection closes.
+pub(super) fn shutdown(conn: &mut Conn<'_>, a: &[Vec<u8>]) -> Option<Reply> {
+    let (mut save, mut nosave, mut abort, mut other) = (false, false, false, false);
+    for w in &a[1..] {
+        match args::text(w).to_ascii_lowercase().as_str() {
+            "save" => save = true,
+            "nosave" => nosave = true,
+            "abort" => abort = true,
+            "now" | "force" => other = true,
+            _ => return Some(args::syntax().reply()),
+        }
+    }
+    if (save && nosave) || (abort && (save || nosave || other)) {
+        return Some(args::syntax().reply());
+    }
+    if abort {
+        return Some(Reply::Error("ERR No shutdown in progress.".into()));
+    }
+    if let Err(e) = conn.shared.ks.db.sync() {
+        tracing::error!("SHUTDOWN: syncing the store: {e}");
+        return Some(Reply::Error(
+            "ERR Errors trying to SHUTDOWN. Check logs.".into(),
+        ));
+    }
+    tracing::info!("SHUTDOWN from client {}", conn.id());
+    conn.closing = true;
+    conn.shared.stop();
+    None
 }
 
 /// Whether `user`/`pass` is the default user with the configured password.

@@ -22,8 +22,11 @@ use std::sync::Arc;
 use std::time::Instant;
 use stitchdb::{Durability, Snapshot, Transaction};
 
-/// Bytes read from the socket at a time.
+/// Bytes read from the socket at a time (at least).
 const READ_CHUNK: usize = 16 << 10;
+
+/// Input buffer kept between requests; a larger one is given back once empty.
+const KEPT_INPUT: usize = 1 << 20;
 
 /// Times a command is run again after a conflict with a concurrent transaction before the
 /// conflict is the client's reply.
@@ -43,9 +46,12 @@ pub(crate) struct Conn<'s> {
     info: Arc<Mutex<ClientInfo>>,
     killed: Arc<AtomicBool>,
     parser: Parser,
-    /// Input not parsed yet: `input[consumed..]`.
+    /// Input not parsed yet: `input[consumed..filled]`. The buffer's bytes past `filled`
+    /// are room for the next read, zeroed once when the buffer grows rather than at every
+    /// read.
     input: Vec<u8>,
     consumed: usize,
+    filled: usize,
     /// Replies not sent yet.
     out: Vec<u8>,
     /// RESP version (2 or 3).
@@ -62,6 +68,8 @@ pub(crate) struct Conn<'s> {
     open: Option<Open>,
     /// Reads at this snapshot (`SX.READAT`).
     read_at: Option<Snapshot>,
+    /// Patchgroups made and engaged (`SX.PATCHGROUP`).
+    groups: sx::Groups,
     /// The durability of this connection's writes.
     durability: Durability,
     /// A commit since the replies were last sent that must be made durable before they are.
@@ -92,6 +100,8 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
         multi: None,
         watching: 0,
         resp: 2,
+        lib_name: String::new(),
+        lib_ver: String::new(),
     }));
     let killed = Arc::new(AtomicBool::new(false));
     shared.clients.lock().insert(
@@ -114,6 +124,7 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
         parser: Parser::new(config.parse),
         input: Vec::new(),
         consumed: 0,
+        filled: 0,
         out: Vec::new(),
         resp: 2,
         db: 0,
@@ -123,6 +134,7 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
         dirty: Arc::new(AtomicBool::new(false)),
         open: None,
         read_at: None,
+        groups: sx::Groups::default(),
         durability: config.durability,
         unsynced: false,
         closing: false,
@@ -151,26 +163,37 @@ impl<'s> Conn<'s> {
 
     /// Reads what the client sent; false once it has closed.
     fn read_more(&mut self) -> std::io::Result<bool> {
-        if self.consumed > 0 && self.consumed * 2 >= self.input.len() {
-            self.input.drain(..self.consumed);
+        if self.consumed == self.filled {
             self.consumed = 0;
-        }
-        let len = self.input.len();
-        self.input.resize(len + READ_CHUNK, 0);
-        let n = match self.stream.read(&mut self.input[len..]) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => 0,
-            Err(e) => {
-                self.input.truncate(len);
-                return Err(e);
+            self.filled = 0;
+            // A big request came and went: do not keep its room for the client's lifetime.
+            if self.input.len() > KEPT_INPUT {
+                self.input = Vec::new();
             }
+        }
+        if self.input.len() - self.filled < READ_CHUNK {
+            if self.consumed > 0 {
+                // Move what is left to the front rather than grow.
+                self.input.copy_within(self.consumed..self.filled, 0);
+                self.filled -= self.consumed;
+                self.consumed = 0;
+            }
+            if self.input.len() - self.filled < READ_CHUNK {
+                let want = (self.filled + READ_CHUNK).max(self.input.len() * 2);
+                self.input.resize(want, 0);
+            }
+        }
+        let n = match self.stream.read(&mut self.input[self.filled..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
+            Err(e) => return Err(e),
         };
-        self.input.truncate(len + n);
+        self.filled += n;
         self.shared.count(&self.shared.stats.net_in, n as u64);
         if n == 0 {
             return Ok(false);
         }
-        let held = self.input.len() - self.consumed + self.parser.held();
+        let held = self.filled - self.consumed + self.parser.held();
         if held > self.shared.config.read().query_buffer_limit {
             tracing::warn!(
                 "closing client {}: it reached the query buffer limit",
@@ -187,7 +210,7 @@ impl<'s> Conn<'s> {
         while !self.closing {
             let (used, parsed) = self
                 .parser
-                .parse(&self.input[self.consumed..], self.authenticated);
+                .parse(&self.input[self.consumed..self.filled], self.authenticated);
             self.consumed += used;
             match parsed {
                 Parsed::Incomplete => break,
@@ -345,17 +368,15 @@ impl<'s> Conn<'s> {
                 self.closing = true;
                 Ok(Reply::Ok)
             }
-            Session::Shutdown => {
-                self.closing = true;
-                self.shared.stop();
-                return None;
-            }
+            Session::Shutdown => return admin::shutdown(self, args),
             Session::Select => self.select(&args[1]),
             Session::Reset => Ok(self.reset()),
             Session::Auth | Session::Hello | Session::Client | Session::Command => {
                 admin::run(self, s, args)
             }
-            Session::Info | Session::Config => admin::run(self, s, args),
+            Session::Info | Session::Config | Session::Save | Session::LastSave => {
+                admin::run(self, s, args)
+            }
             Session::Multi
             | Session::Exec
             | Session::Discard
@@ -390,6 +411,7 @@ impl<'s> Conn<'s> {
         self.unwatch_all();
         self.open = None;
         self.read_at = None;
+        self.groups = sx::Groups::default();
         self.db = 0;
         self.resp = 2;
         self.durability = self.shared.config.read().durability;

@@ -5,7 +5,7 @@
 //! `WATCH` makes `EXEC` reply nil and run nothing.
 
 use super::{Conn, RETRIES};
-use crate::cmd::{args, CmdResult, Keys, Run, Session, Spec};
+use crate::cmd::{args, CmdResult, Failure, Keys, Run, Session, Spec};
 use crate::keyspace::ctx::Slot;
 use crate::keyspace::Ctx;
 use crate::resp::reply::Reply;
@@ -38,6 +38,14 @@ pub(super) fn runs_at_once(spec: &Spec) -> bool {
 impl Conn<'_> {
     /// Queues a command inside `MULTI`.
     pub(super) fn queue(&mut self, spec: &'static Spec, args: Vec<Vec<u8>>) -> Reply {
+        if spec.flags.contains(&"no_multi") {
+            self.queue_failed();
+            return Reply::Error("ERR Command not allowed inside a transaction".into());
+        }
+        if self.read_at.is_some() && spec.writes() {
+            self.queue_failed();
+            return Reply::Error("READONLY You can't write against a snapshot.".into());
+        }
         if let Some(q) = &mut self.multi {
             q.cmds.push((spec, args));
             self.info.lock().multi = Some(q.cmds.len());
@@ -143,30 +151,38 @@ fn exec(conn: &mut Conn<'_>) -> CmdResult {
             "ERR EXEC inside SX.BEGIN: queue nothing, the transaction is already open",
         ));
     }
+    match conn.read_at.take() {
+        // At a snapshot (`SX.READAT`) the queue holds reads only (writes were refused while
+        // queueing): they run there, and there is nothing to commit.
+        Some(snap) => {
+            let done = Ctx::at_snapshot(ks, conn.db, &snap)
+                .map_err(Failure::from)
+                .and_then(|mut ctx| Ok((run_each(conn, &mut ctx, &q)?, ctx.db())));
+            conn.read_at = Some(snap);
+            let (replies, selected) = done?;
+            conn.db = selected;
+            conn.info.lock().db = selected;
+            Ok(Reply::Array(replies))
+        }
+        None => run_queued(conn, &q),
+    }
+}
+
+/// Runs the queued commands as one commit, again after a conflict with an interactive
+/// transaction.
+fn run_queued(conn: &mut Conn<'_>, q: &Queued) -> CmdResult {
+    let shared: &Shared = conn.shared;
     let mut last = None;
     for _ in 0..RETRIES {
-        let mut ctx = Ctx::new(ks, conn.db, Slot::Own(None))?;
-        let mut replies = Vec::with_capacity(q.cmds.len());
-        let mut conflict = None;
-        for (spec, a) in &q.cmds {
-            let r = match spec.run {
-                Run::Data(f) => f(&mut ctx, a),
-                Run::Session(Session::Select) => select_in(&mut ctx, &a[1]),
-                Run::Session(s) => Ok(conn.session(s, a).unwrap_or(Reply::Ok)),
-            };
-            match r {
-                Ok(reply) => replies.push(reply),
-                Err(f) if f.is_conflict() => {
-                    conflict = Some(f);
-                    break;
-                }
-                Err(f) => replies.push(f.reply()),
+        let mut ctx = Ctx::new(&shared.ks, conn.db, Slot::Own(None))?;
+        let replies = match run_each(conn, &mut ctx, q) {
+            Ok(r) => r,
+            Err(f) if f.is_conflict() => {
+                last = Some(f);
+                continue;
             }
-        }
-        if let Some(f) = conflict {
-            last = Some(f);
-            continue;
-        }
+            Err(f) => return Err(f),
+        };
         let selected = ctx.db();
         match conn.commit(ctx) {
             Ok(()) => {
@@ -179,6 +195,25 @@ fn exec(conn: &mut Conn<'_>) -> CmdResult {
         }
     }
     Err(last.unwrap_or_else(|| args::err("ERR transaction kept conflicting")))
+}
+
+/// Runs each queued command in `ctx`; their replies, errors included, or the conflict that
+/// stopped them.
+fn run_each(conn: &mut Conn<'_>, ctx: &mut Ctx<'_>, q: &Queued) -> Result<Vec<Reply>, Failure> {
+    let mut replies = Vec::with_capacity(q.cmds.len());
+    for (spec, a) in &q.cmds {
+        let r = match spec.run {
+            Run::Data(f) => f(ctx, a),
+            Run::Session(Session::Select) => select_in(ctx, &a[1]),
+            Run::Session(s) => Ok(conn.session(s, a).unwrap_or(Reply::Ok)),
+        };
+        match r {
+            Ok(reply) => replies.push(reply),
+            Err(f) if f.is_conflict() => return Err(f),
+            Err(f) => replies.push(f.reply()),
+        }
+    }
+    Ok(replies)
 }
 
 /// `SELECT` inside `EXEC`: the commands after it use that database.

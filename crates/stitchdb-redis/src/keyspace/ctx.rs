@@ -66,6 +66,9 @@ impl Outcome {
 }
 
 /// Where a command's writes go.
+// A `Slot` lives on the stack for one command; boxing the transaction would cost every
+// write command an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum Slot<'a> {
     /// A transaction of the command's own, begun at its first write.
     Own(Option<Transaction<'static>>),

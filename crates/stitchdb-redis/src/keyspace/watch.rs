@@ -11,13 +11,16 @@ use std::sync::Arc;
 /// A client's "a watched key changed" flag.
 pub type Dirty = Arc<AtomicBool>;
 
+/// Each watched key's watchers.
+type Watchers = HashMap<(usize, Vec<u8>), Vec<Dirty>>;
+
 /// Every watch in the server.
 #[derive(Default)]
 pub struct Watches {
     /// Keys watched, so that commits skip the map when nobody watches (the common case).
     watched: AtomicUsize,
     /// Guarded by itself: each watched key's watchers.
-    map: Mutex<HashMap<(usize, Vec<u8>), Vec<Dirty>>>,
+    map: Mutex<Watchers>,
 }
 
 impl Watches {

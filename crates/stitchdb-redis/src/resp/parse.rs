@@ -47,6 +47,9 @@ pub enum Parsed {
     Error(String),
 }
 
+/// An inline request: the bytes it took, and its arguments.
+type Line = (usize, Vec<Vec<u8>>);
+
 /// Where the parser is within a request.
 #[derive(Debug, Default)]
 enum State {
@@ -244,7 +247,7 @@ impl Parser {
 
     /// An inline request: the bytes it took and its arguments (none for a blank line), or
     /// `None` if its line has not ended yet.
-    fn inline(&self, input: &[u8]) -> Result<Option<(usize, Vec<Vec<u8>>)>, String> {
+    fn inline(&self, input: &[u8]) -> Result<Option<Line>, String> {
         let Some(nl) = find(input, b'\n') else {
             if input.len() > self.limits.max_inline_len {
                 return Err(protocol("too big inline request"));

@@ -27,6 +27,9 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// A set (`SMEMBERS`): an array in RESP2.
     Set(Vec<Reply>),
+    /// Pairs whose order matters (`ZRANGE ... WITHSCORES`, `HRANDFIELD ... WITHVALUES`): a
+    /// flat array in RESP2, an array of two-element arrays in RESP3, as Redis 7.0 replies.
+    Pairs(Vec<(Reply, Reply)>),
     /// A double (`ZSCORE`): a bulk string in RESP2, formatted as C's `%.17g`.
     Double(f64),
     /// A boolean: `1` or `0` in RESP2.
@@ -97,6 +100,20 @@ impl Reply {
                 for (k, v) in pairs {
                     k.encode(resp, out);
                     v.encode(resp, out);
+                }
+            }
+            Reply::Pairs(pairs) => {
+                if v3 {
+                    header(out, b'*', pairs.len() as i64);
+                } else {
+                    header(out, b'*', 2 * pairs.len() as i64);
+                }
+                for (a, b) in pairs {
+                    if v3 {
+                        header(out, b'*', 2);
+                    }
+                    a.encode(resp, out);
+                    b.encode(resp, out);
                 }
             }
             Reply::Double(d) => {
@@ -197,6 +214,9 @@ mod tests {
         assert_eq!(enc(&Reply::Double(1.5), 2), "$3\r\n1.5\r\n");
         assert_eq!(enc(&Reply::Double(1.5), 3), ",1.5\r\n");
         assert_eq!(enc(&Reply::Bool(true), 2), ":1\r\n");
+        let p = Reply::Pairs(vec![(Reply::bulk("a"), Reply::Double(1.0))]);
+        assert_eq!(enc(&p, 2), "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+        assert_eq!(enc(&p, 3), "*1\r\n*2\r\n$1\r\na\r\n,1\r\n");
         assert_eq!(enc(&Reply::Error("ERR a\nb".into()), 2), "-ERR a b\r\n");
     }
 

@@ -1,7 +1,7 @@
 //! Shared by the integration tests: a server over a fresh store on a free port, and a plain
 //! RESP client that reads replies as values.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 pub mod redis;
 
