@@ -5,9 +5,12 @@
 //! [`Session`] tag and run by the connection.
 
 pub mod args;
+pub mod bits;
+pub mod expiry;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+mod longdouble;
 pub mod scan;
 pub mod server;
 pub mod sets;
@@ -203,7 +206,9 @@ impl Spec {
 /// Every command family's table.
 const FAMILIES: &[&[Spec]] = &[
     keys::COMMANDS,
+    expiry::COMMANDS,
     strings::COMMANDS,
+    bits::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,
     sets::COMMANDS,

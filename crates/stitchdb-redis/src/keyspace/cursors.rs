@@ -12,8 +12,14 @@ const CURSORS: usize = 16 << 10;
 /// The cursors handed out.
 #[derive(Default)]
 pub struct Cursors {
-    /// Guarded by itself: positions by cursor, and cursors oldest first.
-    table: Mutex<(HashMap<u64, Vec<u8>>, VecDeque<u64>)>,
+    table: Mutex<Table>,
+}
+
+/// Positions by cursor, and the cursors oldest first (to evict the oldest).
+#[derive(Default)]
+struct Table {
+    positions: HashMap<u64, Vec<u8>>,
+    order: VecDeque<u64>,
 }
 
 impl Cursors {
@@ -23,15 +29,15 @@ impl Cursors {
         let id = loop {
             // Positive, below 2^63, so every client reads it as a signed or unsigned number.
             let id = rand::random::<u64>() >> 1;
-            if id != 0 && !t.0.contains_key(&id) {
+            if id != 0 && !t.positions.contains_key(&id) {
                 break id;
             }
         };
-        t.0.insert(id, position);
-        t.1.push_back(id);
-        while t.1.len() > CURSORS {
-            if let Some(old) = t.1.pop_front() {
-                t.0.remove(&old);
+        t.positions.insert(id, position);
+        t.order.push_back(id);
+        while t.order.len() > CURSORS {
+            if let Some(old) = t.order.pop_front() {
+                t.positions.remove(&old);
             }
         }
         id
@@ -43,6 +49,6 @@ impl Cursors {
         if id == 0 {
             return None;
         }
-        self.table.lock().0.get(&id).cloned()
+        self.table.lock().positions.get(&id).cloned()
     }
 }
