@@ -155,6 +155,13 @@ impl Keyspace {
         Ok(t)
     }
 
+    /// Database 0 and every database whose tables the store holds.
+    pub fn stored_databases(&self) -> Vec<usize> {
+        (0..self.tables.len())
+            .filter(|&n| n == 0 || self.db.table(&DbTables::names(n)[0]).is_ok())
+            .collect()
+    }
+
     /// The databases used so far (their tables exist).
     pub fn opened(&self) -> Vec<usize> {
         (0..self.tables.len())
