@@ -58,10 +58,13 @@ impl Server {
             ..config
         };
         let ks = Keyspace::new(db, config.databases);
-        // The default database exists before the first client comes, and its keys are
-        // counted now rather than during someone's first command.
-        ks.tables(0)
-            .map_err(|e| format!("opening database 0: {e:?}"))?;
+        // The default database, and every database the store already holds, are opened (their
+        // keys counted) now rather than during someone's first command, and the expiry
+        // thread looks after them from the start.
+        for n in ks.stored_databases() {
+            ks.tables(n)
+                .map_err(|e| format!("opening database {n}: {e:?}"))?;
+        }
         let shared = Arc::new(Shared::new(ks, config));
         let running = Arc::new(());
         let accept = {

@@ -3,7 +3,7 @@
 //! writes only the fields it names, plus the key's metadata record.
 
 use super::collection::{self, one_key, Coll, Record};
-use super::longdouble::{self, LongDouble, Parsed};
+use super::longdouble::{self, Num};
 use super::{args, CmdResult, Failure, Spec};
 use crate::keyspace::encoding::{tag::FIELD, Kind};
 use crate::keyspace::Ctx;
@@ -183,23 +183,19 @@ fn hincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 fn hincrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let by = match longdouble::parse(&a[3]) {
-        Some(Parsed::Finite(v)) => v,
-        Some(Parsed::Infinite) => return Err(args::err("ERR value is NaN or Infinity")),
+        Some(Num::Infinite) => return Err(args::err("ERR value is NaN or Infinity")),
+        Some(by) => by,
         None => return Err(args::not_float()),
     };
     let mut h = Coll::load_or_create(ctx, &a[1], Kind::Hash)?;
     let current = match h.get(ctx, FIELD, &a[2])? {
-        None => Some(LongDouble::ZERO),
-        Some(v) => match longdouble::parse(&v) {
-            Some(Parsed::Finite(v)) => Some(v),
-            Some(Parsed::Infinite) => None,
-            None => return Err(args::err("ERR hash value is not a float")),
-        },
+        None => Num::Finite(longdouble::LongDouble::ZERO),
+        Some(v) => longdouble::parse(&v)
+            .ok_or_else(|| args::err("ERR hash value is not a float"))?,
     };
-    let sum = current
-        .and_then(|c| c.checked_add(by))
-        .ok_or_else(|| args::err("ERR increment would produce NaN or Infinity"))?
-        .to_human();
+    let sum = longdouble::add(current, by)
+        .map(longdouble::format)
+        .ok_or_else(|| args::err("ERR increment would produce NaN or Infinity"))?;
     collection::check_member(&a[1], &a[2])?;
     h.insert(ctx, FIELD, &a[2], sum.as_bytes())?;
     h.save(ctx)?;

@@ -5,11 +5,13 @@
 //! [`Session`] tag and run by the connection.
 
 pub mod args;
+pub mod bits;
 pub mod collection;
+pub mod expiry;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
-pub mod longdouble;
+mod longdouble;
 pub mod scan;
 pub mod server;
 pub mod sets;
@@ -209,7 +211,9 @@ impl Spec {
 /// Every command family's table.
 const FAMILIES: &[&[Spec]] = &[
     keys::COMMANDS,
+    expiry::COMMANDS,
     strings::COMMANDS,
+    bits::COMMANDS,
     hashes::COMMANDS,
     lists::COMMANDS,
     sets::COMMANDS,

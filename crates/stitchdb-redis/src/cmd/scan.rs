@@ -26,10 +26,7 @@ impl ScanArgs {
         at: usize,
         allow_type: bool,
     ) -> Result<ScanArgs, Failure> {
-        let cursor: u64 = std::str::from_utf8(&a[at])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| args::err("ERR invalid cursor"))?;
+        let cursor = parse_cursor(&a[at]).ok_or_else(|| args::err("ERR invalid cursor"))?;
         let mut out = ScanArgs {
             after: ctx.ks.cursors.resume(cursor),
             pattern: None,
@@ -66,9 +63,50 @@ impl ScanArgs {
     }
 }
 
+/// A cursor as Redis's `parseScanCursorOrReply` reads one with `strtoul`: an optional sign
+/// (a `-` negates modulo 2^64), then digits up to 2^64 - 1; no leading space. An empty
+/// argument is cursor 0, as `strtoul` reads it.
+fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let (neg, digits) = match arg.first() {
+        Some(b'-') => (true, &arg[1..]),
+        Some(b'+') => (false, &arg[1..]),
+        _ => (false, arg),
+    };
+    if digits.is_empty() {
+        return arg.is_empty().then_some(0);
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if neg { n.wrapping_neg() } else { n })
+}
+
 /// The reply: the next cursor (0 when `resume_after` is `None`: the scan is done) and the
 /// elements.
 pub fn reply(ctx: &Ctx<'_>, resume_after: Option<Vec<u8>>, items: Vec<Reply>) -> Reply {
     let cursor = resume_after.map_or(0, |p| ctx.ks.cursors.save(p));
     Reply::Array(vec![Reply::bulk(cursor.to_string()), Reply::Array(items)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_read_as_strtoul_reads_them() {
+        assert_eq!(parse_cursor(b"0"), Some(0));
+        assert_eq!(parse_cursor(b"00"), Some(0));
+        assert_eq!(parse_cursor(b""), Some(0));
+        assert_eq!(parse_cursor(b"+5"), Some(5));
+        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_cursor(b"18446744073709551616"), None);
+        for bad in [&b"abc"[..], b" 0", b"0 ", b"-", b"+", b"1x"] {
+            assert_eq!(parse_cursor(bad), None, "{bad:?}");
+        }
+    }
 }

@@ -272,13 +272,7 @@ impl<'a> Ctx<'a> {
             return Ok(m.clone());
         }
         let meta = match self.get(Table::Keys, key)? {
-            Some(b) => Some(Meta::decode(&b).map_err(|detail| {
-                KsError::Store(stitchdb::Error::Corrupt {
-                    what: "Redis metadata record",
-                    place: format!("key {:?}", String::from_utf8_lossy(key)),
-                    detail,
-                })
-            })?),
+            Some(b) => Some(decode_meta(key, &b)?),
             None => None,
         };
         self.metas.insert(slot, meta.clone());
@@ -453,6 +447,18 @@ impl<'a> Ctx<'a> {
             Ok((k[skip..].to_vec(), v))
         }))
     }
+}
+
+/// `key`'s metadata record read from its bytes `b` (a record that does not decode is
+/// corruption, reported with the key).
+pub fn decode_meta(key: &[u8], b: &[u8]) -> KsResult<Meta> {
+    Meta::decode(b).map_err(|detail| {
+        KsError::Store(stitchdb::Error::Corrupt {
+            what: "Redis metadata record",
+            place: format!("key {:?}", String::from_utf8_lossy(key)),
+            detail,
+        })
+    })
 }
 
 fn txn_scan(

@@ -12,15 +12,13 @@ const CURSORS: usize = 16 << 10;
 /// The cursors handed out.
 #[derive(Default)]
 pub struct Cursors {
-    /// Guarded by itself.
     table: Mutex<Table>,
 }
 
+/// Positions by cursor, and the cursors oldest first (to evict the oldest).
 #[derive(Default)]
 struct Table {
-    /// Positions by cursor.
     positions: HashMap<u64, Vec<u8>>,
-    /// Cursors, oldest first.
     order: VecDeque<u64>,
 }
 

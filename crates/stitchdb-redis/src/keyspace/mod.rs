@@ -90,6 +90,9 @@ pub struct Keyspace {
     pub whole: RwLock<()>,
     /// The next collection version.
     versions: AtomicU64,
+    /// The longest value the store takes (`stitchdb::max_value_len` of its zones): commands
+    /// that build a value check it before their first write, so none fails halfway.
+    pub max_value: usize,
 }
 
 impl Keyspace {
@@ -99,6 +102,7 @@ impl Keyspace {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64);
+        let max_value = stitchdb::max_value_len(db.stats().zones.zone_size);
         Keyspace {
             db,
             tables: (0..databases).map(|_| OnceLock::new()).collect(),
@@ -109,6 +113,7 @@ impl Keyspace {
             cursors: cursors::Cursors::default(),
             whole: RwLock::new(()),
             versions: AtomicU64::new(now),
+            max_value,
         }
     }
 
@@ -148,6 +153,13 @@ impl Keyspace {
         self.counts[db].store(n, Ordering::SeqCst);
         let _ = slot.set(t);
         Ok(t)
+    }
+
+    /// Database 0 and every database whose tables the store holds.
+    pub fn stored_databases(&self) -> Vec<usize> {
+        (0..self.tables.len())
+            .filter(|&n| n == 0 || self.db.table(&DbTables::names(n)[0]).is_ok())
+            .collect()
     }
 
     /// The databases used so far (their tables exist).
