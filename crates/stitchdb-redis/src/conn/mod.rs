@@ -72,8 +72,9 @@ pub(crate) struct Conn<'s> {
     groups: sx::Groups,
     /// The durability of this connection's writes.
     durability: Durability,
-    /// A commit since the replies were last sent that must be made durable before they are.
-    unsynced: bool,
+    /// What the commits made since the replies were last sent are owed before the replies
+    /// go out: `Sync` (a sync of the log) or `Written` (the log handed to the system).
+    owed: Option<Durability>,
     /// Close after sending the replies so far.
     closing: bool,
 }
@@ -136,7 +137,7 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
         read_at: None,
         groups: sx::Groups::default(),
         durability: config.durability,
-        unsynced: false,
+        owed: None,
         closing: false,
     };
     if let Err(e) = conn.run() {
@@ -238,16 +239,19 @@ impl<'s> Conn<'s> {
 
     /// Makes this connection's commits durable if its replies promise that, then sends them.
     fn send(&mut self) -> std::io::Result<()> {
-        if self.unsynced {
-            self.unsynced = false;
-            if let Err(e) = self.shared.ks.db.sync() {
-                // Nothing is acknowledged that is not durable: the replies are dropped with
-                // the connection.
-                tracing::error!("syncing for client {}: {e}", self.id());
-                self.out.clear();
-                self.closing = true;
-                return Err(std::io::Error::other(e.to_string()));
-            }
+        let db = &self.shared.ks.db;
+        let settled = match self.owed.take() {
+            Some(Durability::Sync) => db.sync(),
+            Some(Durability::Written) => db.write_out(),
+            _ => Ok(()),
+        };
+        if let Err(e) = settled {
+            // Nothing is acknowledged that is not durable: the replies are dropped with the
+            // connection.
+            tracing::error!("making client {}'s commits durable: {e}", self.id());
+            self.out.clear();
+            self.closing = true;
+            return Err(std::io::Error::other(e.to_string()));
         }
         if !self.out.is_empty() {
             self.stream.write_all(&self.out)?;
@@ -351,14 +355,33 @@ impl<'s> Conn<'s> {
     /// connection's is made durable before its reply is sent, with the others in the
     /// pipeline), and tells the server what changed.
     fn commit(&mut self, ctx: Ctx<'s>) -> Result<(), Failure> {
-        let (commit, durable_later) = match self.durability {
-            Durability::Sync => (Durability::Async, true),
-            d => (d, false),
-        };
-        let outcome = ctx.finish(commit)?;
+        let outcome = ctx.finish(self.commit_durability())?;
         self.shared.ks.apply(&outcome);
-        self.unsynced |= outcome.wrote && durable_later;
+        self.owe(outcome.wrote);
         Ok(())
+    }
+
+    /// The durability the connection's commits are made with: `Sync` and `Written` commits
+    /// are made `Async`, and what they are owed is settled once for the whole pipeline, and
+    /// for every client waiting at once, before the replies are sent (`send`).
+    fn commit_durability(&self) -> Durability {
+        match self.durability {
+            Durability::Sync | Durability::Written => Durability::Async,
+            d => d,
+        }
+    }
+
+    /// Notes that a commit was made (`wrote`: it changed something): its durability is owed
+    /// before the next replies are sent.
+    fn owe(&mut self, wrote: bool) {
+        if !wrote {
+            return;
+        }
+        self.owed = match (self.owed, self.durability) {
+            (Some(Durability::Sync), _) | (_, Durability::Sync) => Some(Durability::Sync),
+            (_, Durability::Written) => Some(Durability::Written),
+            (owed, _) => owed,
+        };
     }
 
     /// Runs a command of the connection's own.
