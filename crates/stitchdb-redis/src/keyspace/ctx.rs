@@ -216,7 +216,7 @@ impl<'a> Ctx<'a> {
 
     /// Moves the writes made so far into a transaction of the command's own, which a scan
     /// then reads through.
-    fn into_txn(&mut self) -> KsResult<()> {
+    fn move_to_txn(&mut self) -> KsResult<()> {
         if let Slot::Own(slot @ None) = &mut self.txn {
             let mut txn = self.ks.db.begin_owned(Isolation::Snapshot)?;
             std::mem::take(&mut self.pending).replay(&mut txn)?;
@@ -253,7 +253,7 @@ impl<'a> Ctx<'a> {
             return Ok(Box::new(std::iter::empty()));
         };
         if self.pending.touches(id) {
-            self.into_txn()?;
+            self.move_to_txn()?;
         }
         let pairs: Pairs = match (&mut self.txn, self.snapshot) {
             (_, Some(s)) if rev => Box::new(s.range_rev(id, start, end)?),

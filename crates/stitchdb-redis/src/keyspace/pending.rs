@@ -7,12 +7,15 @@
 use std::collections::HashMap;
 use stitchdb::{TableId, Transaction, WriteBatch};
 
+/// A point write: table, key, and value (`None`: a delete).
+type Point = (TableId, Vec<u8>, Option<Vec<u8>>);
+
 /// Writes not committed yet.
 #[derive(Default)]
 pub struct Pending {
     /// Point writes in the order made (`None`: a delete); a later write of the same key, or
     /// a range delete over it, empties the earlier's slot.
-    points: Vec<Option<(TableId, Vec<u8>, Option<Vec<u8>>)>>,
+    points: Vec<Option<Point>>,
     /// Where each key's newest point write is in `points`.
     newest: HashMap<(TableId, Vec<u8>), usize>,
     /// Range deletes (start inclusive, end exclusive), each before every point write kept.
