@@ -25,6 +25,9 @@ use stitchdb::{Durability, Snapshot, Transaction};
 /// Bytes read from the socket at a time (at least).
 const READ_CHUNK: usize = 16 << 10;
 
+/// The longest a connection about to sync waits for others still running requests.
+const GATHER: std::time::Duration = std::time::Duration::from_micros(500);
+
 /// Input buffer kept between requests; a larger one is given back once empty.
 const KEPT_INPUT: usize = 1 << 20;
 
@@ -149,8 +152,14 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
 
 impl<'s> Conn<'s> {
     fn run(&mut self) -> std::io::Result<()> {
+        let shared: &'s Shared = self.shared;
         loop {
-            self.run_requests()?;
+            // Counted as executing while it runs the requests it read.
+            shared.executing.fetch_add(1, Ordering::SeqCst);
+            let ran = self.run_requests();
+            shared.executing.fetch_sub(1, Ordering::SeqCst);
+            ran?;
+            self.gather();
             self.send()?;
             if self.closing || self.killed.load(Ordering::Relaxed) {
                 let _ = self.stream.shutdown(Shutdown::Both);
@@ -159,6 +168,22 @@ impl<'s> Conn<'s> {
             if !self.read_more()? {
                 return Ok(());
             }
+        }
+    }
+
+    /// Before a sync, waits a moment (at most `GATHER`) while other connections are still
+    /// running requests they read: their commits then share this sync (the log's group
+    /// commit covers every commit made before its flush starts). Without it, the first
+    /// connection to finish leads a flush with its own commit alone, and the rest wait for
+    /// that flush and then make another: what Redis's event loop gets by running every ready
+    /// client before its `fsync`.
+    fn gather(&self) {
+        if self.owed != Some(Durability::Sync) {
+            return;
+        }
+        let start = Instant::now();
+        while self.shared.executing.load(Ordering::SeqCst) > 0 && start.elapsed() < GATHER {
+            std::thread::yield_now();
         }
     }
 
