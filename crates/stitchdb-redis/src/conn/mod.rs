@@ -4,6 +4,7 @@
 //! one (the log's group commit): what Redis's `appendfsync always` does in its event loop.
 
 mod admin;
+mod group;
 mod multi;
 mod sx;
 
@@ -233,29 +234,56 @@ impl<'s> Conn<'s> {
     /// Runs every whole request received, sending replies whenever a chunk of them waits.
     fn run_requests(&mut self) -> std::io::Result<()> {
         let chunk = self.shared.config.read().reply_chunk;
+        // Plain data commands that arrived together wait here to run as one (`group`).
+        let mut run = Vec::new();
         while !self.closing {
             let (used, parsed) = self
                 .parser
                 .parse(&self.input[self.consumed..self.filled], self.authenticated);
             self.consumed += used;
-            match parsed {
-                Parsed::Incomplete => break,
-                Parsed::Error(msg) => {
-                    self.reply(Reply::Error(format!("ERR {msg}")));
-                    self.closing = true;
-                }
-                Parsed::Request(args) => {
-                    let reply = self.request(args);
-                    if let Some(r) = reply {
-                        self.reply(r);
+            let args = match parsed {
+                Parsed::Request(args) => args,
+                other => {
+                    self.run_pending(&mut run);
+                    if let Parsed::Error(msg) = other {
+                        self.reply(Reply::Error(format!("ERR {msg}")));
+                        self.closing = true;
                     }
-                    if self.out.len() >= chunk {
-                        self.send()?;
-                    }
+                    break;
                 }
+            };
+            if let Some(spec) = self.groupable(&args) {
+                run.push((spec, args));
+                if run.len() < group::GROUP_MAX {
+                    continue;
+                }
+                self.run_pending(&mut run);
+            } else {
+                self.run_pending(&mut run);
+                if let Some(r) = self.request(args) {
+                    self.reply(r);
+                }
+            }
+            if self.out.len() >= chunk {
+                self.send()?;
             }
         }
         Ok(())
+    }
+
+    /// Runs the commands waiting to run as one: alone if there is just one.
+    fn run_pending(&mut self, run: &mut Vec<(&'static Spec, Vec<Vec<u8>>)>) {
+        match run.len() {
+            0 => {}
+            1 => {
+                if let Some((_, args)) = run.pop() {
+                    if let Some(r) = self.request(args) {
+                        self.reply(r);
+                    }
+                }
+            }
+            _ => self.run_group(std::mem::take(run)),
+        }
     }
 
     fn reply(&mut self, r: Reply) {
