@@ -242,7 +242,7 @@ fn serve_answers_resp_refuses_a_second_opener_and_exits_0_on_sigterm() {
 }
 
 #[test]
-fn serve_with_a_mount_keeps_files_and_keys_and_any_surface_s_end_ends_both() {
+fn serve_with_a_mount_keeps_files_and_keys_shares_snapshots_and_any_surface_s_end_ends_both() {
     if let Some(why) = mounted::unavailable() {
         eprintln!("SKIPPED: {why}");
         return;
@@ -263,6 +263,26 @@ fn serve_with_a_mount_keeps_files_and_keys_and_any_surface_s_end_ends_both() {
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(mp.join("big"), &data).unwrap();
     set_k(&served, "v1");
+    // A snapshot taken over Redis is the mount's too: the file is in its tree (written
+    // back first: the kernel may still hold the file's pages).
+    std::fs::File::open(mp.join("big"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    let mut c = served.client();
+    assert_eq!(c.cmd(&["SX.SNAPSHOT", "CREATE", "before"]), "+OK\r\n");
+    let snap = mp.join(".stitch/snapshots/before");
+    assert_eq!(std::fs::read(snap.join("big")).unwrap(), data);
+    std::fs::write(mp.join("big"), b"changed").unwrap();
+    assert_eq!(std::fs::read(snap.join("big")).unwrap(), data);
+    assert_eq!(c.cmd(&["SX.SNAPSHOT", "DROP", "before"]), "+OK\r\n");
+    // The kernel may keep the name it looked up for the mount's entry timeout (1 s).
+    let gone = std::time::Instant::now();
+    while snap.exists() && gone.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!snap.exists(), "a dropped snapshot still shows after 3 s");
+    std::fs::write(mp.join("big"), &data).unwrap();
     served.signal("-TERM");
     served.exits_cleanly();
     let out = stitchdb(&[Path::new("check"), &store]);

@@ -89,6 +89,9 @@ pub struct Shared {
     stopped: Condvar,
     /// Unix seconds of the last commit made durable by a `SAVE` (for `LASTSAVE`).
     pub last_save: AtomicU64,
+    /// Connections between reading requests and sending their replies: a connection about
+    /// to sync waits a moment for them, so their commits join its sync (see `conn`).
+    pub executing: std::sync::atomic::AtomicUsize,
     /// This run's random id (`INFO`'s `run_id`).
     pub run_id: String,
 }
@@ -105,6 +108,7 @@ impl Shared {
             started: Instant::now(),
             stopping: Mutex::new(false),
             stopped: Condvar::new(),
+            executing: std::sync::atomic::AtomicUsize::new(0),
             last_save: AtomicU64::new(crate::keyspace::ctx::now_ms() / 1000),
             run_id: (0..40)
                 .map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16]))

@@ -37,14 +37,6 @@ fn with_list() -> (TestServer, Client) {
     (s, c)
 }
 
-/// `PTTL` of `key`, which must be within `lo..=hi`.
-fn assert_pttl(c: &mut Client, key: &str, lo: i64, hi: i64) {
-    match c.cmd(&["PTTL", key]) {
-        Value::Int(n) => assert!((lo..=hi).contains(&n), "PTTL {key} = {n}"),
-        other => panic!("PTTL {key}: {other:?}"),
-    }
-}
-
 #[test]
 fn get_and_set_with_their_conditions() {
     let (_s, mut c) = with_list();

@@ -4,9 +4,9 @@
 
 use crate::error::{CliError, CliResult};
 use std::path::PathBuf;
+use stitchdb::Durability;
 use stitchdb_fuse::{Mount, MountConfig};
 use stitchdb_host::{Host, OpenOptions, Surface};
-use stitchdb::Durability;
 use stitchdb_redis::{Config, Server};
 
 #[derive(clap::Args)]

@@ -129,11 +129,17 @@ impl Views {
             .collect()
     }
 
-    /// The view of snapshot `name`, opened on first use.
+    /// The view of snapshot `name`, opened on first use. A view whose snapshot was dropped
+    /// by another surface of the store (`SX.SNAPSHOT DROP` over Redis) is closed here, at the
+    /// next lookup of its name.
     pub fn snapshot_view(&self, fs: &Arc<Fs>, name: &str) -> Result<u16, FsError> {
         let mut s = self.state.lock();
-        if let Some(v) = s.snapshots.get(name) {
-            return Ok(*v);
+        if let Some(&v) = s.snapshots.get(name) {
+            if fs.db().snapshots().iter().any(|i| i.name == name) {
+                return Ok(v);
+            }
+            s.snapshots.remove(name);
+            s.by_view.remove(&v);
         }
         let tree = Arc::new(fs.snapshot_tree(name)?);
         let view = s.free_view().map_err(|e| FsError::Errno(e.errno))?;

@@ -190,8 +190,9 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let mut h = Coll::load_or_create(ctx, &a[1], Kind::Hash)?;
     let current = match h.get(ctx, FIELD, &a[2])? {
         None => Num::Finite(longdouble::LongDouble::ZERO),
-        Some(v) => longdouble::parse(&v)
-            .ok_or_else(|| args::err("ERR hash value is not a float"))?,
+        Some(v) => {
+            longdouble::parse(&v).ok_or_else(|| args::err("ERR hash value is not a float"))?
+        }
     };
     let sum = longdouble::add(current, by)
         .map(longdouble::format)

@@ -4,6 +4,7 @@
 //! one (the log's group commit): what Redis's `appendfsync always` does in its event loop.
 
 mod admin;
+mod group;
 mod multi;
 mod sx;
 
@@ -24,6 +25,9 @@ use stitchdb::{Durability, Snapshot, Transaction};
 
 /// Bytes read from the socket at a time (at least).
 const READ_CHUNK: usize = 16 << 10;
+
+/// The longest a connection about to sync waits for others still running requests.
+const GATHER: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Input buffer kept between requests; a larger one is given back once empty.
 const KEPT_INPUT: usize = 1 << 20;
@@ -72,8 +76,9 @@ pub(crate) struct Conn<'s> {
     groups: sx::Groups,
     /// The durability of this connection's writes.
     durability: Durability,
-    /// A commit since the replies were last sent that must be made durable before they are.
-    unsynced: bool,
+    /// What the commits made since the replies were last sent are owed before the replies
+    /// go out: `Sync` (a sync of the log) or `Written` (the log handed to the system).
+    owed: Option<Durability>,
     /// Close after sending the replies so far.
     closing: bool,
 }
@@ -136,7 +141,7 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
         read_at: None,
         groups: sx::Groups::default(),
         durability: config.durability,
-        unsynced: false,
+        owed: None,
         closing: false,
     };
     if let Err(e) = conn.run() {
@@ -148,8 +153,14 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
 
 impl<'s> Conn<'s> {
     fn run(&mut self) -> std::io::Result<()> {
+        let shared: &'s Shared = self.shared;
         loop {
-            self.run_requests()?;
+            // Counted as executing while it runs the requests it read.
+            shared.executing.fetch_add(1, Ordering::SeqCst);
+            let ran = self.run_requests();
+            shared.executing.fetch_sub(1, Ordering::SeqCst);
+            ran?;
+            self.gather();
             self.send()?;
             if self.closing || self.killed.load(Ordering::Relaxed) {
                 let _ = self.stream.shutdown(Shutdown::Both);
@@ -158,6 +169,22 @@ impl<'s> Conn<'s> {
             if !self.read_more()? {
                 return Ok(());
             }
+        }
+    }
+
+    /// Before a sync, waits a moment (at most `GATHER`) while other connections are still
+    /// running requests they read: their commits then share this sync (the log's group
+    /// commit covers every commit made before its flush starts). Without it, the first
+    /// connection to finish leads a flush with its own commit alone, and the rest wait for
+    /// that flush and then make another: what Redis's event loop gets by running every ready
+    /// client before its `fsync`.
+    fn gather(&self) {
+        if self.owed != Some(Durability::Sync) {
+            return;
+        }
+        let start = Instant::now();
+        while self.shared.executing.load(Ordering::SeqCst) > 0 && start.elapsed() < GATHER {
+            std::thread::yield_now();
         }
     }
 
@@ -207,29 +234,56 @@ impl<'s> Conn<'s> {
     /// Runs every whole request received, sending replies whenever a chunk of them waits.
     fn run_requests(&mut self) -> std::io::Result<()> {
         let chunk = self.shared.config.read().reply_chunk;
+        // Plain data commands that arrived together wait here to run as one (`group`).
+        let mut run = Vec::new();
         while !self.closing {
             let (used, parsed) = self
                 .parser
                 .parse(&self.input[self.consumed..self.filled], self.authenticated);
             self.consumed += used;
-            match parsed {
-                Parsed::Incomplete => break,
-                Parsed::Error(msg) => {
-                    self.reply(Reply::Error(format!("ERR {msg}")));
-                    self.closing = true;
-                }
-                Parsed::Request(args) => {
-                    let reply = self.request(args);
-                    if let Some(r) = reply {
-                        self.reply(r);
+            let args = match parsed {
+                Parsed::Request(args) => args,
+                other => {
+                    self.run_pending(&mut run);
+                    if let Parsed::Error(msg) = other {
+                        self.reply(Reply::Error(format!("ERR {msg}")));
+                        self.closing = true;
                     }
-                    if self.out.len() >= chunk {
-                        self.send()?;
-                    }
+                    break;
                 }
+            };
+            if let Some(spec) = self.groupable(&args) {
+                run.push((spec, args));
+                if run.len() < group::GROUP_MAX {
+                    continue;
+                }
+                self.run_pending(&mut run);
+            } else {
+                self.run_pending(&mut run);
+                if let Some(r) = self.request(args) {
+                    self.reply(r);
+                }
+            }
+            if self.out.len() >= chunk {
+                self.send()?;
             }
         }
         Ok(())
+    }
+
+    /// Runs the commands waiting to run as one: alone if there is just one.
+    fn run_pending(&mut self, run: &mut Vec<(&'static Spec, Vec<Vec<u8>>)>) {
+        match run.len() {
+            0 => {}
+            1 => {
+                if let Some((_, args)) = run.pop() {
+                    if let Some(r) = self.request(args) {
+                        self.reply(r);
+                    }
+                }
+            }
+            _ => self.run_group(std::mem::take(run)),
+        }
     }
 
     fn reply(&mut self, r: Reply) {
@@ -238,16 +292,19 @@ impl<'s> Conn<'s> {
 
     /// Makes this connection's commits durable if its replies promise that, then sends them.
     fn send(&mut self) -> std::io::Result<()> {
-        if self.unsynced {
-            self.unsynced = false;
-            if let Err(e) = self.shared.ks.db.sync() {
-                // Nothing is acknowledged that is not durable: the replies are dropped with
-                // the connection.
-                tracing::error!("syncing for client {}: {e}", self.id());
-                self.out.clear();
-                self.closing = true;
-                return Err(std::io::Error::other(e.to_string()));
-            }
+        let db = &self.shared.ks.db;
+        let settled = match self.owed.take() {
+            Some(Durability::Sync) => db.sync(),
+            Some(Durability::Written) => db.write_out(),
+            _ => Ok(()),
+        };
+        if let Err(e) = settled {
+            // Nothing is acknowledged that is not durable: the replies are dropped with the
+            // connection.
+            tracing::error!("making client {}'s commits durable: {e}", self.id());
+            self.out.clear();
+            self.closing = true;
+            return Err(std::io::Error::other(e.to_string()));
         }
         if !self.out.is_empty() {
             self.stream.write_all(&self.out)?;
@@ -351,14 +408,33 @@ impl<'s> Conn<'s> {
     /// connection's is made durable before its reply is sent, with the others in the
     /// pipeline), and tells the server what changed.
     fn commit(&mut self, ctx: Ctx<'s>) -> Result<(), Failure> {
-        let (commit, durable_later) = match self.durability {
-            Durability::Sync => (Durability::Async, true),
-            d => (d, false),
-        };
-        let outcome = ctx.finish(commit)?;
+        let outcome = ctx.finish(self.commit_durability())?;
         self.shared.ks.apply(&outcome);
-        self.unsynced |= outcome.wrote && durable_later;
+        self.owe(outcome.wrote);
         Ok(())
+    }
+
+    /// The durability the connection's commits are made with: `Sync` and `Written` commits
+    /// are made `Async`, and what they are owed is settled once for the whole pipeline, and
+    /// for every client waiting at once, before the replies are sent (`send`).
+    fn commit_durability(&self) -> Durability {
+        match self.durability {
+            Durability::Sync | Durability::Written => Durability::Async,
+            d => d,
+        }
+    }
+
+    /// Notes that a commit was made (`wrote`: it changed something): its durability is owed
+    /// before the next replies are sent.
+    fn owe(&mut self, wrote: bool) {
+        if !wrote {
+            return;
+        }
+        self.owed = match (self.owed, self.durability) {
+            (Some(Durability::Sync), _) | (_, Durability::Sync) => Some(Durability::Sync),
+            (_, Durability::Written) => Some(Durability::Written),
+            (owed, _) => owed,
+        };
     }
 
     /// Runs a command of the connection's own.

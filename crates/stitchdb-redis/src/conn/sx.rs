@@ -89,13 +89,11 @@ fn commit(conn: &mut Conn<'_>) -> CmdResult {
     let _held = ks
         .locks
         .lock(open.outcome.touched.iter().map(|(d, k)| (*d, k.as_slice())));
-    let (how, later) = match conn.durability {
-        Durability::Sync => (Durability::Async, true),
-        d => (d, false),
-    };
-    open.txn.commit_with(how).map_err(Failure::from)?;
+    open.txn
+        .commit_with(conn.commit_durability())
+        .map_err(Failure::from)?;
     ks.apply(&open.outcome);
-    conn.unsynced |= open.outcome.wrote && later;
+    conn.owe(open.outcome.wrote);
     Ok(Reply::Ok)
 }
 

@@ -4,6 +4,7 @@
 //! records with lazy expiry, and members of collections.
 
 use super::encoding::{self, Body, Kind, Meta};
+use super::pending::Pending;
 use super::{DbTables, Keyspace, Table};
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -70,10 +71,17 @@ impl Outcome {
 // write command an allocation.
 #[allow(clippy::large_enum_variant)]
 pub enum Slot<'a> {
-    /// A transaction of the command's own, begun at its first write.
+    /// A transaction of the command's own, begun when a scan follows its writes (until
+    /// then they wait in `Ctx::pending`, committed as one batch).
     Own(Option<Transaction<'static>>),
     /// The connection's open transaction (`SX.BEGIN`, `EXEC`).
     Shared(&'a mut Transaction<'static>),
+}
+
+/// Where a write goes: the transaction, or the writes waiting to commit as a batch.
+enum Writer<'w> {
+    Txn(&'w mut Transaction<'static>),
+    Pending(&'w mut Pending),
 }
 
 /// A command's view of the keyspace.
@@ -85,6 +93,9 @@ pub struct Ctx<'a> {
     /// Its tables (`None`: a snapshot without them, which reads as empty).
     tables: Option<DbTables>,
     txn: Slot<'a>,
+    /// With `Slot::Own(None)`: the writes made so far, committed as a batch unless a scan
+    /// moves them into a transaction first (see `pending`).
+    pending: Pending,
     /// Reads at this snapshot, and refuses writes.
     snapshot: Option<&'a Snapshot>,
     /// The command's clock (Unix milliseconds), fixed for the command as Redis fixes it.
@@ -111,6 +122,7 @@ impl<'a> Ctx<'a> {
             db,
             tables,
             txn,
+            pending: Pending::default(),
             snapshot: None,
             now: now_ms(),
             metas: HashMap::new(),
@@ -131,6 +143,7 @@ impl<'a> Ctx<'a> {
             db,
             tables: DbTables::in_snapshot(snap, db),
             txn: Slot::Own(None),
+            pending: Pending::default(),
             snapshot: Some(snap),
             now: now_ms(),
             metas: HashMap::new(),
@@ -165,8 +178,13 @@ impl<'a> Ctx<'a> {
     /// durable before replying; see `conn`), or, for a shared one, leaves it open. Returns
     /// what changed, for [`Keyspace::apply`] once committed.
     pub fn finish(self, durability: Durability) -> KsResult<Outcome> {
-        if let Slot::Own(Some(txn)) = self.txn {
-            txn.commit_with(durability)?;
+        match self.txn {
+            Slot::Own(Some(txn)) => txn.commit_with(durability)?,
+            Slot::Own(None) if !self.pending.is_empty() => self
+                .ks
+                .db
+                .write_owned(self.pending.into_batch(), durability)?,
+            _ => {}
         }
         Ok(self.outcome)
     }
@@ -177,8 +195,8 @@ impl<'a> Ctx<'a> {
         self.tables.map(|t| t.id(table))
     }
 
-    /// The transaction to write `table` in, and the table's id.
-    fn writer(&mut self, table: Table) -> KsResult<(stitchdb::TableId, &mut Transaction<'static>)> {
+    /// Where writes to `table` go, and the table's id.
+    fn writer(&mut self, table: Table) -> KsResult<(stitchdb::TableId, Writer<'_>)> {
         let id = self.id(table);
         if self.snapshot.is_some() {
             return Err(KsError::Msg(
@@ -188,14 +206,23 @@ impl<'a> Ctx<'a> {
         self.outcome.wrote = true;
         // Only a snapshot's view lacks tables, and it was refused above.
         let id = id.ok_or_else(|| KsError::Msg("ERR the database has no tables".into()))?;
-        let txn = match &mut self.txn {
-            Slot::Shared(t) => t,
-            Slot::Own(slot) => match slot {
-                Some(t) => t,
-                None => slot.insert(self.ks.db.begin_owned(Isolation::Snapshot)?),
-            },
+        let w = match &mut self.txn {
+            Slot::Shared(t) => Writer::Txn(t),
+            Slot::Own(Some(t)) => Writer::Txn(t),
+            Slot::Own(None) => Writer::Pending(&mut self.pending),
         };
-        Ok((id, txn))
+        Ok((id, w))
+    }
+
+    /// Moves the writes made so far into a transaction of the command's own, which a scan
+    /// then reads through.
+    fn move_to_txn(&mut self) -> KsResult<()> {
+        if let Slot::Own(slot @ None) = &mut self.txn {
+            let mut txn = self.ks.db.begin_owned(Isolation::Snapshot)?;
+            std::mem::take(&mut self.pending).replay(&mut txn)?;
+            *slot = Some(txn);
+        }
+        Ok(())
     }
 
     /// The value of `key` in `table`.
@@ -207,7 +234,10 @@ impl<'a> Ctx<'a> {
             (_, Some(s)) => s.get(id, key)?,
             (Slot::Shared(t), None) => t.get(id, key)?,
             (Slot::Own(Some(t)), None) => t.get(id, key)?,
-            (Slot::Own(None), None) => self.ks.db.get(id, key)?,
+            (Slot::Own(None), None) => match self.pending.get(id, key) {
+                Some(decided) => decided,
+                None => self.ks.db.get(id, key)?,
+            },
         })
     }
 
@@ -222,6 +252,9 @@ impl<'a> Ctx<'a> {
         let Some(id) = self.id(table) else {
             return Ok(Box::new(std::iter::empty()));
         };
+        if self.pending.touches(id) {
+            self.move_to_txn()?;
+        }
         let pairs: Pairs = match (&mut self.txn, self.snapshot) {
             (_, Some(s)) if rev => Box::new(s.range_rev(id, start, end)?),
             (_, Some(s)) => Box::new(s.range(id, start, end)?),
@@ -235,15 +268,29 @@ impl<'a> Ctx<'a> {
 
     /// Sets `key` in `table`.
     pub fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> KsResult<()> {
-        let (id, w) = self.writer(table)?;
-        w.put(id, key, value)?;
+        let max_value = self.ks.max_value;
+        match self.writer(table)? {
+            (id, Writer::Txn(t)) => t.put(id, key, value)?,
+            (id, Writer::Pending(p)) => {
+                // Refused now, as a transaction's put refuses it, not at the commit: a
+                // command checks what it writes by writing it first.
+                check_size("key", key.len(), stitchdb::MAX_KEY_LEN)?;
+                check_size("value", value.len(), max_value)?;
+                p.put(id, key, Some(value))
+            }
+        }
         Ok(())
     }
 
     /// Removes `key` from `table`.
     pub fn delete(&mut self, table: Table, key: &[u8]) -> KsResult<()> {
-        let (id, w) = self.writer(table)?;
-        w.delete(id, key)?;
+        match self.writer(table)? {
+            (id, Writer::Txn(t)) => t.delete(id, key)?,
+            (id, Writer::Pending(p)) => {
+                check_size("key", key.len(), stitchdb::MAX_KEY_LEN)?;
+                p.put(id, key, None)
+            }
+        }
         Ok(())
     }
 
@@ -252,12 +299,22 @@ impl<'a> Ctx<'a> {
         // Keys are at most MAX_KEY_LEN bytes, so this bounds all of them but the one key of
         // MAX_KEY_LEN 0xff bytes, deleted by itself.
         let top = vec![0xff; stitchdb::MAX_KEY_LEN];
-        let (id, w) = self.writer(table)?;
-        match end {
-            Some(e) => w.delete_range(id, start, e)?,
-            None => {
-                w.delete_range(id, start, &top)?;
-                w.delete(id, &top)?;
+        let (end, last) = match end {
+            Some(e) => (e, None),
+            None => (top.as_slice(), Some(top.as_slice())),
+        };
+        match self.writer(table)? {
+            (id, Writer::Txn(t)) => {
+                t.delete_range(id, start, end)?;
+                if let Some(k) = last {
+                    t.delete(id, k)?;
+                }
+            }
+            (id, Writer::Pending(p)) => {
+                p.delete_range(id, start, end);
+                if let Some(k) = last {
+                    p.put(id, k, None);
+                }
             }
         }
         Ok(())
@@ -459,6 +516,18 @@ pub fn decode_meta(key: &[u8], b: &[u8]) -> KsResult<Meta> {
             detail,
         })
     })
+}
+
+/// The engine's error for a key or value over its limit.
+fn check_size(what: &'static str, len: usize, limit: usize) -> KsResult<()> {
+    if len > limit {
+        return Err(KsError::Store(stitchdb::Error::TooLarge {
+            what,
+            len,
+            limit,
+        }));
+    }
+    Ok(())
 }
 
 fn txn_scan(

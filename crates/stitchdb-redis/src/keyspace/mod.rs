@@ -7,6 +7,7 @@ pub mod cursors;
 pub mod encoding;
 pub mod expire;
 pub mod locks;
+pub mod pending;
 pub mod watch;
 
 pub use ctx::{Ctx, KsError, KsResult, Outcome};

@@ -536,6 +536,16 @@ impl Db {
         self.inner.sync_log(last)
     }
 
+    /// Hands every write made so far to the operating system, without a sync: what a
+    /// `Durability::Written` commit does for itself, for all commits before the call at once
+    /// (concurrent callers share one write). A server acknowledging a pipeline of `Async`
+    /// commits calls it once before replying.
+    pub fn write_out(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        let last = self.inner.write.lock().last_seq;
+        self.inner.write_log(last)
+    }
+
     /// When each memtable flush since the store was opened completed (time since opening), for
     /// seeing compaction stalls: the paper's Figure 5 plots these.
     pub fn flush_history(&self) -> Vec<std::time::Duration> {
