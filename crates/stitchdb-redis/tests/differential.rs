@@ -205,16 +205,32 @@ impl Conn {
 
     /// Sends one command and reads its reply (`Err`: the connection broke or timed out).
     fn call(&mut self, args: &[Vec<u8>]) -> Result<Frame, String> {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
+        self.send(&[args.to_vec()])?;
+        self.read()
+    }
+
+    /// Sends commands in one write, as a pipelining client does.
+    fn send(&mut self, commands: &[Vec<Vec<u8>>]) -> Result<(), String> {
+        let mut out = Vec::new();
+        for args in commands {
+            out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in args {
+                out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                out.extend_from_slice(a);
+                out.extend_from_slice(b"\r\n");
+            }
         }
         self.stream
             .write_all(&out)
-            .map_err(|e| format!("sending: {e}"))?;
-        self.read()
+            .map_err(|e| format!("sending: {e}"))
+    }
+
+    /// Sends commands pipelined, then reads their replies.
+    fn pipeline(&mut self, commands: &[Vec<Vec<u8>>]) -> Vec<Result<Frame, String>> {
+        if let Err(e) = self.send(commands) {
+            return vec![Err(e); commands.len()];
+        }
+        commands.iter().map(|_| self.read()).collect()
     }
 
     fn line(&mut self) -> Result<Vec<u8>, String> {
@@ -288,6 +304,16 @@ impl Pair {
 
     fn call(&mut self, args: &[Vec<u8>]) -> (Result<Frame, String>, Result<Frame, String>) {
         (self.redis.call(args), self.ours.call(args))
+    }
+
+    /// Each side's replies to `commands` sent pipelined.
+    fn pipeline(
+        &mut self,
+        commands: &[Vec<Vec<u8>>],
+    ) -> Vec<(Result<Frame, String>, Result<Frame, String>)> {
+        let redis = self.redis.pipeline(commands);
+        let ours = self.ours.pipeline(commands);
+        redis.into_iter().zip(ours).collect()
     }
 }
 
@@ -430,6 +456,14 @@ fn op(args: Vec<Vec<u8>>) -> Op {
 
 fn op_with(check: Check, args: Vec<Vec<u8>>) -> Op {
     Op { args, check }
+}
+
+/// What the generator hands the harness: commands on the connections they name, one after
+/// another; or, pipelined, commands on one connection all sent before a reply is read (which
+/// our server runs together).
+struct Step {
+    ops: Vec<(usize, Op)>,
+    pipelined: bool,
 }
 
 /// A group of commands.
@@ -767,12 +801,27 @@ impl Gen {
         (now + ahead).to_string().into_bytes()
     }
 
-    /// The next step: one command on a random connection, or a transaction block.
-    fn step(&mut self) -> Vec<(usize, Op)> {
+    /// The next step: one command on a random connection, a transaction block, or a few
+    /// commands pipelined.
+    fn step(&mut self) -> Step {
+        let p = self.rng.gen_range(0..2);
         if self.families.contains(&Family::Tx) && self.chance(0.04) {
-            return self.tx_block();
+            return Step {
+                ops: self.tx_block(),
+                pipelined: false,
+            };
         }
-        vec![(self.rng.gen_range(0..2), self.op())]
+        if self.chance(0.05) {
+            let n = self.rng.gen_range(2..=8);
+            return Step {
+                ops: (0..n).map(|_| (p, self.deterministic_op())).collect(),
+                pipelined: true,
+            };
+        }
+        Step {
+            ops: vec![(p, self.op())],
+            pipelined: false,
+        }
     }
 
     /// A command of a family, now and then with an argument too few or too many.
@@ -1609,12 +1658,17 @@ impl Harness {
         self.reset();
         let mut gen = Gen::new(seed, families);
         while self.index < ops {
-            for (p, op) in gen.step() {
-                self.exec(p, &op);
-                self.index += 1;
-                if self.index % BATCH == 0 {
-                    self.compare_states();
+            let batch = self.index / BATCH;
+            let step = gen.step();
+            if step.pipelined {
+                self.exec_pipelined(&step.ops);
+            } else {
+                for (p, op) in &step.ops {
+                    self.exec(*p, op);
                 }
+            }
+            if self.index / BATCH > batch {
+                self.compare_states();
             }
         }
         self.compare_states();
@@ -1625,6 +1679,37 @@ impl Harness {
             self.touch_every_key(p);
         }
         let (r, o) = self.pairs[p].call(&op.args);
+        self.judge(p, op, r, o);
+    }
+
+    /// Sends commands pipelined on one connection, then judges each reply (until a mismatch,
+    /// after which, keeping going, the servers start over).
+    fn exec_pipelined(&mut self, ops: &[(usize, Op)]) {
+        let p = ops[0].0;
+        let commands: Vec<Vec<Vec<u8>>> = ops.iter().map(|(_, op)| op.args.clone()).collect();
+        let replies = self.pairs[p].pipeline(&commands);
+        let mismatches = self.mismatches.len();
+        for ((_, op), (r, o)) in ops.iter().zip(replies) {
+            if self.mismatches.len() > mismatches {
+                return;
+            }
+            self.judge(p, op, r, o);
+        }
+    }
+
+    /// Compares the replies to one command, as its check says; counts the command.
+    fn judge(&mut self, p: usize, op: &Op, r: Result<Frame, String>, o: Result<Frame, String>) {
+        self.compare_replies(p, op, r, o);
+        self.index += 1;
+    }
+
+    fn compare_replies(
+        &mut self,
+        p: usize,
+        op: &Op,
+        r: Result<Frame, String>,
+        o: Result<Frame, String>,
+    ) {
         let resp = if self.pairs[p].resp3 { 3 } else { 2 };
         let shown = |x: &Result<Frame, String>| match x {
             Ok(f) => f.to_string(),
