@@ -6,6 +6,7 @@
 
 pub mod args;
 pub mod bits;
+pub mod coll;
 pub mod collection;
 pub mod expiry;
 pub mod hashes;
@@ -17,7 +18,9 @@ pub mod server;
 pub mod sets;
 pub mod strings;
 pub mod sx;
+pub mod zrange;
 pub mod zsets;
+pub mod zstore;
 
 use crate::keyspace::{Ctx, KsError};
 use crate::resp::reply::Reply;

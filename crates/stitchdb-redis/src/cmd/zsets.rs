@@ -1,6 +1,790 @@
-//! Zsets commands.
+//! Sorted-set commands: `ZADD`, `ZRANGE`, `ZRANK`, `ZPOPMIN`, `ZSCAN` ...
+//!
+//! Two records per member: tag `ZMEMBER` member -> its score (`score_key`'s 8 bytes), for
+//! lookups by member; tag `ZSCORE` score ++ member -> empty, ordered by score then member
+//! as Redis orders them, for ranges. A range by score, or by member among equal scores, is
+//! one seek; a rank is counted from the nearer end of the index, so `ZRANK`, `ZCOUNT` and
+//! a `ZRANGE` by rank are O(rank or count) where Redis's skiplist is O(log N).
+//! `ZUNIONSTORE` and its kin are in `zstore`.
 
-use super::Spec;
+use super::coll::{self, cmd, Stored, KEY, SRC_DST};
+use super::zrange::{self, LexRange, RangeArgs, ScoreRange, Select};
+use super::{args, scan, zstore, CmdResult, Failure, Spec};
+use crate::keyspace::encoding::{self, tag, Kind};
+use crate::keyspace::{Ctx, Table};
+use crate::resp::reply::{self, Reply};
+use rand::Rng;
+use std::ops::Bound;
 
 /// The family's commands.
-pub const COMMANDS: &[Spec] = &[];
+pub const COMMANDS: &[Spec] = &[
+    cmd("zadd", -4, &["write", "denyoom", "fast"], KEY, zadd),
+    cmd("zincrby", 4, &["write", "denyoom", "fast"], KEY, zincrby),
+    cmd("zrem", -3, &["write", "fast"], KEY, zrem),
+    cmd("zcard", 2, &["readonly", "fast"], KEY, zcard),
+    cmd("zcount", 4, &["readonly", "fast"], KEY, zcount),
+    cmd("zlexcount", 4, &["readonly", "fast"], KEY, zlexcount),
+    cmd("zscore", 3, &["readonly", "fast"], KEY, zscore),
+    cmd("zmscore", -3, &["readonly", "fast"], KEY, zmscore),
+    cmd("zrank", 3, &["readonly", "fast"], KEY, zrank),
+    cmd("zrevrank", 3, &["readonly", "fast"], KEY, zrevrank),
+    cmd("zrange", -4, &["readonly"], KEY, zrange),
+    cmd("zrangebyscore", -4, &["readonly"], KEY, zrangebyscore),
+    cmd("zrevrangebyscore", -4, &["readonly"], KEY, zrevrangebyscore),
+    cmd("zrangebylex", -4, &["readonly"], KEY, zrangebylex),
+    cmd("zrevrangebylex", -4, &["readonly"], KEY, zrevrangebylex),
+    cmd("zrevrange", -4, &["readonly"], KEY, zrevrange),
+    cmd(
+        "zrangestore",
+        -5,
+        &["write", "denyoom"],
+        SRC_DST,
+        zrangestore,
+    ),
+    cmd("zremrangebyscore", 4, &["write"], KEY, zremrangebyscore),
+    cmd("zremrangebyrank", 4, &["write"], KEY, zremrangebyrank),
+    cmd("zremrangebylex", 4, &["write"], KEY, zremrangebylex),
+    cmd("zpopmin", -2, &["write", "fast"], KEY, zpopmin),
+    cmd("zpopmax", -2, &["write", "fast"], KEY, zpopmax),
+    cmd("zscan", -3, &["readonly"], KEY, zscan),
+    cmd("zrandmember", -2, &["readonly"], KEY, zrandmember),
+    zstore::ZUNIONSTORE,
+    zstore::ZINTERSTORE,
+    zstore::ZDIFFSTORE,
+    zstore::ZUNION,
+    zstore::ZINTER,
+    zstore::ZDIFF,
+    zstore::ZINTERCARD,
+];
+
+/// A member and its score.
+pub(crate) type Entry = (Vec<u8>, f64);
+
+/// Entries in index order (or reversed).
+pub(crate) type Entries = Box<dyn Iterator<Item = Result<Entry, Failure>>>;
+
+fn no_entries() -> Entries {
+    Box::new(std::iter::empty())
+}
+
+/// A sorted set under `key`.
+pub(crate) struct ZSet<'k> {
+    key: &'k [u8],
+    s: Stored,
+}
+
+impl<'k> ZSet<'k> {
+    /// `key`'s sorted set (`None`: no such key; `WrongType` if another type).
+    pub(crate) fn load(ctx: &mut Ctx<'_>, key: &'k [u8]) -> Result<Option<ZSet<'k>>, Failure> {
+        Ok(Stored::load(ctx, key, Kind::ZSet)?.map(|s| ZSet { key, s }))
+    }
+
+    fn load_or_create(ctx: &mut Ctx<'_>, key: &'k [u8]) -> Result<ZSet<'k>, Failure> {
+        Ok(ZSet {
+            key,
+            s: Stored::load_or_create(ctx, key, Kind::ZSet)?,
+        })
+    }
+
+    /// Members.
+    pub(crate) fn len(&self) -> u64 {
+        self.s.c.size
+    }
+
+    /// `member`'s score, if it is one.
+    pub(crate) fn score(&self, ctx: &mut Ctx<'_>, member: &[u8]) -> Result<Option<f64>, Failure> {
+        let v = ctx.member(self.key, self.s.version(), tag::ZMEMBER, member)?;
+        Ok(v.filter(|b| b.len() == 8)
+            .map(|b| encoding::score_from_key(&b)))
+    }
+
+    /// The score index's suffix for `member` at `score`.
+    fn index_key(score: f64, member: &[u8]) -> Vec<u8> {
+        let mut k = encoding::score_key(score).to_vec();
+        k.extend_from_slice(member);
+        k
+    }
+
+    /// Sets `member`'s score to `new` (its score now is `old`).
+    fn set(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        member: &[u8],
+        old: Option<f64>,
+        new: f64,
+    ) -> Result<(), Failure> {
+        let v = self.s.version();
+        match old {
+            Some(o) => ctx.delete_member(self.key, v, tag::ZSCORE, &Self::index_key(o, member))?,
+            None => self.s.c.size += 1,
+        }
+        let sk = encoding::score_key(new);
+        ctx.put_member(self.key, v, tag::ZMEMBER, member, &sk)?;
+        ctx.put_member(self.key, v, tag::ZSCORE, &Self::index_key(new, member), b"")?;
+        Ok(())
+    }
+
+    /// Removes `member`, whose score is `score`.
+    fn remove(&mut self, ctx: &mut Ctx<'_>, member: &[u8], score: f64) -> Result<(), Failure> {
+        let v = self.s.version();
+        ctx.delete_member(self.key, v, tag::ZMEMBER, member)?;
+        ctx.delete_member(self.key, v, tag::ZSCORE, &Self::index_key(score, member))?;
+        self.s.c.size -= 1;
+        Ok(())
+    }
+
+    /// Removes each of `entries` (members with their scores).
+    fn remove_all(&mut self, ctx: &mut Ctx<'_>, entries: &[Entry]) -> Result<(), Failure> {
+        for (m, s) in entries {
+            self.remove(ctx, m, *s)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the header back (deleting the key if the set is empty).
+    fn save(self, ctx: &mut Ctx<'_>) -> Result<(), Failure> {
+        self.s.save(ctx, self.key)
+    }
+
+    /// The entries of the score index from suffix `lo` (inclusive) to `hi` (exclusive;
+    /// `None`: to the end), ascending or, if `rev`, descending.
+    fn walk(
+        &self,
+        ctx: &mut Ctx<'_>,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        rev: bool,
+    ) -> Result<Entries, Failure> {
+        if hi.is_some_and(|h| h <= lo) {
+            return Ok(no_entries());
+        }
+        let prefix = encoding::tag_prefix(self.key, self.s.version(), tag::ZSCORE);
+        let with_prefix = |s: &[u8]| [prefix.as_slice(), s].concat();
+        let start = with_prefix(lo);
+        let end = match hi {
+            Some(h) => Some(with_prefix(h)),
+            None => encoding::prefix_end(&prefix),
+        };
+        let end_bound = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let pairs = ctx.scan(Table::Members, Bound::Included(&start), end_bound, rev)?;
+        let skip = prefix.len();
+        Ok(Box::new(pairs.map(move |p| {
+            let (k, _) = p?;
+            match k.get(skip..skip + 8) {
+                Some(sk) => Ok((k[skip + 8..].to_vec(), encoding::score_from_key(sk))),
+                None => Err(args::err("ERR a sorted set's score index is damaged")),
+            }
+        })))
+    }
+
+    /// Every entry, ascending or, if `rev`, descending.
+    pub(crate) fn all(&self, ctx: &mut Ctx<'_>, rev: bool) -> Result<Entries, Failure> {
+        self.walk(ctx, b"", None, rev)
+    }
+
+    /// The lowest entry, or the highest if `rev`.
+    fn end(&self, ctx: &mut Ctx<'_>, rev: bool) -> Result<Option<Entry>, Failure> {
+        self.all(ctx, rev)?.next().transpose()
+    }
+
+    /// The entries scored in `r`, from the lowest (highest if `rev`), less the first `skip`.
+    fn by_score(
+        &self,
+        ctx: &mut Ctx<'_>,
+        r: &ScoreRange,
+        rev: bool,
+        skip: usize,
+    ) -> Result<Entries, Failure> {
+        if r.is_empty() {
+            return Ok(no_entries());
+        }
+        let (lo, hi) = r.index_bounds();
+        Ok(Box::new(self.walk(ctx, &lo, Some(&hi), rev)?.skip(skip)))
+    }
+
+    /// The entries whose members are in `r`, as Redis finds them: a lex range assumes every
+    /// score is equal (then it is one seek); with unequal scores, Redis's answer is what its
+    /// scan in score order gives (first a member past the lower end, then members while
+    /// before the upper end), and so is ours. The first `skip` are left out (unchecked, as
+    /// Redis skips them).
+    fn by_lex(
+        &self,
+        ctx: &mut Ctx<'_>,
+        r: &LexRange,
+        rev: bool,
+        skip: usize,
+    ) -> Result<Entries, Failure> {
+        let (Some(first), Some(last)) = (self.end(ctx, false)?, self.end(ctx, true)?) else {
+            return Ok(no_entries());
+        };
+        if r.is_empty() || !r.above_min(&last.0) || !r.below_max(&first.0) {
+            return Ok(no_entries());
+        }
+        if first.1 == last.1 {
+            let (lo, hi) = r.index_bounds(encoding::score_key(first.1));
+            return Ok(Box::new(self.walk(ctx, &lo, Some(&hi), rev)?.skip(skip)));
+        }
+        let (r1, r2) = (r.clone(), r.clone());
+        let starts = move |m: &[u8]| {
+            if rev {
+                r1.below_max(m)
+            } else {
+                r1.above_min(m)
+            }
+        };
+        let stays = move |m: &[u8]| {
+            if rev {
+                r2.above_min(m)
+            } else {
+                r2.below_max(m)
+            }
+        };
+        let mut from_first = self
+            .all(ctx, rev)?
+            .skip_while(move |e| e.as_ref().is_ok_and(|(m, _)| !starts(m)))
+            .peekable();
+        if from_first
+            .peek()
+            .is_some_and(|e| e.as_ref().is_ok_and(|(m, _)| !stays(m)))
+        {
+            return Ok(no_entries());
+        }
+        Ok(Box::new(from_first.skip(skip).take_while(move |e| {
+            e.as_ref().map_or(true, |(m, _)| stays(m))
+        })))
+    }
+
+    /// The entries of ranks `lo..hi` (ascending ranks), lowest first or, if `rev`, highest
+    /// first; walked from the nearer end of the index.
+    fn by_rank(
+        &self,
+        ctx: &mut Ctx<'_>,
+        lo: u64,
+        hi: u64,
+        rev: bool,
+    ) -> Result<Vec<Entry>, Failure> {
+        let len = self.len();
+        let n = to_usize(hi - lo);
+        let mut out: Vec<Entry> = if lo <= len - hi {
+            self.all(ctx, false)?
+                .skip(to_usize(lo))
+                .take(n)
+                .collect::<Result<_, _>>()?
+        } else {
+            let mut v: Vec<Entry> = self
+                .all(ctx, true)?
+                .skip(to_usize(len - hi))
+                .take(n)
+                .collect::<Result<_, _>>()?;
+            v.reverse();
+            v
+        };
+        if rev {
+            out.reverse();
+        }
+        Ok(out)
+    }
+
+    /// `member`'s rank (from the highest if `rev`): the entries before it, counted.
+    fn rank(&self, ctx: &mut Ctx<'_>, member: &[u8], rev: bool) -> Result<Option<u64>, Failure> {
+        let Some(score) = self.score(ctx, member)? else {
+            return Ok(None);
+        };
+        let mut at = Self::index_key(score, member);
+        let before = if rev {
+            at.push(0);
+            self.walk(ctx, &at, None, true)?
+        } else {
+            self.walk(ctx, b"", Some(&at), false)?
+        };
+        let mut n = 0;
+        for e in before {
+            e?;
+            n += 1;
+        }
+        Ok(Some(n))
+    }
+
+    /// What a `ZRANGE` selects, in its order.
+    fn select(&self, ctx: &mut Ctx<'_>, r: &RangeArgs) -> Result<Vec<Entry>, Failure> {
+        let len = self.len();
+        let (skip, take) = match usize::try_from(r.offset) {
+            Ok(skip) => (skip, usize::try_from(r.limit).unwrap_or(usize::MAX)),
+            // Redis skips a negative offset's "count" of entries: all of them.
+            Err(_) => return Ok(Vec::new()),
+        };
+        match &r.select {
+            Select::Rank(start, end) => match coll::span(*start, *end, len) {
+                Some((lo, hi)) if r.rev => self.by_rank(ctx, len - hi, len - lo, true),
+                Some((lo, hi)) => self.by_rank(ctx, lo, hi, false),
+                None => Ok(Vec::new()),
+            },
+            Select::Score(s) => self.by_score(ctx, s, r.rev, skip)?.take(take).collect(),
+            Select::Lex(l) => self.by_lex(ctx, l, r.rev, skip)?.take(take).collect(),
+        }
+    }
+}
+
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// Entries as Redis replies with them: members, or with scores (`[member, score]` pairs in
+/// RESP3).
+pub(crate) fn entries_reply(entries: Vec<Entry>, withscores: bool) -> Reply {
+    if withscores {
+        Reply::Pairs(
+            entries
+                .into_iter()
+                .map(|(m, s)| (Reply::Bulk(m), Reply::Double(s)))
+                .collect(),
+        )
+    } else {
+        Reply::bulks(entries.into_iter().map(|(m, _)| m))
+    }
+}
+
+/// Fails as the store would for `member`'s longest record in `key`'s set (its score index
+/// key): checked before a command's first write.
+fn check_member(key: &[u8], member: &[u8]) -> Result<(), Failure> {
+    coll::check_record(key, 8 + member.len())
+}
+
+/// Replaces `dst` with a sorted set of `entries` (distinct members), or deletes it if there
+/// are none, as Redis stores results (any old value and expiry gone). Returns their number.
+pub(crate) fn store(ctx: &mut Ctx<'_>, dst: &[u8], entries: &[Entry]) -> CmdResult {
+    for (m, _) in entries {
+        check_member(dst, m)?;
+    }
+    if entries.is_empty() {
+        ctx.delete_key(dst)?;
+        return Ok(Reply::Int(0));
+    }
+    let mut z = ZSet {
+        key: dst,
+        s: Stored::create(ctx, Kind::ZSet)?,
+    };
+    for (m, s) in entries {
+        z.set(ctx, m, None, *s)?;
+    }
+    let n = z.len();
+    z.save(ctx)?;
+    Ok(Reply::Int(n as i64))
+}
+
+/// `ZADD`'s options.
+#[derive(Default)]
+struct Zadd {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+    ch: bool,
+    incr: bool,
+}
+
+/// `ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ...`, and `ZINCRBY` (`incr` set, no
+/// options), as Redis's `zaddGenericCommand` runs them.
+fn zadd_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], incr: bool) -> CmdResult {
+    let mut o = Zadd {
+        incr,
+        ..Zadd::default()
+    };
+    let mut i = 2;
+    while let Some(word) = a.get(i) {
+        let flag = match word.to_ascii_lowercase().as_slice() {
+            b"nx" => &mut o.nx,
+            b"xx" => &mut o.xx,
+            b"gt" => &mut o.gt,
+            b"lt" => &mut o.lt,
+            b"ch" => &mut o.ch,
+            b"incr" => &mut o.incr,
+            _ => break,
+        };
+        *flag = true;
+        i += 1;
+    }
+    let rest = &a[i..];
+    if rest.is_empty() || rest.len() % 2 == 1 {
+        return Err(args::syntax());
+    }
+    if o.nx && o.xx {
+        return Err(args::err(
+            "ERR XX and NX options at the same time are not compatible",
+        ));
+    }
+    // Any two of them.
+    if [o.gt, o.lt, o.nx].iter().filter(|&&f| f).count() > 1 {
+        return Err(args::err(
+            "ERR GT, LT, and/or NX options at the same time are not compatible",
+        ));
+    }
+    if o.incr && rest.len() > 2 {
+        return Err(args::err(
+            "ERR INCR option supports a single increment-element pair",
+        ));
+    }
+    let pairs: Vec<(f64, &[u8])> = rest
+        .chunks(2)
+        .map(|p| Ok((zrange::score(&p[0])?, p[1].as_slice())))
+        .collect::<Result<_, Failure>>()?;
+    for (_, m) in &pairs {
+        check_member(&a[1], m)?;
+    }
+    let missing = ZSet::load(ctx, &a[1])?.is_none();
+    if missing && o.xx {
+        return Ok(if o.incr { Reply::Nil } else { Reply::Int(0) });
+    }
+    let mut z = ZSet::load_or_create(ctx, &a[1])?;
+    let (mut added, mut updated, mut last) = (0, 0, None);
+    for (score, member) in pairs {
+        let old = z.score(ctx, member)?;
+        let new = match old {
+            Some(_) if o.nx => continue,
+            None if o.xx => continue,
+            Some(cur) if o.incr => cur + score,
+            _ => score,
+        };
+        if new.is_nan() {
+            return Err(args::err("ERR resulting score is not a number (NaN)"));
+        }
+        if let Some(cur) = old {
+            if (o.lt && new >= cur) || (o.gt && new <= cur) {
+                continue;
+            }
+        }
+        last = Some(new);
+        match old {
+            Some(cur) if cur == new => {}
+            Some(_) => updated += 1,
+            None => added += 1,
+        }
+        if old != Some(new) {
+            z.set(ctx, member, old, new)?;
+        }
+    }
+    if added + updated > 0 {
+        z.save(ctx)?;
+    }
+    Ok(if o.incr {
+        last.map_or(Reply::Nil, Reply::Double)
+    } else {
+        Reply::Int(if o.ch { added + updated } else { added })
+    })
+}
+
+fn zadd(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    zadd_generic(ctx, a, false)
+}
+
+fn zincrby(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    zadd_generic(ctx, a, true)
+}
+
+fn zrem(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let Some(mut z) = ZSet::load(ctx, &a[1])? else {
+        return Ok(Reply::Int(0));
+    };
+    let mut removed = 0;
+    for m in &a[2..] {
+        if let Some(s) = z.score(ctx, m)? {
+            z.remove(ctx, m, s)?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        z.save(ctx)?;
+    }
+    Ok(Reply::Int(removed))
+}
+
+fn zcard(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let n = ZSet::load(ctx, &a[1])?.map_or(0, |z| z.len());
+    Ok(Reply::Int(n as i64))
+}
+
+/// The entries counted.
+fn count(entries: Entries) -> CmdResult {
+    let mut n = 0;
+    for e in entries {
+        e?;
+        n += 1;
+    }
+    Ok(Reply::Int(n))
+}
+
+fn zcount(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let r = ScoreRange::parse(&a[2], &a[3])?;
+    match ZSet::load(ctx, &a[1])? {
+        Some(z) => count(z.by_score(ctx, &r, false, 0)?),
+        None => Ok(Reply::Int(0)),
+    }
+}
+
+fn zlexcount(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let r = LexRange::parse(&a[2], &a[3])?;
+    match ZSet::load(ctx, &a[1])? {
+        Some(z) => count(z.by_lex(ctx, &r, false, 0)?),
+        None => Ok(Reply::Int(0)),
+    }
+}
+
+fn zscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let score = match ZSet::load(ctx, &a[1])? {
+        Some(z) => z.score(ctx, &a[2])?,
+        None => None,
+    };
+    Ok(score.map_or(Reply::Nil, Reply::Double))
+}
+
+fn zmscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let z = ZSet::load(ctx, &a[1])?;
+    let mut out = Vec::with_capacity(a.len() - 2);
+    for m in &a[2..] {
+        let s = match &z {
+            Some(z) => z.score(ctx, m)?,
+            None => None,
+        };
+        out.push(s.map_or(Reply::Nil, Reply::Double));
+    }
+    Ok(Reply::Array(out))
+}
+
+fn rank_cmd(ctx: &mut Ctx<'_>, a: &[Vec<u8>], rev: bool) -> CmdResult {
+    let rank = match ZSet::load(ctx, &a[1])? {
+        Some(z) => z.rank(ctx, &a[2], rev)?,
+        None => None,
+    };
+    Ok(rank.map_or(Reply::Nil, |r| Reply::Int(r as i64)))
+}
+
+fn zrank(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    rank_cmd(ctx, a, false)
+}
+
+fn zrevrank(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    rank_cmd(ctx, a, true)
+}
+
+/// The `ZRANGE` family: `by` and `rev` as the command fixes them.
+fn range_cmd(
+    ctx: &mut Ctx<'_>,
+    a: &[Vec<u8>],
+    by: Option<zrange::By>,
+    rev: Option<bool>,
+) -> CmdResult {
+    let r = RangeArgs::parse(a, 2, by, rev, false)?;
+    let entries = match ZSet::load(ctx, &a[1])? {
+        Some(z) => z.select(ctx, &r)?,
+        None => Vec::new(),
+    };
+    Ok(entries_reply(entries, r.withscores))
+}
+
+fn zrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    range_cmd(ctx, a, None, None)
+}
+
+fn zrangebyscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    range_cmd(ctx, a, Some(zrange::By::Score), Some(false))
+}
+
+fn zrevrangebyscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    range_cmd(ctx, a, Some(zrange::By::Score), Some(true))
+}
+
+fn zrangebylex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    range_cmd(ctx, a, Some(zrange::By::Lex), Some(false))
+}
+
+fn zrevrangebylex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    range_cmd(ctx, a, Some(zrange::By::Lex), Some(true))
+}
+
+fn zrevrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    range_cmd(ctx, a, Some(zrange::By::Rank), Some(true))
+}
+
+fn zrangestore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let r = RangeArgs::parse(a, 3, None, None, true)?;
+    let entries = match ZSet::load(ctx, &a[2])? {
+        Some(z) => z.select(ctx, &r)?,
+        None => Vec::new(),
+    };
+    store(ctx, &a[1], &entries)
+}
+
+/// `ZREMRANGEBY...`: removes what `select` picks from the set; their number.
+fn remove_range(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    select: impl FnOnce(&mut Ctx<'_>, &ZSet<'_>) -> Result<Vec<Entry>, Failure>,
+) -> CmdResult {
+    let Some(mut z) = ZSet::load(ctx, key)? else {
+        return Ok(Reply::Int(0));
+    };
+    let gone = select(ctx, &z)?;
+    if !gone.is_empty() {
+        z.remove_all(ctx, &gone)?;
+        z.save(ctx)?;
+    }
+    Ok(Reply::Int(gone.len() as i64))
+}
+
+fn zremrangebyscore(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let r = ScoreRange::parse(&a[2], &a[3])?;
+    remove_range(ctx, &a[1], |ctx, z| {
+        z.by_score(ctx, &r, false, 0)?.collect()
+    })
+}
+
+fn zremrangebylex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let r = LexRange::parse(&a[2], &a[3])?;
+    remove_range(ctx, &a[1], |ctx, z| z.by_lex(ctx, &r, false, 0)?.collect())
+}
+
+fn zremrangebyrank(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let (start, end) = (args::int(&a[2])?, args::int(&a[3])?);
+    remove_range(ctx, &a[1], |ctx, z| match coll::span(start, end, z.len()) {
+        Some((lo, hi)) => z.by_rank(ctx, lo, hi, false),
+        None => Ok(Vec::new()),
+    })
+}
+
+/// `ZPOPMIN`/`ZPOPMAX key [count]`: without a count a flat `[member, score]` array (empty
+/// if none), with one `[member, score]` pairs.
+fn pop_cmd(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
+    if a.len() > 3 {
+        return Err(args::syntax());
+    }
+    let count = a.get(2).map(|c| coll::positive(c)).transpose()?;
+    let Some(mut z) = ZSet::load(ctx, &a[1])? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    let n = count.unwrap_or(1);
+    let popped: Vec<Entry> = z
+        .all(ctx, max)?
+        .take(to_usize(n))
+        .collect::<Result<_, _>>()?;
+    if !popped.is_empty() {
+        z.remove_all(ctx, &popped)?;
+        z.save(ctx)?;
+    }
+    Ok(match count {
+        Some(_) => entries_reply(popped, true),
+        None => Reply::Array(
+            popped
+                .into_iter()
+                .flat_map(|(m, s)| [Reply::Bulk(m), Reply::Double(s)])
+                .collect(),
+        ),
+    })
+}
+
+fn zpopmin(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    pop_cmd(ctx, a, false)
+}
+
+fn zpopmax(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    pop_cmd(ctx, a, true)
+}
+
+/// Sets this small Redis keeps as one listpack, which it scans whole in one call (cursor
+/// 0); ours do too, so replies match Redis's for the sets tests use.
+const SCAN_WHOLE: u64 = 128;
+
+fn zscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    // Redis checks the cursor, then the key, then the options.
+    scan::ScanArgs::parse(ctx, &a[..3], 2, false)?;
+    let Some(z) = ZSet::load(ctx, &a[1])? else {
+        return Ok(scan::reply(ctx, None, Vec::new()));
+    };
+    let sa = scan::ScanArgs::parse(ctx, a, 2, false)?;
+    let budget = if z.len() <= SCAN_WHOLE {
+        usize::MAX
+    } else {
+        sa.count
+    };
+    // Members in byte order, from past the cursor's.
+    let from = match &sa.after {
+        Some(p) => [p.as_slice(), &[0]].concat(),
+        None => Vec::new(),
+    };
+    let mut members = ctx.members(&a[1], z.s.version(), tag::ZMEMBER, &from, false)?;
+    let (mut items, mut last, mut looked) = (Vec::new(), None, 0);
+    for pair in members.by_ref() {
+        let (m, v) = pair?;
+        if v.len() == 8 && sa.matches(&m) {
+            items.push(Reply::Bulk(m.clone()));
+            items.push(Reply::bulk(reply::format_double(encoding::score_from_key(
+                &v,
+            ))));
+        }
+        last = Some(m);
+        looked += 1;
+        if looked >= budget {
+            break;
+        }
+    }
+    let more = looked >= budget && members.next().is_some();
+    Ok(scan::reply(ctx, last.filter(|_| more), items))
+}
+
+/// The most `ZRANDMEMBER` picks with repetition in one reply: a reply is built whole in
+/// memory here (Redis streams it), so a count of billions would exhaust the server.
+const MAX_PICKS: u64 = 1 << 24;
+
+fn zrandmember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let Some(count) = a.get(2) else {
+        let Some(z) = ZSet::load(ctx, &a[1])? else {
+            return Ok(Reply::Nil);
+        };
+        let pick = rand::thread_rng().gen_range(0..z.len());
+        let one = z.by_rank(ctx, pick, pick + 1, false)?;
+        return Ok(Reply::opt_bulk(one.into_iter().next().map(|(m, _)| m)));
+    };
+    let count = args::int(count)?;
+    if count == i64::MIN {
+        return Err(args::err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"));
+    }
+    let withscores = match a.get(3) {
+        None => false,
+        Some(w) if args::is(w, "withscores") && a.len() == 4 => true,
+        Some(_) => return Err(args::syntax()),
+    };
+    if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+        return Err(args::err("ERR value is out of range"));
+    }
+    if count < 0 && count.unsigned_abs() > MAX_PICKS {
+        return Err(args::err(format!(
+            "ERR value is out of range: this server picks at most {MAX_PICKS} members with repetition"
+        )));
+    }
+    let Some(z) = ZSet::load(ctx, &a[1])? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    if count == 0 {
+        return Ok(Reply::Array(Vec::new()));
+    }
+    let all: Vec<Entry> = z.all(ctx, false)?.collect::<Result<_, _>>()?;
+    if all.is_empty() {
+        return Ok(Reply::Array(Vec::new()));
+    }
+    let mut rng = rand::thread_rng();
+    let picked: Vec<Entry> = if count < 0 {
+        (0..count.unsigned_abs())
+            .map(|_| all[rng.gen_range(0..all.len())].clone())
+            .collect()
+    } else if count as u64 >= all.len() as u64 {
+        // The whole set, as Redis returns it: highest first.
+        let mut all = all;
+        all.reverse();
+        all
+    } else {
+        rand::seq::index::sample(&mut rng, all.len(), count as usize)
+            .into_iter()
+            .map(|i| all[i].clone())
+            .collect()
+    };
+    Ok(entries_reply(picked, withscores))
+}
