@@ -8,6 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 use std::io::Read;
+use std::time::Duration;
 use support::{bulk, ok, Client, TestServer, Value};
 
 fn run(script: &str) {
@@ -272,6 +273,226 @@ fn wrong_types_and_arguments() {
     "##);
 }
 
+#[test]
+fn blocking_pops_that_need_not_wait_and_lmpop() {
+    run(r##"
+    # With something to pop, the blocking pops reply at once.
+    RPUSH l a b c                  => :3
+    BLPOP nokey l 0                => ["l", "a"]
+    BRPOP nokey l 0                => ["l", "c"]
+    BLMOVE l dst LEFT RIGHT 0      => "b"
+    RPUSH l d e                    => :2
+    BRPOPLPUSH l dst 0             => "e"
+    LRANGE dst 0 -1                => ["e", "b"]
+    BLPOP nokey 0.01               => nil
+    BRPOPLPUSH nokey dst 0.01      => nil
+    # Timeouts are read as Redis reads them.
+    BLPOP nokey x                  => -ERR timeout is not a float or out of range
+    BLPOP nokey -1                 => -ERR timeout is negative
+    BLPOP nokey inf                => -ERR timeout is negative
+    BLPOP nokey 1e400              => -ERR timeout is negative
+    BLPOP nokey 9223372036854776   => -ERR timeout is negative
+    BLPOP nokey nan                => -ERR timeout is not a float or out of range
+    BLPOP nokey \s1                => -ERR timeout is not a float or out of range
+    BLPOP nokey 1e-400             => nil
+    SET s x                        => +OK
+    BLPOP s 0                      => -WRONGTYPE Operation against a key holding the wrong kind of value
+    BLPOP nokey s 0                => -WRONGTYPE Operation against a key holding the wrong kind of value
+    BLMOVE l s LEFT RIGHT 0        => -WRONGTYPE Operation against a key holding the wrong kind of value
+    BLMOVE l dst UP RIGHT 0        => -ERR syntax error
+    BLMOVE l dst LEFT RIGHT x      => -ERR timeout is not a float or out of range
+    BRPOPLPUSH s dst 0             => -WRONGTYPE Operation against a key holding the wrong kind of value
+    # Where a client cannot wait, the reply is at once: a nil array, or for BLMOVE a nil.
+    MULTI                          => +OK
+    BLPOP nokey 0                  => +QUEUED
+    BLMOVE nokey dst LEFT LEFT 0   => +QUEUED
+    BRPOPLPUSH nokey dst 0         => +QUEUED
+    BLMPOP 0 1 nokey LEFT          => +QUEUED
+    EXEC                           => [nil, nil, nil, nil]
+    # LMPOP: the first list that has elements.
+    RPUSH m a b c                  => :3
+    LMPOP 1 m LEFT                 => ["m", ["a"]]
+    LMPOP 2 nokey m RIGHT COUNT 5  => ["m", ["c", "b"]]
+    EXISTS m                       => :0
+    LMPOP 1 nokey LEFT             => nil
+    LMPOP 2 nokey s LEFT           => -WRONGTYPE Operation against a key holding the wrong kind of value
+    RPUSH m a                      => :1
+    LMPOP 0 m LEFT                 => -ERR numkeys should be greater than 0
+    LMPOP -1 m LEFT                => -ERR numkeys should be greater than 0
+    LMPOP x m LEFT                 => -ERR numkeys should be greater than 0
+    LMPOP 2 m LEFT                 => -ERR syntax error
+    LMPOP 1 m UP                   => -ERR syntax error
+    LMPOP 1 m LEFT COUNT 0         => -ERR count should be greater than 0
+    LMPOP 1 m LEFT COUNT x         => -ERR count should be greater than 0
+    LMPOP 1 m LEFT COUNT 1 COUNT 2 => -ERR syntax error
+    LMPOP 1 m LEFT FOO             => -ERR syntax error
+    LMPOP 1 m                      => -ERR wrong number of arguments for 'lmpop' command
+    BLMPOP x 1 m LEFT              => -ERR timeout is not a float or out of range
+    BLMPOP 0.01 0 m LEFT           => -ERR numkeys should be greater than 0
+    BLMPOP 0 1 m RIGHT COUNT 2     => ["m", ["a"]]
+    BLMPOP 0.01 1 m LEFT           => nil
+    HELLO 3                        => (hello)
+    BLPOP nokey 0.01               => nil
+    RPUSH m a b                    => :2
+    LMPOP 1 m LEFT COUNT 2         => ["m", ["a", "b"]]
+    "##);
+}
+
+/// Sends `args` on a thread and returns it: its result is the reply, once there is one.
+fn in_background(mut c: Client, args: &[&str]) -> std::thread::JoinHandle<Value> {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    std::thread::spawn(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        c.cmd(&refs)
+    })
+}
+
+fn pause() {
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+#[test]
+fn blpop_waits_for_a_push_to_any_of_its_keys() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let waiter = in_background(s.client(), &["BLPOP", "k1", "k2", "0"]);
+    pause();
+    assert!(!waiter.is_finished());
+    assert_eq!(c.cmd(&["RPUSH", "k2", "x", "y"]), Value::Int(2));
+    assert_eq!(
+        waiter.join().unwrap(),
+        Value::Array(vec![bulk("k2"), bulk("x")])
+    );
+    assert_eq!(
+        c.cmd(&["LRANGE", "k2", "0", "-1"]),
+        Value::Array(vec![bulk("y")])
+    );
+    // A write to another key does not serve it; one to its key does.
+    let waiter = in_background(s.client(), &["BRPOP", "k3", "0"]);
+    pause();
+    c.cmd(&["RPUSH", "other", "x"]);
+    pause();
+    assert!(!waiter.is_finished());
+    c.cmd(&["LPUSH", "k3", "a", "b"]);
+    assert_eq!(
+        waiter.join().unwrap(),
+        Value::Array(vec![bulk("k3"), bulk("a")])
+    );
+}
+
+#[test]
+fn blmove_and_brpoplpush_wait_then_move() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let mover = in_background(s.client(), &["BLMOVE", "src", "dst", "RIGHT", "LEFT", "5"]);
+    let other = in_background(s.client(), &["BRPOPLPUSH", "src2", "dst", "5"]);
+    pause();
+    c.cmd(&["RPUSH", "src", "a", "b"]);
+    c.cmd(&["RPUSH", "src2", "c"]);
+    assert_eq!(mover.join().unwrap(), bulk("b"));
+    assert_eq!(other.join().unwrap(), bulk("c"));
+    let dst = c.cmd(&["LRANGE", "dst", "0", "-1"]);
+    assert!(
+        dst == Value::Array(vec![bulk("b"), bulk("c")])
+            || dst == Value::Array(vec![bulk("c"), bulk("b")])
+    );
+    assert_eq!(c.cmd(&["EXISTS", "src2"]), Value::Int(0));
+}
+
+#[test]
+fn each_blocked_client_gets_its_own_element() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let waiters: Vec<_> = (0..3)
+        .map(|_| in_background(s.client(), &["BLPOP", "q", "10"]))
+        .collect();
+    pause();
+    c.cmd(&["RPUSH", "q", "a", "b", "c", "d"]);
+    let mut got: Vec<String> = waiters
+        .into_iter()
+        .map(|w| match w.join().unwrap() {
+            Value::Array(kv) => kv[1].text(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, ["a", "b", "c"]);
+    assert_eq!(
+        c.cmd(&["LRANGE", "q", "0", "-1"]),
+        Value::Array(vec![bulk("d")])
+    );
+}
+
+#[test]
+fn a_blocking_pop_times_out_with_a_nil_array() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let start = std::time::Instant::now();
+    assert_eq!(wire(&mut c, &["BLPOP", "nokey", "0.2"]), b"*-1\r\n");
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    assert_eq!(
+        wire(&mut c, &["BLMOVE", "nokey", "d", "LEFT", "LEFT", "0.05"]),
+        b"*-1\r\n"
+    );
+    assert_eq!(
+        wire(&mut c, &["BRPOPLPUSH", "nokey", "d", "0.05"]),
+        b"*-1\r\n"
+    );
+    assert_eq!(
+        wire(&mut c, &["BLMPOP", "0.05", "1", "nokey", "LEFT"]),
+        b"*-1\r\n"
+    );
+    // Where it cannot wait, BLMOVE replies with a nil, and the others a nil array.
+    c.cmd(&["MULTI"]);
+    c.cmd(&["BLMOVE", "nokey", "d", "LEFT", "LEFT", "0"]);
+    c.cmd(&["BLPOP", "nokey", "0"]);
+    assert_eq!(wire(&mut c, &["EXEC"]), b"*2\r\n$-1\r\n*-1\r\n");
+    assert!(matches!(c.cmd(&["HELLO", "3"]), Value::Map(_)));
+    assert_eq!(wire(&mut c, &["BLPOP", "nokey", "0.01"]), b"_\r\n");
+}
+
+#[test]
+fn replies_before_a_blocking_pop_are_sent_before_it_waits() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let mut batch = Client::encode(&[b"RPUSH", b"a", b"x"]);
+    batch.extend(Client::encode(&[b"BLPOP", b"k", b"0"]));
+    c.send_raw(&batch);
+    assert_eq!(c.read(), Some(Value::Int(1)));
+    s.client().cmd(&["RPUSH", "k", "y"]);
+    assert_eq!(c.read(), Some(Value::Array(vec![bulk("k"), bulk("y")])));
+}
+
+#[test]
+fn a_client_gone_while_blocked_pops_nothing() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let mut gone = s.client();
+    gone.send_raw(&Client::encode(&[b"BLPOP", b"k", b"0"]));
+    pause();
+    gone.stream.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(gone);
+    pause();
+    c.cmd(&["RPUSH", "k", "x"]);
+    pause();
+    assert_eq!(
+        c.cmd(&["LRANGE", "k", "0", "-1"]),
+        Value::Array(vec![bulk("x")])
+    );
+}
+
+#[test]
+fn a_blocked_client_does_not_keep_the_server_from_stopping() {
+    let mut s = TestServer::start();
+    let mut blocked = s.client();
+    blocked.send_raw(&Client::encode(&[b"BLPOP", b"k", b"0"]));
+    pause();
+    let start = std::time::Instant::now();
+    s.stop().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(blocked.read(), None);
+}
+
 /// The bytes of one short reply, as sent.
 fn wire(c: &mut Client, args: &[&str]) -> Vec<u8> {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -509,10 +730,11 @@ fn random_operations_match_a_vecdeque_model() {
             4 => {
                 let l = &m.lists[k];
                 let at = if i < 0 { len + i } else { i };
-                let want = (0..len)
-                    .contains(&at)
-                    .then(|| bulk(&l[at as usize]))
-                    .unwrap_or(Value::Nil);
+                let want = if (0..len).contains(&at) {
+                    bulk(&l[at as usize])
+                } else {
+                    Value::Nil
+                };
                 (vec!["LINDEX".into(), key, i.to_string()], want)
             }
             5 => {

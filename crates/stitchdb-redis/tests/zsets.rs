@@ -535,6 +535,66 @@ fn wrong_types_and_arguments() {
 }
 
 #[test]
+fn bzpop_and_zmpop() {
+    run(r##"
+    ZADD z 1 a 2 b 3 c 4 d        => :4
+    BZPOPMIN nokey z 0            => ["z", "a", "1"]
+    BZPOPMAX nokey z 0            => ["z", "d", "4"]
+    BZPOPMIN nokey 0.01           => nil
+    BZPOPMIN z x                  => -ERR timeout is not a float or out of range
+    SET s x                       => +OK
+    BZPOPMIN s 0                  => -WRONGTYPE Operation against a key holding the wrong kind of value
+    BZPOPMAX nokey s 0            => -WRONGTYPE Operation against a key holding the wrong kind of value
+    ZMPOP 1 z MIN                 => ["z", [["b", "2"]]]
+    ZMPOP 2 nokey z MAX COUNT 5   => ["z", [["c", "3"]]]
+    EXISTS z                      => :0
+    ZMPOP 1 nokey MIN             => nil
+    ZMPOP 2 nokey s MIN           => -WRONGTYPE Operation against a key holding the wrong kind of value
+    ZADD z 1 a 2 b                => :2
+    ZMPOP 1 z MID                 => -ERR syntax error
+    ZMPOP 0 z MIN                 => -ERR numkeys should be greater than 0
+    ZMPOP 1 z MIN COUNT 0         => -ERR count should be greater than 0
+    ZMPOP 1 z MIN COUNT 1 COUNT 1 => -ERR syntax error
+    BZMPOP 0 1 z MAX COUNT 1      => ["z", [["b", "2"]]]
+    BZMPOP 0.01 1 nokey MIN       => nil
+    BZMPOP x 1 z MIN              => -ERR timeout is not a float or out of range
+    MULTI                         => +OK
+    BZPOPMIN nokey 0              => +QUEUED
+    BZMPOP 0 1 nokey MIN          => +QUEUED
+    EXEC                          => [nil, nil]
+    HELLO 3                       => (hello)
+    BZPOPMAX z 0                  => ["z", "a", ,1]
+    ZADD z 1 a 2 b                => :2
+    ZMPOP 1 z MIN COUNT 2         => ["z", [["a", ,1], ["b", ,2]]]
+    BZPOPMIN nokey 0.01           => nil
+    "##);
+}
+
+#[test]
+fn bzpopmin_waits_for_a_member() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let mut waiting = s.client();
+    let waiter = std::thread::spawn(move || waiting.cmd(&["BZPOPMIN", "z1", "z2", "0"]));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(!waiter.is_finished());
+    assert_eq!(c.cmd(&["ZADD", "z2", "2", "b", "1", "a"]), Value::Int(2));
+    let want = Value::Array(vec![bulk("z2"), bulk("a"), bulk("1")]);
+    assert_eq!(waiter.join().unwrap(), want);
+    let mut waiting = s.client();
+    let waiter =
+        std::thread::spawn(move || waiting.cmd(&["BZMPOP", "0", "1", "z3", "MAX", "COUNT", "2"]));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    c.cmd(&["ZADD", "z3", "1", "x", "2", "y", "3", "z"]);
+    let pair = |m: &str, s: &str| Value::Array(vec![bulk(m), bulk(s)]);
+    let want = Value::Array(vec![
+        bulk("z3"),
+        Value::Array(vec![pair("z", "3"), pair("y", "2")]),
+    ]);
+    assert_eq!(waiter.join().unwrap(), want);
+}
+
+#[test]
 fn sets_are_inputs_whose_members_score_one() {
     let s = TestServer::start();
     let mut c = s.client();

@@ -1,13 +1,14 @@
-//! List commands: `LPUSH`, `LPOP`, `LRANGE`, `LINSERT`, `LMOVE` ...
+//! List commands: `LPUSH`, `LPOP`, `LRANGE`, `LINSERT`, `LMOVE`, `BLPOP` ...
 //!
 //! A list's elements are member records under tag `INDEX`, keyed by absolute index and
 //! contiguous from the header's `head` to `tail` (exclusive): element `i` is at `head + i`,
 //! so `LINDEX`, `LSET` and the start of an `LRANGE` are one seek. Pushes and pops move
 //! `head` or `tail`; `LINSERT` and `LREM` renumber the shorter side of the change, O(N) as
-//! Redis's are.
+//! Redis's are. A blocking pop that finds nothing fails with `Failure::Blocked`, and the
+//! connection runs it again when one of its keys changes.
 
-use super::coll::{self, cmd, Stored, KEY, SRC_DST};
-use super::{args, CmdResult, Failure, Spec};
+use super::coll::{self, cmd, Mpop, Stored, KEY, KEYS_THEN_TIMEOUT, SRC_DST};
+use super::{args, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
 use crate::keyspace::{Ctx, Table};
 use crate::resp::reply::Reply;
@@ -31,6 +32,48 @@ pub const COMMANDS: &[Spec] = &[
     cmd("lpos", -3, &["readonly"], KEY, lpos),
     cmd("lmove", 5, &["write", "denyoom"], SRC_DST, lmove),
     cmd("rpoplpush", 3, &["write", "denyoom"], SRC_DST, rpoplpush),
+    cmd(
+        "lmpop",
+        -4,
+        &["write", "movablekeys"],
+        Keys::Custom(lmpop_keys, 0, 0, 0),
+        lmpop,
+    ),
+    cmd(
+        "blpop",
+        -3,
+        &["write", "noscript", "blocking"],
+        KEYS_THEN_TIMEOUT,
+        blpop,
+    ),
+    cmd(
+        "brpop",
+        -3,
+        &["write", "noscript", "blocking"],
+        KEYS_THEN_TIMEOUT,
+        brpop,
+    ),
+    cmd(
+        "blmove",
+        6,
+        &["write", "denyoom", "noscript", "blocking"],
+        SRC_DST,
+        blmove,
+    ),
+    cmd(
+        "brpoplpush",
+        4,
+        &["write", "denyoom", "noscript", "blocking"],
+        SRC_DST,
+        brpoplpush,
+    ),
+    cmd(
+        "blmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        Keys::Custom(blmpop_keys, 0, 0, 0),
+        blmpop,
+    ),
 ];
 
 /// Which end of a list.
@@ -567,6 +610,107 @@ fn lmove(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 fn rpoplpush(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     move_one(ctx, &a[1], &a[2], End::Right, End::Left)
+}
+
+/// A key and the elements popped from it.
+type Popped = (Vec<u8>, Vec<Vec<u8>>);
+
+/// Pops up to `count` elements at `end` from the first of `keys` holding a list (`None`:
+/// every key is empty).
+fn pop_first(
+    ctx: &mut Ctx<'_>,
+    keys: &[Vec<u8>],
+    end: End,
+    count: u64,
+) -> Result<Option<Popped>, Failure> {
+    for key in keys {
+        if let Some(mut list) = List::load(ctx, key)? {
+            let values = list.pop(ctx, end, count)?;
+            list.save(ctx)?;
+            return Ok(Some((key.clone(), values)));
+        }
+    }
+    Ok(None)
+}
+
+/// `BLPOP`/`BRPOP key ... timeout`: `[key, element]`.
+fn bpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], end: End) -> CmdResult {
+    let (keys, t) = a[1..].split_at(a.len() - 2);
+    let timeout = coll::timeout(&t[0])?;
+    match pop_first(ctx, keys, end, 1)? {
+        Some((key, values)) => Ok(Reply::Array(
+            std::iter::once(key)
+                .chain(values)
+                .map(Reply::Bulk)
+                .collect(),
+        )),
+        None => Err(Failure::Blocked {
+            timeout,
+            now: Reply::NilArray,
+        }),
+    }
+}
+
+fn blpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    bpop(ctx, a, End::Left)
+}
+
+fn brpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    bpop(ctx, a, End::Right)
+}
+
+/// `BLMOVE`/`BRPOPLPUSH`: `LMOVE` once the source has an element (a nil if the client
+/// cannot wait, as Redis replies).
+fn block_move(ctx: &mut Ctx<'_>, a: &[Vec<u8>], from: End, to: End, t: &[u8]) -> CmdResult {
+    let timeout = coll::timeout(t)?;
+    if List::load(ctx, &a[1])?.is_none() {
+        return Err(Failure::Blocked {
+            timeout,
+            now: Reply::Nil,
+        });
+    }
+    move_one(ctx, &a[1], &a[2], from, to)
+}
+
+fn blmove(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let (from, to) = (End::parse(&a[3])?, End::parse(&a[4])?);
+    block_move(ctx, a, from, to, &a[5])
+}
+
+fn brpoplpush(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    block_move(ctx, a, End::Right, End::Left, &a[3])
+}
+
+fn lmpop_keys(a: &[Vec<u8>]) -> Vec<usize> {
+    coll::keys_after(a, 1)
+}
+
+fn blmpop_keys(a: &[Vec<u8>]) -> Vec<usize> {
+    coll::keys_after(a, 2)
+}
+
+/// `[key, [element ...]]`, or a nil array if nothing was popped.
+fn mpop_reply(popped: Option<Popped>) -> Reply {
+    popped.map_or(Reply::NilArray, |(key, values)| {
+        Reply::Array(vec![Reply::Bulk(key), Reply::bulks(values)])
+    })
+}
+
+fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let m = Mpop::parse(a, 1, End::parse)?;
+    Ok(mpop_reply(pop_first(ctx, &a[m.keys], m.side, m.count)?))
+}
+
+fn blmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let m = Mpop::parse(a, 2, End::parse)?;
+    let timeout = coll::timeout(&a[1])?;
+    match pop_first(ctx, &a[m.keys], m.side, m.count)? {
+        None => Err(Failure::Blocked {
+            timeout,
+            now: Reply::NilArray,
+        }),
+        popped => Ok(mpop_reply(popped)),
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod bits;
 pub mod coll;
 pub mod collection;
 pub mod expiry;
+pub mod floats;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
@@ -34,6 +35,16 @@ pub enum Failure {
     Reply(String),
     /// The store failed or refused.
     Store(stitchdb::Error),
+    /// Nothing to pop yet (`BLPOP` ...): the connection runs the command again each time
+    /// one of its keys changes, until `timeout` (`None`: none) passes and the reply is a
+    /// nil array. Where a client cannot wait (`MULTI`, `SX.BEGIN`, a snapshot) the reply is
+    /// `now`, at once (Redis's differs by command).
+    Blocked {
+        /// How long to wait.
+        timeout: Option<std::time::Duration>,
+        /// The reply if the client cannot wait.
+        now: Reply,
+    },
 }
 
 impl From<KsError> for Failure {
@@ -64,6 +75,7 @@ impl Failure {
                 Reply::Error(format!("CONFLICT {e}"))
             }
             Failure::Store(e) => Reply::Error(format!("ERR store: {e}")),
+            Failure::Blocked { now, .. } => now,
         }
     }
 

@@ -1,4 +1,4 @@
-//! Sorted-set commands: `ZADD`, `ZRANGE`, `ZRANK`, `ZPOPMIN`, `ZSCAN` ...
+//! Sorted-set commands: `ZADD`, `ZRANGE`, `ZRANK`, `ZPOPMIN`, `BZPOPMIN`, `ZSCAN` ...
 //!
 //! Two records per member: tag `ZMEMBER` member -> its score (`score_key`'s 8 bytes), for
 //! lookups by member; tag `ZSCORE` score ++ member -> empty, ordered by score then member
@@ -7,9 +7,9 @@
 //! a `ZRANGE` by rank are O(rank or count) where Redis's skiplist is O(log N).
 //! `ZUNIONSTORE` and its kin are in `zstore`.
 
-use super::coll::{self, cmd, Stored, KEY, SRC_DST};
+use super::coll::{self, cmd, Mpop, Stored, KEY, KEYS_THEN_TIMEOUT, SRC_DST};
 use super::zrange::{self, LexRange, RangeArgs, ScoreRange, Select};
-use super::{args, scan, zstore, CmdResult, Failure, Spec};
+use super::{args, floats, scan, zstore, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
 use crate::keyspace::{Ctx, Table};
 use crate::resp::reply::{self, Reply};
@@ -47,6 +47,34 @@ pub const COMMANDS: &[Spec] = &[
     cmd("zpopmin", -2, &["write", "fast"], KEY, zpopmin),
     cmd("zpopmax", -2, &["write", "fast"], KEY, zpopmax),
     cmd("zscan", -3, &["readonly"], KEY, zscan),
+    cmd(
+        "zmpop",
+        -4,
+        &["write", "movablekeys"],
+        Keys::Custom(zmpop_keys, 0, 0, 0),
+        zmpop,
+    ),
+    cmd(
+        "bzpopmin",
+        -3,
+        &["write", "noscript", "blocking", "fast"],
+        KEYS_THEN_TIMEOUT,
+        bzpopmin,
+    ),
+    cmd(
+        "bzpopmax",
+        -3,
+        &["write", "noscript", "blocking", "fast"],
+        KEYS_THEN_TIMEOUT,
+        bzpopmax,
+    ),
+    cmd(
+        "bzmpop",
+        -5,
+        &["write", "blocking", "movablekeys"],
+        Keys::Custom(bzmpop_keys, 0, 0, 0),
+        bzmpop,
+    ),
     cmd("zrandmember", -2, &["readonly"], KEY, zrandmember),
     zstore::ZUNIONSTORE,
     zstore::ZINTERSTORE,
@@ -426,7 +454,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], incr: bool) -> CmdResult {
     }
     let pairs: Vec<(f64, &[u8])> = rest
         .chunks(2)
-        .map(|p| Ok((zrange::score(&p[0])?, p[1].as_slice())))
+        .map(|p| Ok((floats::score(&p[0])?, p[1].as_slice())))
         .collect::<Result<_, Failure>>()?;
     for (_, m) in &pairs {
         check_member(&a[1], m)?;
@@ -651,17 +679,11 @@ fn zremrangebyrank(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     })
 }
 
-/// `ZPOPMIN`/`ZPOPMAX key [count]`: without a count a flat `[member, score]` array (empty
-/// if none), with one `[member, score]` pairs.
-fn pop_cmd(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
-    if a.len() > 3 {
-        return Err(args::syntax());
-    }
-    let count = a.get(2).map(|c| coll::positive(c)).transpose()?;
-    let Some(mut z) = ZSet::load(ctx, &a[1])? else {
-        return Ok(Reply::Array(Vec::new()));
+/// Pops up to `n` of `key`'s lowest entries (highest if `max`), if it holds a sorted set.
+fn pop(ctx: &mut Ctx<'_>, key: &[u8], max: bool, n: u64) -> Result<Option<Vec<Entry>>, Failure> {
+    let Some(mut z) = ZSet::load(ctx, key)? else {
+        return Ok(None);
     };
-    let n = count.unwrap_or(1);
     let popped: Vec<Entry> = z
         .all(ctx, max)?
         .take(to_usize(n))
@@ -670,14 +692,45 @@ fn pop_cmd(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
         z.remove_all(ctx, &popped)?;
         z.save(ctx)?;
     }
+    Ok(Some(popped))
+}
+
+/// A key and the entries popped from it.
+type Popped = (Vec<u8>, Vec<Entry>);
+
+/// [`pop`] from the first of `keys` holding a sorted set (`None`: every key is empty).
+fn pop_first(
+    ctx: &mut Ctx<'_>,
+    keys: &[Vec<u8>],
+    max: bool,
+    n: u64,
+) -> Result<Option<Popped>, Failure> {
+    for key in keys {
+        if let Some(popped) = pop(ctx, key, max, n)? {
+            return Ok(Some((key.clone(), popped)));
+        }
+    }
+    Ok(None)
+}
+
+/// `[member, score, ...]` flat (as `ZPOPMIN` without a count and `BZPOPMIN` reply).
+fn flat(entries: Vec<Entry>) -> impl Iterator<Item = Reply> {
+    entries
+        .into_iter()
+        .flat_map(|(m, s)| [Reply::Bulk(m), Reply::Double(s)])
+}
+
+/// `ZPOPMIN`/`ZPOPMAX key [count]`: without a count a flat `[member, score]` array (empty
+/// if none), with one `[member, score]` pairs.
+fn pop_cmd(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
+    if a.len() > 3 {
+        return Err(args::syntax());
+    }
+    let count = a.get(2).map(|c| coll::positive(c)).transpose()?;
+    let popped = pop(ctx, &a[1], max, count.unwrap_or(1))?.unwrap_or_default();
     Ok(match count {
         Some(_) => entries_reply(popped, true),
-        None => Reply::Array(
-            popped
-                .into_iter()
-                .flat_map(|(m, s)| [Reply::Bulk(m), Reply::Double(s)])
-                .collect(),
-        ),
+        None => Reply::Array(flat(popped).collect()),
     })
 }
 
@@ -687,6 +740,79 @@ fn zpopmin(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 fn zpopmax(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     pop_cmd(ctx, a, true)
+}
+
+/// `BZPOPMIN`/`BZPOPMAX key ... timeout`: `[key, member, score]`.
+fn bzpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
+    let (keys, t) = a[1..].split_at(a.len() - 2);
+    let timeout = coll::timeout(&t[0])?;
+    match pop_first(ctx, keys, max, 1)? {
+        Some((key, popped)) => Ok(Reply::Array(
+            std::iter::once(Reply::Bulk(key))
+                .chain(flat(popped))
+                .collect(),
+        )),
+        None => Err(Failure::Blocked {
+            timeout,
+            now: Reply::NilArray,
+        }),
+    }
+}
+
+fn bzpopmin(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    bzpop(ctx, a, false)
+}
+
+fn bzpopmax(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    bzpop(ctx, a, true)
+}
+
+fn zmpop_keys(a: &[Vec<u8>]) -> Vec<usize> {
+    coll::keys_after(a, 1)
+}
+
+fn bzmpop_keys(a: &[Vec<u8>]) -> Vec<usize> {
+    coll::keys_after(a, 2)
+}
+
+/// `MIN` or `MAX`: whether the highest.
+fn min_or_max(arg: &[u8]) -> Result<bool, Failure> {
+    if args::is(arg, "min") {
+        Ok(false)
+    } else if args::is(arg, "max") {
+        Ok(true)
+    } else {
+        Err(args::syntax())
+    }
+}
+
+/// `[key, [[member, score] ...]]` (nested in RESP2 too), or a nil array if nothing was
+/// popped.
+fn mpop_reply(popped: Option<Popped>) -> Reply {
+    popped.map_or(Reply::NilArray, |(key, entries)| {
+        let pairs = entries
+            .into_iter()
+            .map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]))
+            .collect();
+        Reply::Array(vec![Reply::Bulk(key), Reply::Array(pairs)])
+    })
+}
+
+fn zmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let m = Mpop::parse(a, 1, min_or_max)?;
+    Ok(mpop_reply(pop_first(ctx, &a[m.keys], m.side, m.count)?))
+}
+
+fn bzmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
+    let m = Mpop::parse(a, 2, min_or_max)?;
+    let timeout = coll::timeout(&a[1])?;
+    match pop_first(ctx, &a[m.keys], m.side, m.count)? {
+        None => Err(Failure::Blocked {
+            timeout,
+            now: Reply::NilArray,
+        }),
+        popped => Ok(mpop_reply(popped)),
+    }
 }
 
 /// Sets this small Redis keeps as one listpack, which it scans whole in one call (cursor

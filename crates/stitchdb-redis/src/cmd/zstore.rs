@@ -3,9 +3,9 @@
 //! `zunionInterDiffGenericCommand` combines them, down to the order it adds scores in (the
 //! inputs by size, ascending), so sums round as Redis's do.
 
-use super::coll::{cmd, Stored};
+use super::coll::{self, cmd, Stored};
 use super::zsets::{self, Entry, ZSet};
-use super::{args, zrange, CmdResult, Failure, Keys, Spec};
+use super::{args, floats, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
 use crate::keyspace::{Ctx, KsError};
 use crate::resp::reply::Reply;
@@ -74,23 +74,14 @@ pub const ZINTERCARD: Spec = cmd(
     zintercard,
 );
 
-/// The `numkeys` keys after argument `at` (as many as there are, whatever `numkeys` says:
-/// the command itself refuses a wrong one).
-fn keys_after(a: &[Vec<u8>], at: usize) -> Vec<usize> {
-    let n = a.get(at).and_then(|n| args::int(n).ok()).unwrap_or(0);
-    (at + 1..a.len())
-        .take(usize::try_from(n).unwrap_or(0))
-        .collect()
-}
-
 fn store_keys(a: &[Vec<u8>]) -> Vec<usize> {
     let mut keys = vec![1];
-    keys.extend(keys_after(a, 2));
+    keys.extend(coll::keys_after(a, 2));
     keys
 }
 
 fn read_keys(a: &[Vec<u8>]) -> Vec<usize> {
-    keys_after(a, 1)
+    coll::keys_after(a, 1)
 }
 
 /// How inputs combine.
@@ -253,7 +244,7 @@ impl<'k> Combine<'k> {
             let left = a.len() - j;
             if scored && left > n && args::is(&a[j], "weights") {
                 for (i, w) in a[j + 1..=j + n].iter().enumerate() {
-                    c.sources[i].1 = zrange::parse_score(w)
+                    c.sources[i].1 = floats::parse_score(w)
                         .ok_or_else(|| args::err("ERR weight value is not a float"))?;
                 }
                 j += n + 1;
