@@ -107,10 +107,11 @@ impl<'k> ZSet<'k> {
         Ok(Stored::load(ctx, key, Kind::ZSet)?.map(|s| ZSet { key, s }))
     }
 
-    fn load_or_create(ctx: &mut Ctx<'_>, key: &'k [u8]) -> Result<ZSet<'k>, Failure> {
+    /// A new empty sorted set for `key` (written by `save`).
+    fn create(ctx: &Ctx<'_>, key: &'k [u8]) -> Result<ZSet<'k>, Failure> {
         Ok(ZSet {
             key,
-            s: Stored::load_or_create(ctx, key, Kind::ZSet)?,
+            s: Stored::create(ctx, Kind::ZSet)?,
         })
     }
 
@@ -388,10 +389,7 @@ pub(crate) fn store(ctx: &mut Ctx<'_>, dst: &[u8], entries: &[Entry]) -> CmdResu
         ctx.delete_key(dst)?;
         return Ok(Reply::Int(0));
     }
-    let mut z = ZSet {
-        key: dst,
-        s: Stored::create(ctx, Kind::ZSet)?,
-    };
+    let mut z = ZSet::create(ctx, dst)?;
     for (m, s) in entries {
         z.set(ctx, m, None, *s)?;
     }
@@ -459,11 +457,11 @@ fn zadd_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], incr: bool) -> CmdResult {
     for (_, m) in &pairs {
         check_member(&a[1], m)?;
     }
-    let missing = ZSet::load(ctx, &a[1])?.is_none();
-    if missing && o.xx {
-        return Ok(if o.incr { Reply::Nil } else { Reply::Int(0) });
-    }
-    let mut z = ZSet::load_or_create(ctx, &a[1])?;
+    let mut z = match ZSet::load(ctx, &a[1])? {
+        Some(z) => z,
+        None if o.xx => return Ok(if o.incr { Reply::Nil } else { Reply::Int(0) }),
+        None => ZSet::create(ctx, &a[1])?,
+    };
     let (mut added, mut updated, mut last) = (0, 0, None);
     for (score, member) in pairs {
         let old = z.score(ctx, member)?;
@@ -482,14 +480,15 @@ fn zadd_generic(ctx: &mut Ctx<'_>, a: &[Vec<u8>], incr: bool) -> CmdResult {
             }
         }
         last = Some(new);
-        match old {
-            Some(cur) if cur == new => {}
-            Some(_) => updated += 1,
-            None => added += 1,
+        if old == Some(new) {
+            continue;
         }
-        if old != Some(new) {
-            z.set(ctx, member, old, new)?;
+        if old.is_some() {
+            updated += 1;
+        } else {
+            added += 1;
         }
+        z.set(ctx, member, old, new)?;
     }
     if added + updated > 0 {
         z.save(ctx)?;
@@ -862,7 +861,7 @@ const MAX_PICKS: u64 = 1 << 24;
 
 fn zrandmember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let Some(count) = a.get(2) else {
-        let Some(z) = ZSet::load(ctx, &a[1])? else {
+        let Some(z) = ZSet::load(ctx, &a[1])?.filter(|z| z.len() > 0) else {
             return Ok(Reply::Nil);
         };
         let pick = rand::thread_rng().gen_range(0..z.len());
