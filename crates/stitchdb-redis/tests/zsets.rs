@@ -7,7 +7,6 @@ mod support;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashMap};
-use stitchdb_redis::keyspace::encoding::{self, tag, Kind, Meta};
 use stitchdb_redis::resp::reply::format_double;
 use support::{bulk, TestServer, Value};
 
@@ -450,7 +449,6 @@ fn scan_and_random_members() {
     ZADD z 1 a 2 b 3 c 1.5 ab                     => :4
     ZSCAN z 0                                     => ["0", ["a", "1", "ab", "1.5", "b", "2", "c", "3"]]
     ZSCAN z 0 MATCH a*                            => ["0", ["a", "1", "ab", "1.5"]]
-    ZSCAN z 0 COUNT 1                             => ["0", ["a", "1", "ab", "1.5", "b", "2", "c", "3"]]
     ZSCAN z 0 MATCH *z*                           => ["0", []]
     ZSCAN z x                                     => -ERR invalid cursor
     ZSCAN z 0 COUNT 0                             => -ERR syntax error
@@ -596,34 +594,23 @@ fn bzpopmin_waits_for_a_member() {
 
 #[test]
 fn sets_are_inputs_whose_members_score_one() {
-    let s = TestServer::start();
-    let mut c = s.client();
-    c.cmd(&["DBSIZE"]);
-    // A set written as the set commands lay one out: a header, and a member record each.
-    let keys = s.db.open_table("redis.0.keys").unwrap();
-    let members = s.db.open_table("redis.0.members").unwrap();
-    let mut meta = Meta::collection(Kind::Set, 77);
-    for m in ["a", "d", "e"] {
-        let k = encoding::member_key(b"st", 77, tag::MEMBER, m.as_bytes());
-        s.db.put(members, k, b"").unwrap();
-    }
-    meta.coll_mut().unwrap().size = 3;
-    s.db.put(keys, b"st", meta.encode()).unwrap();
-    script::run(
-        &mut c,
-        r##"
-        ZADD z1 1 a 2 b 3 c                     => :3
-        ZADD z2 10 b 20 c 30 d                  => :3
-        ZUNIONSTORE d 3 z1 z2 st                => :5
-        ZRANGE d 0 -1 WITHSCORES                => ["e", "1", "a", "2", "b", "12", "c", "23", "d", "31"]
-        ZINTERSTORE d 2 z1 st AGGREGATE MAX     => :1
-        ZRANGE d 0 -1 WITHSCORES                => ["a", "1"]
-        ZINTER 2 st z1 WEIGHTS 5 1 WITHSCORES   => ["a", "6"]
-        ZDIFF 2 st z1                           => ["d", "e"]
-        ZDIFF 2 z2 st WITHSCORES                => ["b", "10", "c", "20"]
-        ZINTERCARD 2 st z2                      => :1
-        "##,
-    );
+    run(r##"
+    SADD st a d e                         => :3
+    ZADD z1 1 a 2 b 3 c                   => :3
+    ZADD z2 10 b 20 c 30 d                => :3
+    ZUNIONSTORE d 3 z1 z2 st              => :5
+    ZRANGE d 0 -1 WITHSCORES              => ["e", "1", "a", "2", "b", "12", "c", "23", "d", "31"]
+    ZUNIONSTORE d 2 st st WEIGHTS 2 3     => :3
+    ZRANGE d 0 -1 WITHSCORES              => ["a", "5", "d", "5", "e", "5"]
+    ZINTERSTORE d 2 z1 st AGGREGATE MAX   => :1
+    ZRANGE d 0 -1 WITHSCORES              => ["a", "1"]
+    ZINTER 2 st z1 WEIGHTS 5 1 WITHSCORES => ["a", "6"]
+    ZDIFF 2 st z1                         => ["d", "e"]
+    ZDIFF 2 z2 st WITHSCORES              => ["b", "10", "c", "20"]
+    ZINTERCARD 2 st z2                    => :1
+    ZDIFFSTORE d 1 st                     => :3
+    ZRANGE d 0 -1 WITHSCORES              => ["a", "1", "d", "1", "e", "1"]
+    "##);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Numbers read as C's `strtod` reads them (hex, `inf`, `nan`, `ERANGE`), with the checks
-//! Redis makes of a score, a weight or a timeout.
+//! Redis's `getDoubleFromObject` makes of a score or a weight.
 
 use super::{args, Failure};
 
@@ -190,24 +190,6 @@ pub fn score(arg: &[u8]) -> Result<f64, Failure> {
     parse_score(arg).ok_or_else(args::not_float)
 }
 
-/// A number as Redis's `getLongDoubleFromObject` reads one (a timeout): as
-/// [`parse_score`], except that what is out of a double's range is not out of a long
-/// double's: too large is infinite, too small is the least double (of its sign).
-pub fn parse_long_double(arg: &[u8]) -> Option<f64> {
-    if arg.first().is_none_or(|&c| is_space(c)) {
-        return None;
-    }
-    let (v, used, erange) = strtod(arg);
-    let tiny = erange && v == 0.0;
-    (used == arg.len() && !v.is_nan()).then(|| {
-        if tiny {
-            f64::MIN_POSITIVE.copysign(v)
-        } else {
-            v
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,15 +239,5 @@ mod tests {
         assert!(strtod(b"nan(x_1)").0.is_nan());
         assert_eq!(strtod(b"nan(x_1)").1, 8);
         assert!(strtod(b"1e999").2);
-    }
-
-    #[test]
-    fn long_doubles_keep_what_a_double_cannot() {
-        assert_eq!(parse_long_double(b"1e400"), Some(f64::INFINITY));
-        assert_eq!(parse_long_double(b"1e-400"), Some(f64::MIN_POSITIVE));
-        assert_eq!(parse_long_double(b"-1e-400"), Some(-f64::MIN_POSITIVE));
-        assert_eq!(parse_long_double(b"0.5"), Some(0.5));
-        assert_eq!(parse_long_double(b" 1"), None);
-        assert_eq!(parse_long_double(b"nan"), None);
     }
 }

@@ -7,7 +7,8 @@
 //! Redis's are. A blocking pop that finds nothing fails with `Failure::Blocked`, and the
 //! connection runs it again when one of its keys changes.
 
-use super::coll::{self, cmd, Mpop, Stored, KEY, KEYS_THEN_TIMEOUT, SRC_DST};
+use super::collection::{one_key, Coll};
+use super::ordered::{self, cmd, Mpop, KEYS_THEN_TIMEOUT, SRC_DST};
 use super::{args, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
 use crate::keyspace::{Ctx, Table};
@@ -16,20 +17,20 @@ use std::ops::Bound;
 
 /// The family's commands.
 pub const COMMANDS: &[Spec] = &[
-    cmd("lpush", -3, &["write", "denyoom", "fast"], KEY, lpush),
-    cmd("rpush", -3, &["write", "denyoom", "fast"], KEY, rpush),
-    cmd("lpushx", -3, &["write", "denyoom", "fast"], KEY, lpushx),
-    cmd("rpushx", -3, &["write", "denyoom", "fast"], KEY, rpushx),
-    cmd("lpop", -2, &["write", "fast"], KEY, lpop),
-    cmd("rpop", -2, &["write", "fast"], KEY, rpop),
-    cmd("llen", 2, &["readonly", "fast"], KEY, llen),
-    cmd("lrange", 4, &["readonly"], KEY, lrange),
-    cmd("lindex", 3, &["readonly"], KEY, lindex),
-    cmd("lset", 4, &["write", "denyoom"], KEY, lset),
-    cmd("linsert", 5, &["write", "denyoom"], KEY, linsert),
-    cmd("lrem", 4, &["write"], KEY, lrem),
-    cmd("ltrim", 4, &["write"], KEY, ltrim),
-    cmd("lpos", -3, &["readonly"], KEY, lpos),
+    one_key("lpush", -3, &["write", "denyoom", "fast"], lpush),
+    one_key("rpush", -3, &["write", "denyoom", "fast"], rpush),
+    one_key("lpushx", -3, &["write", "denyoom", "fast"], lpushx),
+    one_key("rpushx", -3, &["write", "denyoom", "fast"], rpushx),
+    one_key("lpop", -2, &["write", "fast"], lpop),
+    one_key("rpop", -2, &["write", "fast"], rpop),
+    one_key("llen", 2, &["readonly", "fast"], llen),
+    one_key("lrange", 4, &["readonly"], lrange),
+    one_key("lindex", 3, &["readonly"], lindex),
+    one_key("lset", 4, &["write", "denyoom"], lset),
+    one_key("linsert", 5, &["write", "denyoom"], linsert),
+    one_key("lrem", 4, &["write"], lrem),
+    one_key("ltrim", 4, &["write"], ltrim),
+    one_key("lpos", -3, &["readonly"], lpos),
     cmd("lmove", 5, &["write", "denyoom"], SRC_DST, lmove),
     cmd("rpoplpush", 3, &["write", "denyoom"], SRC_DST, rpoplpush),
     cmd(
@@ -99,7 +100,7 @@ impl End {
 /// A list under `key`: its header, and its elements' records.
 struct List<'k> {
     key: &'k [u8],
-    s: Stored,
+    c: Coll<'k>,
 }
 
 fn no_room() -> Failure {
@@ -108,25 +109,26 @@ fn no_room() -> Failure {
 
 impl<'k> List<'k> {
     fn load(ctx: &mut Ctx<'_>, key: &'k [u8]) -> Result<Option<List<'k>>, Failure> {
-        Ok(Stored::load(ctx, key, Kind::List)?.map(|s| List { key, s }))
+        Ok(Coll::load(ctx, key, Kind::List)?.map(|c| List { key, c }))
     }
 
     fn load_or_create(ctx: &mut Ctx<'_>, key: &'k [u8]) -> Result<List<'k>, Failure> {
         Ok(List {
             key,
-            s: Stored::load_or_create(ctx, key, Kind::List)?,
+            c: Coll::load_or_create(ctx, key, Kind::List)?,
         })
     }
 
     fn len(&self) -> u64 {
-        self.s.c.tail - self.s.c.head
+        let h = self.c.header();
+        h.tail - h.head
     }
 
     /// The record of the element at absolute index `at`.
     fn record(&self, at: u64) -> Vec<u8> {
         encoding::member_key(
             self.key,
-            self.s.version(),
+            self.c.header().version,
             tag::INDEX,
             &encoding::index_key(at),
         )
@@ -134,7 +136,7 @@ impl<'k> List<'k> {
 
     /// Element `i` (0 the first).
     fn get(&self, ctx: &mut Ctx<'_>, i: u64) -> Result<Option<Vec<u8>>, Failure> {
-        Ok(ctx.get(Table::Members, &self.record(self.s.c.head + i))?)
+        Ok(ctx.get(Table::Members, &self.record(self.c.header().head + i))?)
     }
 
     /// Elements `lo..hi`, from the last if `rev`: one seek, then a scan of exactly them.
@@ -145,7 +147,7 @@ impl<'k> List<'k> {
         hi: u64,
         rev: bool,
     ) -> Result<impl Iterator<Item = Result<Vec<u8>, Failure>>, Failure> {
-        let head = self.s.c.head;
+        let head = self.c.header().head;
         let (start, end) = (self.record(head + lo), self.record(head + hi));
         let pairs = ctx.scan(
             Table::Members,
@@ -185,8 +187,8 @@ impl<'k> List<'k> {
     /// Fails unless `n` more elements fit at `end` of the index space (2^63 each way).
     fn check_room(&self, end: End, n: u64) -> Result<(), Failure> {
         let room = match end {
-            End::Left => self.s.c.head,
-            End::Right => u64::MAX - self.s.c.tail,
+            End::Left => self.c.header().head,
+            End::Right => u64::MAX - self.c.header().tail,
         };
         if room < n {
             return Err(no_room());
@@ -201,17 +203,17 @@ impl<'k> List<'k> {
     fn push(&mut self, ctx: &mut Ctx<'_>, end: End, values: &[Vec<u8>]) -> Result<(), Failure> {
         let n = values.len() as u64;
         self.check_room(end, n)?;
-        let c = self.s.c;
+        let c = *self.c.header();
         match end {
             End::Left => {
                 for (i, v) in values.iter().enumerate() {
                     ctx.put(Table::Members, &self.record(c.head - 1 - i as u64), v)?;
                 }
-                self.s.c.head -= n;
+                self.c.header_mut().head -= n;
             }
             End::Right => {
                 self.write(ctx, c.tail, values)?;
-                self.s.c.tail += n;
+                self.c.header_mut().tail += n;
             }
         }
         Ok(())
@@ -231,12 +233,12 @@ impl<'k> List<'k> {
         }
         // A list emptied is deleted whole by `save`.
         if n < len {
-            let head = self.s.c.head;
+            let head = self.c.header().head;
             self.clear(ctx, head + lo, head + hi)?;
         }
         match end {
-            End::Left => self.s.c.head += n,
-            End::Right => self.s.c.tail -= n,
+            End::Left => self.c.header_mut().head += n,
+            End::Right => self.c.header_mut().tail -= n,
         }
         Ok(values)
     }
@@ -251,7 +253,7 @@ impl<'k> List<'k> {
         hi: u64,
         new: &[Vec<u8>],
     ) -> Result<(), Failure> {
-        let (head, tail, len) = (self.s.c.head, self.s.c.tail, self.len());
+        let (head, tail, len) = (self.c.header().head, self.c.header().tail, self.len());
         let added = new.len() as u64;
         if lo <= len - hi {
             // The elements before move to end where the new ones start; those end where
@@ -261,7 +263,7 @@ impl<'k> List<'k> {
             self.write(ctx, start + lo, new)?;
             self.write(ctx, start, &before)?;
             self.clear(ctx, head, start)?;
-            self.s.c.head = start;
+            self.c.header_mut().head = start;
         } else {
             let after = self.range(ctx, hi, len)?;
             let end = (head + lo)
@@ -270,15 +272,15 @@ impl<'k> List<'k> {
             self.write(ctx, head + lo, new)?;
             self.write(ctx, head + lo + added, &after)?;
             self.clear(ctx, end, tail)?;
-            self.s.c.tail = end;
+            self.c.header_mut().tail = end;
         }
         Ok(())
     }
 
     /// Writes the header back (deleting the key if the list is empty).
     fn save(mut self, ctx: &mut Ctx<'_>) -> Result<(), Failure> {
-        self.s.c.size = self.len();
-        self.s.save(ctx, self.key)
+        self.c.header_mut().size = self.len();
+        self.c.save(ctx)
     }
 }
 
@@ -320,7 +322,7 @@ fn pop_cmd(ctx: &mut Ctx<'_>, a: &[Vec<u8>], end: End, name: &str) -> CmdResult 
     if a.len() > 3 {
         return Err(args::err(args::arity_error(name)));
     }
-    let count = a.get(2).map(|c| coll::positive(c)).transpose()?;
+    let count = a.get(2).map(|c| ordered::positive(c)).transpose()?;
     let Some(mut list) = List::load(ctx, &a[1])? else {
         return Ok(match count {
             Some(_) => Reply::NilArray,
@@ -356,7 +358,7 @@ fn lrange(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let Some(list) = List::load(ctx, &a[1])? else {
         return Ok(Reply::Array(Vec::new()));
     };
-    let values = match coll::span(start, end, list.len()) {
+    let values = match ordered::span(start, end, list.len()) {
         Some((lo, hi)) => list.range(ctx, lo, hi)?,
         None => Vec::new(),
     };
@@ -388,7 +390,11 @@ fn lset(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let list = List::load(ctx, &a[1])?.ok_or_else(|| args::err("ERR no such key"))?;
     let i = args::int(&a[2])?;
     let i = position(i, list.len()).ok_or_else(|| args::err("ERR index out of range"))?;
-    ctx.put(Table::Members, &list.record(list.s.c.head + i), &a[3])?;
+    ctx.put(
+        Table::Members,
+        &list.record(list.c.header().head + i),
+        &a[3],
+    )?;
     ctx.touch(&a[1]);
     Ok(Reply::Ok)
 }
@@ -470,16 +476,16 @@ fn ltrim(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let Some(mut list) = List::load(ctx, &a[1])? else {
         return Ok(Reply::Ok);
     };
-    let c = list.s.c;
-    match coll::span(start, end, list.len()) {
+    let c = *list.c.header();
+    match ordered::span(start, end, list.len()) {
         Some((lo, hi)) => {
             list.clear(ctx, c.head, c.head + lo)?;
             list.clear(ctx, c.head + hi, c.tail)?;
-            list.s.c.head = c.head + lo;
-            list.s.c.tail = c.head + hi;
+            list.c.header_mut().head = c.head + lo;
+            list.c.header_mut().tail = c.head + hi;
         }
         // Emptied: `save` deletes the key with its records.
-        None => list.s.c.tail = c.head,
+        None => list.c.header_mut().tail = c.head,
     }
     list.save(ctx)?;
     Ok(Reply::Ok)
@@ -636,7 +642,7 @@ fn pop_first(
 /// `BLPOP`/`BRPOP key ... timeout`: `[key, element]`.
 fn bpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], end: End) -> CmdResult {
     let (keys, t) = a[1..].split_at(a.len() - 2);
-    let timeout = coll::timeout(&t[0])?;
+    let timeout = ordered::timeout(&t[0])?;
     match pop_first(ctx, keys, end, 1)? {
         Some((key, values)) => Ok(Reply::Array(
             std::iter::once(key)
@@ -662,7 +668,7 @@ fn brpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 /// `BLMOVE`/`BRPOPLPUSH`: `LMOVE` once the source has an element (a nil if the client
 /// cannot wait, as Redis replies).
 fn block_move(ctx: &mut Ctx<'_>, a: &[Vec<u8>], from: End, to: End, t: &[u8]) -> CmdResult {
-    let timeout = coll::timeout(t)?;
+    let timeout = ordered::timeout(t)?;
     if List::load(ctx, &a[1])?.is_none() {
         return Err(Failure::Blocked {
             timeout,
@@ -682,11 +688,11 @@ fn brpoplpush(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn lmpop_keys(a: &[Vec<u8>]) -> Vec<usize> {
-    coll::keys_after(a, 1)
+    ordered::keys_after(a, 1)
 }
 
 fn blmpop_keys(a: &[Vec<u8>]) -> Vec<usize> {
-    coll::keys_after(a, 2)
+    ordered::keys_after(a, 2)
 }
 
 /// `[key, [element ...]]`, or a nil array if nothing was popped.
@@ -703,7 +709,7 @@ fn lmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 fn blmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let m = Mpop::parse(a, 2, End::parse)?;
-    let timeout = coll::timeout(&a[1])?;
+    let timeout = ordered::timeout(&a[1])?;
     match pop_first(ctx, &a[m.keys], m.side, m.count)? {
         None => Err(Failure::Blocked {
             timeout,

@@ -6,7 +6,6 @@
 
 pub mod args;
 pub mod bits;
-pub mod coll;
 pub mod collection;
 pub mod expiry;
 pub mod floats;
@@ -14,6 +13,7 @@ pub mod hashes;
 pub mod keys;
 pub mod lists;
 mod longdouble;
+pub mod ordered;
 pub mod scan;
 pub mod server;
 pub mod sets;

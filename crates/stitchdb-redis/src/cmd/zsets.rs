@@ -7,33 +7,33 @@
 //! a `ZRANGE` by rank are O(rank or count) where Redis's skiplist is O(log N).
 //! `ZUNIONSTORE` and its kin are in `zstore`.
 
-use super::coll::{self, cmd, Mpop, Stored, KEY, KEYS_THEN_TIMEOUT, SRC_DST};
+use super::collection::{self, one_key, Coll};
+use super::ordered::{self, cmd, Mpop, KEYS_THEN_TIMEOUT, SRC_DST};
 use super::zrange::{self, LexRange, RangeArgs, ScoreRange, Select};
-use super::{args, floats, scan, zstore, CmdResult, Failure, Keys, Spec};
+use super::{args, floats, zstore, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
 use crate::keyspace::{Ctx, Table};
 use crate::resp::reply::{self, Reply};
-use rand::Rng;
 use std::ops::Bound;
 
 /// The family's commands.
 pub const COMMANDS: &[Spec] = &[
-    cmd("zadd", -4, &["write", "denyoom", "fast"], KEY, zadd),
-    cmd("zincrby", 4, &["write", "denyoom", "fast"], KEY, zincrby),
-    cmd("zrem", -3, &["write", "fast"], KEY, zrem),
-    cmd("zcard", 2, &["readonly", "fast"], KEY, zcard),
-    cmd("zcount", 4, &["readonly", "fast"], KEY, zcount),
-    cmd("zlexcount", 4, &["readonly", "fast"], KEY, zlexcount),
-    cmd("zscore", 3, &["readonly", "fast"], KEY, zscore),
-    cmd("zmscore", -3, &["readonly", "fast"], KEY, zmscore),
-    cmd("zrank", 3, &["readonly", "fast"], KEY, zrank),
-    cmd("zrevrank", 3, &["readonly", "fast"], KEY, zrevrank),
-    cmd("zrange", -4, &["readonly"], KEY, zrange),
-    cmd("zrangebyscore", -4, &["readonly"], KEY, zrangebyscore),
-    cmd("zrevrangebyscore", -4, &["readonly"], KEY, zrevrangebyscore),
-    cmd("zrangebylex", -4, &["readonly"], KEY, zrangebylex),
-    cmd("zrevrangebylex", -4, &["readonly"], KEY, zrevrangebylex),
-    cmd("zrevrange", -4, &["readonly"], KEY, zrevrange),
+    one_key("zadd", -4, &["write", "denyoom", "fast"], zadd),
+    one_key("zincrby", 4, &["write", "denyoom", "fast"], zincrby),
+    one_key("zrem", -3, &["write", "fast"], zrem),
+    one_key("zcard", 2, &["readonly", "fast"], zcard),
+    one_key("zcount", 4, &["readonly", "fast"], zcount),
+    one_key("zlexcount", 4, &["readonly", "fast"], zlexcount),
+    one_key("zscore", 3, &["readonly", "fast"], zscore),
+    one_key("zmscore", -3, &["readonly", "fast"], zmscore),
+    one_key("zrank", 3, &["readonly", "fast"], zrank),
+    one_key("zrevrank", 3, &["readonly", "fast"], zrevrank),
+    one_key("zrange", -4, &["readonly"], zrange),
+    one_key("zrangebyscore", -4, &["readonly"], zrangebyscore),
+    one_key("zrevrangebyscore", -4, &["readonly"], zrevrangebyscore),
+    one_key("zrangebylex", -4, &["readonly"], zrangebylex),
+    one_key("zrevrangebylex", -4, &["readonly"], zrevrangebylex),
+    one_key("zrevrange", -4, &["readonly"], zrevrange),
     cmd(
         "zrangestore",
         -5,
@@ -41,12 +41,12 @@ pub const COMMANDS: &[Spec] = &[
         SRC_DST,
         zrangestore,
     ),
-    cmd("zremrangebyscore", 4, &["write"], KEY, zremrangebyscore),
-    cmd("zremrangebyrank", 4, &["write"], KEY, zremrangebyrank),
-    cmd("zremrangebylex", 4, &["write"], KEY, zremrangebylex),
-    cmd("zpopmin", -2, &["write", "fast"], KEY, zpopmin),
-    cmd("zpopmax", -2, &["write", "fast"], KEY, zpopmax),
-    cmd("zscan", -3, &["readonly"], KEY, zscan),
+    one_key("zremrangebyscore", 4, &["write"], zremrangebyscore),
+    one_key("zremrangebyrank", 4, &["write"], zremrangebyrank),
+    one_key("zremrangebylex", 4, &["write"], zremrangebylex),
+    one_key("zpopmin", -2, &["write", "fast"], zpopmin),
+    one_key("zpopmax", -2, &["write", "fast"], zpopmax),
+    one_key("zscan", -3, &["readonly"], zscan),
     cmd(
         "zmpop",
         -4,
@@ -75,7 +75,7 @@ pub const COMMANDS: &[Spec] = &[
         Keys::Custom(bzmpop_keys, 0, 0, 0),
         bzmpop,
     ),
-    cmd("zrandmember", -2, &["readonly"], KEY, zrandmember),
+    one_key("zrandmember", -2, &["readonly"], zrandmember),
     zstore::ZUNIONSTORE,
     zstore::ZINTERSTORE,
     zstore::ZDIFFSTORE,
@@ -98,31 +98,43 @@ fn no_entries() -> Entries {
 /// A sorted set under `key`.
 pub(crate) struct ZSet<'k> {
     key: &'k [u8],
-    s: Stored,
+    c: Coll<'k>,
+    /// Records written: `Coll::save` tells `WATCH` of the header's changes, and of these.
+    wrote: bool,
 }
 
 impl<'k> ZSet<'k> {
     /// `key`'s sorted set (`None`: no such key; `WrongType` if another type).
     pub(crate) fn load(ctx: &mut Ctx<'_>, key: &'k [u8]) -> Result<Option<ZSet<'k>>, Failure> {
-        Ok(Stored::load(ctx, key, Kind::ZSet)?.map(|s| ZSet { key, s }))
+        let c = Coll::load(ctx, key, Kind::ZSet)?;
+        Ok(c.map(|c| ZSet {
+            key,
+            c,
+            wrote: false,
+        }))
     }
 
     /// A new empty sorted set for `key` (written by `save`).
     fn create(ctx: &Ctx<'_>, key: &'k [u8]) -> Result<ZSet<'k>, Failure> {
         Ok(ZSet {
             key,
-            s: Stored::create(ctx, Kind::ZSet)?,
+            c: Coll::create(ctx, key, Kind::ZSet)?,
+            wrote: false,
         })
     }
 
     /// Members.
     pub(crate) fn len(&self) -> u64 {
-        self.s.c.size
+        self.c.size()
+    }
+
+    fn version(&self) -> u64 {
+        self.c.header().version
     }
 
     /// `member`'s score, if it is one.
     pub(crate) fn score(&self, ctx: &mut Ctx<'_>, member: &[u8]) -> Result<Option<f64>, Failure> {
-        let v = ctx.member(self.key, self.s.version(), tag::ZMEMBER, member)?;
+        let v = self.c.get(ctx, tag::ZMEMBER, member)?;
         Ok(v.filter(|b| b.len() == 8)
             .map(|b| encoding::score_from_key(&b)))
     }
@@ -142,23 +154,25 @@ impl<'k> ZSet<'k> {
         old: Option<f64>,
         new: f64,
     ) -> Result<(), Failure> {
-        let v = self.s.version();
+        let v = self.version();
         match old {
             Some(o) => ctx.delete_member(self.key, v, tag::ZSCORE, &Self::index_key(o, member))?,
-            None => self.s.c.size += 1,
+            None => self.c.header_mut().size += 1,
         }
         let sk = encoding::score_key(new);
         ctx.put_member(self.key, v, tag::ZMEMBER, member, &sk)?;
         ctx.put_member(self.key, v, tag::ZSCORE, &Self::index_key(new, member), b"")?;
+        self.wrote = true;
         Ok(())
     }
 
     /// Removes `member`, whose score is `score`.
     fn remove(&mut self, ctx: &mut Ctx<'_>, member: &[u8], score: f64) -> Result<(), Failure> {
-        let v = self.s.version();
+        let v = self.version();
         ctx.delete_member(self.key, v, tag::ZMEMBER, member)?;
         ctx.delete_member(self.key, v, tag::ZSCORE, &Self::index_key(score, member))?;
-        self.s.c.size -= 1;
+        self.c.header_mut().size -= 1;
+        self.wrote = true;
         Ok(())
     }
 
@@ -170,9 +184,15 @@ impl<'k> ZSet<'k> {
         Ok(())
     }
 
-    /// Writes the header back (deleting the key if the set is empty).
+    /// Writes the header back (deleting the key if the set is empty), and tells `WATCH`
+    /// if records were written.
     fn save(self, ctx: &mut Ctx<'_>) -> Result<(), Failure> {
-        self.s.save(ctx, self.key)
+        let (key, wrote) = (self.key, self.wrote);
+        self.c.save(ctx)?;
+        if wrote {
+            ctx.touch(key);
+        }
+        Ok(())
     }
 
     /// The entries of the score index from suffix `lo` (inclusive) to `hi` (exclusive;
@@ -187,7 +207,7 @@ impl<'k> ZSet<'k> {
         if hi.is_some_and(|h| h <= lo) {
             return Ok(no_entries());
         }
-        let prefix = encoding::tag_prefix(self.key, self.s.version(), tag::ZSCORE);
+        let prefix = encoding::tag_prefix(self.key, self.version(), tag::ZSCORE);
         let with_prefix = |s: &[u8]| [prefix.as_slice(), s].concat();
         let start = with_prefix(lo);
         let end = match hi {
@@ -197,13 +217,19 @@ impl<'k> ZSet<'k> {
         let end_bound = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let pairs = ctx.scan(Table::Members, Bound::Included(&start), end_bound, rev)?;
         let skip = prefix.len();
-        Ok(Box::new(pairs.map(move |p| {
-            let (k, _) = p?;
-            match k.get(skip..skip + 8) {
-                Some(sk) => Ok((k[skip + 8..].to_vec(), encoding::score_from_key(sk))),
-                None => Err(args::err("ERR a sorted set's score index is damaged")),
-            }
-        })))
+        Ok(Box::new(pairs.map(move |p| entry(&p?.0[skip..]))))
+    }
+
+    /// The entries at `positions` (0 the highest score, so that every position is the whole
+    /// set highest first, as Redis replies then), in the order of `positions`.
+    fn pick(&self, ctx: &mut Ctx<'_>, positions: &[u64]) -> Result<Vec<Entry>, Failure> {
+        let size = self.len();
+        let from_lowest: Vec<u64> = positions.iter().map(|p| size - 1 - p).collect();
+        self.c
+            .at_positions(ctx, tag::ZSCORE, &from_lowest)?
+            .iter()
+            .map(|(k, _)| entry(k))
+            .collect()
     }
 
     /// Every entry, ascending or, if `rev`, descending.
@@ -343,7 +369,7 @@ impl<'k> ZSet<'k> {
             Err(_) => return Ok(Vec::new()),
         };
         match &r.select {
-            Select::Rank(start, end) => match coll::span(*start, *end, len) {
+            Select::Rank(start, end) => match ordered::span(*start, *end, len) {
                 Some((lo, hi)) if r.rev => self.by_rank(ctx, len - hi, len - lo, true),
                 Some((lo, hi)) => self.by_rank(ctx, lo, hi, false),
                 None => Ok(Vec::new()),
@@ -351,6 +377,14 @@ impl<'k> ZSet<'k> {
             Select::Score(s) => self.by_score(ctx, s, r.rev, skip)?.take(take).collect(),
             Select::Lex(l) => self.by_lex(ctx, l, r.rev, skip)?.take(take).collect(),
         }
+    }
+}
+
+/// The entry a score index record's suffix (score, then member) holds.
+fn entry(suffix: &[u8]) -> Result<Entry, Failure> {
+    match suffix.split_at_checked(8) {
+        Some((sk, m)) => Ok((m.to_vec(), encoding::score_from_key(sk))),
+        None => Err(args::err("ERR a sorted set's score index is damaged")),
     }
 }
 
@@ -374,9 +408,9 @@ pub(crate) fn entries_reply(entries: Vec<Entry>, withscores: bool) -> Reply {
 }
 
 /// Fails as the store would for `member`'s longest record in `key`'s set (its score index
-/// key): checked before a command's first write.
+/// record: 8 bytes of score, then the member), before a command's first write.
 fn check_member(key: &[u8], member: &[u8]) -> Result<(), Failure> {
-    coll::check_record(key, 8 + member.len())
+    collection::check_member(key, &ZSet::index_key(0.0, member))
 }
 
 /// Replaces `dst` with a sorted set of `entries` (distinct members), or deletes it if there
@@ -672,9 +706,11 @@ fn zremrangebylex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 fn zremrangebyrank(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let (start, end) = (args::int(&a[2])?, args::int(&a[3])?);
-    remove_range(ctx, &a[1], |ctx, z| match coll::span(start, end, z.len()) {
-        Some((lo, hi)) => z.by_rank(ctx, lo, hi, false),
-        None => Ok(Vec::new()),
+    remove_range(ctx, &a[1], |ctx, z| {
+        match ordered::span(start, end, z.len()) {
+            Some((lo, hi)) => z.by_rank(ctx, lo, hi, false),
+            None => Ok(Vec::new()),
+        }
     })
 }
 
@@ -725,7 +761,7 @@ fn pop_cmd(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
     if a.len() > 3 {
         return Err(args::syntax());
     }
-    let count = a.get(2).map(|c| coll::positive(c)).transpose()?;
+    let count = a.get(2).map(|c| ordered::positive(c)).transpose()?;
     let popped = pop(ctx, &a[1], max, count.unwrap_or(1))?.unwrap_or_default();
     Ok(match count {
         Some(_) => entries_reply(popped, true),
@@ -744,7 +780,7 @@ fn zpopmax(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 /// `BZPOPMIN`/`BZPOPMAX key ... timeout`: `[key, member, score]`.
 fn bzpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>], max: bool) -> CmdResult {
     let (keys, t) = a[1..].split_at(a.len() - 2);
-    let timeout = coll::timeout(&t[0])?;
+    let timeout = ordered::timeout(&t[0])?;
     match pop_first(ctx, keys, max, 1)? {
         Some((key, popped)) => Ok(Reply::Array(
             std::iter::once(Reply::Bulk(key))
@@ -767,11 +803,11 @@ fn bzpopmax(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn zmpop_keys(a: &[Vec<u8>]) -> Vec<usize> {
-    coll::keys_after(a, 1)
+    ordered::keys_after(a, 1)
 }
 
 fn bzmpop_keys(a: &[Vec<u8>]) -> Vec<usize> {
-    coll::keys_after(a, 2)
+    ordered::keys_after(a, 2)
 }
 
 /// `MIN` or `MAX`: whether the highest.
@@ -804,7 +840,7 @@ fn zmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
 
 fn bzmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let m = Mpop::parse(a, 2, min_or_max)?;
-    let timeout = coll::timeout(&a[1])?;
+    let timeout = ordered::timeout(&a[1])?;
     match pop_first(ctx, &a[m.keys], m.side, m.count)? {
         None => Err(Failure::Blocked {
             timeout,
@@ -814,102 +850,38 @@ fn bzmpop(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     }
 }
 
-/// Sets this small Redis keeps as one listpack, which it scans whole in one call (cursor
-/// 0); ours do too, so replies match Redis's for the sets tests use.
-const SCAN_WHOLE: u64 = 128;
-
 fn zscan(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    // Redis checks the cursor, then the key, then the options.
-    scan::ScanArgs::parse(ctx, &a[..3], 2, false)?;
-    let Some(z) = ZSet::load(ctx, &a[1])? else {
-        return Ok(scan::reply(ctx, None, Vec::new()));
-    };
-    let sa = scan::ScanArgs::parse(ctx, a, 2, false)?;
-    let budget = if z.len() <= SCAN_WHOLE {
-        usize::MAX
-    } else {
-        sa.count
-    };
-    // Members in byte order, from past the cursor's.
-    let from = match &sa.after {
-        Some(p) => [p.as_slice(), &[0]].concat(),
-        None => Vec::new(),
-    };
-    let mut members = ctx.members(&a[1], z.s.version(), tag::ZMEMBER, &from, false)?;
-    let (mut items, mut last, mut looked) = (Vec::new(), None, 0);
-    for pair in members.by_ref() {
-        let (m, v) = pair?;
-        if v.len() == 8 && sa.matches(&m) {
-            items.push(Reply::Bulk(m.clone()));
-            items.push(Reply::bulk(reply::format_double(encoding::score_from_key(
+    collection::scan_records(ctx, a, Kind::ZSet, tag::ZMEMBER, |(m, v), out| {
+        if v.len() == 8 {
+            out.push(Reply::Bulk(m));
+            out.push(Reply::bulk(reply::format_double(encoding::score_from_key(
                 &v,
             ))));
         }
-        last = Some(m);
-        looked += 1;
-        if looked >= budget {
-            break;
-        }
-    }
-    let more = looked >= budget && members.next().is_some();
-    Ok(scan::reply(ctx, last.filter(|_| more), items))
+    })
 }
-
-/// The most `ZRANDMEMBER` picks with repetition in one reply: a reply is built whole in
-/// memory here (Redis streams it), so a count of billions would exhaust the server.
-const MAX_PICKS: u64 = 1 << 24;
 
 fn zrandmember(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let Some(count) = a.get(2) else {
-        let Some(z) = ZSet::load(ctx, &a[1])?.filter(|z| z.len() > 0) else {
+        let Some(z) = ZSet::load(ctx, &a[1])? else {
             return Ok(Reply::Nil);
         };
-        let pick = rand::thread_rng().gen_range(0..z.len());
-        let one = z.by_rank(ctx, pick, pick + 1, false)?;
+        let one = z.pick(ctx, &collection::random_positions(z.len(), 1, true)?)?;
         return Ok(Reply::opt_bulk(one.into_iter().next().map(|(m, _)| m)));
     };
-    let count = args::int(count)?;
-    if count == i64::MIN {
-        return Err(args::err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807"));
-    }
+    let (n, distinct) = collection::random_count(count)?;
     let withscores = match a.get(3) {
         None => false,
         Some(w) if args::is(w, "withscores") && a.len() == 4 => true,
         Some(_) => return Err(args::syntax()),
     };
-    if withscores && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+    // Redis's bound, so that twice the count (a member and a score each) fits.
+    if withscores && n > (i64::MAX / 2) as u64 {
         return Err(args::err("ERR value is out of range"));
-    }
-    if count < 0 && count.unsigned_abs() > MAX_PICKS {
-        return Err(args::err(format!(
-            "ERR value is out of range: this server picks at most {MAX_PICKS} members with repetition"
-        )));
     }
     let Some(z) = ZSet::load(ctx, &a[1])? else {
         return Ok(Reply::Array(Vec::new()));
     };
-    if count == 0 {
-        return Ok(Reply::Array(Vec::new()));
-    }
-    let all: Vec<Entry> = z.all(ctx, false)?.collect::<Result<_, _>>()?;
-    if all.is_empty() {
-        return Ok(Reply::Array(Vec::new()));
-    }
-    let mut rng = rand::thread_rng();
-    let picked: Vec<Entry> = if count < 0 {
-        (0..count.unsigned_abs())
-            .map(|_| all[rng.gen_range(0..all.len())].clone())
-            .collect()
-    } else if count as u64 >= all.len() as u64 {
-        // The whole set, as Redis returns it: highest first.
-        let mut all = all;
-        all.reverse();
-        all
-    } else {
-        rand::seq::index::sample(&mut rng, all.len(), count as usize)
-            .into_iter()
-            .map(|i| all[i].clone())
-            .collect()
-    };
-    Ok(entries_reply(picked, withscores))
+    let positions = collection::random_positions(z.len(), n, distinct)?;
+    Ok(entries_reply(z.pick(ctx, &positions)?, withscores))
 }

@@ -3,7 +3,8 @@
 //! `zunionInterDiffGenericCommand` combines them, down to the order it adds scores in (the
 //! inputs by size, ascending), so sums round as Redis's do.
 
-use super::coll::{self, cmd, Stored};
+use super::collection::Coll;
+use super::ordered::{self, cmd};
 use super::zsets::{self, Entry, ZSet};
 use super::{args, floats, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
@@ -76,12 +77,12 @@ pub const ZINTERCARD: Spec = cmd(
 
 fn store_keys(a: &[Vec<u8>]) -> Vec<usize> {
     let mut keys = vec![1];
-    keys.extend(coll::keys_after(a, 2));
+    keys.extend(ordered::keys_after(a, 2));
     keys
 }
 
 fn read_keys(a: &[Vec<u8>]) -> Vec<usize> {
-    coll::keys_after(a, 1)
+    ordered::keys_after(a, 1)
 }
 
 /// How inputs combine.
@@ -141,10 +142,7 @@ enum Source<'k> {
     Missing,
     ZSet(ZSet<'k>),
     /// A set: its members score 1.
-    Set {
-        key: &'k [u8],
-        s: Stored,
-    },
+    Set(Coll<'k>),
 }
 
 impl<'k> Source<'k> {
@@ -152,8 +150,9 @@ impl<'k> Source<'k> {
         match ctx.lookup(key)?.map(|m| m.kind) {
             None => Ok(Source::Missing),
             Some(Kind::ZSet) => Ok(ZSet::load(ctx, key)?.map_or(Source::Missing, Source::ZSet)),
-            Some(Kind::Set) => Ok(Stored::load(ctx, key, Kind::Set)?
-                .map_or(Source::Missing, |s| Source::Set { key, s })),
+            Some(Kind::Set) => {
+                Ok(Coll::load(ctx, key, Kind::Set)?.map_or(Source::Missing, Source::Set))
+            }
             Some(_) => Err(KsError::WrongType.into()),
         }
     }
@@ -162,7 +161,7 @@ impl<'k> Source<'k> {
         match self {
             Source::Missing => 0,
             Source::ZSet(z) => z.len(),
-            Source::Set { s, .. } => s.c.size,
+            Source::Set(s) => s.size(),
         }
     }
 
@@ -170,9 +169,9 @@ impl<'k> Source<'k> {
         match self {
             Source::Missing => Ok(Vec::new()),
             Source::ZSet(z) => z.all(ctx, false)?.collect(),
-            Source::Set { key, s } => ctx
-                .members(key, s.version(), tag::MEMBER, b"", false)?
-                .map(|p| Ok((p?.0, 1.0)))
+            Source::Set(s) => s
+                .records(ctx, tag::MEMBER, b"")?
+                .map(|r| Ok((r?.0, 1.0)))
                 .collect(),
         }
     }
@@ -181,9 +180,7 @@ impl<'k> Source<'k> {
         match self {
             Source::Missing => Ok(None),
             Source::ZSet(z) => z.score(ctx, member),
-            Source::Set { key, s } => Ok(ctx
-                .member(key, s.version(), tag::MEMBER, member)?
-                .map(|_| 1.0)),
+            Source::Set(s) => Ok(s.get(ctx, tag::MEMBER, member)?.map(|_| 1.0)),
         }
     }
 }

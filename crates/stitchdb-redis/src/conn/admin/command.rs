@@ -105,6 +105,7 @@ const CATEGORY_ORDER: &[&str] = &[
     "@admin",
     "@fast",
     "@slow",
+    "@blocking",
     "@dangerous",
     "@connection",
     "@transaction",
@@ -135,6 +136,7 @@ fn categories(name: &str, flags: &[&str]) -> Vec<&'static str> {
             "@admin" | "@dangerous" => has("admin"),
             "@fast" => has("fast"),
             "@slow" => !has("fast"),
+            "@blocking" => has("blocking"),
             c => c == by_group,
         })
         .collect()

@@ -1,14 +1,13 @@
-//! What the list and sorted-set commands share: their command tables' shorthand, a
-//! collection's header loaded, changed and saved back (the key deleted once the collection
-//! is empty, as Redis deletes empty collections), Redis's `start..=end` index ranges, and
-//! the checks an argument or a member's record must pass before a command's first write.
+//! What the commands over ordered collections (lists and sorted sets) share beyond
+//! `collection`: their command tables' key positions, Redis's `start..=end` index ranges,
+//! pop counts, blocking timeouts, and the arguments of `LMPOP`/`ZMPOP` and their blocking
+//! forms.
 
-use super::{args, floats, DataFn, Failure, Keys, Run, Spec};
-use crate::keyspace::encoding::{self, Body, Collection, Kind, Meta};
-use crate::keyspace::Ctx;
+use super::{args, floats, longdouble, DataFn, Failure, Keys, Run, Spec};
 use std::time::Duration;
 
-/// A command over data.
+/// A command over data whose keys are not just its first argument (see
+/// `collection::one_key`).
 pub const fn cmd(
     name: &'static str,
     arity: i32,
@@ -24,13 +23,6 @@ pub const fn cmd(
         run: Run::Data(f),
     }
 }
-
-/// The key is the first argument.
-pub const KEY: Keys = Keys::Range {
-    first: 1,
-    last: 1,
-    step: 1,
-};
 
 /// Keys, then a timeout (`BLPOP`).
 pub const KEYS_THEN_TIMEOUT: Keys = Keys::Range {
@@ -53,69 +45,6 @@ pub fn keys_after(a: &[Vec<u8>], at: usize) -> Vec<usize> {
     (at + 1..a.len())
         .take(usize::try_from(n).unwrap_or(0))
         .collect()
-}
-
-/// A collection as stored: the caller changes its header `c`, and [`Stored::save`] writes
-/// it back (expiry kept).
-pub struct Stored {
-    kind: Kind,
-    expire_at: Option<u64>,
-    /// The header.
-    pub c: Collection,
-}
-
-impl Stored {
-    fn from_meta(meta: Meta) -> Result<Stored, Failure> {
-        match meta.body {
-            Body::Collection(c) => Ok(Stored {
-                kind: meta.kind,
-                expire_at: meta.expire_at,
-                c,
-            }),
-            Body::String(_) => Err(args::err("ERR a collection key without a header")),
-        }
-    }
-
-    /// `key`'s collection of `kind` (`None`: no such key; `WrongType` if another type).
-    pub fn load(ctx: &mut Ctx<'_>, key: &[u8], kind: Kind) -> Result<Option<Stored>, Failure> {
-        ctx.lookup_kind(key, kind)?
-            .map(Stored::from_meta)
-            .transpose()
-    }
-
-    /// A new empty collection of `kind`, under a version no collection has had.
-    pub fn create(ctx: &Ctx<'_>, kind: Kind) -> Result<Stored, Failure> {
-        Stored::from_meta(Meta::collection(kind, ctx.ks.new_version()))
-    }
-
-    /// [`Stored::load`], or [`Stored::create`] if there is no such key.
-    pub fn load_or_create(ctx: &mut Ctx<'_>, key: &[u8], kind: Kind) -> Result<Stored, Failure> {
-        match Stored::load(ctx, key, kind)? {
-            Some(s) => Ok(s),
-            None => Stored::create(ctx, kind),
-        }
-    }
-
-    /// The members' version.
-    pub fn version(&self) -> u64 {
-        self.c.version
-    }
-
-    /// Writes the header back, or deletes the key if the collection is now empty (with any
-    /// member records left, in one range delete).
-    pub fn save(self, ctx: &mut Ctx<'_>, key: &[u8]) -> Result<(), Failure> {
-        if self.c.size == 0 {
-            ctx.delete_key(key)?;
-            return Ok(());
-        }
-        let meta = Meta {
-            kind: self.kind,
-            expire_at: self.expire_at,
-            body: Body::Collection(self.c),
-        };
-        ctx.put_meta(key, &meta)?;
-        Ok(())
-    }
 }
 
 /// Redis's range of elements `start..=end` over `len` of them (negative: from the end, -1 the
@@ -151,8 +80,17 @@ pub fn positive(arg: &[u8]) -> Result<u64, Failure> {
 /// A blocking command's timeout in seconds (0: none) as Redis's
 /// `getTimeoutFromObjectOrReply` reads it: a long double, in whole milliseconds rounded up.
 pub fn timeout(arg: &[u8]) -> Result<Option<Duration>, Failure> {
-    let secs = floats::parse_long_double(arg)
-        .ok_or_else(|| args::err("ERR timeout is not a float or out of range"))?;
+    let not_float = || args::err("ERR timeout is not a float or out of range");
+    let secs = match longdouble::parse(arg).ok_or_else(not_float)? {
+        longdouble::Num::Infinite => f64::INFINITY,
+        // What `strtold` takes is Redis's; the value needs only a double's precision, and
+        // where a double overflows the timeout is out of reach all the same, and where it
+        // underflows Redis rounds it up to a millisecond.
+        longdouble::Num::Finite(_) => match floats::strtod(arg) {
+            (v, _, true) if v == 0.0 => f64::MIN_POSITIVE.copysign(v),
+            (v, _, _) => v,
+        },
+    };
     let ms = (secs * 1000.0).ceil();
     // Redis converts to a 64-bit integer: what does not fit comes out negative there.
     if !(0.0..2f64.powi(63)).contains(&ms) {
@@ -210,21 +148,6 @@ impl<T> Mpop<T> {
     }
 }
 
-/// Fails as the store would for a member record of `key` whose key is `extra` bytes past
-/// the collection's prefix and tag: called for every member before a command's first write,
-/// so a member too long for the store fails the command before it wrote anything.
-pub fn check_record(key: &[u8], extra: usize) -> Result<(), Failure> {
-    let len = encoding::members_prefix(key, 0).len() + 1 + extra;
-    if len > stitchdb::MAX_KEY_LEN {
-        return Err(Failure::Store(stitchdb::Error::TooLarge {
-            what: "key",
-            len,
-            limit: stitchdb::MAX_KEY_LEN,
-        }));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,6 +169,8 @@ mod tests {
         assert!(t("9223372036854776").unwrap_err().contains("negative"));
         assert!(t("x").unwrap_err().contains("not a float"));
         assert!(t("nan").unwrap_err().contains("not a float"));
+        assert!(t("1e-5000").unwrap_err().contains("not a float"));
+        assert!(t(" 1").unwrap_err().contains("not a float"));
     }
 
     #[test]
