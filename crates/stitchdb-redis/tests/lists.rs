@@ -691,6 +691,7 @@ fn random_operations_match_a_vecdeque_model() {
         lists: Default::default(),
     };
     let keys = ["l0", "l1"];
+    let (mut batch, mut batch_len) = (Vec::new(), 1);
     for step in 0..4000 {
         let k = rng.gen_range(0..2);
         let key = keys[k].to_string();
@@ -842,9 +843,14 @@ fn random_operations_match_a_vecdeque_model() {
             }
             _ => (vec!["LLEN".into(), key], Value::Int(len)),
         };
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        assert_eq!(c.cmd(&refs), want, "step {step}: {args:?}");
+        // Sent in pipelined batches, which the server runs as groups.
+        batch.push((args, want, step));
+        if batch.len() >= batch_len {
+            script::pipelined(&mut c, &mut batch);
+            batch_len = rng.gen_range(1..=8);
+        }
         if step % 100 == 0 {
+            script::pipelined(&mut c, &mut batch);
             for (k, key) in keys.iter().enumerate() {
                 let l = &m.lists[k];
                 assert_eq!(c.cmd(&["LRANGE", key, "0", "-1"]), bulks(l), "step {step}");

@@ -950,6 +950,7 @@ fn random_operations_match_a_btreemap_model() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x25e7);
     let mut m = ZModel::default();
     let keys = ["z0", "z1"];
+    let (mut batch, mut batch_len) = (Vec::new(), 1);
     let scores = [
         f64::NEG_INFINITY,
         -1.5,
@@ -1167,9 +1168,14 @@ fn random_operations_match_a_btreemap_model() {
                 Value::Int(len)
             }
         };
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        assert_eq!(c.cmd(&refs), want, "step {step}: {args:?}");
+        // Sent in pipelined batches, which the server runs as groups.
+        batch.push((args, want, step));
+        if batch.len() >= batch_len {
+            script::pipelined(&mut c, &mut batch);
+            batch_len = rng.gen_range(1..=8);
+        }
         if step % 100 == 0 {
+            script::pipelined(&mut c, &mut batch);
             for (k, key) in keys.iter().enumerate() {
                 let all = c.cmd(&["ZRANGE", key, "0", "-1", "WITHSCORES"]);
                 assert_eq!(all, reply(&sorted(&m.sets[k]), true), "step {step}");

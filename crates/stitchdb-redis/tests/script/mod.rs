@@ -80,3 +80,18 @@ pub fn run(c: &mut Client, script: &str) {
     }
     assert!(wrong.is_empty(), "replies differ:\n{}", wrong.join("\n"));
 }
+
+/// Sends `batch` (arguments, the reply expected, the step that made it) pipelined, which
+/// the server runs as one group, and checks each reply; empties it.
+pub fn pipelined(c: &mut Client, batch: &mut Vec<(Vec<String>, Value, usize)>) {
+    let mut bytes = Vec::new();
+    for (args, _, _) in batch.iter() {
+        let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        bytes.extend(Client::encode(&raw));
+    }
+    c.send_raw(&bytes);
+    for (args, want, step) in batch.drain(..) {
+        let got = c.read().expect("a reply");
+        assert_eq!(got, want, "step {step}: {args:?}");
+    }
+}
