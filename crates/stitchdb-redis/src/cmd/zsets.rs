@@ -3,8 +3,9 @@
 //! Two records per member: tag `ZMEMBER` member -> its score (`score_key`'s 8 bytes), for
 //! lookups by member; tag `ZSCORE` score ++ member -> empty, ordered by score then member
 //! as Redis orders them, for ranges. A range by score, or by member among equal scores, is
-//! one seek; a rank is counted from the nearer end of the index, so `ZRANK`, `ZCOUNT` and
-//! a `ZRANGE` by rank are O(rank or count) where Redis's skiplist is O(log N).
+//! one seek; a rank is counted from the nearer end of the index, so `ZRANK` and a `ZRANGE`
+//! by rank are O(distance to the nearer end), and `ZCOUNT` O(count), where Redis's
+//! skiplist is O(log N).
 //! `ZUNIONSTORE` and its kin are in `zstore`.
 
 use super::collection::{self, one_key, Coll};
@@ -340,24 +341,29 @@ impl<'k> ZSet<'k> {
         Ok(out)
     }
 
-    /// `member`'s rank (from the highest if `rev`): the entries before it, counted.
+    /// `member`'s rank (from the highest if `rev`), counted from the nearer end of the
+    /// index: the entries below it and those above it are walked in step, and the first
+    /// walk to run out has counted its side.
     fn rank(&self, ctx: &mut Ctx<'_>, member: &[u8], rev: bool) -> Result<Option<u64>, Failure> {
         let Some(score) = self.score(ctx, member)? else {
             return Ok(None);
         };
         let mut at = Self::index_key(score, member);
-        let before = if rev {
-            at.push(0);
-            self.walk(ctx, &at, None, true)?
-        } else {
-            self.walk(ctx, b"", Some(&at), false)?
-        };
+        let mut below = self.walk(ctx, b"", Some(&at), false)?;
+        at.push(0);
+        let mut above = self.walk(ctx, &at, None, true)?;
+        let last = self.len().saturating_sub(1);
         let mut n = 0;
-        for e in before {
-            e?;
+        let rank = loop {
+            if below.next().transpose()?.is_none() {
+                break n;
+            }
+            if above.next().transpose()?.is_none() {
+                break last.saturating_sub(n);
+            }
             n += 1;
-        }
-        Ok(Some(n))
+        };
+        Ok(Some(if rev { last - rank } else { rank }))
     }
 
     /// What a `ZRANGE` selects, in its order.
