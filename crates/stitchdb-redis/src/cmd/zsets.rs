@@ -11,7 +11,7 @@
 use super::collection::{self, one_key, Coll};
 use super::ordered::{self, cmd, Mpop, KEYS_THEN_TIMEOUT, SRC_DST};
 use super::zrange::{self, LexRange, RangeArgs, ScoreRange, Select};
-use super::{args, floats, zstore, CmdResult, Failure, Keys, Spec};
+use super::{args, floats, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
 use crate::keyspace::{Ctx, Table};
 use crate::resp::reply::{self, Reply};
@@ -77,13 +77,6 @@ pub const COMMANDS: &[Spec] = &[
         bzmpop,
     ),
     one_key("zrandmember", -2, &["readonly"], zrandmember),
-    zstore::ZUNIONSTORE,
-    zstore::ZINTERSTORE,
-    zstore::ZDIFFSTORE,
-    zstore::ZUNION,
-    zstore::ZINTER,
-    zstore::ZDIFF,
-    zstore::ZINTERCARD,
 ];
 
 /// A member and its score.

@@ -12,6 +12,17 @@ use crate::keyspace::{Ctx, KsError};
 use crate::resp::reply::Reply;
 use std::collections::HashMap;
 
+/// The family's commands: sorted sets combined (`zsets` has the rest).
+pub const COMMANDS: &[Spec] = &[
+    ZUNIONSTORE,
+    ZINTERSTORE,
+    ZDIFFSTORE,
+    ZUNION,
+    ZINTER,
+    ZDIFF,
+    ZINTERCARD,
+];
+
 /// `ZUNIONSTORE dst numkeys key ... [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]`.
 pub const ZUNIONSTORE: Spec = cmd(
     "zunionstore",

@@ -4,7 +4,8 @@
 //! come from Redis 7.0.15's `COMMAND DOCS` (`redis-docs.tsv`, and the `sx.*` lines ours).
 
 use super::{ran, Conn};
-use crate::cmd::server::{find_sub, help, subcommands, Sub};
+use crate::cmd::subcommands;
+use crate::cmd::subs::{find_sub, help, Sub};
 use crate::cmd::{self, args, CmdResult, Keys, Spec};
 use crate::resp::reply::Reply;
 use std::collections::HashMap;
