@@ -185,6 +185,25 @@ pub fn glob(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
     p == pattern.len() && i == s.len()
 }
 
+/// Fails unless the store takes `key`'s records: its metadata record's key, and its expiry
+/// index entry if it `expires` (the deadline, then the key: longer by the deadline).
+pub fn check_key(key: &[u8], expires: bool) -> Result<(), Failure> {
+    let overhead = if expires {
+        crate::keyspace::encoding::expiry_key(0, b"").len()
+    } else {
+        0
+    };
+    let limit = stitchdb::MAX_KEY_LEN - overhead;
+    if key.len() <= limit {
+        return Ok(());
+    }
+    Err(err(format!(
+        "ERR key of {} bytes is over this store's limit of {limit} bytes{}",
+        key.len(),
+        if expires { " for a key with a TTL" } else { "" }
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! Strings as bitmaps: `SETBIT`, `GETBIT`, `BITCOUNT`, `BITPOS`. Bit 0 is the most
 //! significant bit of the first byte, as in Redis.
 
-use super::keys::single_key;
+use super::single_key;
 use super::strings::{check_grow, clamp_range, put_string, string_entry, string_value};
 use super::{args, CmdResult, Failure, Spec};
 use crate::keyspace::Ctx;

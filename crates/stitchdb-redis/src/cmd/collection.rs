@@ -102,6 +102,17 @@ impl<'k> Coll<'k> {
         self.header.size
     }
 
+    /// The header (a list keeps its ends there too).
+    pub fn header(&self) -> &Collection {
+        &self.header
+    }
+
+    /// The header, to change where a kind keeps more than a size in it (a list's ends,
+    /// a sorted set's size as its two records per member count it); `save` writes it back.
+    pub fn header_mut(&mut self) -> &mut Collection {
+        &mut self.header
+    }
+
     /// The value of a member record.
     pub fn get(
         &self,

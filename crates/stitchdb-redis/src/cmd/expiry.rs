@@ -4,8 +4,8 @@
 //! metadata record (`Ctx::put_meta` keeps the expiry index in step); a deadline already
 //! passed deletes the key at once, as Redis does.
 
-use super::keys::single_key;
-use super::strings::check_key;
+use super::args::check_key;
+use super::single_key;
 use super::{args, CmdResult, Failure, Spec};
 use crate::keyspace::Ctx;
 use crate::resp::reply::Reply;

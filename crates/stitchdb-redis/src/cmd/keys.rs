@@ -12,35 +12,15 @@
 //! two would take a durable indirection from database numbers to tables, which the keyspace
 //! does not have.
 
+use super::args::check_key;
 use super::scan::{self, ScanArgs};
-use super::strings::check_key;
-use super::{args, CmdResult, DataFn, Failure, Keys, Run, Spec};
+use super::{args, single_key, CmdResult, DataFn, Failure, Keys, Run, Spec};
 use crate::keyspace::ctx::{decode_meta, Pairs};
 use crate::keyspace::encoding::{members_prefix, prefix_end, Meta};
 use crate::keyspace::{Ctx, Table};
 use crate::resp::reply::Reply;
 use rand::seq::SliceRandom;
 use std::ops::Bound;
-
-/// A command whose one key is its first argument.
-pub const fn single_key(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    run: DataFn,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys: Keys::Range {
-            first: 1,
-            last: 1,
-            step: 1,
-        },
-        run: Run::Data(run),
-    }
-}
 
 /// A command whose keys are its arguments from the first to `last`.
 const fn key_list(

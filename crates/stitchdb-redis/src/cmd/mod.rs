@@ -8,16 +8,21 @@ pub mod args;
 pub mod bits;
 pub mod collection;
 pub mod expiry;
+pub mod floats;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
 mod longdouble;
+pub mod ordered;
 pub mod scan;
 pub mod server;
 pub mod sets;
 pub mod strings;
+pub mod subs;
 pub mod sx;
+pub mod zrange;
 pub mod zsets;
+pub mod zstore;
 
 use crate::keyspace::{Ctx, KsError};
 use crate::resp::reply::Reply;
@@ -31,6 +36,16 @@ pub enum Failure {
     Reply(String),
     /// The store failed or refused.
     Store(stitchdb::Error),
+    /// Nothing to pop yet (`BLPOP` ...): the connection runs the command again each time
+    /// one of its keys changes, until `timeout` (`None`: none) passes and the reply is a
+    /// nil array. Where a client cannot wait (`MULTI`, `SX.BEGIN`, a snapshot) the reply is
+    /// `now`, at once (Redis's differs by command).
+    Blocked {
+        /// How long to wait.
+        timeout: Option<std::time::Duration>,
+        /// The reply if the client cannot wait.
+        now: Reply,
+    },
 }
 
 impl From<KsError> for Failure {
@@ -61,6 +76,7 @@ impl Failure {
                 Reply::Error(format!("CONFLICT {e}"))
             }
             Failure::Store(e) => Reply::Error(format!("ERR store: {e}")),
+            Failure::Blocked { now, .. } => now,
         }
     }
 
@@ -208,6 +224,26 @@ impl Spec {
     }
 }
 
+/// A command whose one key is its first argument.
+pub const fn single_key(
+    name: &'static str,
+    arity: i32,
+    flags: &'static [&'static str],
+    run: DataFn,
+) -> Spec {
+    Spec {
+        name,
+        arity,
+        flags,
+        keys: Keys::Range {
+            first: 1,
+            last: 1,
+            step: 1,
+        },
+        run: Run::Data(run),
+    }
+}
+
 /// Every command family's table.
 const FAMILIES: &[&[Spec]] = &[
     keys::COMMANDS,
@@ -218,6 +254,7 @@ const FAMILIES: &[&[Spec]] = &[
     lists::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    zstore::COMMANDS,
     server::COMMANDS,
     sx::COMMANDS,
 ];
@@ -233,6 +270,18 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     let map = BY_NAME.get_or_init(|| table().map(|s| (s.name, s)).collect());
     let lower = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
     map.get(lower.as_str()).copied()
+}
+
+/// The subcommands of command `parent` (none for most commands).
+pub fn subcommands(parent: &str) -> &'static [subs::Sub] {
+    match parent {
+        "client" => server::CLIENT_SUBS,
+        "config" => server::CONFIG_SUBS,
+        "command" => server::COMMAND_SUBS,
+        "sx.snapshot" => sx::SNAPSHOT_SUBS,
+        "sx.patchgroup" => sx::PATCHGROUP_SUBS,
+        _ => &[],
+    }
 }
 
 /// Redis's error for a command it does not know.

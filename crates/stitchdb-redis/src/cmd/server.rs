@@ -3,7 +3,8 @@
 //! that have them (`CLIENT SETNAME`, `CONFIG GET` ...) are tables here too, for their arity
 //! errors, their `HELP` and `COMMAND INFO`.
 
-use super::{args, CmdResult, Failure, Keys, Run, Session, Spec};
+use super::subs::Sub;
+use super::{args, CmdResult, Keys, Run, Session, Spec};
 use crate::keyspace::Ctx;
 use crate::resp::reply::Reply;
 
@@ -156,18 +157,6 @@ pub const COMMANDS: &[Spec] = &[
         Session::LastSave,
     ),
 ];
-
-/// A subcommand (`client|setname`), as `COMMAND INFO` and the arity check see it.
-pub struct Sub {
-    /// The full name, in lower case: the command's, `|`, the subcommand's.
-    pub name: &'static str,
-    /// Redis's arity, counting the command and the subcommand.
-    pub arity: i32,
-    /// Redis's flags.
-    pub flags: &'static [&'static str],
-    /// Its lines in the command's `HELP`: the usage, then what it does (indented).
-    pub help: &'static [&'static str],
-}
 
 const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
 const PLAIN: &[&str] = &["noscript", "loading", "stale"];
@@ -355,59 +344,6 @@ pub const COMMAND_SUBS: &[Sub] = &[
     },
     Sub { name: "command|help", arity: 2, flags: HELPS, help: &[] },
 ];
-
-/// The subcommands of command `parent` (none for most commands).
-pub fn subcommands(parent: &str) -> &'static [Sub] {
-    match parent {
-        "client" => CLIENT_SUBS,
-        "config" => CONFIG_SUBS,
-        "command" => COMMAND_SUBS,
-        "sx.snapshot" => super::sx::SNAPSHOT_SUBS,
-        "sx.patchgroup" => super::sx::PATCHGROUP_SUBS,
-        _ => &[],
-    }
-}
-
-/// The subcommand `a[1]` of command `parent`, checked against its arity; Redis's errors for
-/// an unknown one and for a wrong number of arguments.
-pub fn find_sub(parent: &str, a: &[Vec<u8>]) -> Result<&'static Sub, Failure> {
-    let wanted = a.get(1).map(|s| args::text(s)).unwrap_or_default();
-    let lower = wanted.to_ascii_lowercase();
-    let sub = subcommands(parent)
-        .iter()
-        .find(|s| s.name.split_once('|').is_some_and(|(_, n)| n == lower))
-        .ok_or_else(|| {
-            let shown: String = wanted.chars().take(128).collect();
-            args::err(format!(
-                "ERR unknown subcommand '{shown}'. Try {} HELP.",
-                parent.to_ascii_uppercase()
-            ))
-        })?;
-    let n = a.len();
-    let fits = if sub.arity >= 0 {
-        n == sub.arity as usize
-    } else {
-        n >= sub.arity.unsigned_abs() as usize
-    };
-    if !fits {
-        return Err(args::err(args::arity_error(sub.name)));
-    }
-    Ok(sub)
-}
-
-/// A command's `HELP`: Redis's header, each subcommand's lines, then `HELP`'s.
-pub fn help(parent: &str) -> Reply {
-    let mut lines = vec![format!(
-        "{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-        parent.to_ascii_uppercase()
-    )];
-    for sub in subcommands(parent) {
-        lines.extend(sub.help.iter().map(|l| l.to_string()));
-    }
-    lines.push("HELP".into());
-    lines.push("    Prints this help.".into());
-    Reply::Array(lines.into_iter().map(Reply::Simple).collect())
-}
 
 fn ping(_: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     match a.len() {

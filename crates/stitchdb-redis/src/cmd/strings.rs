@@ -4,11 +4,12 @@
 //! key's metadata record, so every write of one is one record; what the store takes (a key
 //! of `MAX_KEY_LEN`, a record of `Keyspace::max_value`) is checked before the first write.
 
+use super::args::check_key;
 use super::expiry::{self, MILLIS, SECONDS};
-use super::keys::single_key;
 use super::longdouble;
+use super::single_key;
 use super::{args, CmdResult, Failure, Keys, Run, Spec};
-use crate::keyspace::encoding::{expiry_key, Body, Kind, Meta};
+use crate::keyspace::encoding::{Body, Kind, Meta};
 use crate::keyspace::Ctx;
 use crate::resp::reply::Reply;
 
@@ -72,21 +73,6 @@ pub const COMMANDS: &[Spec] = &[
 pub const REDIS_MAX_STRING: u64 = 512 << 20;
 
 // ----- what the store takes -----
-
-/// Fails unless the store takes `key`'s records: its metadata record's key, and its expiry
-/// index entry if it `expires` (the deadline, then the key: longer by the deadline).
-pub fn check_key(key: &[u8], expires: bool) -> Result<(), Failure> {
-    let overhead = if expires { expiry_key(0, b"").len() } else { 0 };
-    let limit = stitchdb::MAX_KEY_LEN - overhead;
-    if key.len() <= limit {
-        return Ok(());
-    }
-    Err(args::err(format!(
-        "ERR key of {} bytes is over this store's limit of {limit} bytes{}",
-        key.len(),
-        if expires { " for a key with a TTL" } else { "" }
-    )))
-}
 
 /// Fails unless the store takes a string of `len` bytes (its metadata record holds it).
 pub fn check_len(ctx: &Ctx<'_>, len: u64) -> Result<(), Failure> {

@@ -1,7 +1,7 @@
 //! StitchDB's own commands (`docs/redis.md`): ordered ranges, interactive transactions,
 //! snapshots, durability and patchgroups per connection.
 
-use super::server::{find_sub, help, Sub};
+use super::subs::{find_sub, help, Sub};
 use super::{args, CmdResult, Failure, Keys, Run, Session, Spec};
 use crate::keyspace::encoding::{Body, Meta};
 use crate::keyspace::{Ctx, Table};

@@ -21,7 +21,11 @@ impl<'s> Conn<'s> {
     /// counts a run's own commits have not reached yet (`DBSIZE`), on a connection that is
     /// authenticated and in no transaction, snapshot or `MULTI`.
     pub(super) fn groupable(&self, args: &[Vec<u8>]) -> Option<&'static Spec> {
-        if !self.authenticated || self.multi.is_some() || self.open.is_some() || self.read_at.is_some() {
+        if !self.authenticated
+            || self.multi.is_some()
+            || self.open.is_some()
+            || self.read_at.is_some()
+        {
             return None;
         }
         let spec = cmd::lookup(&args[0])?;

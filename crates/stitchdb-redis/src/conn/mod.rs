@@ -10,6 +10,7 @@ mod sx;
 
 use crate::cmd::{self, args, Failure, Keys, Run, Session, Spec};
 use crate::keyspace::ctx::Slot;
+use crate::keyspace::ready::Waiting;
 use crate::keyspace::watch::Dirty;
 use crate::keyspace::{Ctx, Outcome};
 use crate::resp::parse::{Parsed, Parser};
@@ -20,17 +21,20 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use stitchdb::{Durability, Snapshot, Transaction};
 
 /// Bytes read from the socket at a time (at least).
 const READ_CHUNK: usize = 16 << 10;
 
 /// The longest a connection about to sync waits for others still running requests.
-const GATHER: std::time::Duration = std::time::Duration::from_micros(500);
+const GATHER: Duration = Duration::from_micros(500);
 
 /// Input buffer kept between requests; a larger one is given back once empty.
 const KEPT_INPUT: usize = 1 << 20;
+
+/// How often a blocked client checks that it is still connected.
+const BLOCKED_POLL: Duration = Duration::from_millis(100);
 
 /// Times a command is run again after a conflict with a concurrent transaction before the
 /// conflict is the client's reply.
@@ -319,7 +323,8 @@ impl<'s> Conn<'s> {
         self.info.lock().id
     }
 
-    /// Runs one request; its reply (`None`: no reply, as after `QUIT`'s or `SHUTDOWN`'s).
+    /// Runs one request; its reply (`None`: no reply, as after `QUIT`'s or `SHUTDOWN`'s, or
+    /// for a blocked client gone).
     fn request(&mut self, args: Vec<Vec<u8>>) -> Option<Reply> {
         self.shared.count(&self.shared.stats.commands, 1);
         let Some(spec) = cmd::lookup(&args[0]) else {
@@ -343,29 +348,48 @@ impl<'s> Conn<'s> {
         if self.multi.is_some() && !multi::runs_at_once(spec) {
             return Some(self.queue(spec, args));
         }
-        Some(match spec.run {
+        match spec.run {
             Run::Data(f) => self.data(spec, f, &args),
-            Run::Session(s) => return self.session(s, &args),
-        })
+            Run::Session(s) => self.session(s, &args),
+        }
     }
 
     /// Runs a command over data, alone: under its keys' locks, in a transaction of its own
-    /// (or in the connection's open one), committed once it succeeded.
-    fn data(&mut self, spec: &Spec, f: cmd::DataFn, args: &[Vec<u8>]) -> Reply {
+    /// (or in the connection's open one), committed once it succeeded. Its reply (`None`: a
+    /// blocked client gone, which gets none).
+    fn data(&mut self, spec: &Spec, f: cmd::DataFn, args: &[Vec<u8>]) -> Option<Reply> {
         let shared: &'s Shared = self.shared;
         let ks = &shared.ks;
         if let Some(snap) = &self.read_at {
             if spec.writes() {
-                return Reply::Error("READONLY You can't write against a snapshot.".into());
+                return Some(Reply::Error(
+                    "READONLY You can't write against a snapshot.".into(),
+                ));
             }
             let run = Ctx::at_snapshot(ks, self.db, snap)
                 .map_err(Failure::from)
                 .and_then(|mut ctx| f(&mut ctx, args));
-            return run.unwrap_or_else(Failure::reply);
+            return Some(run.unwrap_or_else(Failure::reply));
         }
         if let Some(open) = &mut self.open {
-            return sx::run_in(ks, self.db, open, f, args);
+            return Some(sx::run_in(ks, self.db, open, f, args));
         }
+        if spec.flags.contains(&"blocking") {
+            return self.blocking(spec, f, args);
+        }
+        Some(self.locked(spec, f, args).0)
+    }
+
+    /// Runs a command under its keys' locks (see `data`); with how long it asked to wait,
+    /// if it found nothing to pop (`Failure::Blocked`).
+    fn locked(
+        &mut self,
+        spec: &Spec,
+        f: cmd::DataFn,
+        args: &[Vec<u8>],
+    ) -> (Reply, Option<Option<Duration>>) {
+        let shared: &'s Shared = self.shared;
+        let ks = &shared.ks;
         let _whole_shared;
         let _whole_alone;
         if matches!(spec.keys, Keys::All) {
@@ -378,7 +402,94 @@ impl<'s> Conn<'s> {
         let _held = ks
             .locks
             .lock(keys.iter().map(|&i| (db, args[i].as_slice())));
-        self.run_alone(|ctx| f(ctx, args))
+        let mut blocked = None;
+        let reply = self.run_alone(|ctx| {
+            f(ctx, args).inspect_err(|e| {
+                if let Failure::Blocked { timeout, .. } = e {
+                    blocked = Some(*timeout);
+                }
+            })
+        });
+        (reply, blocked)
+    }
+
+    /// Runs a blocking command (`BLPOP` ...): again each time a commit touches one of its
+    /// keys, until it pops something, its timeout passes (a nil array), or the client or
+    /// the server goes away (no reply; the connection closes). Its keys are registered
+    /// before it first runs, so no change after that is missed. Clients blocked on one key
+    /// are not served in the order they blocked (Redis's are): whichever takes the key's
+    /// lock first pops.
+    fn blocking(&mut self, spec: &Spec, f: cmd::DataFn, args: &[Vec<u8>]) -> Option<Reply> {
+        let shared: &'s Shared = self.shared;
+        let keys: Vec<&[u8]> = spec
+            .key_positions(args)
+            .into_iter()
+            .map(|i| args[i].as_slice())
+            .collect();
+        let mut waiting = shared.ks.ready.register(self.db, &keys);
+        let mut deadline = None;
+        loop {
+            let (reply, blocked) = self.locked(spec, f, args);
+            let Some(timeout) = blocked else {
+                return Some(reply);
+            };
+            if deadline.is_none() && self.send().is_err() {
+                // The replies before it, sent (and made durable) before it waits.
+                self.closing = true;
+                return None;
+            }
+            // From the first run, as Redis times it; too far to reach is never.
+            let until: Option<Instant> = *deadline
+                .get_or_insert_with(|| timeout.and_then(|t| Instant::now().checked_add(t)));
+            match self.wait_for_keys(&mut waiting, until) {
+                Some(true) => {}
+                Some(false) => return Some(Reply::NilArray),
+                None => {
+                    self.closing = true;
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Waits until a commit touches one of the keys `waiting` is registered for (true) or
+    /// `until` passes (false), a slice at a time to notice a client gone (`None`). The
+    /// connection does not count as executing meanwhile, so others' syncs do not wait for it.
+    fn wait_for_keys(&self, waiting: &mut Waiting<'_>, until: Option<Instant>) -> Option<bool> {
+        let executing = &self.shared.executing;
+        executing.fetch_sub(1, Ordering::SeqCst);
+        let woke = loop {
+            if self.gone() {
+                break None;
+            }
+            let now = Instant::now();
+            if until.is_some_and(|u| now >= u) {
+                break Some(false);
+            }
+            let slice = now + BLOCKED_POLL;
+            if waiting.wait(until.map_or(slice, |u| u.min(slice))) && !self.gone() {
+                break Some(true);
+            }
+        };
+        executing.fetch_add(1, Ordering::SeqCst);
+        woke
+    }
+
+    /// Whether a blocked client should stop waiting: it closed its connection, was killed,
+    /// or the server is stopping.
+    fn gone(&self) -> bool {
+        if self.killed.load(Ordering::Relaxed) || self.shared.is_stopping() {
+            return true;
+        }
+        if self.stream.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut byte = [0u8; 1];
+        let closed = match self.stream.peek(&mut byte) {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        };
+        closed || self.stream.set_nonblocking(false).is_err()
     }
 
     /// Runs `body` in a transaction of its own and commits it, again after a conflict with

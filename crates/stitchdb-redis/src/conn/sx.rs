@@ -2,7 +2,7 @@
 //! (`SX.BEGIN` ... `SX.COMMIT`), reads at a snapshot, durability and patchgroups.
 
 use super::{Conn, Open};
-use crate::cmd::server::{find_sub, help};
+use crate::cmd::subs::{find_sub, help};
 use crate::cmd::sx::engine_err;
 use crate::cmd::{args, CmdResult, DataFn, Failure, Session};
 use crate::keyspace::ctx::Slot;

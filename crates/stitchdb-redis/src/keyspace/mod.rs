@@ -8,6 +8,7 @@ pub mod encoding;
 pub mod expire;
 pub mod locks;
 pub mod pending;
+pub mod ready;
 pub mod watch;
 
 pub use ctx::{Ctx, KsError, KsResult, Outcome};
@@ -86,6 +87,8 @@ pub struct Keyspace {
     pub watches: watch::Watches,
     /// `SCAN` cursors (of every `*SCAN` command).
     pub cursors: cursors::Cursors,
+    /// Clients blocked on keys (`BLPOP` ...).
+    pub ready: ready::Ready,
     /// Held shared by every command that names its keys, exclusively by those that change a
     /// whole database (`FLUSHDB`, `FLUSHALL`, `SWAPDB`).
     pub whole: RwLock<()>,
@@ -112,6 +115,7 @@ impl Keyspace {
             locks: locks::KeyLocks::default(),
             watches: watch::Watches::default(),
             cursors: cursors::Cursors::default(),
+            ready: ready::Ready::default(),
             whole: RwLock::new(()),
             versions: AtomicU64::new(now),
             max_value,
@@ -181,8 +185,9 @@ impl Keyspace {
         self.versions.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Makes a committed [`Outcome`] visible to the rest of the server: key counts, and
-    /// the watchers of every key it changed. Call while still holding the keys' locks.
+    /// Makes a committed [`Outcome`] visible to the rest of the server: key counts, the
+    /// watchers of every key it changed, and the clients blocked on one. Call while still
+    /// holding the keys' locks.
     pub fn apply(&self, outcome: &Outcome) {
         for &db in &outcome.flushed {
             self.counts[db].store(0, Ordering::SeqCst);
@@ -193,7 +198,8 @@ impl Keyspace {
                 self.counts[db].fetch_add(*delta, Ordering::SeqCst);
             }
         }
-        self.watches
-            .touch(outcome.touched.iter().map(|(db, k)| (*db, k.as_slice())));
+        let touched = || outcome.touched.iter().map(|(db, k)| (*db, k.as_slice()));
+        self.watches.touch(touched());
+        self.ready.touch(touched());
     }
 }

@@ -2,7 +2,7 @@
 //! killing clients.
 
 use super::{ran, Conn};
-use crate::cmd::server::{find_sub, help};
+use crate::cmd::subs::{find_sub, help};
 use crate::cmd::{args, CmdResult, Failure};
 use crate::resp::reply::Reply;
 use crate::shared::{Client, ClientInfo};

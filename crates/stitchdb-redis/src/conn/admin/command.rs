@@ -4,7 +4,8 @@
 //! come from Redis 7.0.15's `COMMAND DOCS` (`redis-docs.tsv`, and the `sx.*` lines ours).
 
 use super::{ran, Conn};
-use crate::cmd::server::{find_sub, help, subcommands, Sub};
+use crate::cmd::subcommands;
+use crate::cmd::subs::{find_sub, help, Sub};
 use crate::cmd::{self, args, CmdResult, Keys, Spec};
 use crate::resp::reply::Reply;
 use std::collections::HashMap;
@@ -105,6 +106,7 @@ const CATEGORY_ORDER: &[&str] = &[
     "@admin",
     "@fast",
     "@slow",
+    "@blocking",
     "@dangerous",
     "@connection",
     "@transaction",
@@ -135,6 +137,7 @@ fn categories(name: &str, flags: &[&str]) -> Vec<&'static str> {
             "@admin" | "@dangerous" => has("admin"),
             "@fast" => has("fast"),
             "@slow" => !has("fast"),
+            "@blocking" => has("blocking"),
             c => c == by_group,
         })
         .collect()

@@ -4,7 +4,7 @@
 //! (persistence), are shown with the value that describes the server.
 
 use super::{ran, Conn};
-use crate::cmd::server::{find_sub, help};
+use crate::cmd::subs::{find_sub, help};
 use crate::cmd::{args, CmdResult, Failure};
 use crate::config::Config;
 use crate::resp::reply::Reply;
