@@ -27,7 +27,7 @@ const QUIET: Duration = Duration::from_millis(400);
 /// while a test misbehaves on others; it fails the test if a reply is ever wrong.
 struct GoodClient {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<u64>,
+    thread: JoinHandle<()>,
 }
 
 impl GoodClient {
@@ -40,27 +40,28 @@ impl GoodClient {
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut rounds = 0u64;
-            while !flag.load(Ordering::Relaxed) {
+            // At least one round, however soon the test is done.
+            loop {
                 let v = rounds.to_string();
                 assert_eq!(c.cmd(&["SET", "good", &v]), ok(), "round {rounds}");
                 assert_eq!(c.cmd(&["GET", "good"]), bulk(&v), "round {rounds}");
                 rounds += 1;
+                if flag.load(Ordering::Relaxed) {
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(2));
             }
             assert_eq!(c.cmd(&["PING"]), Value::Simple("PONG".into()));
-            rounds
         });
         GoodClient { stop, thread }
     }
 
-    /// Stops it; fails the test if it saw a wrong reply or never got one.
+    /// Stops it; fails the test if it saw a wrong reply or lost its connection.
     fn finish(self) {
         self.stop.store(true, Ordering::Relaxed);
-        let rounds = self
-            .thread
+        self.thread
             .join()
             .expect("the well-behaved client got a wrong reply or lost its connection");
-        assert!(rounds > 0, "the well-behaved client never got through");
     }
 }
 
