@@ -164,6 +164,14 @@ impl fmt::Display for Frame {
     }
 }
 
+/// Shows a reply, or why there was none.
+fn shown(reply: &Result<Frame, String>) -> String {
+    match reply {
+        Ok(f) => f.to_string(),
+        Err(e) => format!("(no reply: {e})"),
+    }
+}
+
 /// Shows a command.
 fn show(args: &[Vec<u8>]) -> String {
     args.iter()
@@ -1711,10 +1719,6 @@ impl Harness {
         o: Result<Frame, String>,
     ) {
         let resp = if self.pairs[p].resp3 { 3 } else { 2 };
-        let shown = |x: &Result<Frame, String>| match x {
-            Ok(f) => f.to_string(),
-            Err(e) => format!("(no reply: {e})"),
-        };
         let line = format!("#{} RESP{resp}: {}", self.index, show(&op.args));
         let what = format!("{line}\n    redis: {}\n    ours:  {}", shown(&r), shown(&o));
         self.remember(format!("{line}  -> {}", shown(&r)));
@@ -2151,4 +2155,99 @@ fn every_family_in_resp2_and_resp3() {
         Err(_) => EVERY_FAMILY.to_vec(),
     };
     differential(&families, 3, 2000);
+}
+
+/// What the other connection runs after `WATCH k`, each after a setup: writes that change
+/// `k`, and writes that change nothing (which Redis mostly, but not always, leaves
+/// untouched: `LTRIM` touches however little it trims). `EXEC` must fail where Redis's fails.
+const WATCH_CASES: &[(&[&str], &[&str])] = &[
+    (&["SET k v"], &["SET k v"]),
+    (&["SET k \"\\x01\""], &["SETBIT k 7 1"]),
+    (&["SET k \"\\x01\""], &["SETBIT k 7 0"]),
+    (&["SET k v"], &["SETRANGE k 0 \"\""]),
+    (&["SET k v"], &["APPEND k \"\""]),
+    (&["SET k 1"], &["INCRBY k 0"]),
+    (&["SET k v"], &["SETNX k w"]),
+    (&["SET k v"], &["SET k w NX"]),
+    (&["SET k v"], &["MSETNX k w x y"]),
+    (&["SET k v"], &["GETEX k"]),
+    (&["SET k v"], &["GETEX k PERSIST"]),
+    (&[], &["GETDEL k"]),
+    (&[], &["DEL k"]),
+    (&["SET k v"], &["EXPIRE k 100 XX"]),
+    (&["SET k v"], &["EXPIRE k 100"]),
+    (&["SET k v"], &["PERSIST k"]),
+    (&["SET k v"], &["EXPIRE k -1"]),
+    (&["SET k v"], &["RENAME k k"]),
+    (&["SET k v"], &["COPY x k"]),
+    (&["SET k v", "SET x w"], &["COPY x k REPLACE"]),
+    (&[], &["FLUSHDB"]),
+    (&["SET k v"], &["FLUSHDB"]),
+    (&["SET k v"], &["SELECT 1", "FLUSHDB"]),
+    (&["HSET k f v"], &["HSET k f v"]),
+    (&["HSET k f v"], &["HSETNX k f w"]),
+    (&["HSET k f v"], &["HDEL k zz"]),
+    (&["HSET k f 1"], &["HINCRBY k f 0"]),
+    (&["HSET k f 1"], &["HINCRBYFLOAT k f 0"]),
+    (&["RPUSH k a"], &["LTRIM k 0 -1"]),
+    (&["RPUSH k a"], &["LREM k 0 zz"]),
+    (&["RPUSH k a"], &["LSET k 0 a"]),
+    (&["RPUSH k a b"], &["LINSERT k BEFORE zz x"]),
+    (&[], &["LPUSHX k a"]),
+    (&["RPUSH k a"], &["LMOVE k k LEFT LEFT"]),
+    (&["RPUSH k a b"], &["RPOPLPUSH k k"]),
+    (&[], &["LPOP k"]),
+    (&["SADD k a"], &["SADD k a"]),
+    (&["SADD k a"], &["SREM k zz"]),
+    (&["SADD k a"], &["SMOVE k k a"]),
+    (&["SADD k a"], &["SINTERSTORE k k"]),
+    (&["SADD k a"], &["SDIFFSTORE k nosuch"]),
+    (&[], &["SPOP k"]),
+    (&["ZADD k 1 a"], &["ZADD k 1 a"]),
+    (&["ZADD k 1 a"], &["ZADD k XX 1 zz"]),
+    (&["ZADD k 1 a"], &["ZINCRBY k 0 a"]),
+    (&["ZADD k 1 a"], &["ZREM k zz"]),
+    (&["ZADD k 1 a"], &["ZREMRANGEBYSCORE k 5 6"]),
+    (&[], &["ZPOPMIN k"]),
+    (&["ZADD k 1 a"], &["ZUNIONSTORE k 1 k"]),
+    (&["ZADD k 1 a"], &["ZRANGESTORE k k 0 -1"]),
+];
+
+/// Which writes of another connection make a `WATCH`ing transaction fail: as in Redis.
+#[test]
+fn watch_sees_the_writes_redis_sees() {
+    let mut h = Harness::new(false);
+    let split = |line: &str| {
+        let args = stitchdb_redis::resp::parse::split_args(line.as_bytes());
+        args.expect("a command in WATCH_CASES")
+    };
+    let mut wrong = Vec::new();
+    for (setup, writes) in WATCH_CASES {
+        h.reset();
+        let [a, b] = &mut h.pairs[..] else {
+            unreachable!("two connections")
+        };
+        let mut replies: Vec<(Result<Frame, String>, Result<Frame, String>)> = Vec::new();
+        for line in setup.iter().copied() {
+            replies.push(a.call(&split(line)));
+        }
+        replies.push(a.call(&args!["WATCH", "k"]));
+        for line in writes.iter().copied() {
+            replies.push(b.call(&split(line)));
+        }
+        for cmd in ["MULTI", "PING", "EXEC"] {
+            replies.push(a.call(&args![cmd]));
+        }
+        if replies.iter().any(|(r, o)| r != o) {
+            let shown: Vec<String> = replies
+                .iter()
+                .map(|(r, o)| format!("{} / {}", shown(r), shown(o)))
+                .collect();
+            wrong.push(format!(
+                "after {setup:?}, WATCH k, then {writes:?} on another connection (redis / ours):\n  {}",
+                shown.join("\n  ")
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
