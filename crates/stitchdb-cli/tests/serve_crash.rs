@@ -348,6 +348,14 @@ fn acknowledged_writes_survive_a_kill_9() {
                 .any(|(k, _)| k.starts_with(&format!("r{round}:"))),
             "nothing was acknowledged in round {round}"
         );
+        let writes = acked.strings.len()
+            + acked.counters.len()
+            + acked.fields.len()
+            + acked.lists.values().map(Vec::len).sum::<usize>()
+            + acked.members.len()
+            + acked.ttls.len()
+            + acked.short.len();
+        println!("round {round}: killed with {writes} writes to check");
         served = Served::start(&store, false);
         check(served.addr, &mut acked);
     }
