@@ -376,10 +376,11 @@ fn position(i: i64, len: u64) -> Option<u64> {
 }
 
 fn lindex(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
-    let i = args::int(&a[2])?;
+    // The key first, as Redis: a missing key is nil whatever the index says.
     let Some(list) = List::load(ctx, &a[1])? else {
         return Ok(Reply::Nil);
     };
+    let i = args::int(&a[2])?;
     Ok(match position(i, list.len()) {
         Some(i) => Reply::opt_bulk(list.get(ctx, i)?),
         None => Reply::Nil,

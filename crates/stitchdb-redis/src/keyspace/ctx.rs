@@ -411,6 +411,13 @@ impl<'a> Ctx<'a> {
 
     /// Empties the selected database: three range deletes.
     pub fn flush_db(&mut self) -> KsResult<()> {
+        // Watchers of the keys it held are told, as Redis's `touchAllWatchedKeysInDb` tells
+        // them (not those of keys that were not there).
+        for key in self.ks.watches.watched_in(self.db) {
+            if self.raw_meta(&key)?.is_some() {
+                self.touch(&key);
+            }
+        }
         for t in [Table::Keys, Table::Members, Table::Expires] {
             self.delete_range(t, b"", None)?;
         }

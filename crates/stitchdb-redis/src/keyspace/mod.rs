@@ -90,7 +90,7 @@ pub struct Keyspace {
     /// Clients blocked on keys (`BLPOP` ...).
     pub ready: ready::Ready,
     /// Held shared by every command that names its keys, exclusively by those that change a
-    /// whole database (`FLUSHDB`, `FLUSHALL`, `SWAPDB`).
+    /// whole database (`FLUSHDB`, `FLUSHALL`).
     pub whole: RwLock<()>,
     /// The next collection version.
     versions: AtomicU64,
@@ -191,7 +191,6 @@ impl Keyspace {
     pub fn apply(&self, outcome: &Outcome) {
         for &db in &outcome.flushed {
             self.counts[db].store(0, Ordering::SeqCst);
-            self.watches.touch_db(db);
         }
         for (db, delta) in outcome.deltas.iter().enumerate() {
             if *delta != 0 {

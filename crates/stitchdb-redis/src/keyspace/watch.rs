@@ -65,17 +65,15 @@ impl Watches {
         }
     }
 
-    /// Marks dirty every watcher of a key in database `db` (`FLUSHDB`, `SWAPDB`).
-    pub fn touch_db(&self, db: usize) {
+    /// The keys of database `db` someone watches.
+    pub fn watched_in(&self, db: usize) -> Vec<Vec<u8>> {
         if self.watched.load(Ordering::SeqCst) == 0 {
-            return;
+            return Vec::new();
         }
-        for ((d, _), list) in self.map.lock().iter() {
-            if *d == db {
-                for w in list {
-                    w.store(true, Ordering::SeqCst);
-                }
-            }
-        }
+        let map = self.map.lock();
+        map.keys()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k.clone())
+            .collect()
     }
 }
