@@ -400,3 +400,27 @@ fn unauthenticated_clients_cannot_send_much() {
     assert_eq!(c.cmd_bytes(&[b"SET", b"k", &over]), ok());
     good.finish();
 }
+
+/// A client that empties its database over and over leaves a store that still takes writes:
+/// each `FLUSHDB` is a few range deletes, and they must not pile up past what the store can
+/// hold (600 of them once made it read-only: their upper bounds were 16 KiB keys, and the
+/// store put all its range deletes in one extent, which outgrew a zone).
+#[test]
+fn flushing_over_and_over_keeps_the_store_writable() {
+    let s = TestServer::with(|c| c.durability = stitchdb::Durability::Written);
+    let good = GoodClient::start(s.addr, None);
+    let mut c = s.client();
+    // Away from the well-behaved client's database.
+    assert_eq!(c.cmd(&["SELECT", "1"]), ok());
+    let mut batch = Vec::new();
+    for i in 0..600 {
+        batch.extend(Client::encode(&[b"SET", b"k", i.to_string().as_bytes()]));
+        batch.extend(Client::encode(&[b"FLUSHDB"]));
+    }
+    c.send_raw(&batch);
+    for i in 0..1200 {
+        assert_eq!(c.read(), Some(ok()), "reply {i}");
+    }
+    assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+    good.finish();
+}
