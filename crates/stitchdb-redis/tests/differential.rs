@@ -2251,3 +2251,61 @@ fn watch_sees_the_writes_redis_sees() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Sequences the random stream found our server answering differently from Redis, kept so
+/// that they are checked on every run: each runs on fresh servers, every reply compared.
+const FOUND: &[&[&str]] = &[
+    // LMOVE and RPOPLPUSH of a list's only element onto itself keep the list, and its TTL.
+    &["RPUSH l a", "PEXPIRE l 100000", "RPOPLPUSH l l", "PTTL l"],
+    &[
+        "RPUSH l a",
+        "PEXPIRE l 100000",
+        "LMOVE l l LEFT RIGHT",
+        "PTTL l",
+    ],
+    // ZRANGE by rank takes LIMIT only with a count of -1, which means no limit at all.
+    &[
+        "ZADD z 1 a 2 b 3 c",
+        "ZRANGE z 0 -1 LIMIT -1 -1",
+        "ZRANGE z 0 -1 REV LIMIT 5 -1 WITHSCORES",
+        "ZRANGE z 0 -1 LIMIT 0 1",
+    ],
+    // LINDEX looks its key up before it reads the index.
+    &[
+        "LINDEX l x",
+        "SET s v",
+        "LINDEX s 1.5",
+        "RPUSH l a",
+        "LINDEX l x",
+    ],
+];
+
+#[test]
+fn sequences_found_by_the_stream_answer_as_in_redis() {
+    let mut h = Harness::new(false);
+    let mut wrong = Vec::new();
+    for sequence in FOUND {
+        h.reset();
+        for &line in sequence.iter() {
+            let args = stitchdb_redis::resp::parse::split_args(line.as_bytes())
+                .expect("a command in FOUND");
+            let check = match line.split(' ').next() {
+                Some("PTTL") => Check::Ttl(TTL_MS_TOLERANCE),
+                _ => Check::Exact,
+            };
+            let (r, o) = h.pairs[0].call(&args);
+            let verdict = match (&r, &o) {
+                (Ok(r), Ok(o)) => compare(&check, r, o),
+                _ => Err("a server did not reply".into()),
+            };
+            if let Err(e) = verdict {
+                wrong.push(format!(
+                    "{sequence:?}: {line}: {e}\n  redis: {}\n  ours:  {}",
+                    shown(&r),
+                    shown(&o)
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
