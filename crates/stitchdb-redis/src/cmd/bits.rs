@@ -42,11 +42,17 @@ fn setbit(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
     let entry = string_entry(ctx, &a[1])?;
     let byte = (offset >> 3) as usize;
     check_grow(ctx, byte as u64 + 1)?;
+    let created = entry.is_none();
     let (mut value, expire_at) = entry.unwrap_or_default();
-    if value.len() <= byte {
+    let grown = value.len() <= byte;
+    if grown {
         value.resize(byte + 1, 0);
     }
     let old = bit_at(&value, offset);
+    if !created && !grown && old == on {
+        // Nothing changes: nothing is written and watchers are not told, as in Redis 7.0.
+        return Ok(Reply::Int(i64::from(old)));
+    }
     let mask = 0x80 >> (offset & 7);
     if on {
         value[byte] |= mask;

@@ -129,6 +129,9 @@ pub fn put_string(
 ) -> Result<(), Failure> {
     if expire_at.is_some_and(|at| at <= ctx.now) {
         ctx.delete_key(key)?;
+        // The key was set (and expired at once): its watchers are told even if it was not
+        // there before, as Redis tells them.
+        ctx.touch(key);
         return Ok(());
     }
     check_key(key, expire_at.is_some())?;

@@ -362,10 +362,14 @@ impl<'k> ZSet<'k> {
     /// What a `ZRANGE` selects, in its order.
     fn select(&self, ctx: &mut Ctx<'_>, r: &RangeArgs) -> Result<Vec<Entry>, Failure> {
         let len = self.len();
+        // A rank range ignores `LIMIT` (allowed there only as `count` -1, and its offset
+        // is not looked at).
+        let limited = !matches!(r.select, Select::Rank(..));
         let (skip, take) = match usize::try_from(r.offset) {
             Ok(skip) => (skip, usize::try_from(r.limit).unwrap_or(usize::MAX)),
             // Redis skips a negative offset's "count" of entries: all of them.
-            Err(_) => return Ok(Vec::new()),
+            Err(_) if limited => return Ok(Vec::new()),
+            Err(_) => (0, usize::MAX),
         };
         match &r.select {
             Select::Rank(start, end) => match ordered::span(*start, *end, len) {

@@ -71,6 +71,8 @@ pub(crate) struct Conn<'s> {
     multi: Option<multi::Queued>,
     /// `WATCH`ed keys, and the flag a change of one of them sets.
     watched: Vec<(usize, Vec<u8>)>,
+    /// The watched keys that existed when watched: one of them expired by `EXEC` fails it.
+    watched_live: Vec<(usize, Vec<u8>)>,
     dirty: Dirty,
     /// `SX.BEGIN`'s transaction.
     open: Option<Open>,
@@ -140,6 +142,7 @@ pub(crate) fn serve(shared: &Shared, stream: TcpStream) {
         authenticated: config.requirepass.is_none(),
         multi: None,
         watched: Vec::new(),
+        watched_live: Vec::new(),
         dirty: Arc::new(AtomicBool::new(false)),
         open: None,
         read_at: None,
@@ -617,6 +620,7 @@ impl<'s> Conn<'s> {
         if !self.watched.is_empty() {
             self.shared.ks.watches.unwatch(&self.watched, &self.dirty);
             self.watched.clear();
+            self.watched_live.clear();
         }
         self.dirty.store(false, Ordering::SeqCst);
         self.info.lock().watching = 0;

@@ -84,10 +84,14 @@ pub(super) fn run(conn: &mut Conn<'_>, s: Session, a: &[Vec<u8>]) -> CmdResult {
             if conn.multi.is_some() {
                 return Err(args::err("ERR WATCH inside MULTI is not allowed"));
             }
+            let mut ctx = Ctx::new(&conn.shared.ks, conn.db, Slot::Own(None))?;
             for key in &a[1..] {
                 let k = (conn.db, key.clone());
                 if !conn.watched.contains(&k) {
                     conn.shared.ks.watches.watch(conn.db, key, &conn.dirty);
+                    if ctx.lookup(key)?.is_some() {
+                        conn.watched_live.push(k.clone());
+                    }
                     conn.watched.push(k);
                 }
             }
@@ -141,7 +145,7 @@ fn exec(conn: &mut Conn<'_>) -> CmdResult {
         _whole_shared = ks.whole.read();
     }
     let _held = ks.locks.lock(keys.iter().map(|(d, k)| (*d, k.as_slice())));
-    if conn.dirty.load(Ordering::SeqCst) {
+    if conn.dirty.load(Ordering::SeqCst) || watched_expired(conn)? {
         conn.unwatch_all();
         return Ok(Reply::NilArray);
     }
@@ -214,6 +218,18 @@ fn run_each(conn: &mut Conn<'_>, ctx: &mut Ctx<'_>, q: &Queued) -> Result<Vec<Re
         }
     }
     Ok(replies)
+}
+
+/// Whether a key that existed when watched is gone now without anyone changing it: it
+/// expired (whether or not active expiry removed it yet).
+fn watched_expired(conn: &Conn<'_>) -> Result<bool, crate::cmd::Failure> {
+    for (db, key) in &conn.watched_live {
+        let mut ctx = Ctx::new(&conn.shared.ks, *db, Slot::Own(None))?;
+        if ctx.lookup(key)?.is_none() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// `SELECT` inside `EXEC`: the commands after it use that database.

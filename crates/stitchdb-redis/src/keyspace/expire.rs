@@ -91,7 +91,11 @@ fn remove(ks: &Keyspace, db: usize, now: u64, at: u64, key: &[u8]) -> KsResult<b
         Some(_) => false,
     };
     match ctx.finish(Durability::Async) {
-        Ok(outcome) => {
+        Ok(mut outcome) => {
+            // Removing a key that had expired changes nothing a reader could see: watchers
+            // are not told (EXEC finds a watched key that expired since WATCH itself, as
+            // Redis's `isWatchedKeyExpired` does).
+            outcome.touched.clear();
             ks.apply(&outcome);
             Ok(removed)
         }
