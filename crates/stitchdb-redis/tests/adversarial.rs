@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 use support::redis::RedisServer;
 use support::{bulk, ok, Client, TestServer, Value};
 
+/// Held by the test that measures the process's memory and by the test that may use much of
+/// it, so that one does not measure the other (the tests of a file share a process).
+static MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// How long a connection may stay quiet before an exchange counts it as left open.
 const QUIET: Duration = Duration::from_millis(400);
 
@@ -263,6 +267,7 @@ fn clients_that_never_read_do_not_grow_the_server() {
     let mut c = s.client();
     assert_eq!(c.cmd_bytes(&[b"SET", b"big", &vec![b'x'; BIG]]), ok());
     let good = GoodClient::start(s.addr, None);
+    let _alone = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
     let before = rss();
     let started = Instant::now();
     let addr = s.addr;
@@ -407,6 +412,7 @@ fn unauthenticated_clients_cannot_send_much() {
 /// store put all its range deletes in one extent, which outgrew a zone).
 #[test]
 fn flushing_over_and_over_keeps_the_store_writable() {
+    let _alone = MEMORY.lock().unwrap_or_else(|e| e.into_inner());
     let s = TestServer::with(|c| c.durability = stitchdb::Durability::Written);
     let good = GoodClient::start(s.addr, None);
     let mut c = s.client();
