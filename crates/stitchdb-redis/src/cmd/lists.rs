@@ -489,6 +489,8 @@ fn ltrim(ctx: &mut Ctx<'_>, a: &[Vec<u8>]) -> CmdResult {
         None => list.c.header_mut().tail = c.head,
     }
     list.save(ctx)?;
+    // Written even when nothing was trimmed, as Redis signals it (`WATCH`).
+    ctx.touch(&a[1]);
     Ok(Reply::Ok)
 }
 
@@ -596,6 +598,12 @@ fn move_one(ctx: &mut Ctx<'_>, src: &[u8], dst: &[u8], from: End, to: End) -> Cm
     let Some(mut s) = List::load(ctx, src)? else {
         return Ok(Reply::Nil);
     };
+    if src == dst && s.len() == 1 {
+        // The only element onto its own list: nothing moves (the key, its TTL included,
+        // stays as it is, as in Redis), but the key counts as written.
+        ctx.touch(src);
+        return Ok(Reply::opt_bulk(s.get(ctx, 0)?));
+    }
     // Before the first write: the destination's type, and room at its end.
     if let Some(d) = List::load(ctx, dst)? {
         d.check_room(to, 1)?;

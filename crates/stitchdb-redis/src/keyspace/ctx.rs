@@ -296,12 +296,23 @@ impl<'a> Ctx<'a> {
 
     /// Removes every key of `table` from `start` to `end` (exclusive; `None`: to the end).
     pub fn delete_range(&mut self, table: Table, start: &[u8], end: Option<&[u8]>) -> KsResult<()> {
-        // Keys are at most MAX_KEY_LEN bytes, so this bounds all of them but the one key of
-        // MAX_KEY_LEN 0xff bytes, deleted by itself.
-        let top = vec![0xff; stitchdb::MAX_KEY_LEN];
+        let last;
         let (end, last) = match end {
             Some(e) => (e, None),
-            None => (top.as_slice(), Some(top.as_slice())),
+            None => {
+                // To the end: up to the table's last key, and that key. A bound above every
+                // possible key would be MAX_KEY_LEN bytes long, and range deletes that long
+                // pile up in a memtable (a client flushing over and over) until a run's
+                // extent of them no longer fits a zone.
+                let found = self
+                    .scan(table, Bound::Included(start), Bound::Unbounded, true)?
+                    .next();
+                match found {
+                    None => return Ok(()),
+                    Some(pair) => last = pair?.0,
+                }
+                (last.as_slice(), Some(last.as_slice()))
+            }
         };
         match self.writer(table)? {
             (id, Writer::Txn(t)) => {
