@@ -308,10 +308,16 @@ mod tests {
         for g in groups {
             assert_eq!(me.in_group(g.as_raw()), Membership::Yes);
         }
-        // A thread that has exited: nothing left to read.
-        let gone = std::thread::spawn(|| rustix::thread::gettid().as_raw_nonzero().get() as u32)
-            .join()
-            .unwrap();
+        // A thread that has exited: nothing left to read. Its id may be taken at once by a
+        // thread another test starts: take one that is still free after the join.
+        let gone = (0..100)
+            .map(|_| {
+                std::thread::spawn(|| rustix::thread::gettid().as_raw_nonzero().get() as u32)
+                    .join()
+                    .unwrap()
+            })
+            .find(|t| !std::path::Path::new(&format!("/proc/self/task/{t}")).exists())
+            .expect("a thread id not reused at once");
         let exited = Caller::thread(uid, gid, gone);
         assert_eq!(
             exited.in_group(gid.wrapping_add(12345)),
