@@ -4,7 +4,7 @@
 //! `*SCAN` over members; and the checks a member must pass before a command's first write.
 
 use super::scan::{self, ScanArgs};
-use super::{args, CmdResult, DataFn, Failure, Keys, Run, Spec};
+use super::{args, CmdResult, Failure};
 use crate::keyspace::encoding::{self, Body, Collection, Kind, Meta};
 use crate::keyspace::Ctx;
 use crate::resp::reply::Reply;
@@ -17,26 +17,6 @@ pub const MAX_REPEATS: u64 = 1 << 20;
 /// Bytes of members one call of random picks returns at most, for the same reason (Redis's
 /// largest bulk string, `proto-max-bulk-len`).
 const MAX_PICKED_BYTES: usize = 512 << 20;
-
-/// A command over one key, as most commands over collections are.
-pub const fn one_key(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    run: DataFn,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys: Keys::Range {
-            first: 1,
-            last: 1,
-            step: 1,
-        },
-        run: Run::Data(run),
-    }
-}
 
 /// A collection one command reads or changes: its header changes here, and [`Coll::save`]
 /// writes it back (expiry kept) or deletes the key if the collection is now empty.

@@ -2,9 +2,9 @@
 //! member record (tag `FIELD`) whose value is the field's value, so a command reads and
 //! writes only the fields it names, plus the key's metadata record.
 
-use super::collection::{self, one_key, Coll, Record};
+use super::collection::{self, Coll, Record};
 use super::longdouble::{self, Num};
-use super::{args, CmdResult, Failure, Spec};
+use super::{args, single_key, CmdResult, Failure, Spec};
 use crate::keyspace::encoding::{tag::FIELD, Kind};
 use crate::keyspace::Ctx;
 use crate::resp::reply::Reply;
@@ -12,27 +12,27 @@ use std::collections::BTreeMap;
 
 /// The family's commands.
 pub const COMMANDS: &[Spec] = &[
-    one_key("hset", -4, &["write", "denyoom", "fast"], hset),
-    one_key("hmset", -4, &["write", "denyoom", "fast"], hmset),
-    one_key("hsetnx", 4, &["write", "denyoom", "fast"], hsetnx),
-    one_key("hget", 3, &["readonly", "fast"], hget),
-    one_key("hmget", -3, &["readonly", "fast"], hmget),
-    one_key("hdel", -3, &["write", "fast"], hdel),
-    one_key("hlen", 2, &["readonly", "fast"], hlen),
-    one_key("hexists", 3, &["readonly", "fast"], hexists),
-    one_key("hstrlen", 3, &["readonly", "fast"], hstrlen),
-    one_key("hgetall", 2, &["readonly"], hgetall),
-    one_key("hkeys", 2, &["readonly"], hkeys),
-    one_key("hvals", 2, &["readonly"], hvals),
-    one_key("hincrby", 4, &["write", "denyoom", "fast"], hincrby),
-    one_key(
+    single_key("hset", -4, &["write", "denyoom", "fast"], hset),
+    single_key("hmset", -4, &["write", "denyoom", "fast"], hmset),
+    single_key("hsetnx", 4, &["write", "denyoom", "fast"], hsetnx),
+    single_key("hget", 3, &["readonly", "fast"], hget),
+    single_key("hmget", -3, &["readonly", "fast"], hmget),
+    single_key("hdel", -3, &["write", "fast"], hdel),
+    single_key("hlen", 2, &["readonly", "fast"], hlen),
+    single_key("hexists", 3, &["readonly", "fast"], hexists),
+    single_key("hstrlen", 3, &["readonly", "fast"], hstrlen),
+    single_key("hgetall", 2, &["readonly"], hgetall),
+    single_key("hkeys", 2, &["readonly"], hkeys),
+    single_key("hvals", 2, &["readonly"], hvals),
+    single_key("hincrby", 4, &["write", "denyoom", "fast"], hincrby),
+    single_key(
         "hincrbyfloat",
         4,
         &["write", "denyoom", "fast"],
         hincrbyfloat,
     ),
-    one_key("hrandfield", -2, &["readonly"], hrandfield),
-    one_key("hscan", -3, &["readonly"], hscan),
+    single_key("hrandfield", -2, &["readonly"], hrandfield),
+    single_key("hscan", -3, &["readonly"], hscan),
 ];
 
 /// The hash at `a[1]` (`None`: no such key).

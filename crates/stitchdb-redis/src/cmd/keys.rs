@@ -14,7 +14,7 @@
 
 use super::args::check_key;
 use super::scan::{self, ScanArgs};
-use super::{args, single_key, CmdResult, DataFn, Failure, Keys, Run, Spec};
+use super::{args, data, single_key, CmdResult, DataFn, Failure, Keys, Spec};
 use crate::keyspace::ctx::{decode_meta, Pairs};
 use crate::keyspace::encoding::{members_prefix, prefix_end, Meta};
 use crate::keyspace::{Ctx, Table};
@@ -30,49 +30,17 @@ const fn key_list(
     last: i32,
     run: DataFn,
 ) -> Spec {
-    Spec {
+    data(
         name,
         arity,
         flags,
-        keys: Keys::Range {
+        Keys::Range {
             first: 1,
             last,
             step: 1,
         },
-        run: Run::Data(run),
-    }
-}
-
-/// A command that runs alone: no other command runs meanwhile.
-const fn alone(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    run: DataFn,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys: Keys::All,
-        run: Run::Data(run),
-    }
-}
-
-/// A command that names no key.
-const fn keyless(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    run: DataFn,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys: Keys::None,
-        run: Run::Data(run),
-    }
+        run,
+    )
 }
 
 /// The family's commands.
@@ -85,11 +53,11 @@ pub const COMMANDS: &[Spec] = &[
     key_list("renamenx", 3, &["write", "fast"], 2, renamenx),
     // Another database's key is not among those the connection locks (they are the
     // selected database's): these two run alone instead.
-    alone("copy", -3, &["write", "denyoom"], copy),
-    alone("move", 3, &["write", "fast"], move_),
-    keyless("keys", 2, &["readonly"], keys),
-    keyless("scan", -2, &["readonly"], scan),
-    keyless("randomkey", 1, &["readonly"], randomkey),
+    data("copy", -3, &["write", "denyoom"], Keys::All, copy),
+    data("move", 3, &["write", "fast"], Keys::All, move_),
+    data("keys", 2, &["readonly"], Keys::None, keys),
+    data("scan", -2, &["readonly"], Keys::None, scan),
+    data("randomkey", 1, &["readonly"], Keys::None, randomkey),
 ];
 
 /// `DEL` and `UNLINK` (a collection's delete is one range delete already: O(1)).

@@ -7,9 +7,9 @@
 //! Redis's are. A blocking pop that finds nothing fails with `Failure::Blocked`, and the
 //! connection runs it again when one of its keys changes.
 
-use super::collection::{one_key, Coll};
-use super::ordered::{self, cmd, Mpop, KEYS_THEN_TIMEOUT, SRC_DST};
-use super::{args, CmdResult, Failure, Keys, Spec};
+use super::collection::Coll;
+use super::ordered::{self, Mpop, KEYS_THEN_TIMEOUT, SRC_DST};
+use super::{args, data, single_key, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
 use crate::keyspace::{Ctx, Table};
 use crate::resp::reply::Reply;
@@ -17,58 +17,58 @@ use std::ops::Bound;
 
 /// The family's commands.
 pub const COMMANDS: &[Spec] = &[
-    one_key("lpush", -3, &["write", "denyoom", "fast"], lpush),
-    one_key("rpush", -3, &["write", "denyoom", "fast"], rpush),
-    one_key("lpushx", -3, &["write", "denyoom", "fast"], lpushx),
-    one_key("rpushx", -3, &["write", "denyoom", "fast"], rpushx),
-    one_key("lpop", -2, &["write", "fast"], lpop),
-    one_key("rpop", -2, &["write", "fast"], rpop),
-    one_key("llen", 2, &["readonly", "fast"], llen),
-    one_key("lrange", 4, &["readonly"], lrange),
-    one_key("lindex", 3, &["readonly"], lindex),
-    one_key("lset", 4, &["write", "denyoom"], lset),
-    one_key("linsert", 5, &["write", "denyoom"], linsert),
-    one_key("lrem", 4, &["write"], lrem),
-    one_key("ltrim", 4, &["write"], ltrim),
-    one_key("lpos", -3, &["readonly"], lpos),
-    cmd("lmove", 5, &["write", "denyoom"], SRC_DST, lmove),
-    cmd("rpoplpush", 3, &["write", "denyoom"], SRC_DST, rpoplpush),
-    cmd(
+    single_key("lpush", -3, &["write", "denyoom", "fast"], lpush),
+    single_key("rpush", -3, &["write", "denyoom", "fast"], rpush),
+    single_key("lpushx", -3, &["write", "denyoom", "fast"], lpushx),
+    single_key("rpushx", -3, &["write", "denyoom", "fast"], rpushx),
+    single_key("lpop", -2, &["write", "fast"], lpop),
+    single_key("rpop", -2, &["write", "fast"], rpop),
+    single_key("llen", 2, &["readonly", "fast"], llen),
+    single_key("lrange", 4, &["readonly"], lrange),
+    single_key("lindex", 3, &["readonly"], lindex),
+    single_key("lset", 4, &["write", "denyoom"], lset),
+    single_key("linsert", 5, &["write", "denyoom"], linsert),
+    single_key("lrem", 4, &["write"], lrem),
+    single_key("ltrim", 4, &["write"], ltrim),
+    single_key("lpos", -3, &["readonly"], lpos),
+    data("lmove", 5, &["write", "denyoom"], SRC_DST, lmove),
+    data("rpoplpush", 3, &["write", "denyoom"], SRC_DST, rpoplpush),
+    data(
         "lmpop",
         -4,
         &["write", "movablekeys"],
         Keys::Custom(lmpop_keys, 0, 0, 0),
         lmpop,
     ),
-    cmd(
+    data(
         "blpop",
         -3,
         &["write", "noscript", "blocking"],
         KEYS_THEN_TIMEOUT,
         blpop,
     ),
-    cmd(
+    data(
         "brpop",
         -3,
         &["write", "noscript", "blocking"],
         KEYS_THEN_TIMEOUT,
         brpop,
     ),
-    cmd(
+    data(
         "blmove",
         6,
         &["write", "denyoom", "noscript", "blocking"],
         SRC_DST,
         blmove,
     ),
-    cmd(
+    data(
         "brpoplpush",
         4,
         &["write", "denyoom", "noscript", "blocking"],
         SRC_DST,
         brpoplpush,
     ),
-    cmd(
+    data(
         "blmpop",
         -5,
         &["write", "blocking", "movablekeys"],

@@ -224,24 +224,36 @@ impl Spec {
     }
 }
 
-/// A command whose one key is its first argument.
-pub const fn single_key(
+/// A command over data with its keys where `keys` says.
+pub const fn data(
     name: &'static str,
     arity: i32,
     flags: &'static [&'static str],
+    keys: Keys,
     run: DataFn,
 ) -> Spec {
     Spec {
         name,
         arity,
         flags,
-        keys: Keys::Range {
-            first: 1,
-            last: 1,
-            step: 1,
-        },
+        keys,
         run: Run::Data(run),
     }
+}
+
+/// A command whose one key is its first argument, as most are.
+pub const fn single_key(
+    name: &'static str,
+    arity: i32,
+    flags: &'static [&'static str],
+    run: DataFn,
+) -> Spec {
+    let first_only = Keys::Range {
+        first: 1,
+        last: 1,
+        step: 1,
+    };
+    data(name, arity, flags, first_only, run)
 }
 
 /// Every command family's table.

@@ -3,26 +3,8 @@
 //! pop counts, blocking timeouts, and the arguments of `LMPOP`/`ZMPOP` and their blocking
 //! forms.
 
-use super::{args, floats, longdouble, DataFn, Failure, Keys, Run, Spec};
+use super::{args, floats, longdouble, Failure, Keys};
 use std::time::Duration;
-
-/// A command over data whose keys are not just its first argument (see
-/// `collection::one_key`).
-pub const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    keys: Keys,
-    f: DataFn,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys,
-        run: Run::Data(f),
-    }
-}
 
 /// Keys, then a timeout (`BLPOP`).
 pub const KEYS_THEN_TIMEOUT: Keys = Keys::Range {

@@ -3,8 +3,8 @@
 //! plus the key's metadata record; the set operations walk the smallest (or first) set and
 //! look its members up in the others, as Redis does.
 
-use super::collection::{self, one_key, Coll};
-use super::{args, CmdResult, Failure, Keys, Run, Spec};
+use super::collection::{self, Coll};
+use super::{args, single_key, CmdResult, Failure, Keys, Run, Spec};
 use crate::keyspace::encoding::{tag::MEMBER, Kind};
 use crate::keyspace::Ctx;
 use crate::resp::reply::Reply;
@@ -19,14 +19,14 @@ const FROM_FIRST: Keys = Keys::Range {
 
 /// The family's commands.
 pub const COMMANDS: &[Spec] = &[
-    one_key("sadd", -3, &["write", "denyoom", "fast"], sadd),
-    one_key("srem", -3, &["write", "fast"], srem),
-    one_key("smembers", 2, &["readonly"], smembers),
-    one_key("sismember", 3, &["readonly", "fast"], sismember),
-    one_key("smismember", -3, &["readonly", "fast"], smismember),
-    one_key("scard", 2, &["readonly", "fast"], scard),
-    one_key("spop", -2, &["write", "fast"], spop),
-    one_key("srandmember", -2, &["readonly"], srandmember),
+    single_key("sadd", -3, &["write", "denyoom", "fast"], sadd),
+    single_key("srem", -3, &["write", "fast"], srem),
+    single_key("smembers", 2, &["readonly"], smembers),
+    single_key("sismember", 3, &["readonly", "fast"], sismember),
+    single_key("smismember", -3, &["readonly", "fast"], smismember),
+    single_key("scard", 2, &["readonly", "fast"], scard),
+    single_key("spop", -2, &["write", "fast"], spop),
+    single_key("srandmember", -2, &["readonly"], srandmember),
     Spec {
         name: "smove",
         arity: 4,
@@ -87,7 +87,7 @@ pub const COMMANDS: &[Spec] = &[
         keys: Keys::Custom(sintercard_keys, 0, 0, 0),
         run: Run::Data(sintercard),
     },
-    one_key("sscan", -3, &["readonly"], sscan),
+    single_key("sscan", -3, &["readonly"], sscan),
 ];
 
 /// The set at `key` (`None`: no such key).

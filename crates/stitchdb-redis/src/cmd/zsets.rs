@@ -8,10 +8,10 @@
 //! skiplist is O(log N).
 //! `ZUNIONSTORE` and its kin are in `zstore`.
 
-use super::collection::{self, one_key, Coll};
-use super::ordered::{self, cmd, Mpop, KEYS_THEN_TIMEOUT, SRC_DST};
+use super::collection::{self, Coll};
+use super::ordered::{self, Mpop, KEYS_THEN_TIMEOUT, SRC_DST};
 use super::zrange::{self, LexRange, RangeArgs, ScoreRange, Select};
-use super::{args, floats, CmdResult, Failure, Keys, Spec};
+use super::{args, data, floats, single_key, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
 use crate::keyspace::{Ctx, Table};
 use crate::resp::reply::{self, Reply};
@@ -19,64 +19,64 @@ use std::ops::Bound;
 
 /// The family's commands.
 pub const COMMANDS: &[Spec] = &[
-    one_key("zadd", -4, &["write", "denyoom", "fast"], zadd),
-    one_key("zincrby", 4, &["write", "denyoom", "fast"], zincrby),
-    one_key("zrem", -3, &["write", "fast"], zrem),
-    one_key("zcard", 2, &["readonly", "fast"], zcard),
-    one_key("zcount", 4, &["readonly", "fast"], zcount),
-    one_key("zlexcount", 4, &["readonly", "fast"], zlexcount),
-    one_key("zscore", 3, &["readonly", "fast"], zscore),
-    one_key("zmscore", -3, &["readonly", "fast"], zmscore),
-    one_key("zrank", 3, &["readonly", "fast"], zrank),
-    one_key("zrevrank", 3, &["readonly", "fast"], zrevrank),
-    one_key("zrange", -4, &["readonly"], zrange),
-    one_key("zrangebyscore", -4, &["readonly"], zrangebyscore),
-    one_key("zrevrangebyscore", -4, &["readonly"], zrevrangebyscore),
-    one_key("zrangebylex", -4, &["readonly"], zrangebylex),
-    one_key("zrevrangebylex", -4, &["readonly"], zrevrangebylex),
-    one_key("zrevrange", -4, &["readonly"], zrevrange),
-    cmd(
+    single_key("zadd", -4, &["write", "denyoom", "fast"], zadd),
+    single_key("zincrby", 4, &["write", "denyoom", "fast"], zincrby),
+    single_key("zrem", -3, &["write", "fast"], zrem),
+    single_key("zcard", 2, &["readonly", "fast"], zcard),
+    single_key("zcount", 4, &["readonly", "fast"], zcount),
+    single_key("zlexcount", 4, &["readonly", "fast"], zlexcount),
+    single_key("zscore", 3, &["readonly", "fast"], zscore),
+    single_key("zmscore", -3, &["readonly", "fast"], zmscore),
+    single_key("zrank", 3, &["readonly", "fast"], zrank),
+    single_key("zrevrank", 3, &["readonly", "fast"], zrevrank),
+    single_key("zrange", -4, &["readonly"], zrange),
+    single_key("zrangebyscore", -4, &["readonly"], zrangebyscore),
+    single_key("zrevrangebyscore", -4, &["readonly"], zrevrangebyscore),
+    single_key("zrangebylex", -4, &["readonly"], zrangebylex),
+    single_key("zrevrangebylex", -4, &["readonly"], zrevrangebylex),
+    single_key("zrevrange", -4, &["readonly"], zrevrange),
+    data(
         "zrangestore",
         -5,
         &["write", "denyoom"],
         SRC_DST,
         zrangestore,
     ),
-    one_key("zremrangebyscore", 4, &["write"], zremrangebyscore),
-    one_key("zremrangebyrank", 4, &["write"], zremrangebyrank),
-    one_key("zremrangebylex", 4, &["write"], zremrangebylex),
-    one_key("zpopmin", -2, &["write", "fast"], zpopmin),
-    one_key("zpopmax", -2, &["write", "fast"], zpopmax),
-    one_key("zscan", -3, &["readonly"], zscan),
-    cmd(
+    single_key("zremrangebyscore", 4, &["write"], zremrangebyscore),
+    single_key("zremrangebyrank", 4, &["write"], zremrangebyrank),
+    single_key("zremrangebylex", 4, &["write"], zremrangebylex),
+    single_key("zpopmin", -2, &["write", "fast"], zpopmin),
+    single_key("zpopmax", -2, &["write", "fast"], zpopmax),
+    single_key("zscan", -3, &["readonly"], zscan),
+    data(
         "zmpop",
         -4,
         &["write", "movablekeys"],
         Keys::Custom(zmpop_keys, 0, 0, 0),
         zmpop,
     ),
-    cmd(
+    data(
         "bzpopmin",
         -3,
         &["write", "noscript", "blocking", "fast"],
         KEYS_THEN_TIMEOUT,
         bzpopmin,
     ),
-    cmd(
+    data(
         "bzpopmax",
         -3,
         &["write", "noscript", "blocking", "fast"],
         KEYS_THEN_TIMEOUT,
         bzpopmax,
     ),
-    cmd(
+    data(
         "bzmpop",
         -5,
         &["write", "blocking", "movablekeys"],
         Keys::Custom(bzmpop_keys, 0, 0, 0),
         bzmpop,
     ),
-    one_key("zrandmember", -2, &["readonly"], zrandmember),
+    single_key("zrandmember", -2, &["readonly"], zrandmember),
 ];
 
 /// A member and its score.

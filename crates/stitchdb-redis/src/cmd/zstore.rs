@@ -4,9 +4,9 @@
 //! inputs by size, ascending), so sums round as Redis's do.
 
 use super::collection::Coll;
-use super::ordered::{self, cmd};
+use super::ordered;
 use super::zsets::{self, Entry, ZSet};
-use super::{args, floats, CmdResult, Failure, Keys, Spec};
+use super::{args, data, floats, CmdResult, Failure, Keys, Spec};
 use crate::keyspace::encoding::{self, tag, Kind};
 use crate::keyspace::{Ctx, KsError};
 use crate::resp::reply::Reply;
@@ -24,7 +24,7 @@ pub const COMMANDS: &[Spec] = &[
 ];
 
 /// `ZUNIONSTORE dst numkeys key ... [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]`.
-pub const ZUNIONSTORE: Spec = cmd(
+pub const ZUNIONSTORE: Spec = data(
     "zunionstore",
     -4,
     &["write", "denyoom", "movablekeys"],
@@ -33,7 +33,7 @@ pub const ZUNIONSTORE: Spec = cmd(
 );
 
 /// `ZINTERSTORE`, as `ZUNIONSTORE`.
-pub const ZINTERSTORE: Spec = cmd(
+pub const ZINTERSTORE: Spec = data(
     "zinterstore",
     -4,
     &["write", "denyoom", "movablekeys"],
@@ -42,7 +42,7 @@ pub const ZINTERSTORE: Spec = cmd(
 );
 
 /// `ZDIFFSTORE dst numkeys key ...`.
-pub const ZDIFFSTORE: Spec = cmd(
+pub const ZDIFFSTORE: Spec = data(
     "zdiffstore",
     -4,
     &["write", "denyoom", "movablekeys"],
@@ -51,7 +51,7 @@ pub const ZDIFFSTORE: Spec = cmd(
 );
 
 /// `ZUNION numkeys key ... [WEIGHTS ...] [AGGREGATE ...] [WITHSCORES]`.
-pub const ZUNION: Spec = cmd(
+pub const ZUNION: Spec = data(
     "zunion",
     -3,
     &["readonly", "movablekeys"],
@@ -60,7 +60,7 @@ pub const ZUNION: Spec = cmd(
 );
 
 /// `ZINTER`, as `ZUNION`.
-pub const ZINTER: Spec = cmd(
+pub const ZINTER: Spec = data(
     "zinter",
     -3,
     &["readonly", "movablekeys"],
@@ -69,7 +69,7 @@ pub const ZINTER: Spec = cmd(
 );
 
 /// `ZDIFF numkeys key ... [WITHSCORES]`.
-pub const ZDIFF: Spec = cmd(
+pub const ZDIFF: Spec = data(
     "zdiff",
     -3,
     &["readonly", "movablekeys"],
@@ -78,7 +78,7 @@ pub const ZDIFF: Spec = cmd(
 );
 
 /// `ZINTERCARD numkeys key ... [LIMIT limit]`.
-pub const ZINTERCARD: Spec = cmd(
+pub const ZINTERCARD: Spec = data(
     "zintercard",
     -3,
     &["readonly", "movablekeys"],
