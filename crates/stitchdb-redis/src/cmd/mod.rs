@@ -241,6 +241,22 @@ pub const fn data(
     }
 }
 
+/// A command the connection runs.
+pub const fn session(
+    name: &'static str,
+    arity: i32,
+    flags: &'static [&'static str],
+    s: Session,
+) -> Spec {
+    Spec {
+        name,
+        arity,
+        flags,
+        keys: Keys::None,
+        run: Run::Session(s),
+    }
+}
+
 /// A command whose one key is its first argument, as most are.
 pub const fn single_key(
     name: &'static str,

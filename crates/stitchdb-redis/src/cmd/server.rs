@@ -4,25 +4,9 @@
 //! errors, their `HELP` and `COMMAND INFO`.
 
 use super::subs::Sub;
-use super::{args, CmdResult, Keys, Run, Session, Spec};
+use super::{args, session, CmdResult, Keys, Run, Session, Spec};
 use crate::keyspace::Ctx;
 use crate::resp::reply::Reply;
-
-/// A command the connection runs.
-const fn session(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    s: Session,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys: Keys::None,
-        run: Run::Session(s),
-    }
-}
 
 /// The family's commands.
 pub const COMMANDS: &[Spec] = &[

@@ -10,14 +10,8 @@ use std::ops::Bound;
 
 /// A command the connection runs. `no_multi`: each changes how the connection's later
 /// commands run, which a queued transaction cannot take back.
-const fn session(name: &'static str, arity: i32, s: Session) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags: &["noscript", "fast", "no_multi"],
-        keys: Keys::None,
-        run: Run::Session(s),
-    }
+const fn sx_session(name: &'static str, arity: i32, s: Session) -> Spec {
+    super::session(name, arity, &["noscript", "fast", "no_multi"], s)
 }
 
 /// The family's commands.
@@ -36,12 +30,12 @@ pub const COMMANDS: &[Spec] = &[
         keys: Keys::None,
         run: Run::Data(snapshot),
     },
-    session("sx.begin", -1, Session::SxBegin),
-    session("sx.commit", 1, Session::SxCommit),
-    session("sx.abort", 1, Session::SxAbort),
-    session("sx.durability", -1, Session::SxDurability),
-    session("sx.readat", 2, Session::SxReadAt),
-    session("sx.patchgroup", -2, Session::SxPatchgroup),
+    sx_session("sx.begin", -1, Session::SxBegin),
+    sx_session("sx.commit", 1, Session::SxCommit),
+    sx_session("sx.abort", 1, Session::SxAbort),
+    sx_session("sx.durability", -1, Session::SxDurability),
+    sx_session("sx.readat", 2, Session::SxReadAt),
+    sx_session("sx.patchgroup", -2, Session::SxPatchgroup),
 ];
 
 const SX_FLAGS: &[&str] = &["admin", "noscript"];
