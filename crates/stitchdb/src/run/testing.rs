@@ -8,12 +8,18 @@ use stitch_io::{CountingDisk, MemDisk};
 use stitch_patch::{BlockCache, CacheConfig};
 use stitch_zone::{Stream, ZoneConfig, ZoneStore};
 
-/// A store on a memory disk, and the disk, which counts the requests made of it.
+/// A store on a memory disk without a read cache, and the disk, which counts the requests
+/// made of it.
 pub(crate) fn counted_storage() -> (Arc<CountingDisk>, Arc<Storage>) {
+    counted_storage_cached(0)
+}
+
+/// [`counted_storage`] with a read cache of `cache_bytes`.
+pub(crate) fn counted_storage_cached(cache_bytes: usize) -> (Arc<CountingDisk>, Arc<Storage>) {
     let disk = Arc::new(CountingDisk::new(Arc::new(MemDisk::new(0))));
     let cache = Arc::new(BlockCache::new(disk.clone(), CacheConfig::default()));
     let zones = Arc::new(ZoneStore::create(cache, ZoneConfig::default()).unwrap());
-    (disk, Storage::new(zones, 0, false))
+    (disk, Storage::new(zones, cache_bytes, false))
 }
 
 /// A run of one-block entries, written to the disk: for each range `r`, key `r`/`suffix`
