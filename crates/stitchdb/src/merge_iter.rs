@@ -4,7 +4,7 @@
 use crate::entry::{Entry, RangeDeletes, Value};
 use crate::Result;
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::binary_heap::{BinaryHeap, PeekMut};
 
 pub type Source = Box<dyn Iterator<Item = Result<Entry>> + Send>;
 
@@ -115,12 +115,11 @@ impl MergeIter {
         }
     }
 
-    /// Puts `source`'s next head on the heap: its bound if it has one (going forward), else
-    /// its next entry.
-    fn pull(&mut self, source: usize) -> Result<()> {
+    /// `source`'s next head: its bound if it has one (going forward), else its next entry.
+    fn next_head(&mut self, source: usize) -> Result<Option<Head>> {
         if !self.reverse {
             if let Some(bound) = self.sources[source].bound() {
-                self.heap.push(Head {
+                return Ok(Some(Head {
                     entry: Entry {
                         key: bound.to_vec(),
                         seq: u64::MAX,
@@ -129,44 +128,57 @@ impl MergeIter {
                     lazy: true,
                     source,
                     reverse: false,
-                });
-                return Ok(());
+                }));
             }
         }
-        self.read(source)
+        self.next_entry(source)
     }
 
-    /// Puts `source`'s next entry on the heap.
-    fn read(&mut self, source: usize) -> Result<()> {
-        if let Some(next) = self.sources[source].next() {
-            self.heap.push(Head {
-                entry: next?,
-                lazy: false,
-                source,
-                reverse: self.reverse,
-            });
-        }
-        Ok(())
+    /// `source`'s next entry, as a head.
+    fn next_entry(&mut self, source: usize) -> Result<Option<Head>> {
+        let Some(next) = self.sources[source].next() else {
+            return Ok(None);
+        };
+        Ok(Some(Head {
+            entry: next?,
+            lazy: false,
+            source,
+            reverse: self.reverse,
+        }))
     }
 
     fn step(&mut self) -> Result<Option<Entry>> {
         if !self.started {
             self.started = true;
             for s in 0..self.sources.len() {
-                self.pull(s)?;
+                if let Some(head) = self.next_head(s)? {
+                    self.heap.push(head);
+                }
             }
         }
+        // The smallest head is replaced by its source's next in place: one sift down, where
+        // a pop and a push take two passes. A scan mostly reads one source for a while, whose
+        // next head then stays on top after a comparison or two.
         loop {
-            let Some(head) = self.heap.pop() else {
+            let Some(top) = self.heap.peek() else {
                 return Ok(None);
             };
-            if head.lazy {
-                // The smallest bound: only now is the entry behind it worth reading.
-                self.read(head.source)?;
-                continue;
+            let (source, lazy) = (top.source, top.lazy);
+            // For a bound, the smallest: only now is the entry behind it worth reading.
+            let next = match lazy {
+                true => self.next_entry(source)?,
+                false => self.next_head(source)?,
+            };
+            let Some(mut top) = self.heap.peek_mut() else {
+                return Ok(None);
+            };
+            let head = match next {
+                Some(next) => std::mem::replace(&mut *top, next),
+                None => PeekMut::pop(top),
+            };
+            if !lazy {
+                return Ok(Some(head.entry));
             }
-            self.pull(head.source)?;
-            return Ok(Some(head.entry));
         }
     }
 }
@@ -236,7 +248,9 @@ pub struct Newest {
     snapshot: u64,
     /// The range tombstones of the layers `inner` merges.
     ranges: RangeDeletes,
-    last_key: Option<Vec<u8>>,
+    /// The last key handed out, if `have_key`: its older versions are skipped.
+    last_key: Vec<u8>,
+    have_key: bool,
 }
 
 impl Newest {
@@ -245,7 +259,8 @@ impl Newest {
             inner,
             snapshot,
             ranges,
-            last_key: None,
+            last_key: Vec::new(),
+            have_key: false,
         }
     }
 }
@@ -259,10 +274,13 @@ impl Iterator for Newest {
                 Ok(e) => e,
                 Err(err) => return Some(Err(err)),
             };
-            if e.seq > self.snapshot || self.last_key.as_ref() == Some(&e.key) {
+            if e.seq > self.snapshot || (self.have_key && self.last_key == e.key) {
                 continue;
             }
-            self.last_key = Some(e.key.clone());
+            // The buffer is reused: no allocation per key.
+            self.last_key.clear();
+            self.last_key.extend_from_slice(&e.key);
+            self.have_key = true;
             if self.ranges.hides(&e.key, e.seq, self.snapshot) {
                 return Some(Ok((e.key, None)));
             }
