@@ -185,6 +185,10 @@ impl Disk for CountingDisk {
         self.inner.allocate(offset, len)
     }
 
+    fn space(&self) -> Option<crate::Space> {
+        self.inner.space()
+    }
+
     fn describe(&self) -> String {
         format!("counting {}", self.inner.describe())
     }

@@ -108,6 +108,12 @@ impl Disk for CrashingDisk {
         self.maybe_crash();
         self.sim.punch_hole(offset, len)
     }
+    fn allocate(&self, offset: u64, len: u64) -> Result<()> {
+        self.sim.allocate(offset, len)
+    }
+    fn space(&self) -> Option<crate::Space> {
+        self.sim.space()
+    }
     fn describe(&self) -> String {
         "crashing simdisk".into()
     }

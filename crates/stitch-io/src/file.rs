@@ -458,6 +458,19 @@ impl Disk for FileDisk {
         }
     }
 
+    /// A file's room is its file system's: the blocks an unprivileged writer may still take
+    /// (`fstatvfs`'s `f_bavail`). A block device's bytes are all its own: `None`.
+    fn space(&self) -> Option<crate::Space> {
+        if self.block_device {
+            return None;
+        }
+        let fs = rustix::fs::fstatvfs(&self.file).ok()?;
+        Some(crate::Space {
+            available: fs.f_bavail.saturating_mul(fs.f_frsize),
+            total: fs.f_blocks.saturating_mul(fs.f_frsize),
+        })
+    }
+
     fn describe(&self) -> String {
         format!("file {}", self.path.display())
     }

@@ -24,6 +24,15 @@ pub use mem::MemDisk;
 pub use per_thread::{read_direct, spin_for_reads, write_direct};
 pub use sim::{SimConfig, SimDisk, SimStats};
 
+/// The room on the device under a [`Disk`] (see [`Disk::space`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    /// Bytes the file system would still give to new blocks of the disk.
+    pub available: u64,
+    /// Bytes the device holds in all.
+    pub total: u64,
+}
+
 /// The unit a disk writes atomically: a write may be torn at these boundaries by a crash.
 pub const SECTOR_SIZE: u64 = 512;
 
@@ -88,6 +97,13 @@ pub trait Disk: Send + Sync + std::fmt::Debug {
     /// devices, file systems that cannot allocate ahead) do nothing.
     fn allocate(&self, _offset: u64, _len: u64) -> Result<()> {
         Ok(())
+    }
+    /// The room left on the device the disk lives on, for a disk that shares it with others
+    /// and takes blocks as it is written (a file): what its file system would still give
+    /// it. `None` for disks whose bytes are all theirs already, or that cannot tell (memory,
+    /// block devices, simulated disks without a modelled file system).
+    fn space(&self) -> Option<Space> {
+        None
     }
     /// A short human-readable name for error messages ("file /srv/a.store", "simdisk").
     fn describe(&self) -> String;

@@ -23,7 +23,7 @@ use crate::{Disk, SECTOR_SIZE};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
@@ -77,6 +77,51 @@ struct State {
     fail_write: Option<u64>,
     fail_sync: Option<u64>,
     stats: SimStats,
+    /// The file system the disk is a file on, if one is modelled.
+    fs: Option<FileSystem>,
+}
+
+/// A file system a [`SimDisk`] is a file on (see [`SimDisk::set_file_system`]): the disk's
+/// 4 KiB chunks take its blocks when first written or allocated, and give them back when
+/// punched out whole.
+#[derive(Debug, Clone)]
+struct FileSystem {
+    /// Bytes of blocks it has for the disk.
+    size: u64,
+    /// Bytes it holds for other files: what the disk may take is `size` less these.
+    others: u64,
+    /// The chunks holding blocks.
+    taken: BTreeSet<u64>,
+}
+
+impl FileSystem {
+    fn available(&self) -> u64 {
+        self.size
+            .saturating_sub(self.others)
+            .saturating_sub(self.taken.len() as u64 * CHUNK)
+    }
+
+    /// Takes blocks for every chunk of `offset..offset + len`, or none if there are too few.
+    fn take(&mut self, offset: u64, len: u64) -> bool {
+        let range = chunks(offset, offset + len);
+        let new = range.clone().filter(|c| !self.taken.contains(c)).count() as u64;
+        if new * CHUNK > self.available() {
+            return false;
+        }
+        self.taken.extend(range);
+        true
+    }
+
+    /// Gives back the blocks of the chunks wholly inside `offset..offset + len`.
+    fn give_back(&mut self, offset: u64, len: u64) {
+        let (first, end) = (offset.div_ceil(CHUNK), (offset + len) / CHUNK);
+        if first < end {
+            let inside: Vec<u64> = self.taken.range(first..end).copied().collect();
+            for chunk in inside {
+                self.taken.remove(&chunk);
+            }
+        }
+    }
 }
 
 impl SimDisk {
@@ -98,6 +143,7 @@ impl SimDisk {
                 fail_write: None,
                 fail_sync: None,
                 stats: SimStats::default(),
+                fs: None,
             }),
         }
     }
@@ -117,7 +163,9 @@ impl SimDisk {
             len: state.len,
             capacity: state.capacity,
         };
-        SimDisk::with_image(config, image)
+        let disk = SimDisk::with_image(config, image);
+        disk.state.lock().fs = state.fs.clone();
+        disk
     }
 
     /// The disk as a process crash (`kill -9`) now leaves it: the operating system keeps
@@ -131,7 +179,9 @@ impl SimDisk {
             len: state.len,
             capacity: state.capacity,
         };
-        SimDisk::with_image(config, state.current.clone())
+        let disk = SimDisk::with_image(config, state.current.clone());
+        disk.state.lock().fs = state.fs.clone();
+        disk
     }
 
     /// The `n`th read from now (1 = the next) fails with EIO, once. `0` cancels.
@@ -141,7 +191,8 @@ impl SimDisk {
     }
 
     /// The `n`th write from now (1 = the next) fails with EIO, once; nothing of it is written.
-    /// `0` cancels. Only writes that pass the range and capacity checks count; hole punches
+    /// `0` cancels. Only writes that pass the range and capacity checks (and find room on a
+    /// modelled file system) count; hole punches
     /// never fail this way.
     pub fn fail_nth_write(&self, n: u64) {
         self.state.lock().fail_write = (n > 0).then_some(n);
@@ -157,6 +208,41 @@ impl SimDisk {
     /// below the current length shrinks nothing; it only makes writes past it fail.
     pub fn set_capacity(&self, capacity: Option<u64>) {
         self.state.lock().capacity = capacity;
+    }
+
+    /// Makes the disk a file on a file system with `size` bytes of blocks for it (`None`:
+    /// none modelled, the default): a chunk of 4 KiB takes a block when first written or
+    /// allocated ([`Disk::allocate`]) and gives it back when punched out whole; a write or
+    /// an allocation that needs more blocks than are left fails with `NoSpace`, with nothing
+    /// written, and [`Disk::space`] reports what is left. Chunks written before count as
+    /// taken. A crash keeps what is taken.
+    pub fn set_file_system(&self, size: Option<u64>) {
+        let mut state = self.state.lock();
+        let (taken, others) = match state.fs.take() {
+            Some(fs) => (fs.taken, fs.others),
+            None => (state.current.chunks.keys().copied().collect(), 0),
+        };
+        state.fs = size.map(|size| FileSystem {
+            size,
+            others,
+            taken,
+        });
+    }
+
+    /// Makes other files of the modelled file system (see
+    /// [`set_file_system`](Self::set_file_system)) hold `bytes`, leaving the disk that much
+    /// less room: another process filling the device, or deleting files from it.
+    pub fn set_others_on_file_system(&self, bytes: u64) {
+        if let Some(fs) = self.state.lock().fs.as_mut() {
+            fs.others = bytes;
+        }
+    }
+
+    /// Bytes of blocks the disk holds on its modelled file system (`None`: none is
+    /// modelled): what `du` would say of the file.
+    pub fn allocated_bytes(&self) -> Option<u64> {
+        let state = self.state.lock();
+        state.fs.as_ref().map(|fs| fs.taken.len() as u64 * CHUNK)
     }
 
     /// What the disk has done so far.
@@ -207,6 +293,9 @@ impl Disk for SimDisk {
         {
             return Err(self.error(IoOp::Write, offset, len, IoErrorKind::NoSpace));
         }
+        if state.fs.as_mut().is_some_and(|fs| !fs.take(offset, len)) {
+            return Err(self.error(IoOp::Write, offset, len, IoErrorKind::NoSpace));
+        }
         if fires(&mut state.fail_write) {
             return Err(self.error(IoOp::Write, offset, len, IoErrorKind::Eio));
         }
@@ -255,9 +344,29 @@ impl Disk for SimDisk {
     fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
         let mut state = self.state.lock();
         check_range(self, IoOp::PunchHole, offset, len, state.len)?;
+        if let Some(fs) = state.fs.as_mut() {
+            fs.give_back(offset, len);
+        }
         state.current.zero(offset, len);
         state.pending.push(Pending::Punch { offset, len });
         Ok(())
+    }
+
+    fn allocate(&self, offset: u64, len: u64) -> Result<()> {
+        let mut state = self.state.lock();
+        check_range(self, IoOp::Grow, offset, len, state.len)?;
+        if state.fs.as_mut().is_some_and(|fs| !fs.take(offset, len)) {
+            return Err(self.error(IoOp::Grow, offset, len, IoErrorKind::NoSpace));
+        }
+        Ok(())
+    }
+
+    fn space(&self) -> Option<crate::Space> {
+        let state = self.state.lock();
+        state.fs.as_ref().map(|fs| crate::Space {
+            available: fs.available(),
+            total: fs.size,
+        })
     }
 
     fn describe(&self) -> String {

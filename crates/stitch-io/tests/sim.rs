@@ -464,3 +464,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_modelled_file_system_counts_blocks_and_runs_out() {
+    let d = disk(64 * 1024);
+    assert_eq!(d.space(), None, "no file system modelled");
+    assert_eq!(d.allocated_bytes(), None);
+    d.write_at(0, &[1; 100]).unwrap();
+    // Room for four 4 KiB blocks; the chunk written before takes one.
+    d.set_file_system(Some(4 * 4096));
+    let room = |d: &SimDisk| d.space().unwrap().available;
+    assert_eq!((d.allocated_bytes(), room(&d)), (Some(4096), 3 * 4096));
+    // Writing into a taken block takes nothing; a write across two new blocks takes both.
+    d.write_at(200, &[2; 100]).unwrap();
+    d.write_at(4096 + 4000, &[3; 200]).unwrap();
+    assert_eq!(room(&d), 4096);
+    // An allocation needing more than is left fails with nothing taken; one that fits takes.
+    let e = d.allocate(16 * 1024, 2 * 4096).unwrap_err();
+    assert_eq!(e.kind, IoErrorKind::NoSpace);
+    assert_eq!(room(&d), 4096);
+    d.allocate(16 * 1024, 4096).unwrap();
+    assert_eq!(room(&d), 0);
+    // A write into an allocated block fits; one into a hole does not, and writes nothing.
+    d.write_at(16 * 1024, &[4; 4096]).unwrap();
+    let e = d.write_at(32 * 1024, &[5; 10]).unwrap_err();
+    assert_eq!(e.kind, IoErrorKind::NoSpace);
+    let mut buf = [9u8; 10];
+    d.read_at(32 * 1024, &mut buf).unwrap();
+    assert_eq!(buf, [0; 10]);
+    // Punching gives back whole blocks only; other files take room too; a crash keeps it.
+    d.punch_hole(4096 + 100, 4096).unwrap();
+    assert_eq!(room(&d), 0, "no block wholly punched");
+    d.punch_hole(0, 3 * 4096).unwrap();
+    assert_eq!(room(&d), 3 * 4096);
+    d.set_others_on_file_system(4096);
+    assert_eq!(room(&d), 2 * 4096);
+    assert_eq!(d.crash(1).space(), d.space());
+    assert_eq!(d.allocated_bytes(), Some(4096));
+}

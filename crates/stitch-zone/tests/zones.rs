@@ -899,21 +899,29 @@ fn zones_allocated_ahead_are_taken_before_the_store_grows() {
     assert_eq!(store.stats().zones, 2);
     assert!(store.wait_for_shortage(), "taking a zone asks for more");
     store.allocate_ahead();
-    // Three ahead, one more for the mirror stream's reserve (one beyond the extents').
+    // One zone in use: one ahead (a quarter of the zones in use, at least one), and one
+    // more for the mirror stream's reserve (one beyond the extents').
     let stats = store.stats();
-    assert_eq!((stats.ready_zones, stats.zones), (4, 6));
-    assert_eq!(disk.len(), 6 * ZONE, "the file grew for them");
-    assert_eq!(store.stats().free_zones, 4, "ready zones are free");
-    // Filling zone 1 and the next four takes the ready zones: the file does not grow.
-    let addrs = fill_zones_until(&store, 2, 5);
+    assert_eq!((stats.ready_zones, stats.zones), (2, 4));
+    assert_eq!(disk.len(), 4 * ZONE, "the file grew for them");
+    assert_eq!(store.stats().free_zones, 2, "ready zones are free");
+    // Filling zone 1 and the next two takes the ready zones: the file does not grow.
+    let addrs = fill_zones_until(&store, 2, 3);
     let taken: std::collections::BTreeSet<u32> = addrs.iter().map(|a| a.zone).collect();
-    assert_eq!(taken, (1..=5).collect());
+    assert_eq!(taken, (1..=3).collect());
     let stats = store.stats();
-    assert_eq!((stats.ready_zones, stats.zones), (0, 6));
-    assert_eq!(disk.len(), 6 * ZONE);
+    assert_eq!((stats.ready_zones, stats.zones), (0, 4));
+    assert_eq!(disk.len(), 4 * ZONE);
     // Once they are gone, the next zone is allocated by the taker again.
-    fill_zones_until(&store, 3, 6);
-    assert_eq!(store.stats().zones, 7);
+    fill_zones_until(&store, 3, 8);
+    assert_eq!(store.stats().zones, 9);
+    // Eight zones in use: two ahead.
+    store.allocate_ahead();
+    assert_eq!(store.stats().ready_zones, 1 + 2);
+    // Twenty in use: a quarter would be five, but `ahead_zones` is three.
+    fill_zones_until(&store, 4, 20);
+    store.allocate_ahead();
+    assert_eq!(store.stats().ready_zones, 1 + 3);
 }
 
 #[test]
@@ -921,7 +929,7 @@ fn allocating_ahead_stops_at_the_size_limit_and_takes_no_room_from_writers() {
     let full = |ahead_zones: u64| {
         let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
         let cfg = ZoneConfig {
-            max_size: Some(5 * ZONE),
+            max_size: Some(3 * ZONE),
             ahead_zones,
             ..config()
         };
@@ -931,11 +939,12 @@ fn allocating_ahead_stops_at_the_size_limit_and_takes_no_room_from_writers() {
             .unwrap();
         store.allocate_ahead();
         let ready = store.stats().ready_zones;
-        assert!(disk.len() <= 5 * ZONE, "never past the limit");
+        assert!(disk.len() <= 3 * ZONE, "never past the limit");
         (ready, 4000 + append_until_full(&store))
     };
     let (ready, with) = full(8);
-    assert_eq!(ready, 3, "every zone up to the limit, and no error");
+    // It wants two (one ahead of the one zone in use, one for the reserve); one fits.
+    assert_eq!(ready, 1, "every zone up to the limit, and no error");
     let (none, without) = full(0);
     assert_eq!(none, 0);
     assert_eq!(with, without, "writers fill the same room");

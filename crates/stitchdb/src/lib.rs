@@ -75,7 +75,7 @@ pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};
 pub use run::MergeStats;
 pub use stitch_io::{
     read_direct, spin_for_reads, Disk, FileDisk, IoError, IoErrorKind, IoOp, MemDisk, SimConfig,
-    SimDisk,
+    SimDisk, Space,
 };
 pub use stitch_patch::{CacheStats, ContextGuard, GroupId, PatchContext, PatchGroupError};
 pub use stitch_zone::ZoneStats;

@@ -39,11 +39,14 @@ pub struct Options {
     /// the page cache still holds is cheaper than into punched-out space. Zones freed beyond
     /// it are punched out, returning their space to the file system.
     pub recycle_bytes: u64,
-    /// Free zones a background thread keeps allocated in the store's file beyond those held
-    /// back (8): a writer moving to a new zone then does not wait while the file system
+    /// The most free zones a background thread keeps ahead of writers in the store's file
+    /// beyond those held back (8): a quarter of the zones in use, at least one and at most
+    /// this many. A writer moving to a new zone then does not wait while the file grows, nor,
+    /// once the device runs short and zones are allocated before use, while the file system
     /// allocates its blocks (on ext4, a disk read for each allocation bitmap not cached). The
-    /// file is that many zones longer than it must be; 0 allocates each zone when it is taken,
-    /// on the taker's thread.
+    /// file is that many zones longer than it must be (taking no blocks while the device has
+    /// room to spare); 0 grows and allocates each zone when it is taken, on the taker's
+    /// thread.
     pub ahead_zones: u64,
     /// A memtable is written out as a run once it holds this many bytes.
     pub memtable_size: usize,

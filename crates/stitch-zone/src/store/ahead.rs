@@ -1,14 +1,25 @@
 //! Zones allocated ahead of need. A writer that fills its zone takes the next one under the
-//! store's lock, and a zone that is not recycled must first have its blocks allocated by the
-//! file system (`fallocate`), which on ext4 reads the allocation bitmaps of every block
-//! group it looks at that it has not cached, a read from the disk for each, with the lock
-//! held and the writer (a commit, a FUSE write) waiting. A
-//! background thread keeps [`ZoneConfig::ahead_zones`](super::ZoneConfig::ahead_zones)
-//! free zones allocated instead (the store's *ready* zones), growing the file and
-//! allocating outside the lock, so writers find them allocated.
+//! store's lock. While zones are backed (the device could run short: see
+//! `ZoneStore::update_backing`), a zone that is not recycled must first have its blocks
+//! allocated by the file system (`fallocate`), which on ext4 reads the allocation bitmaps of
+//! every block group it looks at that it has not cached, a read from the disk for each,
+//! with the lock held and the writer (a commit, a FUSE write) waiting; otherwise it may
+//! have to grow the file (`ftruncate`, which waits for writes in flight). A background
+//! thread keeps free zones ahead of writers instead, growing the file and (while backed)
+//! allocating outside the lock: those the reserve holds back, and a quarter as many more
+//! as the store has zones in use, at least one and at most
+//! [`ZoneConfig::ahead_zones`](super::ZoneConfig::ahead_zones), so a small store keeps
+//! little ahead and a large one, whose writers move zones faster, more. Zones allocated
+//! this way are the store's *ready* ones; while not backed the zones are only grown (they
+//! take no blocks) and the thread also looks every second whether the device runs short.
 
 use super::{State, ZoneStore};
 use parking_lot::{Condvar, Mutex};
+use std::time::Duration;
+
+/// How often the allocating thread looks at the device's free space while it is told
+/// nothing: a device filled by other writers is found this late at worst.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// What the allocating thread waits for.
 #[derive(Default)]
@@ -26,21 +37,31 @@ struct Wanted {
 }
 
 impl ZoneStore {
-    /// Free zones to keep allocated: those held back (see [`Reserve`](super::Reserve)),
-    /// which ordinary allocation leaves alone, and `ahead_zones` more (none at all without
-    /// `ahead_zones`).
+    /// Free zones to keep ahead: those held back (see [`Reserve`](super::Reserve)), which
+    /// ordinary allocation leaves alone, and a quarter of the zones in use more, at least
+    /// one and at most `ahead_zones` (none at all without `ahead_zones`).
     fn ahead_target(&self, st: &State) -> u64 {
         if self.config.ahead_zones == 0 {
             return 0;
         }
-        let held_back = st.reserve.log.max(st.reserve.extents + 1);
-        held_back + self.config.ahead_zones
+        let in_use = (st.zones.len() as u64).saturating_sub(Self::free_count(st) + 1);
+        Self::held_back(st) + (in_use / 4).clamp(1, self.config.ahead_zones)
     }
 
-    /// Wakes the allocating thread if `st` has fewer allocated free zones than the target.
+    /// The free zones counting towards the target: allocated ones while zones are backed,
+    /// any otherwise.
+    fn ahead(st: &State) -> u64 {
+        if st.backed {
+            Self::allocated(st)
+        } else {
+            Self::free_count(st)
+        }
+    }
+
+    /// Wakes the allocating thread if `st` has fewer free zones ahead than the target.
     /// Called with the state lock held (the signal's lock is taken after it, never before).
     pub(super) fn want_ahead(&self, st: &State) {
-        if Self::allocated(st) >= self.ahead_target(st) {
+        if Self::ahead(st) >= self.ahead_target(st) {
             return;
         }
         self.ahead.state.lock().short = true;
@@ -49,10 +70,19 @@ impl ZoneStore {
 
     /// Blocks until zones run short (`true`) or [`stop_ahead`](Self::stop_ahead) is called
     /// (`false`): the loop of the thread calling [`allocate_ahead`](Self::allocate_ahead).
+    /// On a disk that reports its device's free space, it also returns `true` every second,
+    /// so that the thread finds a device other writers fill.
     pub fn wait_for_shortage(&self) -> bool {
+        let look = self.cache.disk().space().is_some();
         let mut w = self.ahead.state.lock();
         while !w.short && !w.stopped {
-            self.ahead.wake.wait(&mut w);
+            if look {
+                if self.ahead.wake.wait_for(&mut w, LOOK_EVERY).timed_out() {
+                    break;
+                }
+            } else {
+                self.ahead.wake.wait(&mut w);
+            }
         }
         w.short = false;
         !w.stopped
@@ -64,8 +94,10 @@ impl ZoneStore {
         self.ahead.wake.notify_all();
     }
 
-    /// Allocates free zones until the target is allocated: punched-out ones first, then new
-    /// ones at the end of the file. The file is grown and the blocks allocated without the
+    /// Looks whether zones are to be backed (see `update_backing`), then keeps the target
+    /// ahead: while backed, allocates free zones until the target is allocated, punched-out
+    /// ones first, then new ones at the end of the file; otherwise grows the file until the
+    /// target is free. The file is grown and the blocks allocated without the
     /// store's lock; a zone being allocated is on no list, so no one else takes it. Stops at
     /// the first failure (a full file system, the size limit): the zone goes back to the free
     /// list, and a writer needing it meets the failure itself, as it would without this.
@@ -77,10 +109,12 @@ impl ZoneStore {
             }
             let zone = {
                 let mut st = self.state.lock();
-                if Self::allocated(&st) >= self.ahead_target(&st) {
+                let backed = self.update_backing(&mut st);
+                if Self::ahead(&st) >= self.ahead_target(&st) {
                     return;
                 }
-                match st.free.pop_first() {
+                let punched = if backed { st.free.pop_first() } else { None };
+                match punched {
                     Some(zone) => zone,
                     None => {
                         let Ok(new_len) = self.len_with_zone(&st) else {
@@ -93,7 +127,12 @@ impl ZoneStore {
                             tracing::debug!("growing the store ahead of need: {e}");
                             return;
                         }
-                        match self.grow_zone(&mut self.state.lock()) {
+                        let mut st = self.state.lock();
+                        match self.grow_zone(&mut st) {
+                            Ok(zone) if !backed => {
+                                st.free.insert(zone);
+                                continue;
+                            }
                             Ok(zone) => zone,
                             Err(_) => return,
                         }

@@ -70,9 +70,10 @@ pub struct ZoneConfig {
     /// over blocks the file system has allocated, and the page cache may still hold, costs
     /// a copy; writing into a punched range also allocates blocks and page-cache pages.
     pub recycle_bytes: u64,
-    /// Free zones [`ZoneStore::allocate_ahead`] keeps allocated in the file beyond those
-    /// held back (see [`Reserve`]), so that a writer moving to a new zone finds its blocks
-    /// allocated instead of asking the file system for them while it waits (0: none).
+    /// The most free zones [`ZoneStore::allocate_ahead`] keeps ahead beyond those held back
+    /// (see [`Reserve`]): a quarter of the zones in use, at least one and at most this many
+    /// (0: none), so that a writer moving to a new zone finds it in the file, and allocated
+    /// where zones are backed, instead of asking the file system while it waits.
     pub ahead_zones: u64,
 }
 
@@ -90,8 +91,9 @@ impl Default for ZoneConfig {
 /// The default of [`ZoneConfig::recycle_bytes`]: room for the output of a large merge.
 pub const DEFAULT_RECYCLE_BYTES: u64 = 1 << 30;
 
-/// The default of [`ZoneConfig::ahead_zones`]: 64 MiB of 8 MiB zones, room for a fast writer
-/// while the file system reads the allocation bitmaps of a block group it has not cached.
+/// The default of [`ZoneConfig::ahead_zones`]: 64 MiB of 8 MiB zones (for a store of 32
+/// zones or more), room for a fast writer while the file system reads the allocation bitmaps
+/// of a block group it has not cached.
 pub const DEFAULT_AHEAD_ZONES: u64 = 8;
 
 impl ZoneConfig {
@@ -169,6 +171,12 @@ struct State {
     appended: BTreeMap<ExtentKind, u64>,
     /// Free zones held back from ordinary allocation.
     reserve: Reserve,
+    /// Whether zones are backed now (see [`ZoneStore::update_backing`]): allocated before
+    /// they are used, with the reserve's zones kept allocated.
+    backed: bool,
+    /// Zones taken while not backed that writes may still go to (open or owned, never
+    /// allocated): what backing allocates besides the reserve.
+    unbacked: BTreeSet<ZoneId>,
 }
 
 /// Free zones ordinary allocation leaves alone, so that a store that filled its disk can
@@ -233,6 +241,9 @@ pub struct ZoneStats {
     /// Free zones allocated ahead of need (see [`ZoneConfig::ahead_zones`]; counted in
     /// `free_zones` too).
     pub ready_zones: u64,
+    /// Whether zones are backed (allocated before use, the reserve kept allocated), as they
+    /// are once the device could run short (see [`Reserve`]).
+    pub backed: bool,
     /// Zones emptied but held until the next superblock is durable, because the older
     /// superblock slot may still reach them (counted in `free_zones` too).
     pub held_zones: u64,
@@ -370,6 +381,8 @@ impl ZoneStore {
             older: BTreeSet::new(),
             appended: BTreeMap::new(),
             reserve: Reserve::default(),
+            backed: true,
+            unbacked: BTreeSet::new(),
         };
         ZoneStore {
             cache,
@@ -506,13 +519,17 @@ impl ZoneStore {
             }
         }
         st.held.extend(kept);
+        let backed = self.update_backing(&mut st);
         drop(st);
         for zone in freed {
             let place = (self.zone_offset(zone), self.config.zone_size);
             // A free zone found here may have been punched out: it is kept for reuse (as
-            // recycled zones are, with their blocks allocated) only once it has blocks again.
+            // recycled zones are, with their blocks allocated) only once it has blocks again,
+            // and only while zones are backed: otherwise it is punched out, and its blocks,
+            // if it had any, go back to the file system.
             let room = self.recycle_room();
-            let kept = (self.state.lock().recycled.len() as u64) < room
+            let kept = backed
+                && (self.state.lock().recycled.len() as u64) < room
                 && self.cache.disk().allocate(place.0, place.1).is_ok();
             let room = if kept { room } else { 0 };
             file_free_zone(&self.state, &self.cache, zone, place, room)?;
@@ -1100,6 +1117,8 @@ impl ZoneStore {
     /// superblock after the newest one written is (see
     /// [`write_superblock`](Self::write_superblock)).
     fn retire(st: &mut State, zone: ZoneId, usage: ZoneUse) {
+        // Nothing more is written into it.
+        st.unbacked.remove(&zone);
         let z = &mut st.zones[zone as usize];
         z.usage = usage;
         if usage == ZoneUse::Closed && z.live == 0 {
@@ -1149,14 +1168,38 @@ impl ZoneStore {
         self.state.lock().reserve = reserve;
     }
 
-    /// Takes a free zone, leaving at least `keep` allocated ones (recycled or ready): zones
-    /// whose blocks are allocated, so they can be written even on a file system with no room
-    /// left. Says whether the zone was recycled (its blocks written before). Recycled zones
-    /// go first, then ready ones; any other zone (punched out, or new) is allocated here, so
-    /// a full device fails the allocation here, with nothing written, rather than a write
-    /// into the zone later; such zones also make up the kept ones where too few are
-    /// allocated.
+    /// Takes a free zone, leaving at least `keep` free ones. Says whether the zone was
+    /// recycled (its blocks written before). Recycled zones go first, then ready ones.
+    ///
+    /// While zones are backed (see [`update_backing`](Self::update_backing)), the zones left
+    /// are allocated ones (recycled or ready): zones whose blocks are allocated, so they can
+    /// be written even on a file system with no room left; any other zone (punched out, or
+    /// new) is allocated here, so a full device fails the allocation here, with nothing
+    /// written, rather than a write into the zone later; such zones also make up the kept
+    /// ones where too few are allocated. Otherwise, the device has room for all of them to
+    /// spare: zones are taken and kept as they are, the store growing (sparse) to keep them,
+    /// and a zone taken without blocks takes them as it is written.
     fn take_free_zone(&self, st: &mut State, keep: u64) -> Result<(ZoneId, bool)> {
+        if !self.update_backing(st) {
+            let taken = loop {
+                if Self::free_count(st) > keep {
+                    if let Some(zone) = st.recycled.pop_first() {
+                        break (zone, true);
+                    }
+                    if let Some(zone) = st.ready.pop_first() {
+                        break (zone, false);
+                    }
+                    if let Some(zone) = st.free.pop_first() {
+                        st.unbacked.insert(zone);
+                        break (zone, false);
+                    }
+                }
+                let zone = self.grow_zone(st).map_err(|e| held_back(e, keep))?;
+                st.free.insert(zone);
+            };
+            self.want_ahead(st);
+            return Ok(taken);
+        }
         let taken = loop {
             if Self::allocated(st) > keep {
                 if let Some(zone) = st.recycled.pop_first() {
@@ -1187,14 +1230,23 @@ impl ZoneStore {
     /// Whether more than `keep(reserve)` free zones are allocated (recycled or ready), allocating more
     /// (punched-out zones, or new ones at the end of the disk, or, on a full disk, the zones
     /// held for the older checkpoint, as taking a zone would) to make it so; false if the
-    /// disk has no room for them. A writer asks before it commits what must later be flushed
-    /// and merged (see [`Reserve`]).
+    /// disk has no room for them. While zones are not backed (the device has room to
+    /// spare: see [`update_backing`](Self::update_backing)), free zones of any kind count,
+    /// and the store grows to have them. A writer asks before it commits what must later be
+    /// flushed and merged (see [`Reserve`]).
     pub fn has_room_beyond(&self, keep: impl Fn(&Reserve) -> u64) -> bool {
         self.or_release_held(|| self.allocate_beyond(&keep)).is_ok()
     }
 
     fn allocate_beyond(&self, keep: &impl Fn(&Reserve) -> u64) -> Result<()> {
         let mut st = self.state.lock();
+        if !st.backed {
+            while Self::free_count(&st) <= keep(&st.reserve) {
+                let zone = self.grow_zone(&mut st)?;
+                st.free.insert(zone);
+            }
+            return Ok(());
+        }
         while Self::allocated(&st) <= keep(&st.reserve) {
             let zone = match st.free.pop_first() {
                 Some(zone) => zone,
@@ -1231,6 +1283,83 @@ impl ZoneStore {
     /// Free zones whose blocks are allocated: recycled and ready ones.
     fn allocated(st: &State) -> u64 {
         (st.recycled.len() + st.ready.len()) as u64
+    }
+
+    /// Free zones on any list: recycled, ready, or without blocks.
+    fn free_count(st: &State) -> u64 {
+        (st.recycled.len() + st.ready.len() + st.free.len()) as u64
+    }
+
+    /// The most free zones any allocation leaves (see [`Reserve`]): those the reserve holds
+    /// back.
+    fn held_back(st: &State) -> u64 {
+        let r = st.reserve;
+        r.log.max(r.merges).max(r.extents + 1)
+    }
+
+    /// Decides whether zones are backed from now on, and returns it: whether the device
+    /// the store lives on could run short of the blocks the store counts on. A disk that
+    /// cannot tell ([`Disk::space`] is `None`: memory, simulated disks, block devices, whose
+    /// bytes are all theirs) always is. A file is backed while its file system has less
+    /// room available than the watermark: the reserve's zones, twice the zones the store
+    /// writes into that are not allocated (and one it may take next), and 1/64 of the
+    /// device. So the store's own writes cannot fill the device between two zones taken
+    /// (each zone taken checks): at the check that first finds it under the watermark,
+    /// the room left holds the reserve and every zone being written, which this check then
+    /// allocates. What stays unguarded is another writer on the same device taking more
+    /// than that margin between two checks (zones taken, and the background allocator's
+    /// look every second): the reserve may then be left without blocks, as the zone
+    /// being written may, so a store that filled its disk could not reopen read-write
+    /// until room is freed on the device.
+    ///
+    /// [`Disk::space`]: stitch_io::Disk::space
+    fn update_backing(&self, st: &mut State) -> bool {
+        let backed = match self.cache.disk().space() {
+            None => true,
+            Some(space) => {
+                let zones = Self::held_back(st) + 2 * (st.unbacked.len() as u64 + 1);
+                let watermark = zones * self.config.zone_size + space.total / 64;
+                space.available < watermark
+            }
+        };
+        if backed && !st.backed {
+            self.back(st);
+        }
+        st.backed = backed;
+        backed
+    }
+
+    /// Allocates what zones being backed needs: the blocks of the zones being written that
+    /// have none, and the reserve's zones. A failure (another writer took the room) is
+    /// logged; a zone taken later meets it too.
+    fn back(&self, st: &mut State) {
+        let unbacked: Vec<ZoneId> = st.unbacked.iter().copied().collect();
+        for zone in unbacked {
+            match self.allocate_blocks(zone) {
+                Ok(()) => {
+                    st.unbacked.remove(&zone);
+                }
+                Err(e) => tracing::warn!("the device runs short: allocating zone {zone}: {e}"),
+            }
+        }
+        while Self::allocated(st) < Self::held_back(st) {
+            let zone = match st.free.pop_first() {
+                Some(zone) => zone,
+                None => match self.grow_zone(st) {
+                    Ok(zone) => zone,
+                    Err(e) => {
+                        tracing::warn!("the device runs short: growing for the reserve: {e}");
+                        return;
+                    }
+                },
+            };
+            if let Err(e) = self.allocate_blocks(zone) {
+                tracing::warn!("the device runs short: allocating the reserve: {e}");
+                st.free.insert(zone);
+                return;
+            }
+            st.ready.insert(zone);
+        }
     }
 
     /// Adds a zone at the end of the disk: a free one, on no list yet, its blocks not yet
@@ -1365,6 +1494,7 @@ impl ZoneStore {
             }
         }
         s.recycled_zones = st.recycled.len() as u64;
+        s.backed = st.backed;
         s.ready_zones = st.ready.len() as u64;
         s.held_zones = st.held.len() as u64;
         s.live_extents = st.refs.len() as u64;

@@ -256,14 +256,19 @@ impl fmt::Display for Stats {
         let z = &self.zones;
         writeln!(
             f,
-            "zones: {} of {} bytes; {} free ({} kept allocated for reuse, {} allocated ahead), {} log, {} extent zones",
+            "zones: {} of {} bytes; {} free ({} kept allocated for reuse, {} allocated ahead), {} log, {} extent zones; {}",
             z.zones,
             z.zone_size,
             z.free_zones,
             z.recycled_zones,
             z.ready_zones,
             z.owned_zones,
-            z.extent_zones
+            z.extent_zones,
+            if z.backed {
+                "backed (allocated before use: the device could run short)"
+            } else {
+                "not backed (the device has room to spare)"
+            }
         )?;
         let frag = percent(z.dead_bytes, z.live_bytes + z.dead_bytes);
         writeln!(
