@@ -56,15 +56,26 @@ impl<'a> Reader<'a> {
                 return Ok(u64::from(b));
             }
         }
+        // The rest (sequence numbers, mostly) straight from the slice: no bounds check, and no
+        // error built, per byte.
         let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        for (i, &b) in rest.iter().take(10).enumerate() {
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                self.pos += i + 1;
                 return Ok(v);
             }
         }
-        Err(format!("varint too long at byte {}", self.pos))
+        Err(self.bad_varint(rest.len()))
+    }
+
+    #[cold]
+    fn bad_varint(&self, left: usize) -> String {
+        match left {
+            ..10 => format!("truncated: a varint runs past the end at byte {}", self.pos),
+            _ => format!("varint too long at byte {}", self.pos),
+        }
     }
 
     /// A varint used as a length or count: bounded by what is left, so a damaged length cannot

@@ -39,10 +39,22 @@ pub fn decode_run_block(bytes: &[u8]) -> Result<()> {
     let payload = bytes[r.pos()..].to_vec();
     let block =
         Block::parse_at(payload, 0, framing).map_err(|d| Error::corrupt("run block", PLACE, d))?;
+    // A block that parses and agrees with its handle is one a raw lookup reads the same: a
+    // difference is a bug.
+    let agrees = block.len() > 0 && block.entry(0).key == framing.first_key;
     for i in 0..block.len() {
         let entry = block.entry(i);
         let _ = block.seek(entry.key);
         let _ = block.get(entry.key, entry.seq);
+        let found = Block::find(&bytes[r.pos()..], 0, framing, entry.key, entry.seq);
+        if !agrees {
+            continue;
+        }
+        match found {
+            Ok(Some(found)) => assert_eq!(found, block.found(entry.key, entry.seq)),
+            Ok(None) => {}
+            Err(d) => panic!("a raw lookup fails in a block that parses: {d}"),
+        }
     }
     let _ = block.memory();
     Ok(())

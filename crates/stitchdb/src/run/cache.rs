@@ -1,6 +1,13 @@
 //! The read cache: parsed run blocks by extent address, least recently used out first, bounded
 //! in bytes. Blocks never change once written, so entries never go stale; a released extent's
 //! entry is dropped by the run-block release handler (its address may be reused).
+//!
+//! A point read admits a block only at its second miss within a while (the cache remembers
+//! the addresses of recent first misses, a few per cached block, not their contents): a
+//! block read once is looked up in its raw bytes instead of parsed (see `Block::find`), so a
+//! workload of random reads over far more blocks than the cache holds parses none of them,
+//! and a hot block costs one extra read from the disk before it is cached. Scans admit
+//! the blocks they start in at once.
 
 use super::block::Block;
 use lru::LruCache;
@@ -14,7 +21,14 @@ const SHARDS: usize = 16;
 struct Shard {
     map: LruCache<ExtentAddr, Arc<Block>>,
     bytes: usize,
+    /// Addresses of blocks a point read missed once lately, not cached (see the module's
+    /// comment), least recently missed out first.
+    missed: LruCache<ExtentAddr, ()>,
 }
+
+/// Addresses [`Shard::missed`] remembers per 4 KiB of cache budget: a block missed again
+/// within about this many cache-fulls of misses is admitted.
+const MISSES_REMEMBERED_PER_BLOCK: usize = 2;
 
 pub struct ReadCache {
     shards: Vec<Mutex<Shard>>,
@@ -29,6 +43,7 @@ impl ReadCache {
                 Mutex::new(Shard {
                     map: LruCache::unbounded(),
                     bytes: 0,
+                    missed: LruCache::unbounded(),
                 })
             })
             .collect();
@@ -45,6 +60,24 @@ impl ReadCache {
 
     pub fn get(&self, addr: &ExtentAddr) -> Option<Arc<Block>> {
         self.shard(addr).lock().map.get(addr).cloned()
+    }
+
+    /// For a point read that missed `addr`: whether to parse and cache the block (it was
+    /// missed lately already), else remembers the miss. Always with no budget to admit into.
+    pub fn admit(&self, addr: ExtentAddr) -> bool {
+        if self.budget_per_shard == 0 {
+            return false;
+        }
+        let mut shard = self.shard(&addr).lock();
+        if shard.missed.pop(&addr).is_some() {
+            return true;
+        }
+        shard.missed.put(addr, ());
+        let limit = (self.budget_per_shard / 4096).max(1) * MISSES_REMEMBERED_PER_BLOCK;
+        while shard.missed.len() > limit {
+            shard.missed.pop_lru();
+        }
+        false
     }
 
     pub fn insert(&self, addr: ExtentAddr, block: Arc<Block>) {
@@ -77,5 +110,6 @@ impl ReadCache {
         if let Some(old) = shard.map.pop(addr) {
             shard.bytes -= old.memory();
         }
+        shard.missed.pop(addr);
     }
 }

@@ -29,7 +29,7 @@ use crate::codec::{put_varint, Reader};
 use crate::entry::{Entry, EntryRef, RangeDeletes, RangeTombstone, Value};
 use crate::merge_iter::LazySource;
 use crate::{Error, Result};
-pub(crate) use block::{Block, Framing};
+pub(crate) use block::{Block, Found, Framing};
 use search::BlockSearch;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -855,17 +855,53 @@ impl Run {
         };
         let mut i = self.search.first_ending_at_or_after(&self.blocks, key);
         while i < self.blocks.len() && self.blocks[i].first_key.as_slice() <= key {
-            match self.block_from(i, Fill::Cache)?.get(key, snapshot) {
-                Ok(e) => {
-                    let e = self.seen(e);
-                    return Ok(Some((e.seq, e.value.map(<[u8]>::to_vec))));
+            let found = match self.storage.cache.get(&self.blocks[i].addr) {
+                Some(block) => block.found(key, snapshot),
+                None => self.find_uncached(i, key, snapshot)?,
+            };
+            match found {
+                Found::Version(seq, value) => {
+                    let seq = self.meta.seq_override.unwrap_or(seq);
+                    return Ok(Some((seq, value)));
                 }
-                Err(false) => return Ok(None),
+                Found::Absent => return Ok(None),
                 // Older versions of the key continue in the next block.
-                Err(true) => i += 1,
+                Found::MaybeNext => i += 1,
             }
         }
         Ok(None)
+    }
+
+    /// [`get`](Self::get) in block `i`, not cached: parsed and cached if the read cache
+    /// admits it (see `cache.rs`), else looked up in its raw bytes.
+    fn find_uncached(&self, i: usize, key: &[u8], snapshot: u64) -> Result<Found> {
+        let h = &self.blocks[i];
+        if self.storage.cache.admit(h.addr) || !self.blocks_on_disk() {
+            let block = self.block_from(i, Fill::Cache)?;
+            return Ok(block.found(key, snapshot));
+        }
+        let framed = self
+            .storage
+            .zones
+            .read_durable_framed(h.addr, ExtentKind::RUN_BLOCK)
+            .map_err(|e| self.block_error(e, i))?;
+        let framing = Framing {
+            first_key: &h.first_key,
+            entries: h.entries,
+        };
+        let place = || format!("run {} block {i} {}", self.meta.id, h.addr);
+        match Block::find(
+            &framed,
+            stitch_zone::EXTENT_HEADER_LEN,
+            framing,
+            key,
+            snapshot,
+        ) {
+            Ok(Some(found)) => Ok(found),
+            // A version only parsing reads.
+            Ok(None) => Ok(self.decode_block(i, framed)?.found(key, snapshot)),
+            Err(d) => Err(Error::corrupt("run block", place(), d)),
+        }
     }
 
     /// All entries from the first whose key is at least `from`, in order.
