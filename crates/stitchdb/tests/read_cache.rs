@@ -1,7 +1,7 @@
 //! The read cache keeps what point reads and seeks touch, not what scans and merges stream
 //! through: a scan over a whole table leaves at most a short scan's blocks per run (the block
-//! it started in and 32 KiB after it), point reads cache a block they miss twice, and merges
-//! leave the blocks point reads cached where they were.
+//! it started in and 32 KiB after it), reads cache a block they miss twice, and merges leave
+//! the blocks point reads cached where they were.
 
 #![allow(clippy::unwrap_used)]
 
@@ -51,10 +51,11 @@ fn scans_do_not_fill_the_read_cache_but_point_reads_do() {
         .count();
     assert_eq!(scanned, keys.len());
     let after_scan = db.stats().read_cache_blocks;
-    // The first block and 32 KiB of blocks of about 4 KiB after it, in each run.
+    // At most the first block and 32 KiB of blocks of about 4 KiB after it, in each run
+    // (none read for the first time: the cache admits a block at its second miss).
     let short_scan = 1 + (32 << 10) / 3000;
     assert!(
-        (1..=runs * short_scan).contains(&after_scan),
+        after_scan <= runs * short_scan,
         "a scan over {runs} runs left {after_scan} blocks cached"
     );
 

@@ -182,6 +182,138 @@ pub struct Block {
     spans: Vec<Span>,
 }
 
+/// A block's entries decoded one at a time, in order, from its bytes as read (checksum
+/// verified), each checked as parsing checks it (its bytes, its order, the first key against
+/// the index handle), but without building a [`Block`]: for a reader that goes through a
+/// block once (a point read, a seek, a scan streaming past), which then pays for the entries
+/// it reads and keeps no key buffer or entry table. Versions 3 and 4 only.
+pub struct RawEntries<D> {
+    data: D,
+    /// Where the next entry starts.
+    pos: usize,
+    /// Version 3's first key, which the block leaves out (empty for version 4).
+    elided: bool,
+    handle_first_key: Vec<u8>,
+    /// Entries decoded, of `count`.
+    decoded: u64,
+    count: u64,
+    /// The current entry: its key, sequence number and value (`NO_VALUE` for a tombstone).
+    key: Vec<u8>,
+    seq: u64,
+    value: (u32, u32),
+}
+
+impl RawEntries<Vec<u8>> {
+    /// Whether the payload starting `start` bytes into `data` is of a version read this way.
+    pub fn reads(data: &[u8], start: usize) -> bool {
+        matches!(
+            data.get(start),
+            Some(&(BLOCK_VERSION | BLOCK_VERSION_ELIDED))
+        )
+    }
+}
+
+impl<D: AsRef<[u8]>> RawEntries<D> {
+    /// The entries of the payload starting `start` bytes into `data`; `Ok(None)` for a
+    /// version that needs parsing.
+    pub fn new(data: D, start: usize, handle: Framing) -> Result<Option<RawEntries<D>>, String> {
+        let bytes = data.as_ref();
+        let elided = match bytes.get(start) {
+            Some(&BLOCK_VERSION) => false,
+            Some(&BLOCK_VERSION_ELIDED) => true,
+            Some(_) => return Ok(None),
+            None => return Err("empty block".into()),
+        };
+        let payload_len = bytes.len() - start;
+        if handle.entries == 0 || handle.entries > (payload_len / MIN_ENTRY) as u64 {
+            return Err(format!("entry count {} out of range", handle.entries));
+        }
+        Ok(Some(RawEntries {
+            data,
+            pos: start + 1,
+            elided,
+            handle_first_key: handle.first_key.to_vec(),
+            decoded: 0,
+            count: handle.entries,
+            key: Vec::with_capacity(handle.first_key.len() + 16),
+            seq: 0,
+            value: (NO_VALUE, NO_VALUE),
+        }))
+    }
+
+    /// Decodes the next entry, now [`current`](Self::current); false once all are (and no
+    /// bytes trail them).
+    pub fn advance(&mut self) -> Result<bool, String> {
+        let bytes = self.data.as_ref();
+        if self.decoded == self.count {
+            if self.pos != bytes.len() {
+                return Err("trailing bytes after the last entry".into());
+            }
+            return Ok(false);
+        }
+        let i = self.decoded;
+        let entry = |e: String| format!("entry {i}: {e}");
+        let mut r = Reader::new(bytes);
+        r.take(self.pos).map_err(entry)?;
+        let (shared, rest) = (r.varint().map_err(entry)?, r.bytes().map_err(entry)?);
+        let seq = r.varint().map_err(entry)?;
+        let value = match r.varint().map_err(entry)? {
+            0 => (NO_VALUE, NO_VALUE),
+            n => {
+                let len = usize::try_from(n - 1).map_err(|_| entry("value too long".into()))?;
+                let at = r.pos();
+                r.take(len).map_err(entry)?;
+                (at as u32, (at + len) as u32)
+            }
+        };
+        // The first entry shares with the handle's first key (version 3) or nothing.
+        let prev_len = match (i, self.elided) {
+            (0, true) => self.handle_first_key.len(),
+            (0, false) => 0,
+            _ => self.key.len(),
+        };
+        if shared > prev_len as u64 {
+            return Err(entry(format!("shares {shared} bytes with a shorter key")));
+        }
+        let shared = shared as usize;
+        if i == 0 {
+            self.key.clear();
+            self.key.extend_from_slice(&self.handle_first_key[..shared]);
+        } else {
+            let order = rest.cmp(&self.key[shared..]);
+            if order == Ordering::Less || (order == Ordering::Equal && self.seq <= seq) {
+                return Err(entry("out of order (key ascending, newest first)".into()));
+            }
+            self.key.truncate(shared);
+        }
+        self.key.extend_from_slice(rest);
+        if i == 0 && self.key != self.handle_first_key {
+            return Err("contents do not match the run index".into());
+        }
+        self.pos = r.pos();
+        self.seq = seq;
+        self.value = value;
+        self.decoded += 1;
+        Ok(true)
+    }
+
+    /// The entry [`advance`](Self::advance) decoded last.
+    pub fn current(&self) -> EntryRef<'_> {
+        let value =
+            (self.value.0 != NO_VALUE).then(|| &self.data.as_ref()[Block::range(self.value)]);
+        EntryRef {
+            key: &self.key,
+            seq: self.seq,
+            value,
+        }
+    }
+
+    /// Whether entries are left to decode.
+    pub fn has_next(&self) -> bool {
+        self.decoded < self.count
+    }
+}
+
 /// What [`Block::find`] found of a key.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Found {
@@ -496,10 +628,9 @@ impl Block {
 
     /// [`get`](Self::get) on a block not parsed: reads the payload (starting `start` bytes
     /// into `data`, its checksum already verified) entry by entry up to the first key past
-    /// `key`, checking each entry read as parsing would (its bytes, its order), without
-    /// building the parsed block: a point read that misses the read cache decodes half a
-    /// block on average, and keeps no keys or entry table. `Ok(None)` for a block version
-    /// that needs parsing (versions 1 and 2).
+    /// `key` (see [`RawEntries`]): a point read that misses the read cache decodes half a
+    /// block on average, and builds no parsed block. `Ok(None)` for a block version that
+    /// needs parsing (versions 1 and 2).
     pub fn find(
         data: &[u8],
         start: usize,
@@ -507,61 +638,19 @@ impl Block {
         key: &[u8],
         snapshot: u64,
     ) -> Result<Option<Found>, String> {
-        let first_key: &[u8] = match data.get(start) {
-            Some(&BLOCK_VERSION) => &[],
-            Some(&BLOCK_VERSION_ELIDED) => handle.first_key,
-            Some(_) => return Ok(None),
-            None => return Err("empty block".into()),
+        let Some(mut entries) = RawEntries::new(data, start, handle)? else {
+            return Ok(None);
         };
-        let payload_len = data.len() - start;
-        if handle.entries > (payload_len / MIN_ENTRY) as u64 || handle.entries == 0 {
-            return Err(format!("entry count {} out of range", handle.entries));
-        }
-        let mut r = Reader::new(data);
-        r.take(start + 1)?;
-        let mut current: Vec<u8> = Vec::with_capacity(handle.first_key.len() + 16);
-        let mut prev_seq = 0;
-        for i in 0..handle.entries {
-            let entry = |e: String| format!("entry {i}: {e}");
-            let (shared, rest) = (r.varint().map_err(entry)?, r.bytes().map_err(entry)?);
-            let seq = r.varint().map_err(entry)?;
-            let prev: &[u8] = if i == 0 { first_key } else { &current };
-            if shared > prev.len() as u64 {
-                return Err(entry(format!("shares {shared} bytes with a shorter key")));
-            }
-            let shared = shared as usize;
-            if i > 0 {
-                let order = rest.cmp(&current[shared..]);
-                if order == Ordering::Less || (order == Ordering::Equal && prev_seq <= seq) {
-                    return Err(entry("out of order (key ascending, newest first)".into()));
-                }
-                current.truncate(shared);
-            } else {
-                current.extend_from_slice(&first_key[..shared]);
-            }
-            current.extend_from_slice(rest);
-            prev_seq = seq;
-            let value = match r.varint().map_err(entry)? {
-                0 => None,
-                n => {
-                    let len = usize::try_from(n - 1).map_err(|_| entry("value too long".into()))?;
-                    Some(r.take(len).map_err(entry)?)
-                }
-            };
-            if i == 0 && current != handle.first_key {
-                return Err("contents do not match the run index".into());
-            }
-            match current.as_slice().cmp(key) {
+        while entries.advance()? {
+            let e = entries.current();
+            match e.key.cmp(key) {
                 Ordering::Less => {}
                 Ordering::Greater => return Ok(Some(Found::Absent)),
-                Ordering::Equal if seq <= snapshot => {
-                    return Ok(Some(Found::Version(seq, value.map(<[u8]>::to_vec))));
+                Ordering::Equal if e.seq <= snapshot => {
+                    return Ok(Some(Found::Version(e.seq, e.value.map(<[u8]>::to_vec))));
                 }
                 Ordering::Equal => {}
             }
-        }
-        if !r.is_empty() {
-            return Err("trailing bytes after the last entry".into());
         }
         Ok(Some(Found::MaybeNext))
     }
@@ -931,8 +1020,9 @@ pub(super) mod tests {
             }
         }
 
-        /// A lookup in a block's raw bytes answers as the parsed block does, for every key
-        /// in it and between, at every snapshot, from both versions it reads.
+        /// A block decoded as read holds the entries parsing finds, and a lookup in its raw
+        /// bytes answers as the parsed block does, for every key in it and between, at every
+        /// snapshot, from both versions it reads.
         #[test]
         fn raw_lookups_answer_as_parsed_blocks(
             entries in entries(),
@@ -945,6 +1035,12 @@ pub(super) mod tests {
             for payload in [written(&entries), elided_payload(&entries)] {
                 let framed = [header.as_slice(), &payload].concat();
                 let parsed = Block::parse_at(framed.clone(), header.len(), handle).unwrap();
+                let mut raw = RawEntries::new(&framed, header.len(), handle).unwrap().unwrap();
+                let mut decoded = Vec::new();
+                while raw.advance().unwrap() {
+                    decoded.push(raw.current().to_entry());
+                }
+                prop_assert_eq!(&decoded, &entries);
                 for key in &probes {
                     for snapshot in 0..6 {
                         prop_assert_eq!(
