@@ -34,15 +34,19 @@ struct Writer {
     pending: Vec<PatchId>,
     /// The newest LSN whose record was written into the cache (`first_lsn - 1` before any).
     moved: Lsn,
-    /// Records appended with [`Wal::append_buffered`] and not yet written into the cache, one
-    /// piece per segment, oldest first; the last piece, if it is in the current segment, ends
-    /// at `offset`. They go into the cache when a flush or a caller needing a patch asks; a
+    /// Records appended with [`Wal::append_buffered`] and not yet written into the cache, in
+    /// pieces of up to [`piece_capacity`](Self::piece_capacity) bytes (each within one
+    /// segment), oldest first; the last piece, if it is in the current segment, ends at
+    /// `offset`. They go into the cache when a flush or a caller needing a patch asks; a
     /// checkpoint that overtakes them first drops them, so they never cost the cache or the
-    /// device anything.
+    /// device anything, and frees their memory piece by piece.
     buffered: VecDeque<Buffered>,
     /// Buffers of pieces written or dropped, emptied, for the next pieces
     /// ([`Writer::recycle`]).
     spares: Vec<Vec<u8>>,
+    /// The capacity a piece is given up front: a [`PIECES_PER_SEGMENT`]th of a segment (a
+    /// record larger than that gets a piece of its own size).
+    piece_capacity: usize,
     /// [`Wal::rounds`] when the current segment began.
     rounds_at_segment_start: u64,
 }
@@ -51,8 +55,14 @@ struct Writer {
 /// written ahead into its next zones to pay (see [`Wal::next_segment`]).
 const ZEROS_PAY_UP_TO: u64 = 64 << 10;
 
-/// How many emptied piece buffers a log keeps (each up to a segment's size).
+/// How many emptied piece buffers a log keeps (each of [`Writer::piece_capacity`] bytes).
 const MAX_SPARES: usize = 2;
+
+/// How many pieces a segment's buffered records are cut into. A piece is freed whole once a
+/// checkpoint overtakes all of it, so the buffer holds about the records a checkpoint has not
+/// yet overtaken (an `Async` log's two memtables' worth) plus one piece, not whole segments;
+/// pieces of a fixed size, reserved up front and reused, never grow by doubling.
+const PIECES_PER_SEGMENT: usize = 8;
 
 /// Buffered records of one segment: `bytes` belong at `start` in it. The first `obsolete`
 /// bytes were overtaken by a checkpoint and are never written (skipped, not removed: moving
@@ -81,18 +91,21 @@ impl Writer {
         self.segments[self.segments.len() - 1]
     }
 
-    /// The buffer the next record goes into: the current segment's.
-    fn buffer(&mut self) -> &mut Vec<u8> {
+    /// The buffer the next record, of `len` bytes, goes into: the current segment's last
+    /// piece if the record fits in what it reserved, else a new piece.
+    fn buffer(&mut self, len: usize) -> &mut Vec<u8> {
         let segment = self.current();
-        if self
-            .buffered
-            .back()
-            .is_none_or(|b| b.segment.zone != segment.zone)
-        {
+        if self.buffered.back().is_none_or(|b| {
+            b.segment.zone != segment.zone || b.bytes.len() + len > b.bytes.capacity()
+        }) {
+            let bytes = match self.spares.pop() {
+                Some(spare) if len <= spare.capacity() => spare,
+                _ => Vec::with_capacity(self.piece_capacity.max(len)),
+            };
             self.buffered.push_back(Buffered {
                 segment,
                 start: self.offset,
-                bytes: self.spares.pop().unwrap_or_default(),
+                bytes,
                 obsolete: 0,
             });
         }
@@ -101,13 +114,12 @@ impl Writer {
     }
 
     /// Keeps the buffer of a piece written or dropped for a next piece, up to
-    /// [`MAX_SPARES`]: a fresh buffer grew by doubling, copying what it held at every step
-    /// and faulting in new pages, a large share of a writer's time with large values. Two are
-    /// kept because a checkpoint lags the log by up to a segment: a new segment's piece may
-    /// start before the one two segments back is released.
+    /// [`MAX_SPARES`] of the usual capacity (a piece made larger for one large record is
+    /// freed): allocating a piece faults in fresh pages, a share of a writer's time with
+    /// large values.
     fn recycle(&mut self, piece: Buffered) {
         let mut bytes = piece.bytes;
-        if self.spares.len() < MAX_SPARES && bytes.capacity() > 0 {
+        if self.spares.len() < MAX_SPARES && bytes.capacity() == self.piece_capacity {
             bytes.clear();
             self.spares.push(bytes);
         }
@@ -225,6 +237,7 @@ impl Wal {
             moved: first_lsn - 1,
             buffered: VecDeque::new(),
             spares: Vec::new(),
+            piece_capacity: (zone_size / PIECES_PER_SEGMENT).max(1),
             rounds_at_segment_start: 0,
         };
         Ok(Wal {
@@ -284,6 +297,14 @@ impl Wal {
     /// The LSN of the newest record appended (`first_lsn - 1` before any).
     pub fn last_lsn(&self) -> Lsn {
         self.last.load(Ordering::Acquire)
+    }
+
+    /// The memory the log's buffer holds: the capacity of the pieces of records waiting to be
+    /// written into the cache, and of the emptied pieces kept for reuse.
+    pub fn buffer_bytes(&self) -> usize {
+        let w = self.writer.lock();
+        let pieces: usize = w.buffered.iter().map(|b| b.bytes.capacity()).sum();
+        pieces + w.spares.iter().map(Vec::capacity).sum::<usize>()
     }
 
     /// The zones the log holds, oldest first, ending with the preallocated next one.
@@ -388,7 +409,7 @@ impl Wal {
         // one it vouches for knows that one was damaged after its sync, not torn by a crash.
         let durable = self.durable_lsn();
         encode_parts(
-            w.buffer(),
+            w.buffer(len as usize),
             self.epoch,
             (lsn, durable),
             txn,
@@ -434,14 +455,11 @@ impl Wal {
         let extra = self.live(extra_deps);
         let mut last = None;
         while let Some(b) = w.buffered.pop_front() {
-            // The first record of a segment must not become durable before the header that
-            // makes the segment part of the log: a sync covering it then covers the header too.
+            // No record of a segment may become durable before the header that makes the
+            // segment part of the log: a sync covering it then covers the header too. (A
+            // piece after the segment's first may land in blocks of its own.)
             let (start, bytes) = b.unwritten();
-            let mut deps = if start == SEGMENT_HEADER_LEN as u64 {
-                self.live(&[b.segment.header_patch])
-            } else {
-                Vec::new()
-            };
+            let mut deps = self.live(&[b.segment.header_patch]);
             deps.extend_from_slice(&extra);
             let offset = self.zones.zone_offset(b.segment.zone) + start;
             let patch = self

@@ -776,3 +776,48 @@ fn running_out_of_space_for_a_segment_is_not_fatal() {
         .unwrap();
     wal.sync_to(appended + 1).unwrap();
 }
+
+#[test]
+fn a_durable_checkpoint_frees_the_buffered_pieces_it_overtakes() {
+    // The buffer holds the records no checkpoint has overtaken, in pieces of an eighth of a
+    // segment, plus a piece and at most two spares: not whole segments.
+    let disk = mem_disk();
+    let (zones, wal) = new_log(disk.clone(), SMALL_ZONE, 1);
+    let piece = SMALL_ZONE as usize / 8;
+    let mut lsn = 0;
+    for round in 0..6 {
+        // A segment and a half of records (200-byte payloads), all buffered.
+        for _ in 0..480 {
+            lsn += 1;
+            wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(lsn, 200))
+                .unwrap();
+        }
+        assert!(wal.buffer_bytes() > SMALL_ZONE as usize, "round {round}");
+        let (pos, header) = wal.position();
+        let superblock = zones.write_superblock(None, &[header]).unwrap();
+        zones.cache().flush_patch(superblock).unwrap();
+        wal.release_before(pos, superblock).unwrap();
+        // Every piece was overtaken but the one `pos` is in (kept for the records after it).
+        assert!(
+            wal.buffer_bytes() <= 3 * piece,
+            "round {round}: {} bytes buffered",
+            wal.buffer_bytes()
+        );
+    }
+    // What follows the last checkpoint still reaches the disk, in order.
+    let (pos, _) = wal.position();
+    for _ in 0..3 {
+        lsn += 1;
+        wal.append_buffered(1, 1, Flags::AUTOCOMMIT, &payload(lsn, 200))
+            .unwrap();
+    }
+    wal.sync_to(lsn).unwrap();
+    let reopened = reopen(disk);
+    let mut reader = LogReader::open(&reopened, pos, 1).unwrap();
+    for want in lsn - 2..=lsn {
+        let (_, record) = reader.next_record().unwrap().unwrap();
+        assert_eq!(record.lsn, want);
+        assert_eq!(record.payload, payload(want, 200));
+    }
+    assert!(reader.next_record().unwrap().is_none());
+}

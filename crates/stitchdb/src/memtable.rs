@@ -68,20 +68,62 @@ pub struct Memtable {
     bytes: AtomicUsize,
 }
 
-/// Bytes an entry is charged in the memtable beyond its key and value: an estimate of the
-/// node (the inline key, links and the value's vector).
-const NODE_CHARGE: usize = 48;
+/// The average height of a skip-list node's tower: crossbeam's heights are geometric with
+/// ratio 1/2 (height `h` with probability `2^-h`), so a node carries two links on average.
+const AVERAGE_TOWER: usize = 2;
+
+/// The bytes a skip-list node of the memtable takes: its key (the inline bytes, prefix and
+/// sequence number), its value's header, the reference count and height, and the tower of
+/// links (crossbeam-skiplist's `Node`), as the allocator hands it out.
+const NODE_BYTES: usize = allocation(
+    std::mem::size_of::<VersionedKey>()
+        + std::mem::size_of::<Value>()
+        + std::mem::size_of::<usize>()
+        + AVERAGE_TOWER * std::mem::size_of::<usize>(),
+);
+
+/// The bytes an allocation of `n` bytes takes from the allocator: its size rounded up to the
+/// allocator's size class (mimalloc's and glibc's are 16 bytes apart up to 128 bytes, then
+/// four per doubling), so memtable accounting follows resident memory rather than payload.
+pub(crate) const fn allocation(n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    if n <= 128 {
+        return n.div_ceil(16) * 16;
+    }
+    // Four classes per power of two: steps of a quarter of the power of two below `n`.
+    let step = (1usize << (usize::BITS - 1 - (n - 1).leading_zeros())) / 4;
+    n.div_ceil(step) * step
+}
+
+/// The memory one version of a key costs in the memtable: its node, the key's bytes when
+/// they do not fit in the node ([`INLINE_KEY`]) and the value's buffer (its capacity).
+fn entry_bytes(key: &[u8], value: &Value) -> usize {
+    let spilled = if key.len() > INLINE_KEY {
+        allocation(key.len())
+    } else {
+        0
+    };
+    NODE_BYTES + spilled + value.as_ref().map_or(0, |v| allocation(v.capacity()))
+}
 
 impl Memtable {
+    /// Inserts a version of `key`. [`bytes`](Self::bytes) grows by what the version costs in
+    /// memory (its node, key and value as allocated), so a memtable of `memtable_size` bytes
+    /// holds about that much of the process's memory, as RocksDB's arena-backed memtable does.
     pub fn insert(&self, key: &[u8], seq: u64, value: Value) {
-        let charged = key.len() + value.as_ref().map_or(0, Vec::len) + NODE_CHARGE;
-        self.bytes.fetch_add(charged, AtomicOrdering::Relaxed);
+        self.bytes
+            .fetch_add(entry_bytes(key, &value), AtomicOrdering::Relaxed);
         self.map.insert(VersionedKey::new(key, seq), value);
     }
 
     /// Deletes `[start, end)` as of `seq` (see [`crate::entry::RangeTombstone`]).
     pub fn delete_range(&self, start: &[u8], end: &[u8], seq: u64) {
-        let charged = start.len() + end.len() + NODE_CHARGE;
+        let charged = allocation(start.len())
+            + allocation(end.len())
+            + std::mem::size_of::<RangeTombstone>()
+            + NODE_BYTES;
         self.bytes.fetch_add(charged, AtomicOrdering::Relaxed);
         self.has_ranges.store(true, AtomicOrdering::Release);
         self.ranges.write().push(RangeTombstone {
@@ -253,6 +295,44 @@ mod tests {
             .map(|e| e.seq)
             .collect();
         assert_eq!(seqs, vec![7, 5, 1]);
+    }
+
+    #[test]
+    fn allocations_round_up_to_size_classes() {
+        let sizes = [0, 1, 16, 17, 100, 128, 129, 160, 161, 1000, 4096, 4097];
+        let classes = [0, 16, 16, 32, 112, 128, 160, 160, 192, 1024, 4096, 5120];
+        for (n, class) in sizes.into_iter().zip(classes) {
+            assert_eq!(allocation(n), class, "allocation({n})");
+        }
+    }
+
+    /// A memtable counts what its entries take from the allocator, not their payload: the
+    /// node (never less than crossbeam's node of average height), a key too long to sit in
+    /// the node, and the value's buffer by its capacity.
+    #[test]
+    fn bytes_count_nodes_spilled_keys_and_value_capacity() {
+        let m = Memtable::default();
+        let node = std::mem::size_of::<VersionedKey>() + std::mem::size_of::<Value>() + 8 + 16;
+        assert!(
+            NODE_BYTES >= node && NODE_BYTES < node + 16,
+            "{NODE_BYTES} vs {node}"
+        );
+        // 16-byte keys and 100-byte values (db_bench's): a node and a 112-byte buffer each.
+        for i in 0..1000u64 {
+            m.insert(&i.to_be_bytes().repeat(2), i, Some(vec![7; 100]));
+        }
+        assert_eq!(m.bytes(), 1000 * (NODE_BYTES + 112));
+        // A key past the inline length has a buffer of its own; a tombstone has no value.
+        m.insert(&[1; INLINE_KEY + 1], 2000, None);
+        assert_eq!(m.bytes(), 1000 * (NODE_BYTES + 112) + NODE_BYTES + 32);
+        // A value is charged by its capacity.
+        let mut v = Vec::with_capacity(1000);
+        v.push(1);
+        m.insert(b"k", 2001, Some(v));
+        assert_eq!(
+            m.bytes(),
+            1000 * (NODE_BYTES + 112) + 2 * NODE_BYTES + 32 + 1024
+        );
     }
 
     proptest::proptest! {

@@ -48,7 +48,8 @@ pub struct Options {
     /// room to spare); 0 grows and allocates each zone when it is taken, on the taker's
     /// thread.
     pub ahead_zones: u64,
-    /// A memtable is written out as a run once it holds this many bytes.
+    /// A memtable is written out as a run once it takes this many bytes of memory: its
+    /// entries' skip-list nodes, keys too long for a node and value buffers, as allocated.
     pub memtable_size: usize,
     /// Runs a level holds before they are merged into one run of a level below (the paper's
     /// two runs per level: level `i` then holds about `memtable_size * 2^i` bytes per run).
