@@ -80,7 +80,7 @@ pub struct KvFuse {
 }
 
 /// Consecutive WRITEs of one file's write-back, committed as one write. The kernel writes
-/// back a sequentially written file in 1 MiB WRITEs, up to 12 at a time; committed one by
+/// back a sequentially written file in 1 MiB WRITEs, up to 16 at a time; committed one by
 /// one, each is a commit and an ingested run of its own, and the runs, 1,024 for a GiB,
 /// outnumber what merges keep up with (writers are then paced). So a large WRITE of the
 /// kernel's write-back (no caller waits for it by itself) that has a request queued behind
@@ -166,8 +166,10 @@ impl Held {
 }
 
 impl HeldWrites {
-    /// Nothing held; starts the thread that commits what waits too long.
-    fn start(served: Arc<Served>) -> Arc<HeldWrites> {
+    /// Nothing held; starts the thread that commits what waits too long. It holds `served`
+    /// only while it commits, so that the file system is closed once the session ends (see
+    /// `Mount::wait`), and stops at [`stop`](Self::stop).
+    fn start(served: std::sync::Weak<Served>) -> Arc<HeldWrites> {
         let h = Arc::new(HeldWrites {
             held: Mutex::new(None),
             wake: parking_lot::Condvar::new(),
@@ -200,7 +202,7 @@ impl HeldWrites {
     }
 
     /// The committing thread: commits each holding still there [`HOLD_WAIT`] after it began.
-    fn commit_late(&self, served: &Served) {
+    fn commit_late(&self, served: &std::sync::Weak<Served>) {
         let mut held = self.held.lock();
         loop {
             if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -219,9 +221,15 @@ impl HeldWrites {
                 }
             }
             if held.as_ref().is_some_and(|h| h.serial == serial) {
+                let Some(served) = served.upgrade() else {
+                    return;
+                };
                 if let Some(h) = held.take() {
-                    h.commit(served);
+                    h.commit(&served);
                 }
+                // Let go of it before the lock: once `stop` has the lock, nothing here holds
+                // the file system.
+                drop(served);
             }
         }
     }
@@ -235,12 +243,20 @@ impl HeldWrites {
     }
 }
 
+impl Drop for KvFuse {
+    /// A session that ends without DESTROY (the connection aborted) still answers the WRITEs
+    /// held, and stops the thread committing them.
+    fn drop(&mut self) {
+        self.held.stop(&self.served);
+    }
+}
+
 impl KvFuse {
     /// Serves `fs`.
     pub fn new(fs: Arc<Fs>, opts: ServeOptions) -> KvFuse {
         let served = Arc::new(Served::new(fs, opts));
         KvFuse {
-            held: HeldWrites::start(served.clone()),
+            held: HeldWrites::start(Arc::downgrade(&served)),
             served,
             poller: Arc::new(OnceLock::new()),
             prepared: Arc::new(Mutex::new(None)),
