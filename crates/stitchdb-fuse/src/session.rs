@@ -5,6 +5,7 @@
 
 use crate::attr::{file_attr, file_type, timespec};
 use crate::bdi::{BdiSettings, PendingBdi};
+use crate::nodeid;
 use crate::options::ServeOptions;
 use crate::poll::Poller;
 use crate::table::{
@@ -25,6 +26,19 @@ use stitchdb_fs::{Attr, DirEntry, Fs, SetAttr, TimeSet};
 
 /// The largest read and write request (1 MiB): the kernel sends up to this much in one.
 pub const MAX_REQUEST: u32 = 1 << 20;
+
+/// The most file data the kernel's write-back WRITEs held together make (see
+/// [`HeldWrites`]): one commit, one ingested run.
+pub const HOLD_MAX: usize = 4 << 20;
+
+/// The shortest WRITE held for the next one (see [`HeldWrites`]): a stretch the engine would
+/// ingest as a run of its own (`Options::ingest_min_bytes`), i.e. the kernel's large
+/// write-back requests, not a small file's.
+const HOLD_MIN: usize = 256 << 10;
+
+/// How long held WRITEs wait at most for the request behind them (see [`HeldWrites`]): only
+/// a request `fuser` answers itself (an INTERRUPT, an IOCTL) can leave them waiting.
+const HOLD_WAIT: Duration = Duration::from_millis(2);
 
 /// How long the session thread naps after a FORGET while the io_uring queues serve (see
 /// [`KvFuse::gather_forgets`]): at most 500 wake-ups a second for FORGETs.
@@ -61,13 +75,189 @@ pub struct KvFuse {
     /// Backing-device settings to write once the kernel has taken the INIT reply, which sets
     /// the readahead again: on the first request after it (see [`KvFuse::set_bdi`]).
     bdi: Arc<PendingBdi>,
+    /// The kernel's write-back WRITEs held to be committed together (see [`HeldWrites`]).
+    held: Arc<HeldWrites>,
+}
+
+/// Consecutive WRITEs of one file's write-back, committed as one write. The kernel writes
+/// back a sequentially written file in 1 MiB WRITEs, up to 16 at a time; committed one by
+/// one, each is a commit and an ingested run of its own, and the runs, 1,024 for a GiB,
+/// outnumber what merges keep up with (writers are then paced). So a large WRITE of the
+/// kernel's write-back (no caller waits for it by itself) that has a request queued behind
+/// it is held, unanswered; the WRITEs that continue it join it, up to [`HOLD_MAX`] bytes;
+/// the first request that does not continue it, or that finds it full, commits it (one
+/// commit, one run) and answers each of its WRITEs, before being served itself. So every
+/// request is still served after those the kernel sent before it. Requests `fuser` answers
+/// itself never reach the adapter, so a thread also commits what was held for
+/// [`HOLD_WAIT`].
+struct HeldWrites {
+    held: Mutex<Option<Held>>,
+    /// Tells the committing thread that WRITEs are held, or (`true`) to stop.
+    wake: parking_lot::Condvar,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+/// WRITEs held: of node `ino` from `offset`, `data` back to back, each one's reply and
+/// length.
+struct Held {
+    ino: u64,
+    fh: u64,
+    flags: i32,
+    uid: u32,
+    gid: u32,
+    offset: i64,
+    data: Vec<u8>,
+    replies: Vec<(ReplyWrite, u32)>,
+    /// Which holding this is, so the committing thread's wait for one does not commit the
+    /// next early.
+    serial: u64,
+}
+
+impl Held {
+    /// Whether a WRITE of `len` bytes at `offset` of `ino` continues these and fits.
+    fn continued_by(&self, ino: u64, fh: u64, flags: i32, offset: i64, len: usize) -> bool {
+        self.ino == ino
+            && self.fh == fh
+            && self.flags == flags
+            && offset == self.offset + self.data.len() as i64
+            && self.data.len() + len <= HOLD_MAX
+    }
+
+    /// Commits the WRITEs held as one and answers each.
+    fn commit(self, served: &Served) {
+        let op = Op::Write {
+            fh: self.fh,
+            offset: self.offset,
+            data: &self.data,
+            flags: self.flags,
+            kill_suidgid: false,
+        };
+        let req = Request {
+            ino: self.ino,
+            uid: self.uid,
+            gid: self.gid,
+            pid: 0,
+            op,
+        };
+        match served.serve(req) {
+            Ok(Reply::Written(mut n)) => {
+                // Fewer bytes than asked only at the largest file size: the first WRITEs
+                // got theirs in, the rest nothing.
+                for (reply, len) in self.replies {
+                    match len.min(n) {
+                        0 => reply.error(libc::EFBIG),
+                        took => reply.written(took),
+                    }
+                    n = n.saturating_sub(len);
+                }
+            }
+            Ok(r) => {
+                let e = mismatch(&r);
+                self.replies
+                    .into_iter()
+                    .for_each(|(reply, _)| reply.error(e));
+            }
+            Err(e) => self
+                .replies
+                .into_iter()
+                .for_each(|(reply, _)| reply.error(e)),
+        }
+    }
+}
+
+impl HeldWrites {
+    /// Nothing held; starts the thread that commits what waits too long. It holds `served`
+    /// only while it commits, so that the file system is closed once the session ends (see
+    /// `Mount::wait`), and stops at [`stop`](Self::stop).
+    fn start(served: std::sync::Weak<Served>) -> Arc<HeldWrites> {
+        let h = Arc::new(HeldWrites {
+            held: Mutex::new(None),
+            wake: parking_lot::Condvar::new(),
+            stop: std::sync::atomic::AtomicBool::new(false),
+        });
+        let me = h.clone();
+        let spawned = std::thread::Builder::new()
+            .name("kvfs-held".into())
+            .spawn(move || me.commit_late(&served));
+        if let Err(e) = spawned {
+            // Without it nothing is held (see `may_hold`).
+            tracing::warn!("starting the thread committing held WRITEs: {e}");
+            h.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        h
+    }
+
+    /// Whether WRITEs may be held: the committing thread runs.
+    fn may_hold(&self) -> bool {
+        !self.stop.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Commits what is held, if anything, and answers its WRITEs.
+    fn commit(&self, served: &Served) {
+        let mut held = self.held.lock();
+        if let Some(h) = held.take() {
+            // Under the lock: a request served after this returns is served after them.
+            h.commit(served);
+        }
+    }
+
+    /// The committing thread: commits each holding still there [`HOLD_WAIT`] after it began.
+    fn commit_late(&self, served: &std::sync::Weak<Served>) {
+        let mut held = self.held.lock();
+        loop {
+            if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return;
+            }
+            let Some(serial) = held.as_ref().map(|h| h.serial) else {
+                self.wake.wait(&mut held);
+                continue;
+            };
+            let deadline = std::time::Instant::now() + HOLD_WAIT;
+            while held.as_ref().is_some_and(|h| h.serial == serial)
+                && !self.stop.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                if self.wake.wait_until(&mut held, deadline).timed_out() {
+                    break;
+                }
+            }
+            if held.as_ref().is_some_and(|h| h.serial == serial) {
+                let Some(served) = served.upgrade() else {
+                    return;
+                };
+                if let Some(h) = held.take() {
+                    h.commit(&served);
+                }
+                // Let go of it before the lock: once `stop` has the lock, nothing here holds
+                // the file system.
+                drop(served);
+            }
+        }
+    }
+
+    /// Commits what is held and stops the committing thread (once this returns, it commits
+    /// nothing more).
+    fn stop(&self, served: &Served) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.commit(served);
+        self.wake.notify_all();
+    }
+}
+
+impl Drop for KvFuse {
+    /// A session that ends without DESTROY (the connection aborted) still answers the WRITEs
+    /// held, and stops the thread committing them.
+    fn drop(&mut self) {
+        self.held.stop(&self.served);
+    }
 }
 
 impl KvFuse {
     /// Serves `fs`.
     pub fn new(fs: Arc<Fs>, opts: ServeOptions) -> KvFuse {
+        let served = Arc::new(Served::new(fs, opts));
         KvFuse {
-            served: Arc::new(Served::new(fs, opts)),
+            held: HeldWrites::start(Arc::downgrade(&served)),
+            served,
             poller: Arc::new(OnceLock::new()),
             prepared: Arc::new(Mutex::new(None)),
             queues: None,
@@ -105,6 +295,7 @@ impl KvFuse {
     /// session thread polling for them would take CPU from the queues' own polling (the
     /// queues' first request writes the settings, through the handler).
     fn busy(&self) {
+        self.held.commit(&self.served);
         if self.queues.is_none() {
             if let Some(p) = self.poller.get() {
                 p.busy();
@@ -253,6 +444,7 @@ impl Filesystem for KvFuse {
     }
 
     fn destroy(&mut self) {
+        self.held.stop(&self.served);
         stitchdb::spin_for_reads(Duration::ZERO);
         if let Some(q) = self.queues.take() {
             q.stop();
@@ -266,11 +458,15 @@ impl Filesystem for KvFuse {
     }
 
     fn forget(&mut self, _req: &fuser::Request<'_>, ino: u64, _nlookup: u64) {
+        // Nobody waits for a FORGET, but held WRITEs should not wait for the request after
+        // it.
+        self.held.commit(&self.served);
         self.served.forget(ino);
         self.gather_forgets();
     }
 
     fn batch_forget(&mut self, _req: &fuser::Request<'_>, nodes: &[fuser::fuse_forget_one]) {
+        self.held.commit(&self.served);
         for n in nodes {
             self.served.forget(n.nodeid);
         }
@@ -450,12 +646,64 @@ impl Filesystem for KvFuse {
         _lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
+        let kill_suidgid = write_flags & WRITE_KILL_SUIDGID != 0;
+        // The kernel's write-back of a large stretch (see `HeldWrites`): held while a request
+        // waits behind it, joined by the WRITEs that continue it.
+        let holdable = req.pid() == 0
+            && !kill_suidgid
+            && data.len() >= HOLD_MIN
+            && offset >= 0
+            && nodeid::split(ino).0 == nodeid::MAINLINE
+            && self.served.opts.writeback_cache
+            && !self.served.opts.sync
+            && self.held.may_hold();
+        if holdable {
+            let mut held = self.held.held.lock();
+            if held
+                .as_ref()
+                .is_some_and(|h| !h.continued_by(ino, fh, flags, offset, data.len()))
+            {
+                if let Some(h) = held.take() {
+                    h.commit(&self.served);
+                }
+            }
+            let waiting = self.poller.get().is_some_and(|p| p.request_waiting());
+            if waiting || held.is_some() {
+                if let Some(p) = self.poller.get() {
+                    p.busy();
+                }
+                let h = held.get_or_insert_with(|| {
+                    let serial = HELD_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    Held {
+                        ino,
+                        fh,
+                        flags,
+                        uid: req.uid(),
+                        gid: req.gid(),
+                        offset,
+                        data: Vec::with_capacity(HOLD_MAX),
+                        replies: Vec::new(),
+                        serial,
+                    }
+                });
+                h.data.extend_from_slice(data);
+                h.replies.push((reply, data.len() as u32));
+                if !waiting || h.data.len() + HOLD_MIN > HOLD_MAX {
+                    if let Some(h) = held.take() {
+                        h.commit(&self.served);
+                    }
+                } else {
+                    self.held.wake.notify_one();
+                }
+                return;
+            }
+        }
         let op = Op::Write {
             fh,
             offset,
             data,
             flags,
-            kill_suidgid: write_flags & WRITE_KILL_SUIDGID != 0,
+            kill_suidgid,
         };
         self.run(req, ino, op, reply);
     }
@@ -677,6 +925,9 @@ impl Filesystem for KvFuse {
         self.run(req, ino, Op::Lseek { offset, whence }, reply);
     }
 }
+
+/// Numbers the holdings of WRITEs (see [`Held::serial`]).
+static HELD_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A `fuser` reply that carries a table's answer to the kernel.
 trait Send2Kernel: Send + 'static {
