@@ -1227,12 +1227,12 @@ impl ZoneStore {
         Ok(taken)
     }
 
-    /// Whether more than `keep(reserve)` free zones are allocated (recycled or ready), allocating more
-    /// (punched-out zones, or new ones at the end of the disk, or, on a full disk, the zones
-    /// held for the older checkpoint, as taking a zone would) to make it so; false if the
-    /// disk has no room for them. While zones are not backed (the device has room to
-    /// spare: see [`update_backing`](Self::update_backing)), free zones of any kind count,
-    /// and the store grows to have them. A writer asks before it commits what must later be
+    /// Whether more than `keep(reserve)` free zones are allocated (recycled or ready),
+    /// allocating more (punched-out zones, or new ones at the end of the disk, or, on a full
+    /// disk, the zones held for the older checkpoint, as taking a zone would) to make it so;
+    /// false if the disk has no room for them. While zones are not backed (the device has
+    /// room to spare: `update_backing`), free zones of any kind count, and the store grows
+    /// to have them. A writer asks before it commits what must later be
     /// flushed and merged (see [`Reserve`]).
     pub fn has_room_beyond(&self, keep: impl Fn(&Reserve) -> u64) -> bool {
         self.or_release_held(|| self.allocate_beyond(&keep)).is_ok()
