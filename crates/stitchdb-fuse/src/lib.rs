@@ -36,4 +36,6 @@ pub use mount::{check_mountpoint, open_session, serve, unmount, Mount};
 pub use mountinfo::is_mount_point;
 pub use options::{MountConfig, ServeOptions};
 pub use poll::{Poller, DEFAULT_POLL_WINDOW};
+#[doc(hidden)]
+pub use session::HeldCounts;
 pub use session::{KvFuse, MAX_REQUEST};

@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 use stitchdb_fs::{Attr, DirEntry, Fs, SetAttr, TimeSet};
@@ -79,6 +80,20 @@ pub struct KvFuse {
     held: Arc<HeldWrites>,
 }
 
+/// What the holding of write-back WRITEs (see [`HeldWrites`]) did since the mount, counted
+/// so that tests can tell whether WRITEs were held at all (whether one is depends on what
+/// the kernel has queued when it comes). Not an interface: see [`KvFuse::held_counts`].
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct HeldCounts {
+    /// Holdings committed, each as one write (one commit).
+    pub commits: AtomicU64,
+    /// WRITEs answered by those commits.
+    pub writes: AtomicU64,
+    /// Of those, the WRITEs answered with an error (none of their bytes written).
+    pub failed: AtomicU64,
+}
+
 /// Consecutive WRITEs of one file's write-back, committed as one write. The kernel writes
 /// back a sequentially written file in 1 MiB WRITEs, up to 16 at a time; committed one by
 /// one, each is a commit and an ingested run of its own, and the runs, 1,024 for a GiB,
@@ -92,6 +107,8 @@ pub struct KvFuse {
 /// [`HOLD_WAIT`].
 struct HeldWrites {
     held: Mutex<Option<Held>>,
+    /// What the holdings committed so far did.
+    counts: Arc<HeldCounts>,
     /// Tells the committing thread that WRITEs are held, or (`true`) to stop.
     wake: parking_lot::Condvar,
     stop: std::sync::atomic::AtomicBool,
@@ -123,8 +140,12 @@ impl Held {
             && self.data.len() + len <= HOLD_MAX
     }
 
-    /// Commits the WRITEs held as one and answers each.
-    fn commit(self, served: &Served) {
+    /// Commits the WRITEs held as one and answers each; counts them in `counts`.
+    fn commit(self, served: &Served, counts: &HeldCounts) {
+        counts.commits.fetch_add(1, Ordering::Relaxed);
+        counts
+            .writes
+            .fetch_add(self.replies.len() as u64, Ordering::Relaxed);
         let op = Op::Write {
             fh: self.fh,
             offset: self.offset,
@@ -139,29 +160,40 @@ impl Held {
             pid: 0,
             op,
         };
-        match served.serve(req) {
-            Ok(Reply::Written(mut n)) => {
-                // Fewer bytes than asked only at the largest file size: the first WRITEs
-                // got theirs in, the rest nothing.
-                for (reply, len) in self.replies {
-                    match len.min(n) {
-                        0 => reply.error(libc::EFBIG),
-                        took => reply.written(took),
-                    }
-                    n = n.saturating_sub(len);
+        let answers = held_answers(served.serve(req), self.replies.iter().map(|r| r.1));
+        for ((reply, _), answer) in self.replies.into_iter().zip(answers) {
+            match answer {
+                Ok(n) => reply.written(n),
+                Err(e) => {
+                    counts.failed.fetch_add(1, Ordering::Relaxed);
+                    reply.error(e)
                 }
             }
-            Ok(r) => {
-                let e = mismatch(&r);
-                self.replies
-                    .into_iter()
-                    .for_each(|(reply, _)| reply.error(e));
-            }
-            Err(e) => self
-                .replies
-                .into_iter()
-                .for_each(|(reply, _)| reply.error(e)),
         }
+    }
+}
+
+/// What each of the WRITEs held together (of `lens` bytes, in order) is answered once their
+/// commit as one write answered `committed`: the bytes it took, or the errno. A commit that
+/// fails fails every one of them; one that wrote fewer bytes than held (it stopped at the
+/// largest file size) gives the first WRITEs theirs and `EFBIG` to those that got nothing.
+fn held_answers(committed: Answer<Reply>, lens: impl Iterator<Item = u32>) -> Vec<Answer<u32>> {
+    match committed {
+        Ok(Reply::Written(mut n)) => lens
+            .map(|len| {
+                let took = len.min(n);
+                n -= took;
+                match took {
+                    0 => Err(libc::EFBIG),
+                    took => Ok(took),
+                }
+            })
+            .collect(),
+        Ok(r) => {
+            let e = mismatch(&r);
+            lens.map(|_| Err(e)).collect()
+        }
+        Err(e) => lens.map(|_| Err(e)).collect(),
     }
 }
 
@@ -172,6 +204,7 @@ impl HeldWrites {
     fn start(served: std::sync::Weak<Served>) -> Arc<HeldWrites> {
         let h = Arc::new(HeldWrites {
             held: Mutex::new(None),
+            counts: Arc::default(),
             wake: parking_lot::Condvar::new(),
             stop: std::sync::atomic::AtomicBool::new(false),
         });
@@ -197,7 +230,7 @@ impl HeldWrites {
         let mut held = self.held.lock();
         if let Some(h) = held.take() {
             // Under the lock: a request served after this returns is served after them.
-            h.commit(served);
+            h.commit(served, &self.counts);
         }
     }
 
@@ -225,7 +258,7 @@ impl HeldWrites {
                     return;
                 };
                 if let Some(h) = held.take() {
-                    h.commit(&served);
+                    h.commit(&served, &self.counts);
                 }
                 // Let go of it before the lock: once `stop` has the lock, nothing here holds
                 // the file system.
@@ -263,6 +296,13 @@ impl KvFuse {
             queues: None,
             bdi: Arc::new(PendingBdi::default()),
         }
+    }
+
+    /// What the holding of write-back WRITEs has done so far, for tests (see
+    /// [`HeldCounts`]).
+    #[doc(hidden)]
+    pub fn held_counts(&self) -> Arc<HeldCounts> {
+        self.held.counts.clone()
     }
 
     /// Where the session puts its notifier once it exists (the adapter is moved into the
@@ -664,7 +704,7 @@ impl Filesystem for KvFuse {
                 .is_some_and(|h| !h.continued_by(ino, fh, flags, offset, data.len()))
             {
                 if let Some(h) = held.take() {
-                    h.commit(&self.served);
+                    h.commit(&self.served, &self.held.counts);
                 }
             }
             let waiting = self.poller.get().is_some_and(|p| p.request_waiting());
@@ -690,7 +730,7 @@ impl Filesystem for KvFuse {
                 h.replies.push((reply, data.len() as u32));
                 if !waiting || h.data.len() + HOLD_MIN > HOLD_MAX {
                     if let Some(h) = held.take() {
-                        h.commit(&self.served);
+                        h.commit(&self.served, &self.held.counts);
                     }
                 } else {
                     self.held.wake.notify_one();
@@ -1043,5 +1083,44 @@ impl Send2Kernel for ReplyLseek {
             Ok(r) => self.error(mismatch(&r)),
             Err(e) => self.error(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u32 = 1 << 20;
+
+    #[test]
+    fn a_failed_commit_fails_every_held_write() {
+        let lens = [MIB, MIB, 256 << 10, MIB];
+        for e in [libc::EFBIG, libc::ENOSPC, libc::EROFS, libc::EIO] {
+            let answers = held_answers(Err(e), lens.into_iter());
+            assert_eq!(answers, vec![Err(e); lens.len()]);
+        }
+        // An answer that is not a write's is the table's bug: every WRITE still gets EIO.
+        let answers = held_answers(Ok(Reply::Empty), lens.into_iter());
+        assert_eq!(answers, vec![Err(libc::EIO); lens.len()]);
+    }
+
+    #[test]
+    fn a_short_commit_answers_what_each_held_write_took_and_efbig_after() {
+        let lens = [MIB, MIB, MIB, MIB];
+        let all = 4 * MIB;
+        let answers = held_answers(Ok(Reply::Written(all)), lens.into_iter());
+        assert_eq!(answers, vec![Ok(MIB); 4]);
+        // Stopped inside the second WRITE: it took part of its bytes, the rest nothing.
+        let answers = held_answers(Ok(Reply::Written(MIB + 4096)), lens.into_iter());
+        assert_eq!(
+            answers,
+            vec![Ok(MIB), Ok(4096), Err(libc::EFBIG), Err(libc::EFBIG)]
+        );
+        // Stopped at a WRITE's end: the next ones took nothing.
+        let answers = held_answers(Ok(Reply::Written(2 * MIB)), lens.into_iter());
+        assert_eq!(
+            answers,
+            vec![Ok(MIB), Ok(MIB), Err(libc::EFBIG), Err(libc::EFBIG)]
+        );
     }
 }

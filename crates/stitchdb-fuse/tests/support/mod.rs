@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use stitchdb::{Db, Options};
 use stitchdb_fs::Fs;
-use stitchdb_fuse::{open_session, KvFuse, MountConfig};
+use stitchdb_fuse::{open_session, HeldCounts, KvFuse, MountConfig};
 
 /// Why FUSE tests cannot run here, if they cannot: no /dev/fuse or no fusermount3.
 pub fn fuse_unavailable() -> Option<String> {
@@ -53,6 +53,8 @@ pub struct Mounted {
     pub store: PathBuf,
     /// The file system being served (weak: the mount alone keeps it open).
     pub fs: std::sync::Weak<Fs>,
+    /// What the `/dev/fuse` session's holding of write-back WRITEs did.
+    pub held: Arc<HeldCounts>,
 }
 
 impl Mounted {
@@ -70,16 +72,30 @@ impl Mounted {
     /// A new store in a temporary directory, mounted there with `options` (`-o`'s).
     pub fn with_options(options: &str) -> Mounted {
         let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("mnt")).unwrap();
+        let db = Db::create(tmp.path().join("fs.store"), Options::default()).unwrap();
+        Mounted::serve(tmp, db, options)
+    }
+
+    /// Mounts again the store in `tmp` (what [`unmount`](Self::unmount) returned), with
+    /// `options`.
+    pub fn remount(tmp: tempfile::TempDir, options: &str) -> Mounted {
+        let db = Db::open(tmp.path().join("fs.store"), Options::default()).unwrap();
+        Mounted::serve(tmp, db, options)
+    }
+
+    /// Mounts the file system of `db`, the store in `tmp`, on `tmp`'s `mnt`.
+    fn serve(tmp: tempfile::TempDir, db: Db, options: &str) -> Mounted {
         let store = tmp.path().join("fs.store");
         let dir = tmp.path().join("mnt");
-        std::fs::create_dir(&dir).unwrap();
-        let db = Db::create(&store, Options::default()).unwrap();
         // The options and session `stitchdb mount` uses, polling included.
         let config =
             MountConfig::parse(store.clone(), dir.clone(), &[options.to_string()]).unwrap();
         let fs = Arc::new(Fs::mount(db, config.fs_options()).unwrap());
         let weak = Arc::downgrade(&fs);
-        let session = open_session(&config, KvFuse::new(fs, config.serve_options())).unwrap();
+        let adapter = KvFuse::new(fs, config.serve_options());
+        let held = adapter.held_counts();
+        let session = open_session(&config, adapter).unwrap();
         let session = session.spawn().unwrap();
         Mounted {
             dir,
@@ -87,6 +103,7 @@ impl Mounted {
             tmp: Some(tmp),
             store,
             fs: weak,
+            held,
         }
     }
 
