@@ -3,7 +3,6 @@
 //! Every command is `stitchdb COMMAND STORE [ARGS]`; `src/commands` holds one module per
 //! command. Line formats for import, export and scan are in [`format`](mod@format).
 
-mod alloc;
 mod commands;
 mod error;
 mod format;
@@ -18,8 +17,7 @@ use error::CliError;
 use std::process::ExitCode;
 
 // The engine allocates a node per memtable entry and a buffer per block, many small short-lived
-// allocations, which mimalloc serves with less CPU time than glibc's allocator (freed memory
-// given back after 10 ms: `alloc`).
+// allocations, which mimalloc serves with less CPU time than glibc's allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -50,7 +48,6 @@ fn disable_transparent_huge_pages() {
 }
 
 fn main() -> ExitCode {
-    alloc::purge_freed_memory_sooner();
     disable_transparent_huge_pages();
     // Usage errors clap finds exit here with status 2, `Exit::Usage`.
     let cli = Cli::parse();
