@@ -2,12 +2,14 @@
 //! in bytes. Blocks never change once written, so entries never go stale; a released extent's
 //! entry is dropped by the run-block release handler (its address may be reused).
 //!
-//! A point read admits a block only at its second miss within a while (the cache remembers
-//! the addresses of recent first misses, a few per cached block, not their contents): a
-//! block read once is looked up in its raw bytes instead of parsed (see `Block::find`), so a
-//! workload of random reads over far more blocks than the cache holds parses none of them,
-//! and a hot block costs one extra read from the disk before it is cached. Scans admit
-//! the blocks they start in at once.
+//! Until it is full, the cache admits every block read. Once full, a block is admitted only
+//! at its second miss within a while (the cache remembers the addresses of recent first
+//! misses, a few per cached block, not their contents): a block read once is looked up in
+//! its raw bytes instead of parsed (see `Block::find`), so random reads over far more blocks
+//! than the cache holds parse none of them and do not churn it, and a hot block costs one
+//! extra read from the disk before it is cached. A cache with room admits at the first miss
+//! because admitting evicts nothing there: a working set the cache holds is cached after
+//! one read of each block, not two.
 
 use super::block::Block;
 use lru::LruCache;
@@ -62,14 +64,18 @@ impl ReadCache {
         self.shard(addr).lock().map.get(addr).cloned()
     }
 
-    /// For a point read that missed `addr`: whether to parse and cache the block (it was
-    /// missed lately already), else remembers the miss. Always with no budget to admit into.
+    /// For a read that missed `addr`: whether to parse and cache the block (its shard has
+    /// room, so caching it evicts nothing, or it was missed lately already), else remembers
+    /// the miss. Never with no budget to admit into.
     pub fn admit(&self, addr: ExtentAddr) -> bool {
         if self.budget_per_shard == 0 {
             return false;
         }
         let mut shard = self.shard(&addr).lock();
-        if shard.missed.pop(&addr).is_some() {
+        // Room: the block parsed (about its extent's bytes, plus its keys and entry table)
+        // fits without evicting anything.
+        let room = shard.bytes + 2 * addr.len as usize <= self.budget_per_shard;
+        if room || shard.missed.pop(&addr).is_some() {
             return true;
         }
         shard.missed.put(addr, ());

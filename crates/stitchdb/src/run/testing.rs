@@ -3,8 +3,9 @@
 
 use super::{Run, RunBuilder, Storage};
 use crate::entry::{Entry, EntryRef};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use stitch_io::{CountingDisk, MemDisk};
+use stitch_io::{CountingDisk, DiskRequest, MemDisk};
 use stitch_patch::{BlockCache, CacheConfig};
 use stitch_zone::{Stream, ZoneConfig, ZoneStore};
 
@@ -20,6 +21,18 @@ pub(crate) fn counted_storage_cached(cache_bytes: usize) -> (Arc<CountingDisk>, 
     let cache = Arc::new(BlockCache::new(disk.clone(), CacheConfig::default()));
     let zones = Arc::new(ZoneStore::create(cache, ZoneConfig::default()).unwrap());
     (disk, Storage::new(zones, cache_bytes, false))
+}
+
+/// A counter of the bytes read from `disk` from now on.
+pub(crate) fn bytes_read(disk: &CountingDisk) -> Arc<AtomicU64> {
+    let bytes = Arc::new(AtomicU64::new(0));
+    let counted = bytes.clone();
+    disk.set_hook(move |r| {
+        if let DiskRequest::Read { len, .. } = r {
+            counted.fetch_add(len, Ordering::Relaxed);
+        }
+    });
+    bytes
 }
 
 /// A run of one-block entries, written to the disk: for each range `r`, key `r`/`suffix`
