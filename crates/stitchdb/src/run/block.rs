@@ -288,7 +288,7 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
         }
         self.key.extend_from_slice(rest);
         if i == 0 && self.key != self.handle_first_key {
-            return Err("contents do not match the run index".into());
+            return Err(NOT_THE_INDEX.into());
         }
         self.pos = r.pos();
         self.seq = seq;
@@ -313,6 +313,9 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
         self.decoded < self.count
     }
 }
+
+/// A block's damage when its entries are not those its index entry names.
+pub const NOT_THE_INDEX: &str = "contents do not match the run index";
 
 /// What [`Block::find`] found of a key.
 #[derive(Debug, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use crate::codec::{put_varint, Reader};
 use crate::entry::{Entry, EntryRef, RangeDeletes, RangeTombstone, Value};
 use crate::merge_iter::LazySource;
 use crate::{Error, Result};
-pub(crate) use block::{Block, Found, Framing, RawEntries};
+pub(crate) use block::{Block, Found, Framing, RawEntries, NOT_THE_INDEX};
 use search::BlockSearch;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -787,16 +787,11 @@ impl Run {
     /// Block `i` read as `framed`, to be decoded entry by entry (parsed whole, for the
     /// versions that must be).
     fn raw(&self, i: usize, framed: Vec<u8>) -> Result<Loaded> {
-        let h = &self.blocks[i];
-        let framing = Framing {
-            first_key: &h.first_key,
-            entries: h.entries,
-        };
         let start = stitch_zone::EXTENT_HEADER_LEN;
         if !RawEntries::reads(&framed, start) {
             return Ok(Loaded::Parsed(Arc::new(self.decode_block(i, framed)?), 0));
         }
-        match RawEntries::new(framed, start, framing) {
+        match RawEntries::new(framed, start, self.framing(i)) {
             Ok(Some(entries)) => Ok(Loaded::Raw {
                 entries,
                 block: i,
@@ -882,25 +877,25 @@ impl Run {
     /// Parses block `i` read whole (extent header in front) and checks it against the index.
     fn decode_block(&self, i: usize, framed: Vec<u8>) -> Result<Block> {
         let h = &self.blocks[i];
-        let place = || format!("run {} block {i} {}", self.meta.id, h.addr);
-        let framing = Framing {
-            first_key: &h.first_key,
-            entries: h.entries,
-        };
-        let block = Block::parse_at(framed, stitch_zone::EXTENT_HEADER_LEN, framing)
-            .map_err(|d| Error::corrupt("run block", place(), d))?;
+        let block = Block::parse_at(framed, stitch_zone::EXTENT_HEADER_LEN, self.framing(i))
+            .map_err(|d| self.block_corrupt(i, d))?;
         let agrees = block.len() as u64 == h.entries
             && block.len() > 0
             && block.entry(0).key == h.first_key.as_slice()
             && block.entry(block.len() - 1).key == h.last_key.as_slice();
         if !agrees {
-            return Err(Error::corrupt(
-                "run block",
-                place(),
-                "contents do not match the run index",
-            ));
+            return Err(self.block_corrupt(i, NOT_THE_INDEX.into()));
         }
         Ok(block)
+    }
+
+    /// What the index says of block `i` that its decoding checks.
+    fn framing(&self, i: usize) -> Framing<'_> {
+        let h = &self.blocks[i];
+        Framing {
+            first_key: &h.first_key,
+            entries: h.entries,
+        }
     }
 
     /// Every entry of block `i` (for `check`, which reads every block once).
@@ -955,12 +950,8 @@ impl Run {
             return Ok(block.found(key, snapshot));
         }
         let framed = self.framed(i)?;
-        let framing = Framing {
-            first_key: &h.first_key,
-            entries: h.entries,
-        };
         let start = stitch_zone::EXTENT_HEADER_LEN;
-        match Block::find(&framed, start, framing, key, snapshot) {
+        match Block::find(&framed, start, self.framing(i), key, snapshot) {
             Ok(Some(found)) => Ok(found),
             // A version only parsing reads.
             Ok(None) => Ok(self.decode_block(i, framed)?.found(key, snapshot)),
@@ -1206,8 +1197,7 @@ impl Loaded {
                 {
                     // Every entry read: the last must be the one the index names.
                     if entries.current().key != run.blocks[*block].last_key.as_slice() {
-                        let detail = "contents do not match the run index".into();
-                        return Err(run.block_corrupt(*block, detail));
+                        return Err(run.block_corrupt(*block, NOT_THE_INDEX.into()));
                     }
                     return Ok(None);
                 }
