@@ -32,7 +32,8 @@ pub fn fixed_extent(data: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A filter: its last 4 bytes are the CRC-32C of every byte before them.
+/// A filter of either kind (quotient or Bloom): its last 4 bytes are the CRC-32C of every byte
+/// before them.
 pub fn fixed_filter(data: &[u8]) -> Vec<u8> {
     let mut out = data.to_vec();
     if let Some(body) = out.len().checked_sub(4) {

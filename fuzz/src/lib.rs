@@ -25,20 +25,21 @@ pub use resp::resp;
 mod checksums;
 
 use checksums::{fixed_extent, fixed_filter, fixed_record, fixed_segment, fixed_superblock};
-use stitch_filter::QuotientFilter;
+use stitch_filter::{is_bloom, BloomFilter, QuotientFilter};
 use stitch_wal::{decode_record, SegmentHeader, SEGMENT_HEADER_LEN};
 
 /// A fuzz target.
 pub type Target = fn(&[u8]);
 
 /// Every target, by name (the name of its libFuzzer binary and of its corpus folder).
-pub const TARGETS: [(&str, Target); 10] = [
+pub const TARGETS: [(&str, Target); 11] = [
     ("superblock", superblock),
     ("extent", extent),
     ("manifest", manifest),
     ("run_block", run_block),
     ("run_index", run_index),
     ("filter", filter),
+    ("bloom", bloom),
     ("log_record", log_record),
     ("log_segment", log_segment),
     ("model", model),
@@ -95,6 +96,31 @@ fn decode_filter(data: &[u8]) {
         "a decoded filter re-encodes to itself"
     );
     let _ = QuotientFilter::merge(&[&filter, &filter], filter.fp_rate());
+}
+
+/// A Bloom filter (stitch-filter), the other kind a run filter extent can hold. One it accepts
+/// must carry the Bloom magic, re-encode to the very bytes it came from (the decoder accepts
+/// only what the encoder writes), answer lookups, and find a key inserted into it.
+pub fn bloom(data: &[u8]) {
+    decode_bloom(data);
+    decode_bloom(&fixed_filter(data));
+}
+
+fn decode_bloom(data: &[u8]) {
+    let Ok(mut filter) = BloomFilter::decode(data) else {
+        return;
+    };
+    assert!(is_bloom(data), "a decoded Bloom filter has the Bloom magic");
+    assert!(
+        filter.encode() == data,
+        "a decoded Bloom filter re-encodes to its bytes"
+    );
+    for key in [&b""[..], b"a", b"key-001", data] {
+        let _ = filter.contains_key(key);
+    }
+    let _ = filter.fp_rate_estimate();
+    filter.insert_key(data);
+    assert!(filter.contains_key(data), "an inserted key is found");
 }
 
 /// One log record (stitch-wal): the input is the epoch and the expected LSN (8 bytes each,

@@ -8,7 +8,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::PathBuf;
-use stitch_filter::QuotientFilter;
+use stitch_filter::{BloomFilter, QuotientFilter};
 use stitch_wal::{encode_record, Flags, LogRecord, SegmentHeader, WAL_FORMAT_VERSION};
 use stitch_zone::{ExtentAddr, ExtentKind, Superblock, EXTENT_HEADER_LEN};
 
@@ -60,6 +60,13 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         "empty",
         QuotientFilter::new(10, 0.1).unwrap().encode(),
     );
+
+    let mut bloom = BloomFilter::new(200, 10).unwrap();
+    for i in 0..150 {
+        bloom.insert_key(format!("key-{i:03}").as_bytes());
+    }
+    add("bloom", "150-keys", bloom.encode());
+    add("bloom", "empty", BloomFilter::new(10, 4).unwrap().encode());
 
     let (epoch, first_lsn) = (3u64, 100u64);
     let records: Vec<LogRecord> = (0..4)
@@ -171,6 +178,7 @@ fn every_seed_is_accepted_by_its_decoder() {
             "run_block" => stitchdb::fuzzing::decode_run_block(&bytes).is_ok(),
             "run_index" => stitchdb::fuzzing::decode_run_index(&bytes).is_ok(),
             "filter" => QuotientFilter::decode(&bytes).is_ok(),
+            "bloom" => BloomFilter::decode(&bytes).is_ok(),
             "log_record" => {
                 let lsn = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
                 let decoded = stitch_wal::decode_record(&bytes[16..], 3, lsn);

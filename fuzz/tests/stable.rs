@@ -191,6 +191,11 @@ fn filter() {
 }
 
 #[test]
+fn bloom() {
+    fuzz("bloom");
+}
+
+#[test]
 fn log_record() {
     fuzz("log_record");
 }

@@ -39,6 +39,22 @@ pub enum FilterError {
         /// The filter's capacity.
         capacity: u64,
     },
+    /// The Bloom filter's bits per key are outside `1..=32`.
+    #[error("{0} bits per key is outside 1..=32")]
+    InvalidBitsPerKey(u32),
+    /// A Bloom filter of this many keys and bits per key would exceed
+    /// [`MAX_BLOOM_BITS`](crate::MAX_BLOOM_BITS).
+    #[error(
+        "a Bloom filter of {keys} keys at {bits_per_key} bits per key exceeds {max_bits} bits"
+    )]
+    BloomTooLarge {
+        /// The keys asked for.
+        keys: u64,
+        /// The bits per key asked for.
+        bits_per_key: u32,
+        /// The most bits a Bloom filter has.
+        max_bits: u64,
+    },
     /// [`QuotientFilter::merge`](crate::QuotientFilter::merge) was given no filters.
     #[error("a merge needs at least one input filter")]
     NoInputs,
@@ -50,8 +66,10 @@ pub enum FilterError {
         /// The smallest filter's.
         min: usize,
     },
-    /// The encoding does not start with the filter magic.
-    #[error("not an encoded quotient filter (bad magic)")]
+    /// The encoding does not start with the magic of the filter kind being decoded
+    /// ([`FILTER_MAGIC`](crate::FILTER_MAGIC) or [`BLOOM_MAGIC`](crate::BLOOM_MAGIC));
+    /// [`is_bloom`](crate::is_bloom) tells the kinds apart before decoding.
+    #[error("not an encoded filter of this kind (bad magic)")]
     BadMagic,
     /// The encoding is of a format version this code does not read.
     #[error("unsupported filter format version {0}")]
