@@ -46,8 +46,8 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let extent = stitch_zone::fuzzing::encode_extent(addr, ExtentKind::RUN_INDEX, &payload);
     add("extent", "run-index", extent);
 
-    for (target, bytes) in stitchdb::fuzzing::sample_inputs() {
-        add(target, "encoder", bytes);
+    for (target, name, bytes) in stitchdb::fuzzing::sample_inputs() {
+        add(target, name, bytes);
     }
 
     let mut filter = QuotientFilter::new(200, 0.01).unwrap();

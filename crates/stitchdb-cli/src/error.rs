@@ -168,8 +168,8 @@ fn engine_exit(e: &stitchdb::Error) -> Exit {
     match e {
         e if e.is_corruption() => Exit::Corrupt,
         stitchdb::Error::NoSuchTable(_) | stitchdb::Error::NoSuchSnapshot(_) => Exit::Missing,
-        // Options come from the command line (`init --zone-size`).
-        stitchdb::Error::Config(_) => Exit::Usage,
+        // Options come from the command line (`init --zone-size`, `create-table --layout`).
+        stitchdb::Error::Config(_) | stitchdb::Error::BadLayout(_) => Exit::Usage,
         e => match e.io_error().map(|io| &io.kind) {
             Some(stitchdb::IoErrorKind::Locked) => Exit::Locked,
             Some(stitchdb::IoErrorKind::PermissionDenied) => Exit::Permission,
@@ -259,6 +259,10 @@ mod tests {
             (stitchdb::Error::NoSuchSnapshot("s".into()), Exit::Missing),
             (stitchdb::Error::Closed, Exit::Failed),
             (stitchdb::Error::Config("zone size".into()), Exit::Usage),
+            (
+                stitchdb::Error::BadLayout("layout \"x\"".into()),
+                Exit::Usage,
+            ),
             (
                 stitchdb::Error::Corrupt {
                     what: "manifest",

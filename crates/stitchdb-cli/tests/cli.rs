@@ -338,12 +338,46 @@ fn keys_with_nul_bytes_round_trip_through_import_get_put_scan_and_delete() {
 
 // ---- tables -------------------------------------------------------------------------------
 
+/// What `tables` shows after a table's name when it has the default layout.
+const DEFAULT_LAYOUT: &str = "\tmanaged -> quotient -> btree(node=4096) -> linear\n";
+
+#[test]
+fn a_table_takes_a_layout_and_refuses_what_it_cannot_hold() {
+    let f = Fixture::new();
+    f.ok(
+        "create-table",
+        &["ids", "--layout", "managed -> btree -> fixed(8)"],
+    );
+    let tables = f.ok("tables", &[]);
+    assert!(
+        tables.contains("ids\tmanaged -> btree(node=4096) -> fixed(size=8)\n"),
+        "{tables}"
+    );
+    f.ok("put", &["k", "8 bytes!", "--table", "ids"]);
+    let err = f.fails(FAILED, "put", &["k", "not 8 bytes", "--table", "ids"]);
+    assert!(err.contains("its values are 8 bytes"), "{err}");
+    assert_eq!(f.ok("get", &["k", "--table", "ids"]), "8 bytes!\n");
+    let err = f.fails(
+        USAGE,
+        "create-table",
+        &["bad", "--layout", "managed -> fixd(8)"],
+    );
+    assert!(err.contains("\"fixd\": unknown module"), "{err}");
+    assert!(!f.ok("tables", &[]).contains("bad"));
+    assert!(f
+        .ok("stats", &[])
+        .contains("layout managed -> btree(node=4096) -> fixed(size=8)"));
+}
+
 #[test]
 fn tables_are_created_listed_and_kept_apart() {
     let f = Fixture::new();
-    assert_eq!(f.ok("tables", &[]), "default\n");
+    assert_eq!(f.ok("tables", &[]), format!("default{DEFAULT_LAYOUT}"));
     f.ok("create-table", &["users"]);
-    assert_eq!(f.ok("tables", &[]), "default\nusers\n");
+    assert_eq!(
+        f.ok("tables", &[]),
+        format!("default{DEFAULT_LAYOUT}users{DEFAULT_LAYOUT}")
+    );
     f.ok("put", &["k", "in users", "--table", "users"]);
     f.ok("put", &["k", "in default"]);
     assert_eq!(f.ok("get", &["k", "--table", "users"]), "in users\n");
@@ -901,7 +935,10 @@ fn demo_runs_twice_on_the_same_store() {
         assert!(out.contains("check: ok"), "{out}");
         assert!(out.contains("summary:"), "{out}");
     }
-    assert_eq!(ok_text(&["tables", store]), "default\nusers\n");
+    assert_eq!(
+        ok_text(&["tables", store]),
+        format!("default{DEFAULT_LAYOUT}users{DEFAULT_LAYOUT}")
+    );
     let err = fails(
         NOT_FOUND,
         &["get", store, "user:000100", "--table", "users"],

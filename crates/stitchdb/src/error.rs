@@ -36,6 +36,32 @@ pub enum Error {
     /// A table name that is empty or too long (the name, and why).
     #[error("invalid table name {0:?}: {1}")]
     BadTableName(String, &'static str),
+    /// A layout string that is not valid: the whole message (it names the layout and the
+    /// module at fault).
+    #[error("{0}")]
+    BadLayout(String),
+    /// A write the table's layout cannot hold (a `fixed(size=8)` table without `exception`
+    /// given a 9-byte value): the table, its layout, and why.
+    #[error("table {table:?} (layout {layout}) cannot hold this write: {why}")]
+    LayoutRejects {
+        /// The table.
+        table: String,
+        /// Its layout, as `stitchdb tables` shows it.
+        layout: String,
+        /// What its format cannot hold.
+        why: String,
+    },
+    /// A store whose tables use a layout this build does not know: refused, never read with
+    /// another layout.
+    #[error("table {table:?} has layout {layout:?}, which this build cannot read: {why}")]
+    UnknownLayout {
+        /// The table.
+        table: String,
+        /// Its layout as stored.
+        layout: String,
+        /// Why this build refuses it.
+        why: String,
+    },
     /// A key or value over its size limit.
     #[error("{what} of {len} bytes is over the limit of {limit} bytes")]
     TooLarge {

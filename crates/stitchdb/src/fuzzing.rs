@@ -5,11 +5,13 @@
 
 use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
-use crate::entry::EntryRef;
+use crate::entry::{EntryRef, RangeDeletes};
+use crate::layout::FormatSpec;
 use crate::manifest::{LogStart, Manifest, SnapshotMeta, TableMeta};
 use crate::options::Stitching;
 use crate::run::{
     decode_chunk, encode_chunks, Block, BlockHandle, BlockWriter, FilterPart, Framing, RunMeta,
+    SpecialWriter,
 };
 use crate::{Error, Result};
 use stitch_zone::ExtentAddr;
@@ -69,7 +71,7 @@ pub fn decode_run_index(bytes: &[u8]) -> Result<()> {
 /// A well-formed input of each decoder, as the formats' encoders write it, by the name of its
 /// fuzz target: `manifest`, `run_block` (the current block version) and `run_index`. The
 /// fuzz targets' seed corpus.
-pub fn sample_inputs() -> [(&'static str, Vec<u8>); 3] {
+pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let at = |zone: u32, offset: u32| ExtentAddr {
         zone,
         offset,
@@ -97,6 +99,7 @@ pub fn sample_inputs() -> [(&'static str, Vec<u8>); 3] {
         id: TableId(0),
         name: "default".into(),
         stitching: Stitching::default(),
+        layout: "managed -> exception -> fixed(size=8) -> linear".into(),
         runs: vec![run],
     };
     let manifest = Manifest {
@@ -138,11 +141,42 @@ pub fn sample_inputs() -> [(&'static str, Vec<u8>); 3] {
         })
         .collect();
     let index = encode_chunks(&handles, 1 << 20).remove(0);
-    [
-        ("manifest", manifest),
-        ("run_block", block),
-        ("run_index", index),
-    ]
+    let mut inputs = vec![
+        ("manifest", "encoder", manifest),
+        ("run_block", "encoder", block),
+        ("run_index", "encoder", index),
+    ];
+    // A block of each specialized format: 8-byte keys, 4-byte values from a few, every
+    // tenth version above the horizon (its versions section).
+    let keyed: Vec<(Vec<u8>, u64, Vec<u8>)> = (0..40u64)
+        .map(|k| (1000 + k + k / 7).to_be_bytes().to_vec())
+        .enumerate()
+        .map(|(i, key)| (key, 100 + i as u64 % 10, vec![b'a' + (i % 3) as u8; 4]))
+        .collect();
+    for (name, format) in [
+        ("fixed", FormatSpec::Fixed { size: 4 }),
+        ("array", FormatSpec::Array { size: 4 }),
+        (
+            "unique-string",
+            FormatSpec::UniqueString { max: 8, len: 16 },
+        ),
+    ] {
+        let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
+        for (key, seq, value) in &keyed {
+            writer.add(EntryRef {
+                key,
+                seq: *seq,
+                value: Some(value),
+            });
+        }
+        let block = writer.finish();
+        let mut framed = Vec::new();
+        put_varint(&mut framed, block.entries);
+        put_bytes(&mut framed, &block.first_key);
+        framed.extend_from_slice(block.payload());
+        inputs.push(("run_block", name, framed));
+    }
+    inputs
 }
 
 /// Three versions of keys, one a tombstone, in block order.
@@ -212,13 +246,13 @@ mod tests {
 
         let mut inputs: Vec<(String, Decoder, Vec<u8>)> = sample_inputs()
             .into_iter()
-            .map(|(name, bytes)| {
-                let decode = match name {
+            .map(|(target, name, bytes)| {
+                let decode = match target {
                     "manifest" => decode_manifest as Decoder,
                     "run_block" => decode_run_block,
                     _ => decode_run_index,
                 };
-                (name.to_string(), decode, bytes)
+                (format!("{target} {name}"), decode, bytes)
             })
             .collect();
         let entries: Vec<Entry> = sample_entries()

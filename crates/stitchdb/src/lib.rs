@@ -29,20 +29,22 @@
 //! 3. `entry`: a version of a key and its value (or tombstone), and range tombstones.
 //! 4. `batch`: table ids, [`WriteBatch`] and a batch's log encoding.
 //! 5. `options`: [`Options`], [`Durability`], [`Stitching`] and the size limits.
-//! 6. `memtable`: the concurrent skip list of versions.
-//! 7. `merge_iter`: merging sorted sources of versions, and what a reader at a snapshot sees
+//! 6. `layout`: a table's layout string (the stack of dTable modules its data goes through),
+//!    parsed and checked.
+//! 7. `memtable`: the concurrent skip list of versions.
+//! 8. `merge_iter`: merging sorted sources of versions, and what a reader at a snapshot sees
 //!    of them (or a merge must keep).
-//! 8. `run/`: sorted runs on disk: blocks, index, read cache, builder, and the stitching
+//! 9. `run/`: sorted runs on disk: blocks, index, read cache, builder, and the stitching
 //!    merge of runs (`run::stitch`).
-//! 9. `dtable/`: the one interface over memtables and runs, filters in front of runs, and
-//!    the overlay that stacks them into a table's read view.
-//! 10. `manifest`: the checkpoint's root record and its encoding.
-//! 11. `version`: the immutable picture of every table (memtables, runs by level, read view).
-//! 12. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.
-//! 13. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
+//! 10. `dtable/`: the one interface over memtables and runs, filters in front of runs, and
+//!     the overlay that stacks them into a table's read view.
+//! 11. `manifest`: the checkpoint's root record and its encoding.
+//! 12. `version`: the immutable picture of every table (memtables, runs by level, read view).
+//! 13. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.
+//! 14. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
 //!     snapshots, defragmentation, patchgroups, the public [`Db`].
-//! 14. `txn/`: transactions over a [`Db`].
-//! 15. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
+//! 15. `txn/`: transactions over a [`Db`].
+//! 16. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
 //!     targets (hidden from the documentation).
 
 mod batch;
@@ -55,6 +57,7 @@ mod entry;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+mod layout;
 mod manifest;
 mod memtable;
 mod merge_iter;

@@ -9,8 +9,11 @@ use crate::run::RunMeta;
 
 const MAGIC: &[u8; 4] = b"STMF";
 /// Version 2 added named snapshots, version 3 range tombstones in runs, version 4 a run's
-/// filter in parts, version 5 a run's index mirror; older manifests are still read.
-pub(crate) const MANIFEST_VERSION: u8 = 5;
+/// filter in parts, version 5 a run's index mirror, version 6 each table's layout; older
+/// manifests are still read.
+pub(crate) const MANIFEST_VERSION: u8 = 6;
+/// The last version without table layouts (every table of it is laid out as the default).
+const BEFORE_LAYOUTS: u8 = 5;
 /// The last version without index mirrors (written by tests of stores from before them).
 const BEFORE_MIRRORS: u8 = 4;
 
@@ -28,6 +31,11 @@ pub struct TableMeta {
     pub id: TableId,
     pub name: String,
     pub stitching: Stitching,
+    /// The table's layout string as written (`crate::layout`), parsed when the store opens
+    /// so that a layout this build does not know refuses the open with its name rather than
+    /// failing the manifest (which would send the open to an older one); empty for the
+    /// default layout in manifests before version 6.
+    pub layout: String,
     /// By level, newest first within a level.
     pub runs: Vec<RunMeta>,
 }
@@ -79,12 +87,13 @@ impl Manifest {
         put_varint(&mut out, self.next_table_id as u64);
         put_varint(&mut out, self.next_run_id);
         let mirrors = version > BEFORE_MIRRORS;
-        encode_tables(&mut out, &self.tables, mirrors);
+        let layouts = version > BEFORE_LAYOUTS;
+        encode_tables(&mut out, &self.tables, mirrors, layouts);
         put_varint(&mut out, self.snapshots.len() as u64);
         for snap in &self.snapshots {
             put_bytes(&mut out, snap.name.as_bytes());
             put_varint(&mut out, snap.seq);
-            encode_tables(&mut out, &snap.tables, mirrors);
+            encode_tables(&mut out, &snap.tables, mirrors, layouts);
         }
         out
     }
@@ -133,7 +142,7 @@ impl Manifest {
     }
 }
 
-fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta], mirrors: bool) {
+fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta], mirrors: bool, layouts: bool) {
     put_varint(out, tables.len() as u64);
     for t in tables {
         put_varint(out, t.id.0 as u64);
@@ -143,6 +152,9 @@ fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta], mirrors: bool) {
             Stitching::Never => u64::MAX,
         };
         put_varint(out, stitching);
+        if layouts {
+            put_bytes(out, t.layout.as_bytes());
+        }
         put_varint(out, t.runs.len() as u64);
         for r in &t.runs {
             r.encode(out, mirrors);
@@ -160,6 +172,10 @@ fn decode_tables(r: &mut Reader, version: u8) -> Result<Vec<TableMeta>, String> 
             u64::MAX => Stitching::Never,
             bytes => Stitching::Threshold(bytes),
         };
+        let layout = match version > BEFORE_LAYOUTS {
+            true => String::from_utf8(r.bytes()?.to_vec()).map_err(|_| "layout is not UTF-8")?,
+            false => String::new(),
+        };
         let runs = (0..r.len()?)
             .map(|_| RunMeta::decode(r, version))
             .collect::<Result<Vec<_>, _>>()?;
@@ -167,6 +183,7 @@ fn decode_tables(r: &mut Reader, version: u8) -> Result<Vec<TableMeta>, String> 
             id,
             name,
             stitching,
+            layout,
             runs,
         });
     }
@@ -194,6 +211,7 @@ mod tests {
                 id: TableId(1),
                 name: "default".into(),
                 stitching: Stitching::Never,
+                layout: "managed -> btree(node=4096) -> fixed(size=8)".into(),
                 runs: vec![RunMeta {
                     id: 8,
                     level: 2,
@@ -250,12 +268,13 @@ mod tests {
                 .iter_mut()
                 .flat_map(|s| s.tables.iter_mut()),
         ) {
+            t.layout.clear();
             for r in &mut t.runs {
                 r.index_mirror.clear();
                 r.blocks_together = false;
             }
         }
-        assert_eq!(old, without);
+        assert_eq!(old, without, "and no layouts: every table has the default");
     }
 
     #[test]

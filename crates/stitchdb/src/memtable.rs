@@ -9,7 +9,7 @@ use crossbeam_skiplist::SkipMap;
 use smallvec::SmallVec;
 use std::cmp::Ordering;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 
 /// Keys up to this long live in the skip list's node itself, not in an allocation of their
 /// own: a search then touches one cache line per node instead of two.
@@ -66,6 +66,9 @@ pub struct Memtable {
     /// Whether `ranges` holds any: every point read asks, and almost always the answer is no.
     has_ranges: std::sync::atomic::AtomicBool,
     bytes: AtomicUsize,
+    /// `u64::MAX` minus the smallest sequence number written (0, the default: none yet), so
+    /// that a derived default means empty.
+    oldest_inverted: AtomicU64,
 }
 
 /// The average height of a skip-list node's tower: crossbeam's heights are geometric with
@@ -115,6 +118,7 @@ impl Memtable {
     pub fn insert(&self, key: &[u8], seq: u64, value: Value) {
         self.bytes
             .fetch_add(entry_bytes(key, &value), AtomicOrdering::Relaxed);
+        self.note_seq(seq);
         self.map.insert(VersionedKey::new(key, seq), value);
     }
 
@@ -125,6 +129,7 @@ impl Memtable {
             + std::mem::size_of::<RangeTombstone>()
             + NODE_BYTES;
         self.bytes.fetch_add(charged, AtomicOrdering::Relaxed);
+        self.note_seq(seq);
         self.has_ranges.store(true, AtomicOrdering::Release);
         self.ranges.write().push(RangeTombstone {
             start: start.to_vec(),
@@ -146,6 +151,22 @@ impl Memtable {
             return None;
         }
         self.ranges.read().covering(key, snapshot)
+    }
+
+    /// Keeps the smallest sequence number written; sequence numbers mostly grow, so after
+    /// the first write this is one load.
+    fn note_seq(&self, seq: u64) {
+        let inverted = u64::MAX - seq;
+        if inverted > self.oldest_inverted.load(AtomicOrdering::Relaxed) {
+            self.oldest_inverted
+                .fetch_max(inverted, AtomicOrdering::Relaxed);
+        }
+    }
+
+    /// The smallest sequence number of a version or range tombstone written to it
+    /// (`u64::MAX` if none).
+    pub fn min_seq(&self) -> u64 {
+        u64::MAX - self.oldest_inverted.load(AtomicOrdering::Relaxed)
     }
 
     pub fn bytes(&self) -> usize {

@@ -4,6 +4,7 @@
 
 use crate::batch::TableId;
 use crate::dtable::{filtered_run, DTable, Overlay};
+use crate::layout::LayoutSpec;
 use crate::memtable::Memtable;
 use crate::options::Stitching;
 use crate::run::Run;
@@ -19,6 +20,9 @@ pub(crate) struct TableState {
     pub id: TableId,
     pub name: String,
     pub stitching: Stitching,
+    /// How the table's runs are written (their filter, block size and format), and what
+    /// writes it refuses (see `crate::layout`). Fixed when the table is made.
+    pub layout: Arc<LayoutSpec>,
     pub mem: Arc<Memtable>,
     pub imm: Option<Arc<Memtable>>,
     pub levels: Vec<Vec<Arc<Run>>>,
@@ -28,11 +32,17 @@ pub(crate) struct TableState {
 }
 
 impl TableState {
-    pub fn new(id: TableId, name: String, stitching: Stitching) -> TableState {
+    pub fn new(
+        id: TableId,
+        name: String,
+        stitching: Stitching,
+        layout: Arc<LayoutSpec>,
+    ) -> TableState {
         let mut t = TableState {
             id,
             name,
             stitching,
+            layout,
             mem: Arc::default(),
             imm: None,
             levels: Vec::new(),
@@ -40,6 +50,32 @@ impl TableState {
         };
         t.rebuild_view();
         t
+    }
+
+    /// How merges of the table stitch: as set, unless its layout's filter cannot be merged
+    /// from its inputs' (a Bloom filter), when every merge copies.
+    pub fn merge_stitching(&self) -> Stitching {
+        match self.layout.stitches() {
+            true => self.stitching,
+            false => Stitching::Never,
+        }
+    }
+
+    /// The newest sequence number a run replacing the layers from `first` on (the frozen
+    /// memtable, for `None`) may give versions it stores without their own: below every
+    /// version in front of them (the live memtable, and for a merge the frozen one and the
+    /// runs before `first`). A layer in front may hold versions older than some behind it
+    /// (an ingested or linked run is newer than memtable versions of other keys), and a
+    /// scan orders a key's versions by sequence number across layers (see `run::format`).
+    pub fn seq_bound_before(&self, first: Option<&Arc<Run>>) -> u64 {
+        let mut bound = self.mem.min_seq();
+        if let Some(first) = first {
+            bound = self.imm.as_ref().map_or(bound, |m| bound.min(m.min_seq()));
+            for run in self.runs().take_while(|r| !Arc::ptr_eq(r, first)) {
+                bound = bound.min(run.meta.seq_override.unwrap_or(run.meta.min_seq));
+            }
+        }
+        bound.saturating_sub(1)
     }
 
     /// Every run, newest first.
@@ -74,10 +110,16 @@ impl Version {
             .ok_or_else(|| Error::NoSuchTable(format!("#{}", id.0)))
     }
 
-    pub fn add_table(&mut self, id: TableId, name: String, stitching: Stitching) {
+    pub fn add_table(
+        &mut self,
+        id: TableId,
+        name: String,
+        stitching: Stitching,
+        layout: Arc<LayoutSpec>,
+    ) {
         self.names.insert(name.clone(), id);
         self.tables
-            .insert(id, Arc::new(TableState::new(id, name, stitching)));
+            .insert(id, Arc::new(TableState::new(id, name, stitching, layout)));
     }
 
     /// Replaces table `id` with a changed copy.

@@ -52,8 +52,37 @@ fn options(seed: u64) -> Options {
     }
 }
 
-fn contents(db: &Db) -> State {
-    table_contents(db, db.default_table())
+/// The layout of the table the workload writes, by seed: the default table as it is, or a
+/// table made with a layout that holds every write of the workload (specialized formats
+/// under `exception`; the commit marker's 8-byte values are what `fixed(8)` is for).
+const LAYOUTS: &[&str] = &[
+    "",
+    "managed -> exception -> fixed(8) -> linear",
+    "managed -> bloom -> btree -> linear",
+    "managed -> btree(node=1024) -> exception -> unique-string(max=4, len=64) -> linear",
+    "managed -> linear",
+];
+
+fn layout(seed: u64) -> &'static str {
+    LAYOUTS[(seed / 3 % LAYOUTS.len() as u64) as usize]
+}
+
+/// The table the workload writes: made (before any crash can happen) unless the seed's
+/// layout is the default table's.
+fn workload_table(db: &Db, seed: u64) -> stitchdb::TableId {
+    match layout(seed) {
+        "" => db.default_table(),
+        layout => db.create_table_with_layout("laid-out", layout).unwrap(),
+    }
+}
+
+/// What the workload's table holds in a reopened store (made before any crash).
+fn contents(db: &Db, seed: u64) -> State {
+    let table = match layout(seed) {
+        "" => db.default_table(),
+        _ => db.table("laid-out").unwrap(),
+    };
+    table_contents(db, table)
 }
 
 /// Runs the workloads ingested, summed (so the test knows it crashed around some).
@@ -85,10 +114,10 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
     // Crashes during creation are covered by `a_crash_during_creation_is_a_clear_error`.
     let disk = CrashingDisk::new(seed);
     let db = Db::create_on(disk.clone(), options(seed)).unwrap();
+    let t = workload_table(&db, seed);
     disk.sim.set_capacity(capacity(seed));
     *disk.probability.lock() = 0.04;
     *disk.process_share.lock() = 0.3;
-    let t = db.default_table();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     let mut states = vec![State::new()];
     let mut state = State::new();
@@ -226,7 +255,7 @@ fn workload(seed: u64, commits: u64) -> (Vec<State>, Vec<(SimDisk, u64, u64)>) {
 fn verify(image: SimDisk, seed: u64, acked: u64, issued: u64, states: &[State], what: &str) -> u64 {
     let db = Db::open_on(Arc::new(image), options(seed))
         .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
-    let got = contents(&db);
+    let got = contents(&db, seed);
     let n = got
         .get(MARKER)
         .map_or(0, |v| u64::from_be_bytes(v.as_slice().try_into().unwrap()));
@@ -319,7 +348,7 @@ fn a_crash_during_creation_is_a_clear_error_or_an_empty_store() {
         for (image, _, _) in disk.images.lock().drain(..) {
             match Db::open_on(Arc::new(image), options(seed)) {
                 Ok(db) => {
-                    assert!(contents(&db).is_empty());
+                    assert!(table_contents(&db, db.default_table()).is_empty());
                     db.check().unwrap();
                     empty += 1;
                 }
@@ -390,6 +419,9 @@ fn ingested_runs_merged_away_stay_readable_until_a_checkpoint_covers_their_recor
     let image = sim.crash(1);
     drop(db);
     let db = Db::open_on(Arc::new(image), opts).unwrap();
-    assert!(contents(&db) == model, "the store holds what was written");
+    assert!(
+        table_contents(&db, db.default_table()) == model,
+        "the store holds what was written"
+    );
     db.check().unwrap();
 }

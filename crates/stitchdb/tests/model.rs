@@ -1,5 +1,7 @@
 //! Model test: random operation sequences against a `BTreeMap` per table, with tiny zones and
-//! memtables so that checkpoints, merges and reopens happen all the time.
+//! memtables so that checkpoints, merges and reopens happen all the time. Tables made along
+//! the way take one of [`LAYOUTS`] (each holds any key and value the test writes), so every
+//! module runs under the same operations as the default VT-tree.
 //!
 //! STITCHDB_MODEL_CASES sets the number of sequences (default 2000).
 
@@ -32,7 +34,8 @@ enum Op {
     Get(usize, u8),
     Scan(usize, u8, u8),
     ScanRev(usize, u8, u8),
-    CreateTable,
+    /// Creates a table laid out as `LAYOUTS[i]`.
+    CreateTable(usize),
     Flush,
     Reopen,
     /// Opens a scan of a table and keeps it, unread, with the contents it must see.
@@ -41,18 +44,34 @@ enum Op {
     CheckSnapshot,
 }
 
+/// Layouts that hold every write of the test: specialized formats only under `exception`.
+const LAYOUTS: &[&str] = &[
+    "",
+    "managed -> bloom -> btree -> linear",
+    "managed -> linear",
+    "managed -> quotient(fp=0.1) -> btree(node=512) -> linear",
+    "managed -> exception -> fixed(8) -> linear",
+    "managed -> btree(node=1024) -> exception -> array(8) -> linear",
+    "managed -> exception -> unique-string(max=3, len=8) -> linear",
+    "managed -> bloom(bits=4) -> btree -> exception -> unique-string -> linear",
+];
+
 fn key(k: u8) -> Vec<u8> {
-    // A few long keys so blocks hold few entries and runs have many blocks.
+    // A few long keys so blocks hold few entries and runs have many blocks; the others are
+    // 8 bytes, as an `array` format keeps them.
     if k % 7 == 0 {
-        format!("key-{k:03}-{}", "x".repeat(300)).into_bytes()
+        format!("key-{k:04}-{}", "x".repeat(300)).into_bytes()
     } else {
-        format!("key-{k:03}").into_bytes()
+        format!("key-{k:04}").into_bytes()
     }
 }
 
 fn value_strategy() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         4 => proptest::collection::vec(any::<u8>(), 0..40),
+        // What fixed(8) and array(8) hold, and a few repeated values unique-string keeps.
+        3 => proptest::collection::vec(any::<u8>(), 8),
+        2 => (0..4u8).prop_map(|v| vec![b'a' + v; 1 + v as usize]),
         1 => proptest::collection::vec(any::<u8>(), 500..3000),
     ]
 }
@@ -70,7 +89,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         15 => (0..3usize, any::<u8>()).prop_map(|(t, k)| Op::Get(t, k)),
         8 => (0..3usize, any::<u8>(), any::<u8>()).prop_map(|(t, a, b)| Op::Scan(t, a.min(b), a.max(b))),
         4 => (0..3usize, any::<u8>(), any::<u8>()).prop_map(|(t, a, b)| Op::ScanRev(t, a.min(b), a.max(b))),
-        1 => Just(Op::CreateTable),
+        1 => (0..LAYOUTS.len()).prop_map(Op::CreateTable),
         3 => Just(Op::Flush),
         2 => Just(Op::Reopen),
         2 => (0..3usize).prop_map(Op::Snapshot),
@@ -111,21 +130,27 @@ struct Harness {
 }
 
 impl Harness {
-    fn new(stitching: Stitching) -> Harness {
+    /// A store with the default table and one table laid out as `LAYOUTS[i]` for each of
+    /// `layouts`.
+    fn new(stitching: Stitching, layouts: &[usize]) -> Harness {
         let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
         let opts = options(stitching);
         let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
         let mut model = Model::new();
         model.insert("default".into(), BTreeMap::new());
         let names = vec!["default".into()];
-        Harness {
+        let mut h = Harness {
             disk,
             opts,
             db: Some(db),
             model,
             names,
             snapshots: Default::default(),
+        };
+        for &layout in layouts {
+            h.apply(&Op::CreateTable(layout));
         }
+        h
     }
 
     fn db(&self) -> &Db {
@@ -247,9 +272,11 @@ impl Harness {
                     .collect();
                 assert_eq!(got, want, "reverse scan");
             }
-            Op::CreateTable => {
+            Op::CreateTable(layout) => {
                 let name = format!("t{}", self.names.len());
-                self.db().create_table(&name).unwrap();
+                self.db()
+                    .create_table_with_layout(&name, LAYOUTS[*layout])
+                    .unwrap();
                 self.model.insert(name.clone(), BTreeMap::new());
                 self.names.push(name);
             }
@@ -316,9 +343,10 @@ proptest! {
     #[test]
     fn store_matches_a_btreemap(
         stitching in stitching_strategy(),
+        layouts in proptest::collection::vec(0..LAYOUTS.len(), 2),
         ops in proptest::collection::vec(op_strategy(), 1..120),
     ) {
-        let mut h = Harness::new(stitching);
+        let mut h = Harness::new(stitching, &layouts);
         for op in &ops {
             h.apply(op);
         }
@@ -332,7 +360,7 @@ proptest! {
 fn large_sorted_batches_are_ingested_beside_ordinary_writes() {
     // Ingested batches, ordinary writes into their ranges (newer, in front of the runs),
     // flushes, merges and reopens (recovery adopting ingested runs from the log).
-    let mut h = Harness::new(Stitching::Threshold(0));
+    let mut h = Harness::new(Stitching::Threshold(0), &[]);
     let mut ingested = 0;
     let mut seen = 0;
     for round in 0..90u8 {
@@ -693,7 +721,7 @@ fn long_sequences_checkpoint_merge_and_reopen() {
             .new_tree(&mut runner)
             .unwrap()
             .current();
-        let mut h = Harness::new(stitching);
+        let mut h = Harness::new(stitching, &[]);
         let (mut checkpoints, mut merges, mut stitched, mut copied) = (0, 0, 0, 0);
         let mut tally = |s: stitchdb::Stats| {
             checkpoints += s.checkpoints;
@@ -770,7 +798,7 @@ fn versions_of_a_key_straddling_two_blocks_are_not_stitched_back_to_life() {
     // reopen, a delete and a flush, the bottom merge dropped the delete and the newer version
     // and then stitched the next block whole, bringing the old value back (found by
     // store_matches_a_btreemap; the block going on with the filtered key is copied now).
-    let mut h = Harness::new(Stitching::Threshold(0));
+    let mut h = Harness::new(Stitching::Threshold(0), &[]);
     for op in [
         Op::Put(0, 251, vec![]),
         Op::Snapshot(0),

@@ -12,12 +12,12 @@ use super::{log, Inner, WriteState};
 use crate::batch::TableId;
 use crate::manifest::{Manifest, TableMeta};
 use crate::merge_iter::VersionFilter;
-use crate::run::{Run, RunBuilder};
+use crate::run::{BlockLayout, Run, RunBuilder};
 use crate::version::Version;
 use crate::Result;
 use parking_lot::MutexGuard;
 use std::sync::Arc;
-use stitch_filter::{hash_key, QuotientFilter};
+use stitch_filter::hash_key;
 use stitch_patch::PatchId;
 use stitch_wal::{LogPosition, Wal};
 use stitch_zone::{ExtentKind, Stream};
@@ -234,17 +234,20 @@ fn write_out(
         let mut hashes = Vec::new();
         let ranges = imm.range_deletes();
         builder.set_range_tombstones(ranges.tombstones().cloned().collect());
+        let horizon = oldest_reader.min(t.seq_bound_before(None));
+        builder.set_layout(BlockLayout::of(&t.layout), horizon, ranges.clone());
+        let filter = inner.filter_choice(&t.layout);
         let mut versions = VersionFilter::new(oldest_reader, false, ranges);
         imm.for_each(|e| {
             if !versions.keep(e.key, e.seq, e.value.is_none()) {
                 return Ok(());
             }
-            if inner.opts.filter_fp_rate.is_some() {
+            if filter.wants_hashes() {
                 hashes.push(hash_key(e.key));
             }
             builder.add(e)
         })?;
-        let run = builder.finish(build_filter(&hashes, inner.opts.filter_fp_rate))?;
+        let run = builder.finish(filter.build(&hashes))?;
         if let Some((run, patch)) = &run {
             flushed_bytes += run.meta.data_bytes;
             patches.push(*patch);
@@ -319,16 +322,6 @@ fn write_out(
         inner.flush_times.lock().push(inner.opened.elapsed());
     }
     Ok(superblock)
-}
-
-/// A filter holding `hashes` (`None` without a rate, or if the filter cannot be built: the
-/// run then answers every lookup itself).
-pub(crate) fn build_filter(hashes: &[u64], rate: Option<f64>) -> Option<QuotientFilter> {
-    let mut filter = QuotientFilter::new(hashes.len().max(1) as u64, rate?).ok()?;
-    for &h in hashes {
-        filter.insert(h).ok()?;
-    }
-    Some(filter)
 }
 
 /// Puts `run` in front of its level (the newest run there).
@@ -442,6 +435,7 @@ pub(crate) fn write_manifest(
                 id: t.id,
                 name: t.name.clone(),
                 stitching: t.stitching,
+                layout: t.layout.to_string(),
                 runs: t.runs().map(|r| r.meta.clone()).collect(),
             })
             .collect(),

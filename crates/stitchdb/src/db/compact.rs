@@ -11,8 +11,9 @@
 use super::checkpoint::{add_run, install_deferred, write_deferred};
 use super::Inner;
 use crate::batch::TableId;
+use crate::layout::{FormatSpec, LayoutSpec};
 use crate::options::Stitching;
-use crate::run::{merge_runs, MergeSpec, MergeStats, Run};
+use crate::run::{merge_runs, BlockLayout, MergeSpec, MergeStats, Run};
 use crate::version::{TableState, Version};
 use crate::Result;
 use parking_lot::RwLockWriteGuard;
@@ -41,6 +42,9 @@ struct Plan {
     first: u32,
     level: u32,
     stitching: Stitching,
+    layout: Arc<LayoutSpec>,
+    /// See `MergeSpec::seq_bound`.
+    seq_bound: u64,
     /// No run older than the inputs exists: tombstones can go.
     bottom: bool,
 }
@@ -78,12 +82,15 @@ fn plan_level_merge(
         };
         let limit = loads[first].bytes.saturating_mul(CARRY_FACTOR);
         let last = carry(&loads, first, level_runs, limit);
+        let inputs: Vec<Arc<Run>> = t.levels[first..=last].iter().flatten().cloned().collect();
         return Some(Plan {
             table: t.id,
-            inputs: t.levels[first..=last].iter().flatten().cloned().collect(),
+            seq_bound: t.seq_bound_before(inputs.first()),
+            inputs,
             first: first as u32,
             level: last as u32 + 1,
-            stitching: t.stitching,
+            stitching: t.merge_stitching(),
+            layout: t.layout.clone(),
             bottom: t.levels[last + 1..].iter().all(Vec::is_empty),
         });
     }
@@ -167,16 +174,21 @@ pub(crate) fn compact_all_alone(
     let version = inner.version.read().clone();
     for t in version.tables.values() {
         let inputs: Vec<_> = t.runs().cloned().collect();
-        if inputs.len() < 2 {
+        // A lone run is rewritten only into a specialized format (it may hold linear blocks
+        // an ingest or a transaction wrote); otherwise it is what a merge would make.
+        let specialized = t.layout.format != FormatSpec::Linear;
+        if inputs.len() < 2 && !(specialized && inputs.len() == 1) {
             continue;
         }
         let level = (t.levels.len() as u32).saturating_sub(1).max(1);
         let plan = Plan {
             table: t.id,
+            seq_bound: t.seq_bound_before(inputs.first()),
             inputs,
             first: 0,
             level,
-            stitching: t.stitching,
+            stitching: t.merge_stitching(),
+            layout: t.layout.clone(),
             bottom: true,
         };
         run_plan(inner, &plan, Stream::Merge)?;
@@ -214,8 +226,10 @@ fn merge(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<Merged> {
         stitching: plan.stitching,
         oldest_snapshot: oldest_reader,
         bottom: plan.bottom,
-        filter_fp_rate: inner.opts.filter_fp_rate,
+        filter: inner.filter_choice(&plan.layout),
         stream,
+        blocks: BlockLayout::of(&plan.layout),
+        seq_bound: plan.seq_bound,
     };
     merge_runs(&inner.storage, &plan.inputs, spec)
 }

@@ -8,7 +8,7 @@
 
 use super::checkpoint::commit_change;
 use super::Inner;
-use crate::run::{BlockHandle, Run, RunBuilder};
+use crate::run::{BlockHandle, Run, RunBuilder, RunFilter};
 use crate::version::{TableState, Version};
 use crate::{Error, Result};
 use parking_lot::RwLockWriteGuard;
@@ -181,11 +181,15 @@ fn swap_in(inner: &Arc<Inner>, mut rewritten: Rewritten) -> Result<DefragReport>
 
 /// `run`'s filter as one part (a rewritten run's index and filter are written anew, so the
 /// zones its old parts lie in can be freed): the run's one part as it is, or its parts merged.
-fn one_filter(run: &Run, rate: Option<f64>) -> Option<QuotientFilter> {
-    let parts: Vec<&QuotientFilter> = run.filters().collect();
-    match parts.as_slice() {
-        [] => None,
-        [one] => Some((*one).clone()),
-        _ => QuotientFilter::merge(&parts, rate?).ok(),
+fn one_filter(run: &Run, rate: Option<f64>) -> Option<RunFilter> {
+    let mut parts = run.filter_parts();
+    match (parts.next(), parts.next()) {
+        (None, _) => None,
+        (Some((_, one)), None) => Some((*one).clone()),
+        // Parts come of merges that shared their inputs' filters: quotient filters.
+        _ => {
+            let merged = QuotientFilter::merge(&run.quotient_filters()?, rate?).ok()?;
+            Some(RunFilter::Quotient(merged))
+        }
     }
 }

@@ -31,7 +31,7 @@ use crate::batch::{decode_ops, OpsPayload, RangeOp, TableId};
 use crate::codec::{put_varint, Reader};
 use crate::entry::{EntryRef, Value};
 use crate::memtable::MemIter;
-use crate::run::{Run, RunBuilder, RunMeta};
+use crate::run::{FilterChoice, Run, RunBuilder, RunMeta};
 use crate::version::TableState;
 use crate::Result;
 use std::collections::BTreeSet;
@@ -110,8 +110,16 @@ pub(crate) fn write_run<'a>(
 ) -> Result<Option<(Arc<Run>, PatchId)>> {
     let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Ingest);
     let mut hashes = Vec::new();
+    let mut puts = puts.into_iter().peekable();
+    // The run takes its table's filter (its blocks stay linear: its entries are all at `seq`,
+    // newer than any reader, which a specialized format would keep in its versions section
+    // anyway; merges rewrite them in the table's format).
+    let filter = match puts.peek() {
+        Some((table, _, _)) => inner.filter_choice(&inner.version.read().table(*table)?.layout),
+        None => FilterChoice::None,
+    };
     for (_, key, value) in puts {
-        if inner.opts.filter_fp_rate.is_some() {
+        if filter.wants_hashes() {
             hashes.push(hash_key(key));
         }
         builder.add(EntryRef {
@@ -120,8 +128,7 @@ pub(crate) fn write_run<'a>(
             value: value.as_deref(),
         })?;
     }
-    let filter = super::build_filter(&hashes, inner.opts.filter_fp_rate);
-    let Some((run, patch)) = builder.finish(filter)? else {
+    let Some((run, patch)) = builder.finish(filter.build(&hashes))? else {
         return Ok(None);
     };
     // Not written yet: readers go through the cache until it is.

@@ -51,7 +51,6 @@ mod stats;
 mod verify;
 mod write;
 
-pub(crate) use checkpoint::build_filter;
 pub(crate) use link::{link_transaction, PrivateRuns};
 pub(crate) use read::{get_at, scan_at, ReaderGuard};
 pub(crate) use space::admit_spill;
@@ -70,10 +69,11 @@ pub use verify::{Placed, StoreCheck};
 
 use crate::batch::TableId;
 use crate::concurrency::{LockError, LockManager, Oracle};
+use crate::layout::{FilterSpec, LayoutSpec};
 use crate::manifest::LogStart;
 use crate::options::Options;
 use crate::options::Stitching;
-use crate::run::{Run, Storage};
+use crate::run::{FilterChoice, Run, Storage};
 use crate::seq_counts::SeqCounts;
 use crate::version::{TableState, Version};
 use crate::{Error, Result};
@@ -295,7 +295,12 @@ impl Db {
         let zones = Arc::new(ZoneStore::create(cache, opts.zone_config())?);
         let storage = Storage::new(zones, opts.read_cache_bytes, opts.background);
         let mut version = Version::default();
-        version.add_table(TableId(0), DEFAULT_TABLE.to_string(), opts.stitching);
+        version.add_table(
+            TableId(0),
+            DEFAULT_TABLE.to_string(),
+            opts.stitching,
+            Arc::default(),
+        );
         let recovered = recover::Recovered {
             version,
             last_lsn: 0,
@@ -468,15 +473,32 @@ impl Db {
         self.inner.version.read().names.keys().cloned().collect()
     }
 
-    /// Creates a table (durably, like a `Sync` write).
+    /// Creates a table laid out as the VT-tree (durably, like a `Sync` write).
     pub fn create_table(&self, name: &str) -> Result<TableId> {
+        self.create_table_with_layout(name, "")
+    }
+
+    /// Creates a table whose data goes through the modules `layout` names, e.g.
+    /// `managed -> btree -> fixed(8)` (docs/layouts.md; empty: the default VT-tree stack).
+    /// An invalid layout is an error naming the module at fault, and creates nothing.
+    pub fn create_table_with_layout(&self, name: &str, layout: &str) -> Result<TableId> {
         if name.is_empty() || name.len() > MAX_TABLE_NAME {
             return Err(Error::BadTableName(
                 name.to_string(),
                 "must be 1 to 255 bytes",
             ));
         }
-        write::create_table(&self.inner, name)
+        let layout = match layout.trim() {
+            "" => LayoutSpec::default(),
+            text => LayoutSpec::parse(text).map_err(|e| Error::BadLayout(e.to_string()))?,
+        };
+        write::create_table(&self.inner, name, Arc::new(layout))
+    }
+
+    /// The layout of a table, as `create_table_with_layout` accepts it (every parameter
+    /// written out).
+    pub fn table_layout(&self, table: TableId) -> Result<String> {
+        Ok(self.inner.version.read().table(table)?.layout.to_string())
     }
 
     /// The table called `name`, created if it does not exist yet.
@@ -612,6 +634,18 @@ impl Inner {
             .read()
             .table(table)
             .map_or_else(|_| format!("#{}", table.0), |t| t.name.clone())
+    }
+
+    /// The filter a table of `layout` gives its runs (a quotient filter without a rate of
+    /// its own takes the store's, `Options::filter_fp_rate`).
+    pub fn filter_choice(&self, layout: &LayoutSpec) -> FilterChoice {
+        match layout.filter {
+            None => FilterChoice::None,
+            Some(FilterSpec::Quotient { fp_rate }) => {
+                FilterChoice::quotient(fp_rate.or(self.opts.filter_fp_rate))
+            }
+            Some(FilterSpec::Bloom { bits_per_key }) => FilterChoice::Bloom(bits_per_key),
+        }
     }
 
     /// Fails with why the store cannot be written, if it cannot.

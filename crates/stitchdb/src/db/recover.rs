@@ -5,6 +5,7 @@ use super::snapshot::{NamedSnapshot, SnapshotTable};
 use super::{ingest, log, Db};
 use crate::batch::{decode_ops, TableId};
 use crate::codec::Reader;
+use crate::layout::LayoutSpec;
 use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
 use crate::options::Stitching;
@@ -51,6 +52,8 @@ struct Replay {
     storage: Option<Arc<Storage>>,
     /// See `Recovered::replaced`.
     replaced: Vec<Arc<Run>>,
+    /// A replayed table's layout this build does not know: the open is refused.
+    refused: Option<Error>,
 }
 
 pub(crate) fn recover(
@@ -163,7 +166,8 @@ fn recover_with(
     let mut opened: HashMap<u64, Arc<Run>> = HashMap::new();
     let mut version = Version::default();
     for t in &manifest.tables {
-        let mut table = TableState::new(t.id, t.name.clone(), t.stitching);
+        let layout = stored_layout(&t.name, &t.layout)?;
+        let mut table = TableState::new(t.id, t.name.clone(), t.stitching, layout);
         table.levels = open_levels(&storage, t, &t.name, &mut opened, salvage.as_deref_mut())?;
         table.rebuild_view();
         version.names.insert(t.name.clone(), t.id);
@@ -180,6 +184,7 @@ fn recover_with(
                     id: t.id,
                     name: t.name.clone(),
                     stitching: t.stitching,
+                    layout: stored_layout(&t.name, &t.layout)?,
                     levels: open_levels(&storage, t, &label, &mut opened, salvage.as_deref_mut())?,
                 })
             })
@@ -199,6 +204,7 @@ fn recover_with(
         stitching: opts.stitching,
         storage: Some(storage.clone()),
         replaced: Vec::new(),
+        refused: None,
     }));
     let registry = registry(&replay).map_err(log::log_err)?;
     let start = log::to_position(&manifest.log);
@@ -221,6 +227,9 @@ fn recover_with(
     }
     // The registry, the only other holder, is gone: what replay built is taken whole.
     let replay = std::mem::take(&mut *replay.lock());
+    if let Some(refused) = replay.refused {
+        return Err(refused);
+    }
     let last_lsn = report
         .next_lsn
         .saturating_sub(1)
@@ -237,6 +246,21 @@ fn recover_with(
         replaced: replay.replaced,
     };
     Ok((storage, recovered, Some(root)))
+}
+
+/// A table's layout as the manifest or a log record stores it (empty: the default, as
+/// stores before layouts have it); one this build does not know refuses the open.
+fn stored_layout(table: &str, layout: &str) -> Result<Arc<LayoutSpec>> {
+    if layout.is_empty() {
+        return Ok(Arc::default());
+    }
+    LayoutSpec::parse(layout)
+        .map(Arc::new)
+        .map_err(|e| Error::UnknownLayout {
+            table: table.to_string(),
+            layout: layout.to_string(),
+            why: e.to_string(),
+        })
 }
 
 /// Reads and decodes the manifest at `root`.
@@ -321,6 +345,7 @@ fn recover_from_creation(
             id: TableId(0),
             name: super::DEFAULT_TABLE.to_string(),
             stitching: opts.stitching,
+            layout: String::new(),
             runs: Vec::new(),
         }],
         snapshots: Vec::new(),
@@ -332,7 +357,12 @@ fn recover_from_creation(
          the empty store and the log of the store's first session",
     ));
     let mut version = Version::default();
-    version.add_table(TableId(0), super::DEFAULT_TABLE.to_string(), opts.stitching);
+    version.add_table(
+        TableId(0),
+        super::DEFAULT_TABLE.to_string(),
+        opts.stitching,
+        Arc::default(),
+    );
     let replay = Arc::new(Mutex::new(Replay {
         version,
         next_table_id: 1,
@@ -341,6 +371,7 @@ fn recover_from_creation(
         stitching: opts.stitching,
         storage: Some(storage.clone()),
         replaced: Vec::new(),
+        refused: None,
     }));
     let registry = registry(&replay).map_err(log::log_err)?;
     let report = newer_log(
@@ -762,9 +793,20 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, WalE
         let id = TableId(u32::try_from(reader.varint()?).map_err(|_| "table id out of range")?);
         let name =
             String::from_utf8(reader.bytes()?.to_vec()).map_err(|_| "table name is not UTF-8")?;
+        // Records before table layouts end with the name: the default layout.
+        let layout = match reader.is_empty() {
+            true => String::new(),
+            false => String::from_utf8(reader.bytes()?.to_vec()).map_err(|_| "layout not UTF-8")?,
+        };
         if !st.version.tables.contains_key(&id) {
             let stitching = st.stitching;
-            st.version.add_table(id, name, stitching);
+            match stored_layout(&name, &layout) {
+                Ok(layout) => st.version.add_table(id, name, stitching, layout),
+                // Not damage: a newer build's table. The open is refused once replay ends.
+                Err(e) => {
+                    st.refused.get_or_insert(e);
+                }
+            }
         }
         st.next_table_id = st.next_table_id.max(id.0 + 1);
         Ok(())

@@ -9,6 +9,7 @@ use super::read::{scan_view, DbIter};
 use super::Db;
 use crate::batch::TableId;
 use crate::dtable::DTable;
+use crate::layout::LayoutSpec;
 use crate::manifest::{SnapshotMeta, TableMeta};
 use crate::options::Stitching;
 use crate::run::Run;
@@ -32,6 +33,7 @@ pub(crate) struct SnapshotTable {
     pub id: TableId,
     pub name: String,
     pub stitching: Stitching,
+    pub layout: Arc<LayoutSpec>,
     pub levels: Vec<Vec<Arc<Run>>>,
 }
 
@@ -52,6 +54,7 @@ impl NamedSnapshot {
                     id: t.id,
                     name: t.name.clone(),
                     stitching: t.stitching,
+                    layout: t.layout.to_string(),
                     runs: t.levels.iter().flatten().map(|r| r.meta.clone()).collect(),
                 })
                 .collect(),
@@ -199,6 +202,7 @@ impl Db {
                     id: t.id,
                     name: t.name.clone(),
                     stitching: t.stitching,
+                    layout: t.layout.clone(),
                     levels: t.levels.clone(),
                 })
                 .collect(),
@@ -232,7 +236,8 @@ impl Db {
             .tables
             .iter()
             .map(|t| {
-                let mut state = TableState::new(t.id, t.name.clone(), t.stitching);
+                let mut state =
+                    TableState::new(t.id, t.name.clone(), t.stitching, t.layout.clone());
                 state.levels = t.levels.clone();
                 state.rebuild_view();
                 (t.id, state.view as Arc<dyn DTable>)

@@ -15,6 +15,8 @@ pub struct TableStats {
     pub name: String,
     /// How its merges stitch.
     pub stitching: Stitching,
+    /// Its layout (docs/layouts.md), every parameter written out.
+    pub layout: String,
     /// Runs in each level, level 0 first.
     pub levels: Vec<usize>,
     /// Entries in its runs (old versions included).
@@ -155,6 +157,7 @@ impl Db {
             .map(|t| TableStats {
                 name: t.name.clone(),
                 stitching: t.stitching,
+                layout: t.layout.to_string(),
                 levels: t.levels.iter().map(Vec::len).collect(),
                 run_entries: t.runs().map(|r| r.meta.entries).sum(),
                 run_bytes: t.runs().map(|r| r.meta.data_bytes).sum(),
@@ -239,6 +242,7 @@ impl fmt::Display for Stats {
                 t.memtable_bytes,
                 t.stitching
             )?;
+            writeln!(f, "  {:<16} layout {}", "", t.layout)?;
         }
         let merged = self.merge_copied_bytes + self.merge_stitched_bytes;
         let stitched_pct = percent(self.merge_stitched_bytes, merged);

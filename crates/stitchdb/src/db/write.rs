@@ -6,6 +6,7 @@ use crate::batch::{OpsPayload, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::concurrency::{HeldLocks, LockMode, Oracle};
 use crate::entry::Value;
+use crate::layout::LayoutSpec;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
 use crate::{Error, Result};
 use std::borrow::Cow;
@@ -70,13 +71,14 @@ fn validate(inner: &Inner, batch: &WriteBatch) -> Result<()> {
         check_op(inner, &version, *table, key, value.as_deref())?;
     }
     for (table, start, end) in &batch.ranges {
-        check_op(inner, &version, *table, start, None)?;
-        check_op(inner, &version, *table, end, None)?;
+        check_bound(&version, *table, start)?;
+        check_bound(&version, *table, end)?;
     }
     Ok(())
 }
 
-/// Whether one write is acceptable: its table exists, and key and value are within limits.
+/// Whether one write is acceptable: its table exists, its layout can hold it, and key and
+/// value are within limits.
 pub(crate) fn check_op(
     inner: &Inner,
     version: &super::Version,
@@ -84,20 +86,39 @@ pub(crate) fn check_op(
     key: &[u8],
     value: Option<&[u8]>,
 ) -> Result<()> {
-    version.table(table)?;
-    if key.len() > MAX_KEY_LEN {
-        return Err(Error::TooLarge {
-            what: "key",
-            len: key.len(),
-            limit: MAX_KEY_LEN,
+    let t = version.table(table)?;
+    if let Err(why) = t.layout.check_write(key, value) {
+        return Err(Error::LayoutRejects {
+            table: t.name.clone(),
+            layout: t.layout.to_string(),
+            why,
         });
     }
+    check_key_len(key)?;
     let max_value = max_value_len(inner.zones.zone_size());
     if let Some(v) = value.filter(|v| v.len() > max_value) {
         return Err(Error::TooLarge {
             what: "value",
             len: v.len(),
             limit: max_value,
+        });
+    }
+    Ok(())
+}
+
+/// Whether a range delete's bound is acceptable: its table exists and it is within the key
+/// limit (a bound is not stored as a key, so a layout does not judge it).
+fn check_bound(version: &super::Version, table: TableId, key: &[u8]) -> Result<()> {
+    version.table(table)?;
+    check_key_len(key)
+}
+
+fn check_key_len(key: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::TooLarge {
+            what: "key",
+            len: key.len(),
+            limit: MAX_KEY_LEN,
         });
     }
     Ok(())
@@ -565,7 +586,11 @@ fn memtable_full(inner: &Arc<Inner>) -> Result<()> {
     inner.check_writable()
 }
 
-pub(crate) fn create_table(inner: &Arc<Inner>, name: &str) -> Result<TableId> {
+pub(crate) fn create_table(
+    inner: &Arc<Inner>,
+    name: &str,
+    layout: Arc<LayoutSpec>,
+) -> Result<TableId> {
     inner.check_writable()?;
     let wal = inner.wal()?;
     let lsn = {
@@ -577,6 +602,7 @@ pub(crate) fn create_table(inner: &Arc<Inner>, name: &str) -> Result<TableId> {
         let mut payload = Vec::new();
         put_varint(&mut payload, id.0 as u64);
         put_bytes(&mut payload, name.as_bytes());
+        put_bytes(&mut payload, layout.to_string().as_bytes());
         let txn = w.next_txn;
         w.next_txn += 1;
         let appended =
@@ -586,7 +612,7 @@ pub(crate) fn create_table(inner: &Arc<Inner>, name: &str) -> Result<TableId> {
         w.last_seq = lsn;
         let mut version = inner.version.write();
         let mut v = (**version).clone();
-        v.add_table(id, name.to_string(), inner.opts.stitching);
+        v.add_table(id, name.to_string(), inner.opts.stitching, layout);
         *version = Arc::new(v);
         inner.visible_seq.store(lsn, Ordering::Release);
         lsn

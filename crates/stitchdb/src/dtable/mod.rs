@@ -195,7 +195,10 @@ mod tests {
             filter.insert(hash_key(key.as_bytes())).unwrap();
         }
         builder.set_range_tombstones(ranges);
-        let (run, patch) = builder.finish(Some(filter)).unwrap().unwrap();
+        let (run, patch) = builder
+            .finish(Some(crate::run::RunFilter::Quotient(filter)))
+            .unwrap()
+            .unwrap();
         storage.zones.cache().flush_patch(patch).unwrap();
         assert!(run.has_filter());
         run

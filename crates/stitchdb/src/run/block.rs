@@ -10,6 +10,7 @@
 //! validated, and lookups binary-search the parsed entries. Versions 1 to 4 are read, version
 //! 4 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
 
+use super::format::{decode_special, is_special};
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
 use crate::entry::Entry;
@@ -58,6 +59,22 @@ pub struct FinishedBlock {
 }
 
 impl FinishedBlock {
+    /// A block of `payload` (a specialized format's, see `format`).
+    pub fn new(
+        payload: Vec<u8>,
+        first_key: Vec<u8>,
+        last_key: Vec<u8>,
+        entries: u64,
+    ) -> FinishedBlock {
+        FinishedBlock {
+            buf: payload,
+            lead: 0,
+            first_key,
+            last_key,
+            entries,
+        }
+    }
+
     /// The payload.
     pub fn payload(&self) -> &[u8] {
         &self.buf[self.lead..]
@@ -357,6 +374,20 @@ impl Block {
             return Err("empty block".into());
         }
         let version = data[start];
+        if is_special(version) {
+            let block = Self::parse_special(data, start)?;
+            if block.len() as u64 != handle.entries {
+                return Err(format!(
+                    "{} entries where the index says {}",
+                    block.len(),
+                    handle.entries
+                ));
+            }
+            if block.len() > 0 && block.entry(0).key != handle.first_key {
+                return Err(NOT_THE_INDEX.into());
+            }
+            return Ok(block);
+        }
         let count = match version {
             BLOCK_VERSION | BLOCK_VERSION_ELIDED => handle.entries,
             _ if payload_len < 5 => {
@@ -398,6 +429,13 @@ impl Block {
     pub fn parse_standalone(data: Vec<u8>, start: usize) -> Result<Block, String> {
         match data.get(start) {
             Some(&BLOCK_VERSION) => {}
+            Some(&v) if is_special(v) => {
+                let block = Self::parse_special(data, start)?;
+                if block.spans.is_empty() {
+                    return Err("block without entries".into());
+                }
+                return Ok(block);
+            }
             Some(v) => {
                 return Err(format!(
                     "a version {v} block cannot be read without its index"
@@ -416,6 +454,61 @@ impl Block {
         }
         block.data = data;
         Ok(block)
+    }
+
+    /// A specialized format's block (see `format`): its special section, every entry at the
+    /// block's floor, merged with its versions section (version 4 entries to the payload's
+    /// end) in (key ascending, newest first) order.
+    fn parse_special(data: Vec<u8>, start: usize) -> Result<Block, String> {
+        let special = decode_special(&data, start)?;
+        let mut versions = Block {
+            keys: Vec::new(),
+            spans: Vec::new(),
+            data: Vec::new(),
+        };
+        // `parse_entries` skips the byte at `start`, a version byte in other blocks.
+        versions
+            .parse_entries(&data, special.versions_at - 1, &[], None, Layout::V3)
+            .map_err(|e| format!("versions section: {e}"))?;
+        let offset = special.keys.len() as u32;
+        let mut keys = special.keys;
+        keys.extend_from_slice(&versions.keys);
+        let shift = |(a, b): (u32, u32)| (a + offset, b + offset);
+        let floor = special.floor;
+        let mut spans = Vec::with_capacity(special.entries.len() + versions.spans.len());
+        let mut a = special.entries.into_iter().map(|(key, value)| Span {
+            key,
+            value,
+            seq: floor,
+        });
+        let mut b = versions.spans.into_iter().map(|s| Span {
+            key: shift(s.key),
+            ..s
+        });
+        let (mut x, mut y) = (a.next(), b.next());
+        let order = |s: &Span| (&keys[Self::range(s.key)], std::cmp::Reverse(s.seq));
+        loop {
+            let take_a = match (&x, &y) {
+                (Some(p), Some(q)) => match order(p).cmp(&order(q)) {
+                    Ordering::Less => true,
+                    Ordering::Greater => false,
+                    Ordering::Equal => {
+                        return Err("a version in both sections".into());
+                    }
+                },
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if take_a {
+                spans.extend(x.take());
+                x = a.next();
+            } else {
+                spans.extend(y.take());
+                y = b.next();
+            }
+        }
+        Ok(Block { data, keys, spans })
     }
 
     /// Versions 2 to 4: entries one after another, each key sharing a prefix with the one

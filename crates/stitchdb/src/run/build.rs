@@ -1,19 +1,97 @@
 //! Writing runs: entries are copied into new blocks, or whole existing blocks are *stitched*
 //! in (their index entry is taken over and the block gains a reference; nothing is rewritten).
 
-use super::block::BlockWriter;
+use super::block::{BlockWriter, FinishedBlock};
+use super::format::SpecialWriter;
 use super::write_behind::WriteBehind;
-use super::{index, BlockHandle, FilterPart, Run, RunMeta, Storage};
-use crate::entry::{EntryRef, RangeTombstone};
+use super::{index, BlockHandle, FilterPart, Run, RunFilter, RunMeta, Storage};
+use crate::entry::{EntryRef, RangeDeletes, RangeTombstone};
+use crate::layout::{FormatSpec, LayoutSpec};
 use crate::Result;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
 use stitch_zone::{ExtentAddr, ExtentKind, FramedBatch, Stream};
 
 /// Target payload size of a data block: one extent, header included, fills a 4 KiB block.
 const BLOCK_TARGET: usize = 4096 - stitch_zone::EXTENT_HEADER_LEN;
+
+/// How a run's blocks are written: their format and size (a table's layout says, see
+/// `crate::layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockLayout {
+    pub format: FormatSpec,
+    /// A block's extent, header included, fills about this many bytes.
+    pub block_bytes: usize,
+}
+
+impl BlockLayout {
+    /// The blocks a table of `layout` writes.
+    pub fn of(layout: &LayoutSpec) -> BlockLayout {
+        BlockLayout {
+            format: layout.format,
+            block_bytes: layout.block_bytes(),
+        }
+    }
+}
+
+impl Default for BlockLayout {
+    fn default() -> Self {
+        BlockLayout {
+            format: FormatSpec::Linear,
+            block_bytes: 4096,
+        }
+    }
+}
+
+/// The block being filled, in the run's format.
+enum Writer {
+    Linear(BlockWriter),
+    Special(Box<SpecialWriter>),
+}
+
+impl Writer {
+    fn add(&mut self, e: EntryRef) {
+        match self {
+            Writer::Linear(w) => w.add(e),
+            Writer::Special(w) => w.add(e),
+        }
+    }
+
+    fn accepts(&self, e: &EntryRef) -> bool {
+        match self {
+            Writer::Linear(_) => true,
+            Writer::Special(w) => w.accepts(e),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Writer::Linear(w) => w.is_empty(),
+            Writer::Special(w) => w.is_empty(),
+        }
+    }
+
+    fn size(&self) -> usize {
+        match self {
+            Writer::Linear(w) => w.size(),
+            Writer::Special(w) => w.size(),
+        }
+    }
+
+    fn finish(&mut self) -> FinishedBlock {
+        match self {
+            Writer::Linear(w) => w.finish(),
+            Writer::Special(w) => w.finish(),
+        }
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if let Writer::Linear(w) = self {
+            w.recycle(buf);
+        }
+    }
+}
 
 /// A builder makes its blocks durable every this many bytes (on a helper thread, see
 /// `write_behind`), so a large merge does not hold its whole output as dirty blocks in the
@@ -26,7 +104,9 @@ const BATCH_BYTES: usize = 256 << 10;
 pub struct RunBuilder {
     storage: Arc<Storage>,
     stream: Stream,
-    writer: BlockWriter,
+    writer: Writer,
+    /// A block is closed once its payload reaches this many bytes.
+    block_target: usize,
     blocks: Vec<BlockHandle>,
     patches: Vec<PatchId>,
     meta: RunMeta,
@@ -52,7 +132,7 @@ pub struct RunBuilder {
 pub struct Reused {
     pub index: Vec<ExtentAddr>,
     pub index_mirror: Vec<ExtentAddr>,
-    pub filters: Vec<(FilterPart, Arc<QuotientFilter>)>,
+    pub filters: Vec<(FilterPart, Arc<RunFilter>)>,
 }
 
 impl RunBuilder {
@@ -63,7 +143,8 @@ impl RunBuilder {
         RunBuilder {
             storage: storage.clone(),
             stream,
-            writer: BlockWriter::default(),
+            writer: Writer::Linear(BlockWriter::default()),
+            block_target: BLOCK_TARGET,
             blocks: Vec::new(),
             patches: Vec::new(),
             meta: RunMeta::empty(id, level),
@@ -83,15 +164,36 @@ impl RunBuilder {
     /// faulting in fresh pages at every step.
     pub fn expect_bytes(&mut self, bytes: u64) {
         self.blocks
-            .reserve((bytes / BLOCK_TARGET as u64).min(1 << 20) as usize);
+            .reserve((bytes / self.block_target as u64).min(1 << 20) as usize);
+    }
+
+    /// Writes the run's blocks in `layout` (before any entry is added). A specialized format
+    /// stores without sequence numbers the versions at or below `horizon` (the oldest
+    /// snapshot a reader holds) that no range tombstone in `ranges` (the run's) hides: see
+    /// `format`.
+    pub fn set_layout(&mut self, layout: BlockLayout, horizon: u64, ranges: RangeDeletes) {
+        // A block (and the entry that takes it past its target) must fit a zone: stores of
+        // small zones (tests) get smaller blocks than a layout asks for.
+        let most = self.storage.zones.max_payload() / 4;
+        self.block_target = layout
+            .block_bytes
+            .saturating_sub(stitch_zone::EXTENT_HEADER_LEN)
+            .clamp(64, most.max(64));
+        self.writer = match layout.format {
+            FormatSpec::Linear => Writer::Linear(BlockWriter::default()),
+            format => Writer::Special(Box::new(SpecialWriter::new(format, horizon, ranges))),
+        };
     }
 
     pub fn add(&mut self, e: EntryRef) -> Result<()> {
+        if !self.writer.accepts(&e) {
+            self.finish_block()?;
+        }
         self.meta.entries += 1;
         self.meta.min_seq = self.meta.min_seq.min(e.seq);
         self.meta.max_seq = self.meta.max_seq.max(e.seq);
         self.writer.add(e);
-        if self.writer.size() >= BLOCK_TARGET {
+        if self.writer.size() >= self.block_target {
             self.finish_block()?;
         }
         Ok(())
@@ -250,7 +352,7 @@ impl RunBuilder {
     /// Writes the index and `filter` (a filter too large for one extent is left out: the run
     /// then answers every lookup itself); returns the run and one patch standing for all its
     /// writes, or `None` if the run has neither entries nor range tombstones.
-    pub fn finish(mut self, filter: Option<QuotientFilter>) -> Result<Option<(Arc<Run>, PatchId)>> {
+    pub fn finish(mut self, filter: Option<RunFilter>) -> Result<Option<(Arc<Run>, PatchId)>> {
         self.append_all()?;
         self.flusher.wait()?;
         if self.blocks.is_empty() && self.meta.ranges.is_empty() {

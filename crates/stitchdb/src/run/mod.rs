@@ -6,6 +6,8 @@ mod build;
 mod cache;
 mod covered;
 mod cursor;
+mod filter;
+mod format;
 mod index;
 mod rebuild;
 mod search;
@@ -17,12 +19,13 @@ mod write_behind;
 
 #[cfg(test)]
 pub(crate) use block::tests::{counted_payload, elided_payload, whole_keys_payload};
-pub use build::{Reused, RunBuilder};
+pub use build::{BlockLayout, Reused, RunBuilder};
 pub use cache::ReadCache;
+pub use filter::{FilterChoice, RunFilter};
 pub(crate) use index::decode_chunk;
 pub use index::BlockHandle;
 pub use stitch::{merge_runs, MergeSpec, MergeStats};
-pub(crate) use {block::BlockWriter, index::encode_chunks};
+pub(crate) use {block::BlockWriter, format::SpecialWriter, index::encode_chunks};
 
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
@@ -271,7 +274,7 @@ pub struct Run {
     blocks: Vec<BlockHandle>,
     search: BlockSearch,
     /// The filter's parts: each with the index of the block after the last it covers.
-    filters: Vec<(usize, Arc<QuotientFilter>)>,
+    filters: Vec<(usize, Arc<RunFilter>)>,
     storage: Arc<Storage>,
     obsolete: AtomicBool,
     /// The patch writing the run's blocks while they may not have reached the disk (an
@@ -552,13 +555,13 @@ impl Run {
         storage: &Arc<Storage>,
         meta: &mut RunMeta,
         blocks: usize,
-    ) -> Result<Vec<(usize, Arc<QuotientFilter>)>> {
+    ) -> Result<Vec<(usize, Arc<RunFilter>)>> {
         if let [only] = meta.filters.as_mut_slice() {
             if only.blocks == ALL_BLOCKS {
                 only.blocks = blocks as u64;
             }
         }
-        let read = || -> Result<Vec<(usize, Arc<QuotientFilter>)>> {
+        let read = || -> Result<Vec<(usize, Arc<RunFilter>)>> {
             let covered: u64 = meta
                 .filters
                 .iter()
@@ -579,7 +582,7 @@ impl Run {
                     .zones
                     .read(addr, ExtentKind::RUN_FILTER)
                     .map_err(|e| Error::from(e).within("run filter", format!("run {}", meta.id)))?;
-                let filter = QuotientFilter::decode(&payload).map_err(|e| {
+                let filter = RunFilter::decode(&payload).map_err(|e| {
                     Error::corrupt("run filter", format!("run {} {addr}", meta.id), e)
                 })?;
                 end += part.blocks as usize;
@@ -633,13 +636,15 @@ impl Run {
         Self::extents_of(&self.meta, &self.blocks)
     }
 
-    /// The parts of the run's quotient filter, in block order (none if it has no filter).
-    pub fn filters(&self) -> impl Iterator<Item = &QuotientFilter> {
-        self.filters.iter().map(|(_, f)| &**f)
+    /// The parts of the run's filter, in block order, if it has one and every part is a
+    /// quotient filter (what a merge can combine without rereading keys).
+    pub fn quotient_filters(&self) -> Option<Vec<&QuotientFilter>> {
+        let parts: Option<Vec<_>> = self.filters.iter().map(|(_, f)| f.quotient()).collect();
+        parts.filter(|p| !p.is_empty())
     }
 
     /// The parts of the run's filter with their places, in block order.
-    pub fn filter_parts(&self) -> impl Iterator<Item = (FilterPart, Arc<QuotientFilter>)> + '_ {
+    pub fn filter_parts(&self) -> impl Iterator<Item = (FilterPart, Arc<RunFilter>)> + '_ {
         let filters = self.filters.iter().map(|(_, f)| f.clone());
         self.meta.filters.iter().copied().zip(filters)
     }

@@ -10,14 +10,14 @@
 use super::covered::Covered;
 use super::cursor::{Cursor, COPY_AHEAD};
 use super::shadow::shadowing_span;
-use super::{BlockHandle, Reused, Run, RunBuilder, Storage};
+use super::{BlockHandle, BlockLayout, FilterChoice, Reused, Run, RunBuilder, RunFilter, Storage};
 use crate::entry::{EntryRef, RangeDeletes, RangeTombstone};
 use crate::merge_iter::VersionFilter;
 use crate::options::Stitching;
 use crate::Result;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use stitch_filter::QuotientFilter;
+use stitch_filter::{hash_key, QuotientFilter};
 use stitch_patch::PatchId;
 use stitch_zone::Stream;
 
@@ -44,10 +44,16 @@ pub struct MergeSpec {
     pub oldest_snapshot: u64,
     /// Nothing older than the inputs exists, so tombstones can go.
     pub bottom: bool,
-    /// The output's filter rate; its filter is merged from the inputs' (no key is reread).
-    pub filter_fp_rate: Option<f64>,
+    /// The output's filter: a quotient filter is merged from the inputs' (no key is reread),
+    /// a Bloom filter built from the keys kept (its table's merges copy every block).
+    pub filter: FilterChoice,
     /// Where the new blocks are appended: a stream no other merge appends to meanwhile.
     pub stream: Stream,
+    /// The format and size of the blocks it writes (stitched blocks keep theirs).
+    pub blocks: BlockLayout,
+    /// Below every version in front of the inputs (`TableState::seq_bound_before`): with
+    /// `oldest_snapshot`, what a specialized format may store without sequence numbers.
+    pub seq_bound: u64,
 }
 
 /// Merges `inputs` (newest first) into a new run.
@@ -62,9 +68,13 @@ pub fn merge_runs(
         stitching,
         oldest_snapshot,
         bottom,
-        filter_fp_rate,
+        filter: filter_choice,
         stream,
+        blocks,
+        seq_bound,
     } = spec;
+    let mut hashes = Vec::new();
+    let bloom = matches!(filter_choice, FilterChoice::Bloom(_));
     // The new run is read from the disk, blocks stitched from the inputs included.
     for run in inputs {
         run.make_durable()?;
@@ -76,6 +86,8 @@ pub fn merge_runs(
     // be dropped, so a block a tombstone touches is never stitched.
     let ranges: Vec<RangeTombstone> = inputs.iter().flat_map(|r| r.meta.ranges.clone()).collect();
     let covered = Covered::new(&ranges);
+    let horizon = oldest_snapshot.min(seq_bound);
+    out.set_layout(blocks, horizon, RangeDeletes::new(ranges.clone()));
     let mut filter = VersionFilter::new(oldest_snapshot, bottom, RangeDeletes::new(ranges.clone()));
     let mut cursors: Vec<Cursor> = inputs
         .iter()
@@ -150,6 +162,9 @@ pub fn merge_runs(
         let (block, pos) = c.current.as_mut().expect("loaded above");
         let e: EntryRef = c.run.seen(block.entry(*pos));
         if filter.keep(e.key, e.seq, e.value.is_none()) {
+            if bloom {
+                hashes.push(hash_key(e.key));
+            }
             out.add(e)?;
         }
         *pos += 1;
@@ -165,7 +180,7 @@ pub fn merge_runs(
             .filter(|t| !(bottom && t.seq <= oldest_snapshot))
             .collect(),
     );
-    let shared = whole_inputs(inputs, out.blocks()?, filter_fp_rate.is_some());
+    let shared = whole_inputs(inputs, out.blocks()?, filter_choice.wants_hashes());
     let stats = MergeStats {
         copied_bytes: out.copied_bytes,
         stitched_bytes: out.stitched_bytes,
@@ -178,12 +193,24 @@ pub fn merge_runs(
             out.reuse(reused);
             None
         }
-        None => filter_fp_rate.and_then(|rate| {
-            let inputs: Vec<&Arc<Run>> = inputs.iter().filter(|r| r.meta.entries > 0).collect();
-            let parts: Vec<&QuotientFilter> = inputs.iter().flat_map(|r| r.filters()).collect();
-            let all = inputs.iter().all(|r| r.has_filter());
-            all.then(|| QuotientFilter::merge(&parts, rate).ok())?
-        }),
+        None => match filter_choice {
+            FilterChoice::None => None,
+            FilterChoice::Bloom(_) => filter_choice.build(&hashes),
+            FilterChoice::Quotient(rate) => {
+                let parts: Option<Vec<Vec<&QuotientFilter>>> = inputs
+                    .iter()
+                    .filter(|r| r.meta.entries > 0)
+                    .map(|r| r.quotient_filters())
+                    .collect();
+                let parts: Vec<&QuotientFilter> = parts.into_iter().flatten().flatten().collect();
+                match parts.is_empty() {
+                    true => None,
+                    false => QuotientFilter::merge(&parts, rate)
+                        .ok()
+                        .map(RunFilter::Quotient),
+                }
+            }
+        },
     };
     Ok(out
         .finish(merged_filter)?
@@ -373,8 +400,10 @@ mod tests {
             stitching: Stitching::default(),
             oldest_snapshot: 0,
             bottom: false,
-            filter_fp_rate: None,
+            filter: FilterChoice::None,
             stream: Stream::Flush,
+            blocks: BlockLayout::default(),
+            seq_bound: u64::MAX,
         };
         let (merged, patch, stats) = merge_runs(&storage, &[newer, older], spec)
             .unwrap()
@@ -405,7 +434,7 @@ mod tests {
         use crate::entry::Entry;
         use crate::options::Stitching;
         use crate::run::testing::{counted_storage, entries_of, run_from};
-        use crate::run::{Run, Storage};
+        use crate::run::{BlockLayout, FilterChoice, Run, Storage};
         use proptest::prelude::*;
         use std::collections::BTreeMap;
         use std::sync::Arc;
@@ -442,8 +471,10 @@ mod tests {
                 stitching,
                 oldest_snapshot,
                 bottom: false,
-                filter_fp_rate: None,
+                filter: FilterChoice::None,
                 stream: Stream::Merge,
+                blocks: BlockLayout::default(),
+                seq_bound: u64::MAX,
             };
             let (run, patch, stats) = merge_runs(storage, inputs, spec).unwrap().unwrap();
             storage.zones.cache().flush_patch(patch).unwrap();

@@ -24,6 +24,7 @@ use crate::concurrency::{HeldLocks, LockError, LockManager, LockMode, Oracle, Ta
 use crate::db::{get_at, lock_exclusive, scan_at, Committer, Db, Inner, ReaderGuard, Span};
 use crate::entry::{within, within_any, Value};
 use crate::options::Durability;
+use crate::run::FilterChoice;
 use crate::{Error, Result};
 use spill::Spilled;
 use std::collections::BTreeSet;
@@ -378,7 +379,7 @@ impl<'db> Transaction<'db> {
             spilled.spill(
                 &inner.storage,
                 || inner.next_run_id(),
-                inner.opts.filter_fp_rate,
+                FilterChoice::quotient(inner.opts.filter_fp_rate),
                 writes,
                 ranges,
             )

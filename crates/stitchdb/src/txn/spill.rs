@@ -8,11 +8,11 @@
 //! them, and their extents are freed in the background.
 
 use crate::batch::{RangeOp, TableId};
-use crate::db::{build_filter, PrivateRuns};
+use crate::db::PrivateRuns;
 use crate::dtable::{filtered_run, DTable, Overlay};
 use crate::entry::{EntryRef, RangeTombstone, Value};
 use crate::merge_iter::{Newest, Source};
-use crate::run::{Run, RunBuilder, Storage};
+use crate::run::{FilterChoice, Run, RunBuilder, Storage};
 use crate::Result;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -52,7 +52,7 @@ impl Spilled {
         &mut self,
         storage: &Arc<Storage>,
         next_run_id: impl Fn() -> u64,
-        filter_fp_rate: Option<f64>,
+        filter: FilterChoice,
         writes: &WriteSet,
         ranges: &[RangeOp],
     ) -> Result<()> {
@@ -86,7 +86,7 @@ impl Spilled {
                     value: value.as_deref(),
                 })?;
             }
-            let Some((run, patch)) = builder.finish(build_filter(&hashes, filter_fp_rate))? else {
+            let Some((run, patch)) = builder.finish(filter.build(&hashes))? else {
                 continue;
             };
             // Until a commit links them, dropping them frees their extents (so do the runs

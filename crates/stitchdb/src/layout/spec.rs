@@ -1,0 +1,1611 @@
+//! The layout string: its grammar, the parser that checks it, and its canonical form.
+//!
+//! ```text
+//! layout := module ("->" module)*
+//! module := name ["(" [param ("," param)*] ")"]
+//! param  := value | key "=" value
+//! ```
+//!
+//! Whitespace around tokens is ignored. Names are lowercase ASCII letters, digits and `-`; a
+//! value without a key may only be the first parameter, and is the module's first parameter.
+//! Integers are plain decimal; `fp` is a decimal number (`0.01`, or `1e-2`). The modules, in the
+//! only order they may come, each at most once: `managed`; a filter (`quotient` or `bloom`);
+//! `btree`; `exception`; the format (`linear`, `fixed`, `array` or `unique-string`); and, only
+//! after `exception` and a specialized format (any but `linear`), `linear` last.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The longest layout string, in bytes.
+pub const MAX_LAYOUT_LEN: usize = 1024;
+
+/// A run's block payload target in a table without a `btree`: its index then has one entry
+/// per 64 KiB.
+pub const UNINDEXED_BLOCK_BYTES: usize = 64 * 1024;
+
+/// Bits per key of `bloom` when not given.
+pub const DEFAULT_BLOOM_BITS: u32 = 10;
+
+/// Bytes of a `btree` node when not given.
+pub const DEFAULT_BTREE_NODE: u32 = 4096;
+
+/// The most distinct values per block of `unique-string` when not given.
+pub const DEFAULT_UNIQUE_MAX: u32 = 255;
+
+/// The longest value `unique-string` holds, in bytes, when not given.
+pub const DEFAULT_UNIQUE_LEN: u32 = 255;
+
+/// A table's layout: the stack of modules its data goes through.
+///
+/// Always `managed` first (the writable memtable plus the read-only runs digested from it and
+/// combined by compaction), then optionally a filter and a `btree` index over each run, then
+/// optionally `exception`, then the format of the runs' blocks. With `exception` the format
+/// is a specialized one, and `linear` under it keeps the pairs it rejects.
+///
+/// [`Display`](fmt::Display) writes the canonical form, which [`LayoutSpec::parse`] reads back
+/// to the same spec (for any spec a layout string can describe).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayoutSpec {
+    /// The filter in front of each run, if any.
+    pub filter: Option<FilterSpec>,
+    /// The index over each run's blocks, if any.
+    pub btree: Option<BtreeSpec>,
+    /// Whether pairs the format rejects go to a `linear` format stacked under it.
+    pub exception: bool,
+    /// How a run's blocks hold their pairs.
+    pub format: FormatSpec,
+}
+
+/// The filter in front of each run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FilterSpec {
+    /// A quotient filter: `quotient(fp=F)`, F in (0, 0.5].
+    Quotient {
+        /// The false-positive rate; `None` is the store's `Options::filter_fp_rate`.
+        fp_rate: Option<f64>,
+    },
+    /// A Bloom filter: `bloom(bits=B)`, B in 1..=32.
+    Bloom {
+        /// Bits per key.
+        bits_per_key: u32,
+    },
+}
+
+/// The index over a run's blocks: `btree(node=N)`, N in 512..=65536.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BtreeSpec {
+    /// Bytes of an index node (a block), and so the run's block payload target.
+    pub node: u32,
+}
+
+/// How a run's blocks hold their pairs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatSpec {
+    /// Any keys and values: `linear`.
+    Linear,
+    /// Values of exactly `size` bytes: `fixed(size=S)`, S in 1..=4096.
+    Fixed {
+        /// Bytes of every value.
+        size: u32,
+    },
+    /// Keys that are 8-byte big-endian integers (`u64`), values of exactly `size` bytes:
+    /// `array(size=S)`, S in 1..=4096.
+    Array {
+        /// Bytes of every value.
+        size: u32,
+    },
+    /// Values of at most `len` bytes, at most `max` distinct ones per block:
+    /// `unique-string(max=M, len=L)`, M in 1..=65535, L in 1..=4096.
+    UniqueString {
+        /// The most distinct values in one block.
+        max: u32,
+        /// The longest value, in bytes.
+        len: u32,
+    },
+}
+
+/// Why a string is not a layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutError {
+    /// The layout as written (its first 64 characters then `...`, when too long).
+    pub layout: String,
+    /// The module at fault, if one is: its number (from 1) and its name as written (empty
+    /// when it has none).
+    pub module: Option<(usize, String)>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "layout \"{}\"", self.layout.escape_debug())?;
+        match &self.module {
+            Some((n, name)) if name.is_empty() => write!(f, ": module {n}")?,
+            Some((n, name)) => write!(f, ": module {n} \"{}\"", name.escape_debug())?,
+            None => {}
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+impl std::error::Error for LayoutError {}
+
+impl Default for LayoutSpec {
+    /// `managed -> quotient -> btree(node=4096) -> linear`: the VT-tree.
+    fn default() -> LayoutSpec {
+        LayoutSpec {
+            filter: Some(FilterSpec::Quotient { fp_rate: None }),
+            btree: Some(BtreeSpec {
+                node: DEFAULT_BTREE_NODE,
+            }),
+            exception: false,
+            format: FormatSpec::Linear,
+        }
+    }
+}
+
+impl FromStr for LayoutSpec {
+    type Err = LayoutError;
+
+    fn from_str(layout: &str) -> Result<LayoutSpec, LayoutError> {
+        LayoutSpec::parse(layout)
+    }
+}
+
+impl LayoutSpec {
+    /// Parses and checks a layout string (see the module docs for the grammar and rules).
+    pub fn parse(layout: &str) -> Result<LayoutSpec, LayoutError> {
+        if layout.len() > MAX_LAYOUT_LEN {
+            let mut shown: String = layout.chars().take(64).collect();
+            shown.push_str("...");
+            return Err(LayoutError {
+                layout: shown,
+                module: None,
+                reason: format!("too long: {} bytes, at most {MAX_LAYOUT_LEN}", layout.len()),
+            });
+        }
+        let fail = |module: Option<(usize, &str)>, reason: String| LayoutError {
+            layout: layout.to_string(),
+            module: module.map(|(n, name)| (n, name.to_string())),
+            reason,
+        };
+        if layout.trim().is_empty() {
+            return Err(fail(
+                None,
+                "empty: a layout names at least \"managed\" and a format".to_string(),
+            ));
+        }
+        let pieces: Vec<&str> = layout.split("->").collect();
+        let mut stack = Stack::default();
+        for (i, piece) in pieces.iter().enumerate() {
+            let n = i + 1;
+            let text = piece.trim();
+            if text.is_empty() {
+                let reason = if i == 0 {
+                    "empty: nothing before \"->\""
+                } else if n == pieces.len() {
+                    "empty: nothing after \"->\""
+                } else {
+                    "empty: nothing between \"->\" and \"->\""
+                };
+                return Err(fail(Some((n, "")), reason.to_string()));
+            }
+            let (name, params) =
+                syntax(text).map_err(|(name, reason)| fail(Some((n, name)), reason))?;
+            let at = Some((n, name));
+            let Some(kind) = Kind::named(name) else {
+                let names: Vec<&str> = KINDS.iter().map(|k| k.name()).collect();
+                return Err(fail(
+                    at,
+                    format!("unknown module (modules: {})", names.join(", ")),
+                ));
+            };
+            let values = kind.values(&params).map_err(|reason| fail(at, reason))?;
+            stack
+                .push(kind, &values)
+                .map_err(|reason| fail(at, reason))?;
+        }
+        stack
+            .finish()
+            .map_err(|(n, kind, reason)| fail(Some((n, kind.name())), reason))
+    }
+
+    /// Whether a write of `value` (`None`: a tombstone) under `key` fits the layout. With
+    /// `exception` everything does (the final `linear` keeps what the format rejects);
+    /// without it a value must pass [`rejects`](Self::rejects), and a tombstone always
+    /// passes, except that an `array` table's keys must be 8 bytes even for a tombstone: a
+    /// delete of a key the table could never hold is an error too.
+    pub fn check_write(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
+        if self.exception {
+            return Ok(());
+        }
+        let why = match value {
+            Some(value) => self.format.rejects(key, value),
+            None => self.format.rejects_key(key),
+        };
+        why.map_or(Ok(()), Err)
+    }
+
+    /// A run's block payload target, in bytes: the `btree` node, or
+    /// [`UNINDEXED_BLOCK_BYTES`] (64 KiB) without a `btree`.
+    pub fn block_bytes(&self) -> usize {
+        self.btree
+            .map_or(UNINDEXED_BLOCK_BYTES, |btree| btree.node as usize)
+    }
+
+    /// Whether merges of this table may stitch (reuse blocks of their inputs): only with a
+    /// quotient filter or none, and the `linear` format. A Bloom filter cannot be merged
+    /// without rereading the keys; a stitched block keeps the format it was written in, and
+    /// runs that ingests and transactions write are linear, so a specialized format's table
+    /// copies its merges (Anvil's combine) to store everything in its format.
+    pub fn stitches(&self) -> bool {
+        matches!(self.filter, None | Some(FilterSpec::Quotient { .. }))
+            && self.format == FormatSpec::Linear
+    }
+}
+
+impl FormatSpec {
+    /// Why the format cannot hold this pair, if it cannot: `fixed` holds values of exactly
+    /// its size; `array` keys of exactly 8 bytes (a big-endian `u64`) and values of exactly
+    /// its size; `unique-string` values of at most its `len` bytes; `linear` anything.
+    pub fn rejects(&self, key: &[u8], value: &[u8]) -> Option<String> {
+        if let Some(why) = self.rejects_key(key) {
+            return Some(why);
+        }
+        match *self {
+            FormatSpec::Linear => None,
+            FormatSpec::Fixed { size } | FormatSpec::Array { size } => {
+                (value.len() != size as usize).then(|| {
+                    format!(
+                        "a {}-byte value in {}: its values are {size} bytes",
+                        value.len(),
+                        self
+                    )
+                })
+            }
+            FormatSpec::UniqueString { len, .. } => (value.len() > len as usize).then(|| {
+                format!(
+                    "a {}-byte value in {}: its values are at most {len} bytes",
+                    value.len(),
+                    self
+                )
+            }),
+        }
+    }
+
+    /// Why the format cannot hold this key whatever its value (only `array` limits keys).
+    pub fn rejects_key(&self, key: &[u8]) -> Option<String> {
+        match *self {
+            FormatSpec::Array { .. } if key.len() != 8 => Some(format!(
+                "a {}-byte key in {}: its keys are 8 bytes (a big-endian u64)",
+                key.len(),
+                self
+            )),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for LayoutSpec {
+    /// The canonical form: every parameter written out (but a quotient filter's `fp` when it
+    /// is the store's), modules joined by `" -> "`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("managed")?;
+        if let Some(filter) = self.filter {
+            write!(f, " -> {filter}")?;
+        }
+        if let Some(btree) = self.btree {
+            write!(f, " -> btree(node={})", btree.node)?;
+        }
+        if self.exception {
+            f.write_str(" -> exception")?;
+        }
+        write!(f, " -> {}", self.format)?;
+        if self.exception {
+            f.write_str(" -> linear")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for FilterSpec {
+    /// The canonical form of the filter's module.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterSpec::Quotient { fp_rate: None } => f.write_str("quotient"),
+            FilterSpec::Quotient {
+                fp_rate: Some(fp_rate),
+            } => write!(f, "quotient(fp={fp_rate})"),
+            FilterSpec::Bloom { bits_per_key } => write!(f, "bloom(bits={bits_per_key})"),
+        }
+    }
+}
+
+impl fmt::Display for FormatSpec {
+    /// The canonical form of the format's module.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FormatSpec::Linear => f.write_str("linear"),
+            FormatSpec::Fixed { size } => write!(f, "fixed(size={size})"),
+            FormatSpec::Array { size } => write!(f, "array(size={size})"),
+            FormatSpec::UniqueString { max, len } => {
+                write!(f, "unique-string(max={max}, len={len})")
+            }
+        }
+    }
+}
+
+/// A module a layout may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Managed,
+    Quotient,
+    Bloom,
+    Btree,
+    Exception,
+    Linear,
+    Fixed,
+    Array,
+    UniqueString,
+}
+
+/// Every module, in the order the unknown-module message lists them.
+const KINDS: [Kind; 9] = [
+    Kind::Managed,
+    Kind::Quotient,
+    Kind::Bloom,
+    Kind::Btree,
+    Kind::Exception,
+    Kind::Linear,
+    Kind::Fixed,
+    Kind::Array,
+    Kind::UniqueString,
+];
+
+/// Where a module stands in a layout: a layout's modules go up the stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    Managed,
+    Filter,
+    Btree,
+    Exception,
+    Format,
+}
+
+/// What values a parameter takes.
+#[derive(Debug, Clone, Copy)]
+enum Range {
+    /// A plain decimal integer in `min..=max`.
+    Int { min: u32, max: u32 },
+    /// A false-positive rate: a decimal number in (0, 0.5].
+    Rate,
+}
+
+/// A parameter of a module.
+struct ParamDef {
+    key: &'static str,
+    range: Range,
+    required: bool,
+}
+
+const QUOTIENT_PARAMS: &[ParamDef] = &[ParamDef {
+    key: "fp",
+    range: Range::Rate,
+    required: false,
+}];
+
+const BLOOM_PARAMS: &[ParamDef] = &[ParamDef {
+    key: "bits",
+    range: Range::Int { min: 1, max: 32 },
+    required: false,
+}];
+
+const BTREE_PARAMS: &[ParamDef] = &[ParamDef {
+    key: "node",
+    range: Range::Int {
+        min: 512,
+        max: 65536,
+    },
+    required: false,
+}];
+
+const SIZE_PARAMS: &[ParamDef] = &[ParamDef {
+    key: "size",
+    range: Range::Int { min: 1, max: 4096 },
+    required: true,
+}];
+
+const UNIQUE_STRING_PARAMS: &[ParamDef] = &[
+    ParamDef {
+        key: "max",
+        range: Range::Int { min: 1, max: 65535 },
+        required: false,
+    },
+    ParamDef {
+        key: "len",
+        range: Range::Int { min: 1, max: 4096 },
+        required: false,
+    },
+];
+
+/// A parameter's value, checked against its range.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Int(u32),
+    Rate(f64),
+}
+
+impl Range {
+    /// The range as messages write it.
+    fn shown(self) -> String {
+        match self {
+            Range::Int { min, max } => format!("{min} to {max}"),
+            Range::Rate => "in (0, 0.5]".to_string(),
+        }
+    }
+}
+
+impl ParamDef {
+    fn parse(&self, text: &str) -> Result<Value, String> {
+        let key = self.key;
+        let out_of_range = || {
+            format!(
+                "parameter \"{key}\": {text:?} is out of range ({})",
+                self.range.shown()
+            )
+        };
+        match self.range {
+            Range::Int { min, max } => {
+                if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(format!(
+                        "parameter \"{key}\": {text:?} is not a number (a decimal integer)"
+                    ));
+                }
+                // Only digits: a failed parse is a number past u32.
+                match text.parse::<u32>() {
+                    Ok(n) if (min..=max).contains(&n) => Ok(Value::Int(n)),
+                    _ => Err(out_of_range()),
+                }
+            }
+            Range::Rate => {
+                let decimal = text
+                    .bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_digit() || b == b'.')
+                    && text
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || b".eE+-".contains(&b));
+                match decimal.then(|| text.parse::<f64>().ok()).flatten() {
+                    None => Err(format!(
+                        "parameter \"{key}\": {text:?} is not a number (a decimal such as 0.01)"
+                    )),
+                    Some(rate) if rate > 0.0 && rate <= 0.5 => Ok(Value::Rate(rate)),
+                    Some(_) => Err(out_of_range()),
+                }
+            }
+        }
+    }
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Managed => "managed",
+            Kind::Quotient => "quotient",
+            Kind::Bloom => "bloom",
+            Kind::Btree => "btree",
+            Kind::Exception => "exception",
+            Kind::Linear => "linear",
+            Kind::Fixed => "fixed",
+            Kind::Array => "array",
+            Kind::UniqueString => "unique-string",
+        }
+    }
+
+    fn named(name: &str) -> Option<Kind> {
+        KINDS.into_iter().find(|k| k.name() == name)
+    }
+
+    fn stage(self) -> Stage {
+        match self {
+            Kind::Managed => Stage::Managed,
+            Kind::Quotient | Kind::Bloom => Stage::Filter,
+            Kind::Btree => Stage::Btree,
+            Kind::Exception => Stage::Exception,
+            Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString => Stage::Format,
+        }
+    }
+
+    /// A format that rejects some pairs (which `exception` can send to a `linear` under it).
+    fn specialized(self) -> bool {
+        matches!(self, Kind::Fixed | Kind::Array | Kind::UniqueString)
+    }
+
+    fn params(self) -> &'static [ParamDef] {
+        match self {
+            Kind::Quotient => QUOTIENT_PARAMS,
+            Kind::Bloom => BLOOM_PARAMS,
+            Kind::Btree => BTREE_PARAMS,
+            Kind::Fixed | Kind::Array => SIZE_PARAMS,
+            Kind::UniqueString => UNIQUE_STRING_PARAMS,
+            Kind::Managed | Kind::Exception | Kind::Linear => &[],
+        }
+    }
+
+    /// The module's parameter values as written (in the order of [`Kind::params`], `None`
+    /// where not given), checked.
+    fn values(self, params: &[RawParam<'_>]) -> Result<Vec<Option<Value>>, String> {
+        let defs = self.params();
+        if defs.is_empty() && !params.is_empty() {
+            return Err("takes no parameters".to_string());
+        }
+        let mut values: Vec<Option<Value>> = vec![None; defs.len()];
+        for param in params {
+            // A value without a key is the first parameter's (`syntax` allows it only first).
+            let at = match param.key {
+                None => 0,
+                Some(key) => defs.iter().position(|d| d.key == key).ok_or_else(|| {
+                    let keys: Vec<&str> = defs.iter().map(|d| d.key).collect();
+                    format!(
+                        "unknown parameter {key:?} (parameters: {})",
+                        keys.join(", ")
+                    )
+                })?,
+            };
+            if values[at].is_some() {
+                return Err(format!("parameter \"{}\" given twice", defs[at].key));
+            }
+            values[at] = Some(defs[at].parse(param.value)?);
+        }
+        if let Some((def, _)) = defs
+            .iter()
+            .zip(&values)
+            .find(|(def, value)| def.required && value.is_none())
+        {
+            return Err(format!(
+                "missing parameter \"{}\" ({}={})",
+                def.key,
+                def.key,
+                def.range.shown()
+            ));
+        }
+        Ok(values)
+    }
+}
+
+/// The integer at `at` of a module's values, or `default`.
+fn int(values: &[Option<Value>], at: usize, default: u32) -> u32 {
+    match values.get(at) {
+        Some(Some(Value::Int(n))) => *n,
+        _ => default,
+    }
+}
+
+/// A parameter as written: its key, if it has one, and its value's text.
+struct RawParam<'a> {
+    key: Option<&'a str>,
+    value: &'a str,
+}
+
+fn name_char(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
+}
+
+/// Splits a module's text (trimmed, not empty) into its name and parameters. An error names
+/// the module as written.
+fn syntax(text: &str) -> Result<(&str, Vec<RawParam<'_>>), (&str, String)> {
+    let (name, rest) = match text.split_once('(') {
+        Some((name, rest)) => (name.trim_end(), Some(rest)),
+        None => (text, None),
+    };
+    if name.is_empty() {
+        return Err((name, "no module name before \"(\"".to_string()));
+    }
+    if name.contains(')') {
+        return Err((name, "\")\" without \"(\"".to_string()));
+    }
+    if let Some(c) = name.chars().find(|&c| !name_char(c)) {
+        let reason = if c.is_whitespace() {
+            "a space inside a module name (a missing \"->\"?)".to_string()
+        } else {
+            format!(
+                "bad character {c:?} in a module name (names are lowercase letters, digits \
+                 and '-')"
+            )
+        };
+        return Err((name, reason));
+    }
+    let Some(rest) = rest else {
+        return Ok((name, Vec::new()));
+    };
+    let Some((inner, after)) = rest.split_once(')') else {
+        return Err((name, "unclosed \"(\"".to_string()));
+    };
+    if inner.contains('(') {
+        return Err((name, "\"(\" inside parameters".to_string()));
+    }
+    let after = after.trim();
+    if !after.is_empty() {
+        return Err((
+            name,
+            format!("unexpected {after:?} after \")\" (a missing \"->\"?)"),
+        ));
+    }
+    let inner = inner.trim();
+    let mut params = Vec::new();
+    if inner.is_empty() {
+        return Ok((name, params));
+    }
+    for (i, param) in inner.split(',').enumerate() {
+        let param = param.trim();
+        if param.is_empty() {
+            return Err((name, format!("parameter {} is empty", i + 1)));
+        }
+        match param.split_once('=') {
+            Some((key, value)) => {
+                let (key, value) = (key.trim(), value.trim());
+                if key.is_empty() {
+                    return Err((name, format!("no parameter name before \"=\" in {param:?}")));
+                }
+                if value.is_empty() {
+                    return Err((name, format!("parameter {key:?} has no value")));
+                }
+                params.push(RawParam {
+                    key: Some(key),
+                    value,
+                });
+            }
+            None if i > 0 => {
+                return Err((
+                    name,
+                    format!(
+                        "a value without a name ({param:?}) may only be the first parameter: \
+                         write key=value"
+                    ),
+                ));
+            }
+            None => params.push(RawParam {
+                key: None,
+                value: param,
+            }),
+        }
+    }
+    Ok((name, params))
+}
+
+/// The modules of a layout read so far, checked against the stacking rules as each comes.
+#[derive(Default)]
+struct Stack {
+    /// The modules so far: module `n` is `kinds[n - 1]`.
+    kinds: Vec<Kind>,
+    filter: Option<FilterSpec>,
+    btree: Option<BtreeSpec>,
+    /// The number of the `exception` module.
+    exception: Option<usize>,
+    /// The format, and its module's number and kind.
+    format: Option<(usize, Kind, FormatSpec)>,
+    /// Whether the `linear` after `exception`'s specialized format has come.
+    final_linear: bool,
+}
+
+impl Stack {
+    /// Adds the next module (its parameter values checked), or says why it cannot come next.
+    fn push(&mut self, kind: Kind, values: &[Option<Value>]) -> Result<(), String> {
+        self.place(kind)?;
+        self.kinds.push(kind);
+        let n = self.kinds.len();
+        match kind {
+            Kind::Managed => {}
+            Kind::Quotient => {
+                let fp_rate = match values.first() {
+                    Some(Some(Value::Rate(rate))) => Some(*rate),
+                    _ => None,
+                };
+                self.filter = Some(FilterSpec::Quotient { fp_rate });
+            }
+            Kind::Bloom => {
+                self.filter = Some(FilterSpec::Bloom {
+                    bits_per_key: int(values, 0, DEFAULT_BLOOM_BITS),
+                });
+            }
+            Kind::Btree => {
+                self.btree = Some(BtreeSpec {
+                    node: int(values, 0, DEFAULT_BTREE_NODE),
+                });
+            }
+            Kind::Exception => self.exception = Some(n),
+            Kind::Linear if self.format.is_some() => self.final_linear = true,
+            Kind::Linear => self.format = Some((n, kind, FormatSpec::Linear)),
+            Kind::Fixed => {
+                let size = int(values, 0, 0);
+                self.format = Some((n, kind, FormatSpec::Fixed { size }));
+            }
+            Kind::Array => {
+                let size = int(values, 0, 0);
+                self.format = Some((n, kind, FormatSpec::Array { size }));
+            }
+            Kind::UniqueString => {
+                let format = FormatSpec::UniqueString {
+                    max: int(values, 0, DEFAULT_UNIQUE_MAX),
+                    len: int(values, 1, DEFAULT_UNIQUE_LEN),
+                };
+                self.format = Some((n, kind, format));
+            }
+        }
+        Ok(())
+    }
+
+    /// Why `kind` cannot be the next module, if it cannot.
+    fn place(&self, kind: Kind) -> Result<(), String> {
+        let name = kind.name();
+        let Some(&prev) = self.kinds.last() else {
+            return match kind {
+                Kind::Managed => Ok(()),
+                _ => Err("a layout starts with \"managed\"".to_string()),
+            };
+        };
+        if let Some(i) = self.kinds.iter().position(|&k| k == kind) {
+            return Err(format!(
+                "repeated (module {} is {name:?} too): each module comes at most once",
+                i + 1
+            ));
+        }
+        if let Some((format_n, format_kind, _)) = self.format {
+            let format = format_kind.name();
+            if self.exception.is_some() && !self.final_linear {
+                // After `exception` and its specialized format only the final `linear` comes.
+                return match kind {
+                    Kind::Linear => Ok(()),
+                    _ if kind.stage() == Stage::Format => Err(format!(
+                        "two formats (module {format_n} is {format:?}): after \"exception -> \
+                         {format}\" only \"linear\" may come"
+                    )),
+                    _ => Err(format!(
+                        "{name:?} cannot follow {format:?}: after \"exception -> {format}\" \
+                         only \"linear\" may come"
+                    )),
+                };
+            }
+            if kind.stage() == Stage::Format {
+                let hint = if kind == Kind::Linear && format_kind.specialized() {
+                    " (a \"linear\" after a specialized format needs \"exception\" before it)"
+                } else {
+                    ""
+                };
+                return Err(format!(
+                    "two formats (module {format_n} is {format:?}){hint}"
+                ));
+            }
+            return Err(format!(
+                "nothing may follow the format: the layout ends at module {} {:?}",
+                self.kinds.len(),
+                prev.name()
+            ));
+        }
+        if kind.stage() == Stage::Filter {
+            if let Some(i) = self.kinds.iter().position(|k| k.stage() == Stage::Filter) {
+                return Err(format!(
+                    "two filters (module {} is {:?}): a layout has at most one",
+                    i + 1,
+                    self.kinds[i].name()
+                ));
+            }
+        }
+        if kind.stage() < prev.stage() {
+            return Err(format!(
+                "{name:?} cannot follow {:?} (the order is managed, a filter, btree, \
+                 exception, the format)",
+                prev.name()
+            ));
+        }
+        if kind == Kind::Linear && self.exception.is_some() {
+            return Err(
+                "\"exception -> linear\" keeps nothing, as linear rejects nothing: \
+                 \"exception\" needs a specialized format (fixed, array or unique-string) \
+                 before the final \"linear\""
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The layout, once every module has come, or the module at fault and why.
+    fn finish(self) -> Result<LayoutSpec, (usize, Kind, String)> {
+        let Some((_, format_kind, format)) = self.format else {
+            if let Some(n) = self.exception {
+                return Err((
+                    n,
+                    Kind::Exception,
+                    "needs a specialized format (fixed, array or unique-string) after it, \
+                     then \"linear\""
+                        .to_string(),
+                ));
+            }
+            let last = self.kinds.last().copied().unwrap_or(Kind::Managed);
+            return Err((
+                self.kinds.len(),
+                last,
+                "missing format: a layout ends with a format (linear, fixed, array or \
+                 unique-string)"
+                    .to_string(),
+            ));
+        };
+        if let (Some(n), false) = (self.exception, self.final_linear) {
+            let format = format_kind.name();
+            return Err((
+                n,
+                Kind::Exception,
+                format!(
+                    "needs \"linear\" after {format:?}: the format that keeps what {format:?} \
+                     rejects"
+                ),
+            ));
+        }
+        Ok(LayoutSpec {
+            filter: self.filter,
+            btree: self.btree,
+            exception: self.exception.is_some(),
+            format,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parse(layout: &str) -> LayoutSpec {
+        match LayoutSpec::parse(layout) {
+            Ok(spec) => spec,
+            Err(e) => panic!("{layout:?}: {e}"),
+        }
+    }
+
+    fn error(layout: &str) -> LayoutError {
+        match LayoutSpec::parse(layout) {
+            Ok(spec) => panic!("{layout:?} parsed as {spec:?}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn the_examples_parse_as_written_and_print_canonically() {
+        let spec = parse("managed -> bloom -> btree -> linear");
+        assert_eq!(
+            spec,
+            LayoutSpec {
+                filter: Some(FilterSpec::Bloom { bits_per_key: 10 }),
+                btree: Some(BtreeSpec { node: 4096 }),
+                exception: false,
+                format: FormatSpec::Linear,
+            }
+        );
+        assert_eq!(
+            spec.to_string(),
+            "managed -> bloom(bits=10) -> btree(node=4096) -> linear"
+        );
+        assert!(!spec.stitches());
+
+        let spec = parse("managed -> btree -> fixed(8)");
+        assert_eq!(
+            spec,
+            LayoutSpec {
+                filter: None,
+                btree: Some(BtreeSpec { node: 4096 }),
+                exception: false,
+                format: FormatSpec::Fixed { size: 8 },
+            }
+        );
+        assert_eq!(
+            spec.to_string(),
+            "managed -> btree(node=4096) -> fixed(size=8)"
+        );
+        assert!(!spec.stitches(), "a specialized format's merges copy");
+
+        let spec = parse("managed -> exception -> unique-string -> linear");
+        assert_eq!(
+            spec,
+            LayoutSpec {
+                filter: None,
+                btree: None,
+                exception: true,
+                format: FormatSpec::UniqueString { max: 255, len: 255 },
+            }
+        );
+        assert_eq!(
+            spec.to_string(),
+            "managed -> exception -> unique-string(max=255, len=255) -> linear"
+        );
+        assert_eq!(spec.block_bytes(), 65536);
+    }
+
+    #[test]
+    fn the_default_is_the_vt_tree() {
+        let spec = LayoutSpec::default();
+        assert_eq!(
+            spec.to_string(),
+            "managed -> quotient -> btree(node=4096) -> linear"
+        );
+        assert_eq!(spec, LayoutSpec::default());
+        assert_eq!(
+            parse("managed->quotient->btree->linear"),
+            LayoutSpec::default()
+        );
+        assert_ne!(
+            parse("managed -> quotient(fp=0.01) -> btree -> linear"),
+            LayoutSpec::default()
+        );
+        assert_ne!(
+            parse("managed -> quotient -> btree(8192) -> linear"),
+            LayoutSpec::default()
+        );
+        assert!(spec.stitches());
+        assert_eq!(spec.block_bytes(), 4096);
+        assert_eq!("managed -> quotient -> btree -> linear".parse(), Ok(spec));
+    }
+
+    #[test]
+    fn whitespace_positional_values_and_empty_parentheses() {
+        let spec = parse(
+            "  managed()->quotient( fp = 1e-3 )->\tbtree ( 8192 )\n-> exception-> \
+             unique-string(100 , len=20)->linear() ",
+        );
+        assert_eq!(
+            spec,
+            LayoutSpec {
+                filter: Some(FilterSpec::Quotient {
+                    fp_rate: Some(0.001)
+                }),
+                btree: Some(BtreeSpec { node: 8192 }),
+                exception: true,
+                format: FormatSpec::UniqueString { max: 100, len: 20 },
+            }
+        );
+        assert_eq!(
+            spec.to_string(),
+            "managed -> quotient(fp=0.001) -> btree(node=8192) -> exception -> \
+             unique-string(max=100, len=20) -> linear"
+        );
+        assert_eq!(
+            parse("managed -> bloom(32) -> array(size=4096)").to_string(),
+            "managed -> bloom(bits=32) -> array(size=4096)"
+        );
+        assert_eq!(
+            parse("managed -> unique-string(len=7) ").format,
+            FormatSpec::UniqueString { max: 255, len: 7 }
+        );
+        assert_eq!(parse("managed -> linear").block_bytes(), 65536);
+        assert_eq!(
+            parse("managed -> btree(node=512) -> linear").block_bytes(),
+            512
+        );
+    }
+
+    #[test]
+    fn the_length_limit_counts_bytes() {
+        let padded = format!("{:<1024}", "managed -> linear");
+        assert_eq!(padded.len(), MAX_LAYOUT_LEN);
+        parse(&padded);
+        let e = error(&format!("{padded} "));
+        assert_eq!(e.module, None);
+        assert!(
+            e.to_string().contains("too long: 1025 bytes, at most 1024"),
+            "{e}"
+        );
+        // The message shows the start of the layout only, cut at a character.
+        let e = error(&"é".repeat(1000));
+        assert_eq!(e.layout, format!("{}...", "é".repeat(64)));
+    }
+
+    #[test]
+    fn the_unknown_module_message() {
+        assert_eq!(
+            error("managed -> fixd(8)").to_string(),
+            "layout \"managed -> fixd(8)\": module 2 \"fixd\": unknown module (modules: \
+             managed, quotient, bloom, btree, exception, linear, fixed, array, unique-string)"
+        );
+    }
+
+    /// Each error case: the layout, the module its message must name, and what else it says.
+    const ERRORS: &[(&str, &str, &str)] = &[
+        // Empty, and syntax.
+        ("", "", "layout \"\": empty"),
+        (" \t ", "", "empty"),
+        (
+            "managed -> -> linear",
+            "module 2:",
+            "nothing between \"->\" and \"->\"",
+        ),
+        ("-> managed -> linear", "module 1:", "nothing before \"->\""),
+        ("managed -> linear ->", "module 3:", "nothing after \"->\""),
+        (
+            "managed -> fixed(8 -> linear",
+            "module 2 \"fixed\"",
+            "unclosed \"(\"",
+        ),
+        (
+            "managed -> fixed(8))",
+            "module 2 \"fixed\"",
+            "unexpected \")\" after \")\"",
+        ),
+        (
+            "managed -> fixed 8)",
+            "module 2 \"fixed 8)\"",
+            "\")\" without \"(\"",
+        ),
+        (
+            "managed -> fixed((8))",
+            "module 2 \"fixed\"",
+            "\"(\" inside parameters",
+        ),
+        ("managed -> (8)", "module 2:", "no module name before \"(\""),
+        (
+            "managed -> fixed(8) linear",
+            "module 2 \"fixed\"",
+            "unexpected \"linear\"",
+        ),
+        (
+            "managed linear",
+            "module 1 \"managed linear\"",
+            "a space inside a module name",
+        ),
+        (
+            "managed -> Linear",
+            "module 2 \"Linear\"",
+            "bad character 'L'",
+        ),
+        (
+            "managéd -> linear",
+            "module 1 \"managéd\"",
+            "bad character 'é'",
+        ),
+        (
+            "managed -> lin_ear",
+            "module 2 \"lin_ear\"",
+            "bad character '_'",
+        ),
+        (
+            "managed -> fixed(8,)",
+            "module 2 \"fixed\"",
+            "parameter 2 is empty",
+        ),
+        (
+            "managed -> fixed(,8)",
+            "module 2 \"fixed\"",
+            "parameter 1 is empty",
+        ),
+        (
+            "managed -> fixed(=8)",
+            "module 2 \"fixed\"",
+            "no parameter name before \"=\"",
+        ),
+        (
+            "managed -> fixed(size=)",
+            "module 2 \"fixed\"",
+            "\"size\" has no value",
+        ),
+        (
+            "managed -> unique-string(len=4, 8)",
+            "module 2 \"unique-string\"",
+            "a value without a name (\"8\") may only be the first parameter",
+        ),
+        // Unknown modules, and modules out of place.
+        (
+            "managed -> fixd(8)",
+            "module 2 \"fixd\"",
+            "unknown module (modules: managed,",
+        ),
+        (
+            "btree -> managed -> linear",
+            "module 1 \"btree\"",
+            "a layout starts with \"managed\"",
+        ),
+        (
+            "linear",
+            "module 1 \"linear\"",
+            "a layout starts with \"managed\"",
+        ),
+        (
+            "managed -> exception -> btree -> fixed(8) -> linear",
+            "module 3 \"btree\"",
+            "\"btree\" cannot follow \"exception\"",
+        ),
+        (
+            "managed -> btree -> bloom -> linear",
+            "module 3 \"bloom\"",
+            "\"bloom\" cannot follow \"btree\"",
+        ),
+        (
+            "managed -> quotient -> bloom -> linear",
+            "module 3 \"bloom\"",
+            "two filters (module 2 is \"quotient\")",
+        ),
+        (
+            "managed -> btree -> btree -> linear",
+            "module 3 \"btree\"",
+            "repeated (module 2",
+        ),
+        (
+            "managed -> managed -> linear",
+            "module 2 \"managed\"",
+            "repeated (module 1",
+        ),
+        (
+            "managed -> exception -> exception -> fixed(8) -> linear",
+            "module 3 \"exception\"",
+            "repeated",
+        ),
+        // Formats.
+        (
+            "managed -> fixed(8) -> array(8)",
+            "module 3 \"array\"",
+            "two formats (module 2",
+        ),
+        (
+            "managed -> fixed(8) -> linear",
+            "module 3 \"linear\"",
+            "needs \"exception\" before it",
+        ),
+        (
+            "managed -> linear -> linear",
+            "module 3 \"linear\"",
+            "repeated",
+        ),
+        ("managed", "module 1 \"managed\"", "missing format"),
+        (
+            "managed -> bloom -> btree",
+            "module 3 \"btree\"",
+            "missing format",
+        ),
+        (
+            "managed -> linear -> btree",
+            "module 3 \"btree\"",
+            "nothing may follow the format: the layout ends at module 2 \"linear\"",
+        ),
+        (
+            "managed -> exception -> fixed(8) -> linear -> bloom",
+            "module 5 \"bloom\"",
+            "nothing may follow the format",
+        ),
+        // `exception`.
+        (
+            "managed -> exception",
+            "module 2 \"exception\"",
+            "needs a specialized format",
+        ),
+        (
+            "managed -> btree -> exception -> fixed(8)",
+            "module 3 \"exception\"",
+            "needs \"linear\" after \"fixed\"",
+        ),
+        (
+            "managed -> exception -> linear",
+            "module 3 \"linear\"",
+            "keeps nothing, as linear rejects nothing",
+        ),
+        (
+            "managed -> exception -> fixed(8) -> array(8) -> linear",
+            "module 4 \"array\"",
+            "two formats (module 3 is \"fixed\")",
+        ),
+        (
+            "managed -> exception -> fixed(8) -> btree -> linear",
+            "module 4 \"btree\"",
+            "\"btree\" cannot follow \"fixed\": after \"exception -> fixed\" only \"linear\"",
+        ),
+        // Parameters.
+        (
+            "managed -> fixed(sz=8)",
+            "module 2 \"fixed\"",
+            "unknown parameter \"sz\" (parameters: size)",
+        ),
+        (
+            "managed -> fixed(8, size=8)",
+            "module 2 \"fixed\"",
+            "parameter \"size\" given twice",
+        ),
+        (
+            "managed -> fixed",
+            "module 2 \"fixed\"",
+            "missing parameter \"size\" (size=1 to 4096)",
+        ),
+        (
+            "managed -> array()",
+            "module 2 \"array\"",
+            "missing parameter \"size\"",
+        ),
+        (
+            "managed -> fixed(size=eight)",
+            "module 2 \"fixed\"",
+            "\"eight\" is not a number",
+        ),
+        (
+            "managed -> fixed(size=-8)",
+            "module 2 \"fixed\"",
+            "\"-8\" is not a number",
+        ),
+        (
+            "managed -> fixed(size=+8)",
+            "module 2 \"fixed\"",
+            "\"+8\" is not a number",
+        ),
+        (
+            "managed -> fixed(size=0)",
+            "module 2 \"fixed\"",
+            "\"0\" is out of range (1 to 4096)",
+        ),
+        (
+            "managed -> array(4097)",
+            "module 2 \"array\"",
+            "out of range (1 to 4096)",
+        ),
+        (
+            "managed -> fixed(99999999999)",
+            "module 2 \"fixed\"",
+            "\"99999999999\" is out of range (1 to 4096)",
+        ),
+        (
+            "managed -> bloom(bits=33) -> linear",
+            "module 2 \"bloom\"",
+            "out of range (1 to 32)",
+        ),
+        (
+            "managed -> bloom(bits=0) -> linear",
+            "module 2 \"bloom\"",
+            "out of range (1 to 32)",
+        ),
+        (
+            "managed -> btree(node=511) -> linear",
+            "module 2 \"btree\"",
+            "out of range (512 to 65536)",
+        ),
+        (
+            "managed -> btree(65537) -> linear",
+            "module 2 \"btree\"",
+            "out of range (512 to 65536)",
+        ),
+        (
+            "managed -> unique-string(max=65536)",
+            "module 2 \"unique-string\"",
+            "(1 to 65535)",
+        ),
+        (
+            "managed -> unique-string(len=0)",
+            "module 2 \"unique-string\"",
+            "(1 to 4096)",
+        ),
+        (
+            "managed -> quotient(fp=0.6) -> linear",
+            "module 2 \"quotient\"",
+            "out of range (in (0, 0.5])",
+        ),
+        (
+            "managed -> quotient(0) -> linear",
+            "module 2 \"quotient\"",
+            "out of range (in (0, 0.5])",
+        ),
+        (
+            "managed -> quotient(1e-400) -> linear",
+            "module 2 \"quotient\"",
+            "out of range",
+        ),
+        (
+            "managed -> quotient(fp=abc) -> linear",
+            "module 2 \"quotient\"",
+            "not a number",
+        ),
+        (
+            "managed -> quotient(fp=nan) -> linear",
+            "module 2 \"quotient\"",
+            "not a number",
+        ),
+        (
+            "managed -> quotient(fp=0.1.2) -> linear",
+            "module 2 \"quotient\"",
+            "not a number",
+        ),
+        (
+            "managed -> quotient(fp=-0.1) -> linear",
+            "module 2 \"quotient\"",
+            "not a number",
+        ),
+        (
+            "managed(1) -> linear",
+            "module 1 \"managed\"",
+            "takes no parameters",
+        ),
+        (
+            "managed -> exception(x) -> fixed(8) -> linear",
+            "module 2 \"exception\"",
+            "takes no parameters",
+        ),
+        (
+            "managed -> linear(size=1)",
+            "module 2 \"linear\"",
+            "takes no parameters",
+        ),
+    ];
+
+    #[test]
+    fn every_error_names_the_module_and_what_is_wrong() {
+        for &(layout, module, reason) in ERRORS {
+            let message = error(layout).to_string();
+            let prefix = format!("layout \"{}\"", layout.escape_debug());
+            assert!(message.starts_with(&prefix), "{layout:?}: {message}");
+            assert!(
+                message.contains(module),
+                "{layout:?}: {message} (no {module:?})"
+            );
+            assert!(
+                message.contains(reason),
+                "{layout:?}: {message} (no {reason:?})"
+            );
+        }
+    }
+
+    /// Every layout of the modules with their parameters left out (`fixed` and `array` with
+    /// a size), in order, built from the rules rather than by the parser.
+    fn valid_sequences() -> Vec<Vec<&'static str>> {
+        let mut valid = Vec::new();
+        for filter in [None, Some("quotient"), Some("bloom")] {
+            for btree in [None, Some("btree")] {
+                let head: Vec<&str> = ["managed"].into_iter().chain(filter).chain(btree).collect();
+                for format in ["linear", "fixed(8)", "array(8)", "unique-string"] {
+                    valid.push([&head[..], &[format]].concat());
+                    if format != "linear" {
+                        valid.push([&head[..], &["exception", format, "linear"]].concat());
+                    }
+                }
+            }
+        }
+        valid
+    }
+
+    #[test]
+    fn exactly_the_layouts_the_rules_allow_parse() {
+        let valid = valid_sequences();
+        assert_eq!(valid.len(), 3 * 2 * 7);
+        let names = [
+            "managed",
+            "quotient",
+            "bloom",
+            "btree",
+            "exception",
+            "linear",
+            "fixed(8)",
+            "array(8)",
+            "unique-string",
+        ];
+        // Every sequence of up to six modules (the longest layout has six).
+        let mut ok = 0;
+        let mut seq: Vec<usize> = Vec::new();
+        for len in 1..=6u32 {
+            for mut code in 0..names.len().pow(len) {
+                seq.clear();
+                for _ in 0..len {
+                    seq.push(code % names.len());
+                    code /= names.len();
+                }
+                let modules: Vec<&str> = seq.iter().map(|&i| names[i]).collect();
+                let layout = modules.join(" -> ");
+                match LayoutSpec::parse(&layout) {
+                    Ok(spec) => {
+                        ok += 1;
+                        assert!(valid.contains(&modules), "{layout:?} parsed");
+                        assert_eq!(parse(&spec.to_string()), spec);
+                    }
+                    Err(e) => {
+                        assert!(!valid.contains(&modules), "{layout:?}: {e}");
+                        let (n, name) = e.module.as_ref().expect("a module named");
+                        assert!(*n >= 1 && *n <= modules.len(), "{layout:?}: {e}");
+                        assert!(modules[n - 1].starts_with(name.as_str()), "{layout:?}: {e}");
+                    }
+                }
+            }
+        }
+        assert_eq!(ok, valid.len());
+    }
+
+    #[test]
+    fn what_each_format_rejects() {
+        let key8 = 7u64.to_be_bytes();
+        let linear = parse("managed -> linear");
+        assert_eq!(linear.format.rejects(b"", b""), None);
+        assert_eq!(linear.format.rejects(&[1; 300], &[2; 70_000]), None);
+        assert_eq!(linear.check_write(b"k", None), Ok(()));
+
+        let fixed = parse("managed -> fixed(8)");
+        assert_eq!(fixed.format.rejects(b"any key", &[0; 8]), None);
+        assert_eq!(
+            fixed.format.rejects(b"k", &[0; 7]).as_deref(),
+            Some("a 7-byte value in fixed(size=8): its values are 8 bytes")
+        );
+        assert!(fixed.format.rejects(b"k", &[0; 9]).is_some());
+        assert!(fixed.format.rejects(b"k", b"").is_some());
+        assert_eq!(fixed.check_write(b"k", Some(&[0; 8])), Ok(()));
+        assert!(fixed.check_write(b"k", Some(&[0; 9])).is_err());
+        assert_eq!(fixed.check_write(b"k", None), Ok(()));
+
+        let array = parse("managed -> btree -> array(size=4)");
+        assert_eq!(array.format.rejects(&key8, &[0; 4]), None);
+        assert_eq!(
+            array.format.rejects(b"short", &[0; 4]).as_deref(),
+            Some("a 5-byte key in array(size=4): its keys are 8 bytes (a big-endian u64)")
+        );
+        assert!(array.format.rejects(&[0; 9], &[0; 4]).is_some());
+        assert!(array
+            .format
+            .rejects(&key8, &[0; 5])
+            .unwrap()
+            .contains("its values are 4 bytes"));
+        assert_eq!(array.check_write(&key8, None), Ok(()));
+        // A delete of a key an array table could never hold is an error too.
+        assert!(array
+            .check_write(b"short", None)
+            .unwrap_err()
+            .contains("5-byte key"));
+        assert!(array.check_write(&key8, Some(&[0; 3])).is_err());
+
+        let unique = parse("managed -> unique-string(max=4, len=3)");
+        assert_eq!(unique.format.rejects(b"k", b""), None);
+        assert_eq!(unique.format.rejects(b"k", b"abc"), None);
+        assert_eq!(
+            unique.format.rejects(b"k", b"abcd").as_deref(),
+            Some("a 4-byte value in unique-string(max=4, len=3): its values are at most 3 bytes")
+        );
+        assert!(unique.check_write(b"k", Some(b"abcd")).is_err());
+        assert_eq!(unique.check_write(b"k", None), Ok(()));
+
+        // With `exception` the format still rejects, but every write passes.
+        for layout in [
+            "managed -> exception -> fixed(8) -> linear",
+            "managed -> exception -> array(4) -> linear",
+            "managed -> exception -> unique-string(len=3) -> linear",
+        ] {
+            let spec = parse(layout);
+            assert!(
+                spec.format.rejects(b"odd", b"a value too long").is_some(),
+                "{layout}"
+            );
+            assert_eq!(spec.check_write(b"odd", Some(b"a value too long")), Ok(()));
+            assert_eq!(spec.check_write(b"odd", None), Ok(()));
+        }
+    }
+
+    fn rate() -> impl Strategy<Value = f64> {
+        // Every positive double below 0.5, by bits (so every magnitude), and 0.5 itself.
+        prop_oneof![
+            (1u64..0.5f64.to_bits()).prop_map(f64::from_bits),
+            Just(0.5),
+            Just(0.01),
+        ]
+    }
+
+    fn specialized() -> impl Strategy<Value = FormatSpec> {
+        prop_oneof![
+            (1u32..=4096).prop_map(|size| FormatSpec::Fixed { size }),
+            (1u32..=4096).prop_map(|size| FormatSpec::Array { size }),
+            (1u32..=65535, 1u32..=4096)
+                .prop_map(|(max, len)| FormatSpec::UniqueString { max, len }),
+        ]
+    }
+
+    fn valid_spec() -> impl Strategy<Value = LayoutSpec> {
+        let filter = prop_oneof![
+            Just(None),
+            Just(Some(FilterSpec::Quotient { fp_rate: None })),
+            rate().prop_map(|r| Some(FilterSpec::Quotient { fp_rate: Some(r) })),
+            (1u32..=32).prop_map(|bits_per_key| Some(FilterSpec::Bloom { bits_per_key })),
+        ];
+        let btree = prop::option::of((512u32..=65536).prop_map(|node| BtreeSpec { node }));
+        let format = prop_oneof![
+            Just(FormatSpec::Linear).prop_map(|f| (false, f)),
+            specialized().prop_map(|f| (false, f)),
+            specialized().prop_map(|f| (true, f)),
+        ];
+        (filter, btree, format).prop_map(|(filter, btree, (exception, format))| LayoutSpec {
+            filter,
+            btree,
+            exception,
+            format,
+        })
+    }
+
+    const NAMES: &[&str] = &[
+        "managed",
+        "quotient",
+        "bloom",
+        "btree",
+        "exception",
+        "linear",
+        "fixed",
+        "array",
+        "unique-string",
+        "fixd",
+        "",
+        "Managed",
+    ];
+    const KEYS: &[&str] = &["fp", "bits", "node", "size", "max", "len", "x", "", " "];
+    const VALUES: &[&str] = &[
+        "0",
+        "1",
+        "8",
+        "10",
+        "32",
+        "255",
+        "512",
+        "4096",
+        "65535",
+        "65536",
+        "0.01",
+        "0.5",
+        "1e-3",
+        "-1",
+        "abc",
+        "99999999999",
+        "",
+        "nan",
+        "(",
+        ")",
+        "=",
+    ];
+
+    /// A module from the names above with parameters from the keys and values above.
+    fn module() -> impl Strategy<Value = String> {
+        let param = (prop::option::of(0..KEYS.len()), 0..VALUES.len()).prop_map(|(k, v)| match k {
+            Some(k) => format!("{}={}", KEYS[k], VALUES[v]),
+            None => VALUES[v].to_string(),
+        });
+        (
+            0..NAMES.len(),
+            prop::option::of(prop::collection::vec(param, 0..3)),
+        )
+            .prop_map(|(name, params)| match params {
+                Some(params) => format!("{}({})", NAMES[name], params.join(", ")),
+                None => NAMES[name].to_string(),
+            })
+    }
+
+    /// Parses without panicking, and what parses prints to a layout that parses back to it.
+    fn parses_sanely(layout: &str) -> Result<(), TestCaseError> {
+        if let Ok(spec) = LayoutSpec::parse(layout) {
+            let canonical = spec.to_string();
+            prop_assert_eq!(LayoutSpec::parse(&canonical), Ok(spec), "{}", canonical);
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn the_canonical_form_parses_back(spec in valid_spec()) {
+            let canonical = spec.to_string();
+            prop_assert!(canonical.len() <= MAX_LAYOUT_LEN);
+            let parsed = LayoutSpec::parse(&canonical);
+            prop_assert_eq!(parsed.as_ref(), Ok(&spec), "{}", canonical);
+            prop_assert_eq!(parsed.map(|p| p.to_string()), Ok(canonical));
+        }
+
+        #[test]
+        fn arbitrary_strings_do_not_panic(s in any::<String>()) {
+            parses_sanely(&s)?;
+        }
+
+        #[test]
+        fn strings_of_the_grammars_characters_do_not_panic(
+            s in "[a-z0-9(),=> .\\-é]{0,80}",
+        ) {
+            parses_sanely(&s)?;
+        }
+
+        #[test]
+        fn random_module_sequences_do_not_panic(
+            managed in any::<bool>(),
+            modules in prop::collection::vec(module(), 0..8),
+        ) {
+            let layout = modules.join(" -> ");
+            let layout = if managed { format!("managed -> {layout}") } else { layout };
+            parses_sanely(&layout)?;
+        }
+    }
+}

@@ -1,0 +1,615 @@
+//! Anvil's specialized storage formats as run blocks: `fixed`, `array` and `unique-string`
+//! (docs/layouts.md; byte formats in docs/format.md, "Specialized blocks").
+//!
+//! A specialized block has two sections. The *special* section holds what its format is made
+//! for: one version per key, stored without a sequence number. Every entry there reads as the
+//! block's *floor*, the newest sequence number among them. That is sound because the writer
+//! puts a version there only when
+//!
+//! * it is at or below the *horizon*, the oldest snapshot any reader holds, so every reader
+//!   there is or will be sees it (a reader's snapshot is never below the horizon);
+//! * it is the newest version of its key in the run (older ones follow it, newest first),
+//!   so the floor, at least its own sequence number, still orders it before them;
+//! * no range tombstone of the run hides it (a tombstone between its sequence number and the
+//!   floor would otherwise stop hiding it).
+//!
+//! Versions of the key newer than the horizon are newer than the floor too, so the overlay
+//! and merges still order every version of a key as they were written. Everything else goes
+//! to the *versions* section, version-4 entries with their sequence numbers: tombstones,
+//! versions some reader may not see, older versions of a key, and values the format rejects
+//! (which a table allows only under an `exception` module: without one the write path refuses
+//! them, see `LayoutSpec::check_write`).
+//!
+//! Blocks stay self-contained (a repair reads them without their index, and a merge may
+//! stitch them into another run unread), so a unique-string block carries its own dictionary.
+
+use super::block::{BlockWriter, FinishedBlock};
+use crate::codec::{put_bytes, put_varint, Reader};
+use crate::entry::{EntryRef, RangeDeletes};
+use crate::layout::FormatSpec;
+use std::collections::HashMap;
+
+/// Block versions of the specialized formats (after the linear versions 1 to 4).
+pub const FIXED_VERSION: u8 = 5;
+pub const ARRAY_VERSION: u8 = 6;
+pub const UNIQUE_VERSION: u8 = 7;
+
+/// Whether a payload's first byte names a specialized block.
+pub fn is_special(version: u8) -> bool {
+    matches!(version, FIXED_VERSION | ARRAY_VERSION | UNIQUE_VERSION)
+}
+
+/// An array block's slots (present or holes) at most: a key further from the block's first
+/// than this starts a new block, so a gap in the keys costs at most this many bitmap bits.
+const ARRAY_SLOTS: u64 = 1 << 16;
+
+/// Fills one specialized block.
+pub struct SpecialWriter {
+    format: FormatSpec,
+    horizon: u64,
+    ranges: RangeDeletes,
+    /// The special section's entries (keys shared with the previous special key).
+    special: Vec<u8>,
+    special_count: u64,
+    floor: u64,
+    last_special: Vec<u8>,
+    /// `array`: the first key's number, and the slot after the last taken.
+    base: u64,
+    next_slot: u64,
+    present: Vec<u64>,
+    /// `unique-string`: the block's distinct values, each with its index.
+    dict: HashMap<Vec<u8>, u32>,
+    dict_order: Vec<Vec<u8>>,
+    dict_bytes: usize,
+    /// `unique-string`: each special entry's dictionary index, written at the end (its width
+    /// depends on how many values the dictionary ends up with).
+    indexes: Vec<u32>,
+    versions: BlockWriter,
+    count: u64,
+    first_key: Vec<u8>,
+    last_key: Vec<u8>,
+}
+
+/// Where an entry goes.
+enum Section {
+    Special,
+    Versions,
+}
+
+impl SpecialWriter {
+    /// A writer of `format` blocks (not `linear`) for a run whose range tombstones are
+    /// `ranges`, keeping versions above `horizon` in the versions section.
+    pub fn new(format: FormatSpec, horizon: u64, ranges: RangeDeletes) -> SpecialWriter {
+        SpecialWriter {
+            format,
+            horizon,
+            ranges,
+            special: Vec::new(),
+            special_count: 0,
+            floor: 0,
+            last_special: Vec::new(),
+            base: 0,
+            next_slot: 0,
+            present: Vec::new(),
+            dict: HashMap::new(),
+            dict_order: Vec::new(),
+            dict_bytes: 0,
+            indexes: Vec::new(),
+            versions: BlockWriter::default(),
+            count: 0,
+            first_key: Vec::new(),
+            last_key: Vec::new(),
+        }
+    }
+
+    fn section(&self, e: &EntryRef) -> Section {
+        let Some(value) = e.value else {
+            return Section::Versions;
+        };
+        let newest_in_run = self.count == 0 || e.key != self.last_key.as_slice();
+        if e.seq > self.horizon
+            || !newest_in_run
+            || self.format.rejects(e.key, value).is_some()
+            || self.ranges.hides(e.key, e.seq, u64::MAX)
+        {
+            return Section::Versions;
+        }
+        Section::Special
+    }
+
+    /// Whether `e` may join this block; false when the block must end first (an array key
+    /// too far past the block's first, a new value for a full dictionary).
+    pub fn accepts(&self, e: &EntryRef) -> bool {
+        if self.special_count == 0 || !matches!(self.section(e), Section::Special) {
+            return true;
+        }
+        match self.format {
+            FormatSpec::Array { .. } => array_key(e.key).is_some_and(|k| {
+                k.checked_sub(self.base)
+                    .is_some_and(|slot| slot < ARRAY_SLOTS)
+            }),
+            FormatSpec::UniqueString { max, .. } => {
+                let value = e.value.unwrap_or_default();
+                self.dict.contains_key(value) || (self.dict.len() as u64) < u64::from(max)
+            }
+            _ => true,
+        }
+    }
+
+    pub fn add(&mut self, e: EntryRef) {
+        match self.section(&e) {
+            Section::Versions => self.versions.add(e),
+            Section::Special => self.add_special(&e),
+        }
+        if self.count == 0 {
+            self.first_key.clear();
+            self.first_key.extend_from_slice(e.key);
+        }
+        self.count += 1;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(e.key);
+    }
+
+    fn add_special(&mut self, e: &EntryRef) {
+        let value = e.value.unwrap_or_default();
+        self.floor = self.floor.max(e.seq);
+        match self.format {
+            FormatSpec::Array { .. } => {
+                // `section` checked the key's shape; `accepts` its distance.
+                let k = array_key(e.key).unwrap_or_default();
+                if self.special_count == 0 {
+                    self.base = k;
+                    self.next_slot = 0;
+                    self.present.clear();
+                }
+                let slot = k - self.base;
+                let words = (slot / 64 + 1) as usize;
+                if self.present.len() < words {
+                    self.present.resize(words, 0);
+                }
+                self.present[(slot / 64) as usize] |= 1 << (slot % 64);
+                self.next_slot = slot + 1;
+                self.special.extend_from_slice(value);
+            }
+            FormatSpec::Fixed { .. } => {
+                self.put_special_key(e.key);
+                self.special.extend_from_slice(value);
+            }
+            FormatSpec::UniqueString { .. } => {
+                self.put_special_key(e.key);
+                let next = self.dict.len() as u32;
+                let index = *self.dict.entry(value.to_vec()).or_insert_with(|| {
+                    self.dict_bytes += value.len() + 2;
+                    self.dict_order.push(value.to_vec());
+                    next
+                });
+                self.indexes.push(index);
+            }
+            FormatSpec::Linear => unreachable_linear(),
+        }
+        self.special_count += 1;
+        self.last_special.clear();
+        self.last_special.extend_from_slice(e.key);
+    }
+
+    /// The key, as the bytes it does not share with the previous special key.
+    fn put_special_key(&mut self, key: &[u8]) {
+        let shared = if self.special_count == 0 {
+            0
+        } else {
+            super::block::shared_prefix(&self.last_special, key)
+        };
+        put_varint(&mut self.special, shared as u64);
+        put_bytes(&mut self.special, &key[shared..]);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The payload size so far (about: the header's varints are counted at their largest).
+    pub fn size(&self) -> usize {
+        let bitmap = match self.format {
+            FormatSpec::Array { .. } => self.next_slot.div_ceil(8) as usize + 8,
+            _ => 0,
+        };
+        let index_width = if self.dict.len() > 256 { 2 } else { 1 };
+        32 + self.special.len()
+            + bitmap
+            + self.dict_bytes
+            + self.indexes.len() * index_width
+            + self.versions.size()
+    }
+
+    /// The finished block; the writer is reset.
+    pub fn finish(&mut self) -> FinishedBlock {
+        let mut out = Vec::with_capacity(self.size());
+        let (version, size) = match self.format {
+            FormatSpec::Fixed { size } => (FIXED_VERSION, size),
+            FormatSpec::Array { size } => (ARRAY_VERSION, size),
+            FormatSpec::UniqueString { .. } => (UNIQUE_VERSION, 0),
+            FormatSpec::Linear => unreachable_linear(),
+        };
+        out.push(version);
+        put_varint(&mut out, self.floor);
+        put_varint(&mut out, self.special_count);
+        match self.format {
+            FormatSpec::Fixed { .. } => {
+                put_varint(&mut out, u64::from(size));
+                out.extend_from_slice(&self.special);
+            }
+            FormatSpec::Array { .. } => {
+                put_varint(&mut out, u64::from(size));
+                if self.special_count > 0 {
+                    out.extend_from_slice(&self.base.to_be_bytes());
+                    put_varint(&mut out, self.next_slot);
+                    if self.next_slot == self.special_count {
+                        out.push(0);
+                    } else {
+                        out.push(1);
+                        let bytes = self.next_slot.div_ceil(8) as usize;
+                        let bitmap = self.present.iter().flat_map(|w| w.to_le_bytes());
+                        out.extend(bitmap.take(bytes));
+                    }
+                }
+                out.extend_from_slice(&self.special);
+            }
+            FormatSpec::UniqueString { .. } => {
+                put_varint(&mut out, self.dict_order.len() as u64);
+                for v in &self.dict_order {
+                    put_bytes(&mut out, v);
+                }
+                // Keys and indexes interleaved: each key's bytes, then its index.
+                let wide = self.dict_order.len() > 256;
+                let mut r = Reader::new(&self.special);
+                for &index in &self.indexes {
+                    // The writer's own bytes: two varint-framed parts per entry.
+                    let start = r.pos();
+                    let _ = r.varint();
+                    let _ = r.bytes();
+                    out.extend_from_slice(&self.special[start..r.pos()]);
+                    if wide {
+                        out.extend_from_slice(&(index as u16).to_le_bytes());
+                    } else {
+                        out.push(index as u8);
+                    }
+                }
+            }
+            FormatSpec::Linear => unreachable_linear(),
+        }
+        if !self.versions.is_empty() {
+            let versions = self.versions.finish();
+            // Version 4 entries without their version byte.
+            out.extend_from_slice(&versions.payload()[1..]);
+        }
+        let block = FinishedBlock::new(
+            out,
+            std::mem::take(&mut self.first_key),
+            std::mem::take(&mut self.last_key),
+            self.count,
+        );
+        self.reset();
+        block
+    }
+
+    fn reset(&mut self) {
+        self.special.clear();
+        self.special_count = 0;
+        self.floor = 0;
+        self.last_special.clear();
+        self.present.clear();
+        self.next_slot = 0;
+        self.dict.clear();
+        self.dict_order.clear();
+        self.dict_bytes = 0;
+        self.indexes.clear();
+        self.count = 0;
+    }
+}
+
+fn unreachable_linear() -> ! {
+    unreachable!("linear blocks are written by BlockWriter")
+}
+
+/// An `array` key: a big-endian u64.
+pub fn array_key(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.try_into().ok()?))
+}
+
+/// A specialized block's special section, decoded: each entry's key (whole) and where its
+/// value lies in the payload; and where the versions section starts.
+pub struct SpecialSection {
+    pub floor: u64,
+    pub keys: Vec<u8>,
+    pub entries: Vec<((u32, u32), (u32, u32))>,
+    pub versions_at: usize,
+}
+
+/// Decodes the special section of the payload at `start` in `data` (its version byte
+/// first), checking every length, order and index against the bytes there.
+pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, String> {
+    let mut r = Reader::new(data);
+    r.take(start)?;
+    let version = r.u8()?;
+    let floor = r.varint()?;
+    let count = r.varint()?;
+    let payload_len = (data.len() - start) as u64;
+    if count > payload_len {
+        return Err(format!("special entry count {count} out of range"));
+    }
+    let mut s = SpecialSection {
+        floor,
+        keys: Vec::new(),
+        entries: Vec::with_capacity(count as usize),
+        versions_at: 0,
+    };
+    let size_of = |r: &mut Reader| -> Result<usize, String> {
+        match r.varint()? {
+            n @ 1..=4096 => Ok(n as usize),
+            n => Err(format!("value size {n} out of range")),
+        }
+    };
+    match version {
+        FIXED_VERSION => {
+            let size = size_of(&mut r)?;
+            for i in 0..count {
+                let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
+                let at = r.pos();
+                r.take(size).map_err(|e| format!("entry {i}: {e}"))?;
+                s.entries.push((key, (at as u32, (at + size) as u32)));
+            }
+        }
+        ARRAY_VERSION => {
+            let size = size_of(&mut r)?;
+            if count > 0 {
+                let base = u64::from_be_bytes(r.take(8)?.try_into().map_err(|_| "base key")?);
+                let slots = r.varint()?;
+                let last = base.checked_add(slots.saturating_sub(1));
+                if slots < count || slots > ARRAY_SLOTS || last.is_none() {
+                    return Err(format!("{slots} slots for {count} entries"));
+                }
+                let present: Vec<u64> = match r.u8()? {
+                    0 if slots == count => (0..slots).collect(),
+                    1 => {
+                        let bitmap = r.take(slots.div_ceil(8) as usize)?;
+                        (0..slots)
+                            .filter(|&i| bitmap[(i / 8) as usize] & (1 << (i % 8)) != 0)
+                            .collect()
+                    }
+                    f => return Err(format!("array flag {f} does not fit {slots} slots")),
+                };
+                let ends = (present.first(), present.last());
+                if present.len() as u64 != count || ends != (Some(&0), Some(&(slots - 1))) {
+                    return Err("array bitmap does not match its entry count".into());
+                }
+                for slot in present {
+                    let at = s.keys.len() as u32;
+                    s.keys.extend_from_slice(&(base + slot).to_be_bytes());
+                    let v = r.pos();
+                    r.take(size)?;
+                    s.entries
+                        .push(((at, at + 8), (v as u32, (v + size) as u32)));
+                }
+            }
+        }
+        UNIQUE_VERSION => {
+            let distinct = r.varint()?;
+            if distinct > payload_len || distinct > 65_536 {
+                return Err(format!("dictionary of {distinct} values out of range"));
+            }
+            let mut dict = Vec::with_capacity(distinct as usize);
+            for _ in 0..distinct {
+                let len = r.len()?;
+                let at = r.pos();
+                r.take(len)?;
+                dict.push((at as u32, (at + len) as u32));
+            }
+            for i in 0..count {
+                let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
+                let index = match distinct > 256 {
+                    true => usize::from(u16::from_le_bytes([r.u8()?, r.u8()?])),
+                    false => usize::from(r.u8()?),
+                };
+                let value = *dict
+                    .get(index)
+                    .ok_or_else(|| format!("entry {i}: value {index} not in the dictionary"))?;
+                s.entries.push((key, value));
+            }
+        }
+        v => return Err(format!("block version {v} is not a specialized format")),
+    }
+    s.versions_at = r.pos();
+    Ok(s)
+}
+
+impl SpecialSection {
+    /// Reads a key sharing a prefix with the previous one, which it must follow.
+    fn push_key(&mut self, r: &mut Reader) -> Result<(u32, u32), String> {
+        let (shared, rest) = (r.varint()?, r.bytes()?);
+        let prev = self.entries.last().map(|&(k, _)| k);
+        let prev_len = prev.map_or(0, |(a, b)| (b - a) as u64);
+        if shared > prev_len {
+            return Err(format!("shares {shared} bytes with a shorter key"));
+        }
+        let start = self.keys.len();
+        if let Some((a, _)) = prev {
+            let a = a as usize;
+            if rest <= &self.keys[a + shared as usize..start] {
+                return Err("out of order (keys ascending, one version each)".into());
+            }
+            self.keys.extend_from_within(a..a + shared as usize);
+        }
+        self.keys.extend_from_slice(rest);
+        Ok((start as u32, self.keys.len() as u32))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::{Entry, RangeTombstone};
+    use crate::run::block::{Block, Framing};
+    use proptest::prelude::*;
+
+    fn formats() -> impl Strategy<Value = FormatSpec> {
+        prop_oneof![
+            (1..12u32).prop_map(|size| FormatSpec::Fixed { size }),
+            (1..12u32).prop_map(|size| FormatSpec::Array { size }),
+            (1..5u32, 1..12u32).prop_map(|(max, len)| FormatSpec::UniqueString { max, len }),
+        ]
+    }
+
+    /// Sorted versions (key ascending, newest first), keys mostly 8 bytes and near each
+    /// other, values mostly of 4 bytes from a few.
+    fn entries() -> impl Strategy<Value = Vec<Entry>> {
+        let key = prop_oneof![
+            8 => (0..300u64).prop_map(|k| (1000 + k * 3 / 2).to_be_bytes().to_vec()),
+            1 => proptest::collection::vec(any::<u8>(), 0..12),
+        ];
+        let value = prop_oneof![
+            6 => (0..4u8).prop_map(|v| Some(vec![v; 4])),
+            2 => proptest::collection::vec(any::<u8>(), 0..12).prop_map(Some),
+            1 => Just(None),
+        ];
+        proptest::collection::vec((key, 1..200u64, value), 1..120).prop_map(|mut v| {
+            v.sort_by(|a, b| (&a.0, std::cmp::Reverse(a.1)).cmp(&(&b.0, std::cmp::Reverse(b.1))));
+            v.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+            v.into_iter()
+                .map(|(key, seq, value)| Entry { key, seq, value })
+                .collect()
+        })
+    }
+
+    /// Writes `entries` as blocks of `format` the way a run builder does (a new block where
+    /// the writer asks), and parses each back.
+    fn round_trip(
+        format: FormatSpec,
+        horizon: u64,
+        ranges: &RangeDeletes,
+        entries: &[Entry],
+    ) -> Vec<Entry> {
+        let mut w = SpecialWriter::new(format, horizon, ranges.clone());
+        let mut blocks = Vec::new();
+        for e in entries {
+            let e = EntryRef {
+                key: &e.key,
+                seq: e.seq,
+                value: e.value.as_deref(),
+            };
+            if !w.accepts(&e) {
+                blocks.push(w.finish());
+            }
+            w.add(e);
+        }
+        blocks.push(w.finish());
+        let mut out = Vec::new();
+        for b in blocks {
+            let framing = Framing {
+                first_key: &b.first_key,
+                entries: b.entries,
+            };
+            let parsed = Block::parse_at(b.payload().to_vec(), 0, framing).unwrap();
+            let standalone = Block::parse_standalone(b.payload().to_vec(), 0).unwrap();
+            assert_eq!(parsed.len(), standalone.len());
+            out.extend((0..parsed.len()).map(|i| parsed.entry(i).to_entry()));
+        }
+        out
+    }
+
+    /// The newest version of `key` at or below `snapshot`, as readers see it.
+    fn read(entries: &[Entry], ranges: &RangeDeletes, key: &[u8], snapshot: u64) -> Value {
+        let e = entries.iter().find(|e| e.key == key && e.seq <= snapshot)?;
+        match ranges.hides(key, e.seq, snapshot) {
+            true => None,
+            false => e.value.clone(),
+        }
+    }
+
+    type Value = Option<Vec<u8>>;
+
+    proptest! {
+        /// Every reader at or after the horizon reads each key as it was written, and every
+        /// version above the horizon keeps its sequence number.
+        #[test]
+        fn readers_see_what_was_written(
+            format in formats(),
+            entries in entries(),
+            horizon in 0..220u64,
+            range in proptest::option::of((0..300u64, 0..40u64, 1..200u64)),
+        ) {
+            let ranges = RangeDeletes::new(range.map(|(start, len, seq)| RangeTombstone {
+                start: (1000 + start).to_be_bytes().to_vec(),
+                end: (1001 + start + len).to_be_bytes().to_vec(),
+                seq,
+            }).into_iter().collect());
+            let back = round_trip(format, horizon, &ranges, &entries);
+            prop_assert_eq!(back.len(), entries.len());
+            for (b, e) in back.iter().zip(&entries) {
+                prop_assert_eq!(&b.key, &e.key);
+                prop_assert_eq!(&b.value, &e.value);
+                if e.seq > horizon {
+                    prop_assert_eq!(b.seq, e.seq);
+                }
+            }
+            for e in &entries {
+                // No reader is older than the horizon.
+                for snapshot in [horizon, horizon + 1, horizon.max(150), 250] {
+                    prop_assert_eq!(
+                        read(&back, &ranges, &e.key, snapshot),
+                        read(&entries, &ranges, &e.key, snapshot),
+                        "key {:?} at {}", e.key, snapshot
+                    );
+                }
+            }
+        }
+
+        /// Damaged bytes are an error or some block, never a panic.
+        #[test]
+        fn any_bytes_parse_or_fail(bytes in proptest::collection::vec(any::<u8>(), 0..200), v in 5..8u8) {
+            let mut bytes = bytes;
+            bytes.insert(0, v);
+            let _ = Block::parse_standalone(bytes.clone(), 0);
+            let _ = decode_special(&bytes, 0);
+        }
+    }
+
+    #[test]
+    fn specialized_blocks_are_smaller_than_linear_ones() {
+        let entries: Vec<Entry> = (0..200u64)
+            .map(|k| Entry {
+                key: (1 << 40 | k).to_be_bytes().to_vec(),
+                seq: 1_000_000 + k,
+                value: Some(vec![(k % 3) as u8; 8]),
+            })
+            .collect();
+        let size = |format| {
+            let mut w = SpecialWriter::new(format, u64::MAX, RangeDeletes::default());
+            for e in &entries {
+                w.add(EntryRef {
+                    key: &e.key,
+                    seq: e.seq,
+                    value: e.value.as_deref(),
+                });
+            }
+            w.finish().payload().len()
+        };
+        let mut linear = crate::run::BlockWriter::default();
+        for e in &entries {
+            linear.add(EntryRef {
+                key: &e.key,
+                seq: e.seq,
+                value: e.value.as_deref(),
+            });
+        }
+        let linear = linear.finish().payload().len();
+        let array = size(FormatSpec::Array { size: 8 });
+        let fixed = size(FormatSpec::Fixed { size: 8 });
+        let unique = size(FormatSpec::UniqueString { max: 255, len: 255 });
+        // Linear: 3-4 bytes of key, 3 of sequence number, 1 of length, 8 of value.
+        assert!(array * 9 / 5 < linear, "array {array}, linear {linear}");
+        assert!(
+            fixed < linear && unique < fixed,
+            "{linear} {fixed} {unique}"
+        );
+    }
+}
