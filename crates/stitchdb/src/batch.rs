@@ -19,6 +19,13 @@ pub struct WriteBatch {
 /// A range delete of a batch: table, start, end (exclusive).
 pub(crate) type RangeOp = (TableId, Vec<u8>, Vec<u8>);
 
+/// Range deletes as the tables apply them: table, start, end (borrowed).
+pub(crate) fn range_refs(ranges: &[RangeOp]) -> impl Iterator<Item = (TableId, &[u8], &[u8])> {
+    ranges
+        .iter()
+        .map(|(t, start, end)| (*t, start.as_slice(), end.as_slice()))
+}
+
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> Self {

@@ -4,6 +4,7 @@
 
 use crate::batch::TableId;
 use crate::dtable::{filtered_run, DTable, Overlay};
+use crate::entry::Value;
 use crate::layout::LayoutSpec;
 use crate::memtable::Memtable;
 use crate::options::Stitching;
@@ -120,6 +121,25 @@ impl Version {
         self.names.insert(name.clone(), id);
         self.tables
             .insert(id, Arc::new(TableState::new(id, name, stitching, layout)));
+    }
+
+    /// Applies one commit's writes to the tables' memtables, every one at `seq` (readers see
+    /// all or none): its range deletes first, then its puts and deletes, which a range
+    /// delete of the same commit does not hide (see `RangeTombstone`). The write path and
+    /// replay both apply commits through this.
+    pub fn apply_commit<'a, K: AsRef<[u8]>>(
+        &self,
+        seq: u64,
+        ranges: impl IntoIterator<Item = (TableId, &'a [u8], &'a [u8])>,
+        ops: impl IntoIterator<Item = (TableId, K, Value)>,
+    ) -> Result<()> {
+        for (table, start, end) in ranges {
+            self.table(table)?.mem.delete_range(start, end, seq);
+        }
+        for (table, key, value) in ops {
+            self.table(table)?.mem.insert(key.as_ref(), seq, value);
+        }
+        Ok(())
     }
 
     /// Replaces table `id` with a changed copy.

@@ -3,7 +3,7 @@
 use super::damage::{Damage, LostKeys, Salvage};
 use super::snapshot::{NamedSnapshot, SnapshotTable};
 use super::{ingest, log, Db};
-use crate::batch::{decode_ops, TableId};
+use crate::batch::{decode_ops, range_refs, RangeOp, TableId};
 use crate::codec::Reader;
 use crate::layout::LayoutSpec;
 use crate::manifest::{LogStart, Manifest, TableMeta};
@@ -669,19 +669,19 @@ fn redo(st: &Replay, rec: &LogRecord, with_ranges: bool) -> std::result::Result<
         return Ok(());
     }
     let (ops, ranges) = decode_ops(&rec.payload, with_ranges)?;
-    let table = |id: TableId| {
-        st.version
-            .tables
-            .get(&id)
-            .ok_or_else(|| format!("batch names unknown table #{}", id.0))
-    };
-    for (id, start, end) in ranges {
-        table(id)?.mem.delete_range(&start, &end, rec.lsn);
-    }
-    for (id, key, value) in ops {
-        table(id)?.mem.insert(&key, rec.lsn, value);
-    }
-    Ok(())
+    redo_commit(st, rec.lsn, &ranges, ops)
+}
+
+/// Applies a replayed commit's range deletes and writes as the write path did.
+fn redo_commit(
+    st: &Replay,
+    lsn: u64,
+    ranges: &[RangeOp],
+    ops: Vec<(TableId, Vec<u8>, crate::entry::Value)>,
+) -> std::result::Result<(), String> {
+    st.version
+        .apply_commit(lsn, range_refs(ranges), ops)
+        .map_err(|e| format!("replaying commit {lsn}: {e}"))
 }
 
 /// Redoes an ingest record: copies its run's entries into the replayed memtable, except
@@ -737,19 +737,7 @@ fn redo_ingest(st: &mut Replay, rec: &LogRecord) -> std::result::Result<(), Stri
             table.mem.insert(&entry.key, entry.seq, entry.value);
         }
     }
-    let tables = &st.version.tables;
-    let table = |id: TableId| {
-        tables
-            .get(&id)
-            .ok_or_else(|| format!("ingest names unknown table #{}", id.0))
-    };
-    for (id, start, end) in record.ranges {
-        table(id)?.mem.delete_range(&start, &end, rec.lsn);
-    }
-    for (id, key, value) in record.ops {
-        table(id)?.mem.insert(&key, rec.lsn, value);
-    }
-    Ok(())
+    redo_commit(st, rec.lsn, &record.ranges, record.ops)
 }
 
 /// The log operations of the key-value store, redoing into `replay`.
@@ -818,4 +806,61 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, WalE
         None,
     )?;
     Ok(registry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{put_bytes, put_varint};
+    use stitch_io::{SimConfig, SimDisk};
+    use stitch_wal::Flags;
+
+    /// A table whose layout a newer build wrote (a module this one does not know): the open
+    /// is refused with the layout's name, from the log and from `stored_layout` (the
+    /// manifest's path), and never read with another layout.
+    #[test]
+    fn a_layout_this_build_does_not_know_refuses_the_open() {
+        let disk = Arc::new(SimDisk::new(SimConfig {
+            seed: 1,
+            len: 0,
+            capacity: None,
+        }));
+        let opts = Options {
+            background: false,
+            ..Options::default()
+        };
+        let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+        let inner = db.shared();
+        let mut payload = Vec::new();
+        put_varint(&mut payload, 7);
+        put_bytes(&mut payload, b"future");
+        put_bytes(&mut payload, b"managed -> zigzag(3) -> linear");
+        let txn = {
+            let mut w = inner.write.lock();
+            w.next_txn += 1;
+            w.next_txn - 1
+        };
+        let wal = inner.wal().unwrap();
+        let appended =
+            wal.append_with_deps(txn, log::OP_CREATE_TABLE, Flags::AUTOCOMMIT, &payload, &[]);
+        inner.sync_log(appended.unwrap().0).unwrap();
+        // Crashed (no checkpoint after the record): the open replays it.
+        let image = disk.process_crash();
+        drop(db);
+        let Err(err) = Db::open_on(Arc::new(image), opts) else {
+            panic!("a store with a layout this build does not know opened");
+        };
+        assert!(
+            matches!(&err, Error::UnknownLayout { table, layout, .. }
+                if table == "future" && layout.contains("zigzag")),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("\"zigzag\": unknown module"),
+            "{err}"
+        );
+        let err = stored_layout("t", "managed -> hash(8)").unwrap_err();
+        assert!(err.to_string().contains("managed -> hash(8)"), "{err}");
+        assert_eq!(*stored_layout("t", "").unwrap(), LayoutSpec::default());
+    }
 }

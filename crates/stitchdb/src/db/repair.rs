@@ -53,12 +53,16 @@ pub struct RepairReport {
 /// What a repair copies from: the damaged store's current state or one of its snapshots.
 trait Source {
     fn tables(&self) -> Vec<String>;
+    fn layout(&self, table: &str) -> Result<String>;
     fn pairs(&self, table: &str) -> Result<DbIter>;
 }
 
 impl Source for Db {
     fn tables(&self) -> Vec<String> {
         Db::tables(self)
+    }
+    fn layout(&self, table: &str) -> Result<String> {
+        self.table_layout(self.table(table)?)
     }
     fn pairs(&self, table: &str) -> Result<DbIter> {
         self.range(self.table(table)?, Bound::Unbounded, Bound::Unbounded)
@@ -68,6 +72,9 @@ impl Source for Db {
 impl Source for super::Snapshot {
     fn tables(&self) -> Vec<String> {
         super::Snapshot::tables(self)
+    }
+    fn layout(&self, table: &str) -> Result<String> {
+        self.table_layout(table)
     }
     fn pairs(&self, table: &str) -> Result<DbIter> {
         self.range(self.table(table)?, Bound::Unbounded, Bound::Unbounded)
@@ -200,7 +207,10 @@ fn copy_changes(from: Option<&dyn Source>, to: &dyn Source, new: &Db) -> Result<
     for table in to.tables() {
         let id = match new.table(&table) {
             Ok(id) => id,
-            Err(Error::NoSuchTable(_)) => new.create_table(&table)?,
+            // Made with the layout it had (the salvaged store's tables keep theirs).
+            Err(Error::NoSuchTable(_)) => {
+                new.create_table_with_layout(&table, &to.layout(&table)?)?
+            }
             Err(e) => return Err(e),
         };
         let before: Pairs = match from.filter(|f| f.tables().contains(&table)) {

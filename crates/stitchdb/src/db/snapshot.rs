@@ -117,6 +117,13 @@ impl Snapshot {
         names
     }
 
+    /// The layout of the snapshot's table called `name` (as `Db::table_layout` gives it).
+    pub fn table_layout(&self, name: &str) -> Result<String> {
+        self.table(name)?;
+        let t = self.held.tables.iter().find(|t| t.name == name);
+        Ok(t.map(|t| t.layout.to_string()).unwrap_or_default())
+    }
+
     /// The snapshot's table called `name`.
     pub fn table(&self, name: &str) -> Result<TableId> {
         self.held

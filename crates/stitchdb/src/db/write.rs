@@ -2,7 +2,7 @@
 //! write's durability asks.
 
 use super::{background, checkpoint, compact, ingest, log, space, Db, Inner};
-use crate::batch::{OpsPayload, RangeOp, TableId, WriteBatch};
+use crate::batch::{range_refs, OpsPayload, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::concurrency::{HeldLocks, LockMode, Oracle};
 use crate::entry::Value;
@@ -317,32 +317,23 @@ pub(crate) fn commit_batch(
         }
         // Every op of the batch gets the commit's sequence number: readers see all or none.
         let version = inner.version.read().clone();
-        for (table, start, end) in &batch.ranges {
-            version.table(*table)?.mem.delete_range(start, end, lsn);
-        }
         // The ingested stretch is in its run already, but for the keys the memtables held.
-        let in_run = |i: usize| {
+        let in_run = |i: &usize| {
             ingested
                 .as_ref()
-                .is_some_and(|g| g.range.contains(&i) && g.held.binary_search(&i).is_err())
-        };
-        let insert = |table: TableId, key: &[u8], value: Value| -> Result<()> {
-            version.table(table)?.mem.insert(key, lsn, value);
-            Ok(())
+                .is_some_and(|g| g.range.contains(i) && g.held.binary_search(i).is_err())
         };
         match batch {
-            Cow::Owned(b) => b
-                .ops
-                .iter_mut()
-                .enumerate()
-                .filter(|(i, _)| !in_run(*i))
-                .try_for_each(|(_, (table, key, value))| insert(*table, key, value.take()))?,
-            Cow::Borrowed(b) => b
-                .ops
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !in_run(*i))
-                .try_for_each(|(_, (table, key, value))| insert(*table, key, value.clone()))?,
+            Cow::Owned(b) => {
+                let ops = b.ops.iter_mut().enumerate().filter(|(i, _)| !in_run(i));
+                let ops = ops.map(|(_, (table, key, value))| (*table, &key[..], value.take()));
+                version.apply_commit(lsn, range_refs(&b.ranges), ops)?;
+            }
+            Cow::Borrowed(b) => {
+                let ops = b.ops.iter().enumerate().filter(|(i, _)| !in_run(i));
+                let ops = ops.map(|(_, (table, key, value))| (*table, &key[..], value.clone()));
+                version.apply_commit(lsn, range_refs(&b.ranges), ops)?;
+            }
         }
         let ingested = ingested.map(|ingest| ingest::install(inner, ingest.table, ingest.run, lsn));
         if w.oracle.tracking() {

@@ -10,7 +10,7 @@
 //! validated, and lookups binary-search the parsed entries. Versions 1 to 4 are read, version
 //! 4 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
 
-use super::format::{decode_special, is_special};
+use super::special::{decode_special, is_special};
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
 use crate::entry::Entry;

@@ -12,6 +12,7 @@ mod index;
 mod rebuild;
 mod search;
 mod shadow;
+mod special;
 mod stitch;
 #[cfg(test)]
 mod testing;

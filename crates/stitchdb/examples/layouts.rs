@@ -1,0 +1,217 @@
+//! Each table layout on data that suits it, side by side with the default VT-tree stack in
+//! one store and one run: the bytes its runs take once compacted, and point reads, absent-key
+//! reads and a full scan (docs/benchmarks.md, "Table layouts").
+//!
+//! Data sets (N rows each, keys 8-byte big-endian integers as `array` stores them):
+//! * `u64`: 8-byte values, random, dense keys 0..N.
+//! * `u32`: 4-byte values (an integer-keyed sequence of counters), dense keys.
+//! * `states`: the US state of each row, one of 50 names (a column of repeated strings),
+//!   every 500th row a longer place name (what `exception` keeps in `linear`).
+//!
+//! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR]` (default N: 1,000,000)
+
+use std::time::Instant;
+use stitchdb::{Db, Durability, Options, TableId, WriteBatch};
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const STATES: [&str; 50] = [
+    "Alabama",
+    "Alaska",
+    "Arizona",
+    "Arkansas",
+    "California",
+    "Colorado",
+    "Connecticut",
+    "Delaware",
+    "Florida",
+    "Georgia",
+    "Hawaii",
+    "Idaho",
+    "Illinois",
+    "Indiana",
+    "Iowa",
+    "Kansas",
+    "Kentucky",
+    "Louisiana",
+    "Maine",
+    "Maryland",
+    "Massachusetts",
+    "Michigan",
+    "Minnesota",
+    "Mississippi",
+    "Missouri",
+    "Montana",
+    "Nebraska",
+    "Nevada",
+    "New Hampshire",
+    "New Jersey",
+    "New Mexico",
+    "New York",
+    "North Carolina",
+    "North Dakota",
+    "Ohio",
+    "Oklahoma",
+    "Oregon",
+    "Pennsylvania",
+    "Rhode Island",
+    "South Carolina",
+    "South Dakota",
+    "Tennessee",
+    "Texas",
+    "Utah",
+    "Vermont",
+    "Virginia",
+    "Washington",
+    "West Virginia",
+    "Wisconsin",
+    "Wyoming",
+];
+
+/// splitmix64: the same random numbers every run.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn value(set: &str, k: u64) -> Vec<u8> {
+    match set {
+        "u64" => mix(k).to_le_bytes().to_vec(),
+        "u32" => ((mix(k) % 100_000) as u32).to_le_bytes().to_vec(),
+        _ if k % 500 == 0 => format!("Saint Helena, Ascension and Tristan da Cunha {k}").into(),
+        _ => STATES[(mix(k) % 50) as usize].into(),
+    }
+}
+
+struct Row {
+    set: &'static str,
+    layout: &'static str,
+    bytes: u64,
+    load_s: f64,
+    gets_per_s: f64,
+    absent_per_s: f64,
+    scan_per_s: f64,
+}
+
+fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64) -> Row {
+    let name = format!("{set}: {layout}");
+    let t: TableId = db.create_table_with_layout(&name, layout).expect("layout");
+    let start = Instant::now();
+    // Random order, as rows of a table arrive: batches of 1,000.
+    let mut batch = WriteBatch::new();
+    for i in 0..n {
+        let k = mix(i ^ 0xabc) % n;
+        batch.put(t, k.to_be_bytes(), value(set, k));
+        if batch.len() == 1000 {
+            db.write(&batch, Durability::Async).expect("write");
+            batch = WriteBatch::new();
+        }
+    }
+    db.write(&batch, Durability::Async).expect("write");
+    db.compact().expect("compact");
+    let load_s = start.elapsed().as_secs_f64();
+    let bytes = db
+        .stats()
+        .tables
+        .iter()
+        .find(|s| s.name == name)
+        .map_or(0, |s| s.run_bytes);
+    let gets = n.min(500_000);
+    let timed = |absent: bool| {
+        let start = Instant::now();
+        let mut found = 0u64;
+        for i in 0..gets {
+            let k = mix(i ^ 0x5eed) % n + if absent { n } else { 0 };
+            found += u64::from(db.get(t, k.to_be_bytes()).expect("get").is_some());
+        }
+        assert_eq!(found, if absent { 0 } else { gets }, "{name}");
+        gets as f64 / start.elapsed().as_secs_f64()
+    };
+    timed(false); // warm the read cache
+    let gets_per_s = timed(false);
+    let absent_per_s = timed(true);
+    let start = Instant::now();
+    let rows = db.scan_prefix(t, b"").expect("scan").count() as u64;
+    assert!(rows > 0, "{name}");
+    let scan_per_s = rows as f64 / start.elapsed().as_secs_f64();
+    Row {
+        set,
+        layout,
+        bytes,
+        load_s,
+        gets_per_s,
+        absent_per_s,
+        scan_per_s,
+    }
+}
+
+fn main() {
+    let mut n = 1_000_000u64;
+    let mut dir = std::env::temp_dir();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--dir" => dir = args.next().expect("--dir DIR").into(),
+            count => n = count.parse().expect("N"),
+        }
+    }
+    let path = dir.join(format!("layouts-{}.store", std::process::id()));
+    let opts = Options {
+        durability: Durability::Async,
+        ..Options::default()
+    };
+    let db = Db::create(&path, opts).expect("create");
+    let default = "managed -> quotient -> btree -> linear";
+    let sets: [(&str, &[&str]); 3] = [
+        (
+            "u64",
+            &[
+                default,
+                "managed -> bloom -> btree -> linear",
+                "managed -> quotient -> btree -> fixed(8)",
+                "managed -> quotient -> btree -> array(8)",
+                "managed -> quotient -> array(8)",
+            ],
+        ),
+        (
+            "u32",
+            &[default, "managed -> quotient -> btree -> array(4)"],
+        ),
+        (
+            "states",
+            &[
+                default,
+                "managed -> quotient -> btree -> exception -> unique-string(len=16) -> linear",
+                "managed -> quotient -> exception -> unique-string(len=16) -> linear",
+            ],
+        ),
+    ];
+    println!("{n} rows per table, one store, Async commits, compacted before reading");
+    println!(
+        "{:<7} {:<78} {:>11} {:>6} {:>7} {:>11} {:>11} {:>11}",
+        "data", "layout", "run bytes", "size", "load s", "gets/s", "absent/s", "scan rows/s"
+    );
+    for (set, layouts) in sets {
+        let mut base = None;
+        for &layout in layouts {
+            let r = measure(&db, set, layout, n);
+            let b = *base.get_or_insert(r.bytes);
+            println!(
+                "{:<7} {:<78} {:>11} {:>5.2}x {:>7.1} {:>11.0} {:>11.0} {:>11.0}",
+                r.set,
+                r.layout,
+                r.bytes,
+                b as f64 / r.bytes.max(1) as f64,
+                r.load_s,
+                r.gets_per_s,
+                r.absent_per_s,
+                r.scan_per_s
+            );
+        }
+    }
+    db.close().expect("close");
+    let _ = std::fs::remove_file(&path);
+}

@@ -1,0 +1,151 @@
+//! The special section of a specialized block (`format`'s writer explains what it holds):
+//! the block versions, and the decoder a parsed block and a repair read it with.
+
+use crate::codec::Reader;
+
+/// Block versions of the specialized formats (after the linear versions 1 to 4).
+pub const FIXED_VERSION: u8 = 5;
+pub const ARRAY_VERSION: u8 = 6;
+pub const UNIQUE_VERSION: u8 = 7;
+
+/// Whether a payload's first byte names a specialized block.
+pub fn is_special(version: u8) -> bool {
+    matches!(version, FIXED_VERSION | ARRAY_VERSION | UNIQUE_VERSION)
+}
+
+/// An array block's slots (present or holes) at most: a key further from the block's first
+/// than this starts a new block, so a gap in the keys costs at most this many bitmap bits.
+pub const ARRAY_SLOTS: u64 = 1 << 16;
+
+/// An `array` key: a big-endian u64.
+pub fn array_key(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.try_into().ok()?))
+}
+
+/// A specialized block's special section, decoded: each entry's key (whole) and where its
+/// value lies in the payload; and where the versions section starts.
+pub struct SpecialSection {
+    pub floor: u64,
+    pub keys: Vec<u8>,
+    pub entries: Vec<((u32, u32), (u32, u32))>,
+    pub versions_at: usize,
+}
+
+/// Decodes the special section of the payload at `start` in `data` (its version byte
+/// first), checking every length, order and index against the bytes there.
+pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, String> {
+    let mut r = Reader::new(data);
+    r.take(start)?;
+    let version = r.u8()?;
+    let floor = r.varint()?;
+    let count = r.varint()?;
+    let payload_len = (data.len() - start) as u64;
+    if count > payload_len {
+        return Err(format!("special entry count {count} out of range"));
+    }
+    let mut s = SpecialSection {
+        floor,
+        keys: Vec::new(),
+        entries: Vec::with_capacity(count as usize),
+        versions_at: 0,
+    };
+    let size_of = |r: &mut Reader| -> Result<usize, String> {
+        match r.varint()? {
+            n @ 1..=4096 => Ok(n as usize),
+            n => Err(format!("value size {n} out of range")),
+        }
+    };
+    match version {
+        FIXED_VERSION => {
+            let size = size_of(&mut r)?;
+            for i in 0..count {
+                let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
+                let at = r.pos();
+                r.take(size).map_err(|e| format!("entry {i}: {e}"))?;
+                s.entries.push((key, (at as u32, (at + size) as u32)));
+            }
+        }
+        ARRAY_VERSION => {
+            let size = size_of(&mut r)?;
+            if count > 0 {
+                let base = u64::from_be_bytes(r.take(8)?.try_into().map_err(|_| "base key")?);
+                let slots = r.varint()?;
+                let last = base.checked_add(slots.saturating_sub(1));
+                if slots < count || slots > ARRAY_SLOTS || last.is_none() {
+                    return Err(format!("{slots} slots for {count} entries"));
+                }
+                let present: Vec<u64> = match r.u8()? {
+                    0 if slots == count => (0..slots).collect(),
+                    1 => {
+                        let bitmap = r.take(slots.div_ceil(8) as usize)?;
+                        (0..slots)
+                            .filter(|&i| bitmap[(i / 8) as usize] & (1 << (i % 8)) != 0)
+                            .collect()
+                    }
+                    f => return Err(format!("array flag {f} does not fit {slots} slots")),
+                };
+                let ends = (present.first(), present.last());
+                if present.len() as u64 != count || ends != (Some(&0), Some(&(slots - 1))) {
+                    return Err("array bitmap does not match its entry count".into());
+                }
+                for slot in present {
+                    let at = s.keys.len() as u32;
+                    s.keys.extend_from_slice(&(base + slot).to_be_bytes());
+                    let v = r.pos();
+                    r.take(size)?;
+                    s.entries
+                        .push(((at, at + 8), (v as u32, (v + size) as u32)));
+                }
+            }
+        }
+        UNIQUE_VERSION => {
+            let distinct = r.varint()?;
+            if distinct > payload_len || distinct > 65_536 {
+                return Err(format!("dictionary of {distinct} values out of range"));
+            }
+            let mut dict = Vec::with_capacity(distinct as usize);
+            for _ in 0..distinct {
+                let len = r.len()?;
+                let at = r.pos();
+                r.take(len)?;
+                dict.push((at as u32, (at + len) as u32));
+            }
+            for i in 0..count {
+                let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
+                let index = match distinct > 256 {
+                    true => usize::from(u16::from_le_bytes([r.u8()?, r.u8()?])),
+                    false => usize::from(r.u8()?),
+                };
+                let value = *dict
+                    .get(index)
+                    .ok_or_else(|| format!("entry {i}: value {index} not in the dictionary"))?;
+                s.entries.push((key, value));
+            }
+        }
+        v => return Err(format!("block version {v} is not a specialized format")),
+    }
+    s.versions_at = r.pos();
+    Ok(s)
+}
+
+impl SpecialSection {
+    /// Reads a key sharing a prefix with the previous one, which it must follow.
+    fn push_key(&mut self, r: &mut Reader) -> Result<(u32, u32), String> {
+        let (shared, rest) = (r.varint()?, r.bytes()?);
+        let prev = self.entries.last().map(|&(k, _)| k);
+        let prev_len = prev.map_or(0, |(a, b)| (b - a) as u64);
+        if shared > prev_len {
+            return Err(format!("shares {shared} bytes with a shorter key"));
+        }
+        let start = self.keys.len();
+        if let Some((a, _)) = prev {
+            let a = a as usize;
+            if rest <= &self.keys[a + shared as usize..start] {
+                return Err("out of order (keys ascending, one version each)".into());
+            }
+            self.keys.extend_from_within(a..a + shared as usize);
+        }
+        self.keys.extend_from_slice(rest);
+        Ok((start as u32, self.keys.len() as u32))
+    }
+}
