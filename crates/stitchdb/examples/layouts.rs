@@ -11,7 +11,7 @@
 //! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR]` (default N: 1,000,000)
 
 use std::time::Instant;
-use stitchdb::{Db, Durability, Options, TableId, WriteBatch};
+use stitchdb::{Db, Durability, Options, TableId};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -100,17 +100,11 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64) -> Row {
     let name = format!("{set}: {layout}");
     let t: TableId = db.create_table_with_layout(&name, layout).expect("layout");
     let start = Instant::now();
-    // Random order, as rows of a table arrive: batches of 1,000.
-    let mut batch = WriteBatch::new();
+    // Every key once, in a scattered order (a prime stride), a commit each.
     for i in 0..n {
-        let k = mix(i ^ 0xabc) % n;
-        batch.put(t, k.to_be_bytes(), value(set, k));
-        if batch.len() == 1000 {
-            db.write(&batch, Durability::Async).expect("write");
-            batch = WriteBatch::new();
-        }
+        let k = (u128::from(i) * 2_654_435_761 % u128::from(n)) as u64;
+        db.put(t, k.to_be_bytes(), value(set, k)).expect("put");
     }
-    db.write(&batch, Durability::Async).expect("write");
     db.compact().expect("compact");
     let load_s = start.elapsed().as_secs_f64();
     let bytes = db

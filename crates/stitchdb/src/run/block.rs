@@ -10,7 +10,7 @@
 //! validated, and lookups binary-search the parsed entries. Versions 1 to 4 are read, version
 //! 4 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
 
-use super::special::{decode_special, is_special};
+use super::special::{decode_special, find as find_in_special, is_special};
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
 use crate::entry::Entry;
@@ -214,6 +214,9 @@ pub struct RawEntries<D> {
     /// Entries decoded, of `count`.
     decoded: u64,
     count: u64,
+    /// A specialized block's versions section: entries to the end of the data, no count and
+    /// no index handle to check the first against.
+    to_end: bool,
     /// The current entry: its key, sequence number and value (`NO_VALUE` for a tombstone).
     key: Vec<u8>,
     seq: u64,
@@ -252,16 +255,37 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
             handle_first_key: handle.first_key.to_vec(),
             decoded: 0,
             count: handle.entries,
+            to_end: false,
             key: Vec::with_capacity(handle.first_key.len() + 16),
             seq: 0,
             value: (NO_VALUE, NO_VALUE),
         }))
     }
 
+    /// The version 4 entries from `at` to the end of `data`: a specialized block's versions
+    /// section (see `format`).
+    pub fn section(data: D, at: usize) -> RawEntries<D> {
+        RawEntries {
+            data,
+            pos: at,
+            elided: false,
+            handle_first_key: Vec::new(),
+            decoded: 0,
+            count: u64::MAX,
+            to_end: true,
+            key: Vec::new(),
+            seq: 0,
+            value: (NO_VALUE, NO_VALUE),
+        }
+    }
+
     /// Decodes the next entry, now [`current`](Self::current); false once all are (and no
     /// bytes trail them).
     pub fn advance(&mut self) -> Result<bool, String> {
         let bytes = self.data.as_ref();
+        if self.to_end && self.pos == bytes.len() {
+            return Ok(false);
+        }
         if self.decoded == self.count {
             if self.pos != bytes.len() {
                 return Err("trailing bytes after the last entry".into());
@@ -304,7 +328,7 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
             self.key.truncate(shared);
         }
         self.key.extend_from_slice(rest);
-        if i == 0 && self.key != self.handle_first_key {
+        if i == 0 && !self.to_end && self.key != self.handle_first_key {
             return Err(NOT_THE_INDEX.into());
         }
         self.pos = r.pos();
@@ -734,6 +758,9 @@ impl Block {
         key: &[u8],
         snapshot: u64,
     ) -> Result<Option<Found>, String> {
+        if data.get(start).is_some_and(|&v| is_special(v)) {
+            return Self::find_special(data, start, key, snapshot).map(Some);
+        }
         let Some(mut entries) = RawEntries::new(data, start, handle)? else {
             return Ok(None);
         };
@@ -749,6 +776,46 @@ impl Block {
             }
         }
         Ok(Some(Found::MaybeNext))
+    }
+
+    /// [`find`](Self::find) in a specialized block: its special section looked up by
+    /// `special::find`, then its versions section read up to the first key past `key`; the
+    /// newest version at or below `snapshot` of the two wins (the special one reads as the
+    /// block's floor).
+    fn find_special(data: &[u8], start: usize, key: &[u8], snapshot: u64) -> Result<Found, String> {
+        let special = find_in_special(data, start, key)?;
+        let mut pending = special.version;
+        let mut larger = special.larger;
+        let mut entries = RawEntries::section(data, special.versions_at);
+        while entries.advance()? {
+            let e = entries.current();
+            match e.key.cmp(key) {
+                Ordering::Less => continue,
+                Ordering::Greater => {
+                    larger = true;
+                    break;
+                }
+                Ordering::Equal => {}
+            }
+            // The special version comes before the older versions here.
+            if let Some((floor, value)) = pending.filter(|(floor, _)| *floor > e.seq) {
+                if floor <= snapshot {
+                    return Ok(Found::Version(floor, Some(value.to_vec())));
+                }
+                pending = None;
+            }
+            if e.seq <= snapshot {
+                return Ok(Found::Version(e.seq, e.value.map(<[u8]>::to_vec)));
+            }
+        }
+        if let Some((floor, value)) = pending.filter(|(floor, _)| *floor <= snapshot) {
+            return Ok(Found::Version(floor, Some(value.to_vec())));
+        }
+        Ok(if larger {
+            Found::Absent
+        } else {
+            Found::MaybeNext
+        })
     }
 
     /// [`get`](Self::get)'s answer as [`find`](Self::find) gives it, the value copied.

@@ -210,16 +210,37 @@ impl SpecialWriter {
 
     /// The finished block; the writer is reset.
     pub fn finish(&mut self) -> FinishedBlock {
-        let mut out = Vec::with_capacity(self.size());
         let (version, size) = match self.format {
             FormatSpec::Fixed { size } => (FIXED_VERSION, size),
             FormatSpec::Array { size } => (ARRAY_VERSION, size),
             FormatSpec::UniqueString { .. } => (UNIQUE_VERSION, 0),
             FormatSpec::Linear => unreachable_linear(),
         };
+        let section = self.special_section(size);
+        let mut out = Vec::with_capacity(section.len() + self.versions.size() + 32);
         out.push(version);
         put_varint(&mut out, self.floor);
         put_varint(&mut out, self.special_count);
+        // The special section's length: a lookup goes straight to the versions section.
+        put_bytes(&mut out, &section);
+        if !self.versions.is_empty() {
+            let versions = self.versions.finish();
+            // Version 4 entries without their version byte.
+            out.extend_from_slice(&versions.payload()[1..]);
+        }
+        let block = FinishedBlock::new(
+            out,
+            std::mem::take(&mut self.first_key),
+            std::mem::take(&mut self.last_key),
+            self.count,
+        );
+        self.reset();
+        block
+    }
+
+    /// The special section's bytes (docs/format.md, "Specialized blocks").
+    fn special_section(&self, size: u32) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.size());
         match self.format {
             FormatSpec::Fixed { .. } => {
                 put_varint(&mut out, u64::from(size));
@@ -264,19 +285,7 @@ impl SpecialWriter {
             }
             FormatSpec::Linear => unreachable_linear(),
         }
-        if !self.versions.is_empty() {
-            let versions = self.versions.finish();
-            // Version 4 entries without their version byte.
-            out.extend_from_slice(&versions.payload()[1..]);
-        }
-        let block = FinishedBlock::new(
-            out,
-            std::mem::take(&mut self.first_key),
-            std::mem::take(&mut self.last_key),
-            self.count,
-        );
-        self.reset();
-        block
+        out
     }
 
     fn reset(&mut self) {
@@ -366,6 +375,26 @@ mod tests {
             let parsed = Block::parse_at(b.payload().to_vec(), 0, framing).unwrap();
             let standalone = Block::parse_standalone(b.payload().to_vec(), 0).unwrap();
             assert_eq!(parsed.len(), standalone.len());
+            // A raw lookup finds what the parsed block does, for every key in the block,
+            // keys between and past them, at every snapshot that matters.
+            let mut keys: Vec<Vec<u8>> = (0..parsed.len())
+                .map(|i| parsed.entry(i).key.to_vec())
+                .collect();
+            keys.extend(keys.clone().into_iter().map(|mut k| {
+                k.push(0);
+                k
+            }));
+            keys.extend([vec![], vec![0xff; 9]]);
+            for key in &keys {
+                for snapshot in [0, horizon, horizon + 1, 100, 199, u64::MAX] {
+                    let raw = Block::find(b.payload(), 0, framing, key, snapshot).unwrap();
+                    assert_eq!(
+                        raw,
+                        Some(parsed.found(key, snapshot)),
+                        "{key:?} at {snapshot}"
+                    );
+                }
+            }
             out.extend((0..parsed.len()).map(|i| parsed.entry(i).to_entry()));
         }
         out

@@ -22,6 +22,29 @@ pub fn array_key(key: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(key.try_into().ok()?))
 }
 
+/// What a specialized block's first bytes say.
+struct Header {
+    version: u8,
+    floor: u64,
+    count: u64,
+    /// Where the special section ends (and the versions section starts).
+    section_end: usize,
+}
+
+/// Reads the header of the block `r` is at, up to the special section.
+fn header(r: &mut Reader) -> Result<Header, String> {
+    let version = r.u8()?;
+    let floor = r.varint()?;
+    let count = r.varint()?;
+    let len = r.len()?;
+    Ok(Header {
+        version,
+        floor,
+        count,
+        section_end: r.pos() + len,
+    })
+}
+
 /// A specialized block's special section, decoded: each entry's key (whole) and where its
 /// value lies in the payload; and where the versions section starts.
 pub struct SpecialSection {
@@ -36,9 +59,12 @@ pub struct SpecialSection {
 pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, String> {
     let mut r = Reader::new(data);
     r.take(start)?;
-    let version = r.u8()?;
-    let floor = r.varint()?;
-    let count = r.varint()?;
+    let Header {
+        version,
+        floor,
+        count,
+        section_end,
+    } = header(&mut r)?;
     let payload_len = (data.len() - start) as u64;
     if count > payload_len {
         return Err(format!("special entry count {count} out of range"));
@@ -124,7 +150,14 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
         }
         v => return Err(format!("block version {v} is not a specialized format")),
     }
-    s.versions_at = r.pos();
+    if r.pos() != section_end {
+        return Err(format!(
+            "special section ends at byte {}, its entries at {}",
+            section_end,
+            r.pos()
+        ));
+    }
+    s.versions_at = section_end;
     Ok(s)
 }
 
@@ -148,4 +181,142 @@ impl SpecialSection {
         self.keys.extend_from_slice(rest);
         Ok((start as u32, self.keys.len() as u32))
     }
+}
+
+/// What the special section of a block holds of one key.
+pub struct SpecialLookup<'a> {
+    /// Its version there: the block's floor and the value.
+    pub version: Option<(u64, &'a [u8])>,
+    /// A larger key is in the special section.
+    pub larger: bool,
+    /// Where the versions section starts.
+    pub versions_at: usize,
+}
+
+/// Looks `key` up in the special section of the payload at `start` in `data` without
+/// decoding the whole block: `array` by arithmetic, `fixed` and `unique-string` entry by entry
+/// up to the first key past it (checking what it reads as decoding does).
+pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLookup<'a>, String> {
+    let mut r = Reader::new(data);
+    r.take(start)?;
+    let h = header(&mut r)?;
+    let mut lookup = SpecialLookup {
+        version: None,
+        larger: false,
+        versions_at: h.section_end,
+    };
+    // The special section alone: nothing read past it.
+    let section = &data[..h.section_end];
+    let at = r.pos();
+    let mut r = Reader::new(section);
+    r.take(at)?;
+    let size = |r: &mut Reader| -> Result<usize, String> {
+        match r.varint()? {
+            n @ 1..=4096 => Ok(n as usize),
+            n => Err(format!("value size {n} out of range")),
+        }
+    };
+    match h.version {
+        ARRAY_VERSION => {
+            let size = size(&mut r)?;
+            if h.count == 0 {
+                return Ok(lookup);
+            }
+            let base = u64::from_be_bytes(r.take(8)?.try_into().map_err(|_| "base key")?);
+            let slots = r.varint()?;
+            if slots < h.count || slots > ARRAY_SLOTS {
+                return Err(format!("{slots} slots for {} entries", h.count));
+            }
+            let last = base.saturating_add(slots - 1);
+            let Some(k) = array_key(key) else {
+                // Not an 8-byte key: it sorts among the block's by its bytes.
+                lookup.larger = key < last.to_be_bytes().as_slice();
+                return Ok(lookup);
+            };
+            lookup.larger = k < last;
+            let index = match r.u8()? {
+                0 if slots == h.count => k.checked_sub(base).filter(|&s| s < slots),
+                1 => {
+                    let bitmap = r.take(slots.div_ceil(8) as usize)?;
+                    match k.checked_sub(base).filter(|&s| s < slots) {
+                        Some(slot) if bitmap[(slot / 8) as usize] & (1 << (slot % 8)) != 0 => {
+                            let whole = &bitmap[..(slot / 8) as usize];
+                            let before: u32 = whole.iter().map(|b| b.count_ones()).sum();
+                            let part = bitmap[(slot / 8) as usize] & ((1u8 << (slot % 8)) - 1);
+                            Some(u64::from(before + part.count_ones()))
+                        }
+                        _ => None,
+                    }
+                }
+                f => return Err(format!("array flag {f} does not fit {slots} slots")),
+            };
+            if let Some(i) = index.filter(|&i| i < h.count) {
+                r.take(i as usize * size)?;
+                lookup.version = Some((h.floor, r.take(size)?));
+            }
+        }
+        FIXED_VERSION | UNIQUE_VERSION => {
+            let fixed = h.version == FIXED_VERSION;
+            let (value_size, dict_at, distinct) = match fixed {
+                true => (size(&mut r)?, 0, 0),
+                false => {
+                    let distinct = r.varint()?;
+                    let at = r.pos();
+                    for _ in 0..distinct {
+                        r.bytes()?;
+                    }
+                    (0, at, distinct)
+                }
+            };
+            let mut current: Vec<u8> = Vec::with_capacity(key.len() + 8);
+            for i in 0..h.count {
+                let (shared, rest) = (r.varint()?, r.bytes()?);
+                if shared > current.len() as u64 {
+                    return Err(format!("shares {shared} bytes with a shorter key"));
+                }
+                current.truncate(shared as usize);
+                current.extend_from_slice(rest);
+                let value = match fixed {
+                    true => Value::At(r.take(value_size)?),
+                    false => Value::Index(match distinct > 256 {
+                        true => usize::from(u16::from_le_bytes([r.u8()?, r.u8()?])),
+                        false => usize::from(r.u8()?),
+                    }),
+                };
+                match current.as_slice().cmp(key) {
+                    std::cmp::Ordering::Less => continue,
+                    std::cmp::Ordering::Greater => {
+                        lookup.larger = true;
+                        break;
+                    }
+                    std::cmp::Ordering::Equal => {}
+                }
+                let value = match value {
+                    Value::At(v) => v,
+                    Value::Index(i) => {
+                        let mut d = Reader::new(section);
+                        d.take(dict_at)?;
+                        if i as u64 >= distinct {
+                            return Err(format!("value {i} not in the dictionary"));
+                        }
+                        for _ in 0..i {
+                            d.bytes()?;
+                        }
+                        d.bytes()?
+                    }
+                };
+                lookup.version = Some((h.floor, value));
+                lookup.larger = i + 1 < h.count;
+                break;
+            }
+        }
+        v => return Err(format!("block version {v} is not a specialized format")),
+    }
+    Ok(lookup)
+}
+
+/// An entry's value as a lookup meets it: its bytes, or its dictionary index.
+enum Value<'a> {
+    At(&'a [u8]),
+    Index(usize),
 }
