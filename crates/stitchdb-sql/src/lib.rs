@@ -16,8 +16,9 @@
 //! [`StitchStorage`] implements GlueSQL's storage traits (`Store`, `StoreMut`,
 //! `Transaction`, and the optional ones with GlueSQL's defaults: no secondary indexes, no
 //! custom functions; `ALTER TABLE` through GlueSQL's generic implementation). [`Session`]
-//! wraps GlueSQL's `Glue` and narrows `UPDATE`/`DELETE ... WHERE pk = constant` to one row
-//! (GlueSQL alone scans the whole table for them).
+//! wraps GlueSQL's `Glue`: it narrows `UPDATE`/`DELETE ... WHERE pk = constant` to one row
+//! (GlueSQL alone scans the whole table for them), and parses each statement text once
+//! (GlueSQL has no prepared statements; its parse is most of a short statement's time).
 //!
 //! # Transactions
 //!
@@ -82,7 +83,8 @@
 //! 1. `codec`: key and row encodings.
 //! 2. `catalog`: catalog entries.
 //! 3. `storage`: [`StitchStorage`], GlueSQL's storage traits.
-//! 4. `session`: [`Session`], GlueSQL's `Glue` with primary-key `UPDATE`/`DELETE`.
+//! 4. `session`: [`Session`], GlueSQL's `Glue` with primary-key `UPDATE`/`DELETE` and
+//!    parsed statements kept.
 
 mod catalog;
 mod codec;
@@ -93,3 +95,9 @@ pub use catalog::{CATALOG_TABLE, FORMAT_VERSION, TABLE_PREFIX};
 pub use gluesql_core;
 pub use session::Session;
 pub use storage::StitchStorage;
+
+/// The bytes a row of `values` takes as a StitchDB value: what a `fixed(size)` or
+/// `array(size)` layout for its table must name.
+pub fn row_len(values: &[gluesql_core::data::Value]) -> usize {
+    codec::encode_row(values).len()
+}

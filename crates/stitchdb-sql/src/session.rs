@@ -8,22 +8,37 @@
 //! the row of that key. GlueSQL still evaluates the whole `WHERE` on it, so the statement
 //! changes exactly the rows it would have: only rows other than that key are skipped, and
 //! they cannot match.
+//!
+//! GlueSQL has no prepared statements: `Glue` parses a statement's text every time it runs
+//! (sqlparser's tokenizer and parser: most of a short statement's time). A session keeps
+//! the parsed statements of the last texts it ran (parameters are bound after parsing, as
+//! a prepared statement's are), and translates and plans them anew each time.
 
 use crate::storage::StitchStorage;
 use gluesql_core::ast::{BinaryOperator, UnaryOperator};
 use gluesql_core::data::Key;
 use gluesql_core::executor::evaluate_stateless;
+use gluesql_core::parse_sql::parse;
 use gluesql_core::plan::{ExprPlan, StatementPlan};
 use gluesql_core::prelude::{Glue, Payload, Result};
-use gluesql_core::store::Store;
-use gluesql_core::translate::{IntoParamLiteral, ParamLiteral};
+use gluesql_core::sqlparser::ast::Statement as SqlStatement;
+use gluesql_core::store::{Planner, Store};
+use gluesql_core::translate::{translate_with_params, IntoParamLiteral, ParamLiteral};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Statement texts whose parse a session keeps (all are dropped when it fills).
+const PARSED_TEXTS: usize = 256;
 
 /// A SQL session: GlueSQL over a [`StitchStorage`], with primary-key `UPDATE` and `DELETE`
-/// narrowed to their row (see the module docs; [`set_pushdown`](Self::set_pushdown) turns
-/// that off).
+/// narrowed to their row and statements parsed once per text (see the module docs;
+/// [`set_pushdown`](Self::set_pushdown) and [`set_parse_cache`](Self::set_parse_cache) turn
+/// those off).
 pub struct Session {
     glue: Glue<StitchStorage>,
     pushdown: bool,
+    /// Parsed statements by text (`None`: every text is parsed each time it runs).
+    parsed: Option<HashMap<String, Rc<Vec<SqlStatement>>>>,
 }
 
 impl Session {
@@ -32,7 +47,14 @@ impl Session {
         Session {
             glue: Glue::new(storage),
             pushdown: true,
+            parsed: Some(HashMap::new()),
         }
+    }
+
+    /// Whether statements are parsed once per text (on by default); off, every run parses
+    /// its text, as `Glue` does.
+    pub fn set_parse_cache(&mut self, on: bool) {
+        self.parsed = on.then(HashMap::new);
     }
 
     /// Whether `UPDATE` and `DELETE` by primary key read only their row (on by default); off,
@@ -71,7 +93,7 @@ impl Session {
         I: IntoIterator<Item = P>,
         P: IntoParamLiteral,
     {
-        let plans = self.glue.plan_with_params(sql, params)?;
+        let plans = self.plan(sql.as_ref(), params)?;
         let mut payloads = Vec::with_capacity(plans.len());
         for plan in &plans {
             if self.pushdown {
@@ -84,6 +106,40 @@ impl Session {
             payloads.push(payload?);
         }
         Ok(payloads)
+    }
+
+    /// The plans of the statements of `sql`, as `Glue::plan_with_params` makes them, from
+    /// the parse kept for the text if there is one.
+    fn plan<I, P>(&mut self, sql: &str, params: I) -> Result<Vec<StatementPlan>>
+    where
+        I: IntoIterator<Item = P>,
+        P: IntoParamLiteral,
+    {
+        let params: Vec<ParamLiteral> = params
+            .into_iter()
+            .map(IntoParamLiteral::into_param_literal)
+            .collect();
+        let parsed = match &mut self.parsed {
+            None => Rc::new(parse(sql)?),
+            Some(cache) => match cache.get(sql) {
+                Some(parsed) => parsed.clone(),
+                None => {
+                    let parsed = Rc::new(parse(sql)?);
+                    if cache.len() >= PARSED_TEXTS {
+                        cache.clear();
+                    }
+                    cache.insert(sql.to_owned(), parsed.clone());
+                    parsed
+                }
+            },
+        };
+        parsed
+            .iter()
+            .map(|statement| {
+                let statement = translate_with_params(statement, &params)?;
+                self.glue.storage.plan(statement.into())
+            })
+            .collect()
     }
 
     /// The table and primary key an `UPDATE` or `DELETE` can only change the row of.

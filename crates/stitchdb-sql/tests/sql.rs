@@ -97,6 +97,20 @@ fn create_insert_select_update_delete() {
         }]
     );
 
+    // One text, parsed once, run with other parameters.
+    for (id, name) in [(1i64, "pen"), (3, "cog"), (-7, "nib")] {
+        let found = sql
+            .execute_with_params("SELECT name FROM item WHERE id = $1", [id])
+            .unwrap();
+        assert_eq!(
+            found,
+            vec![Payload::Select {
+                labels: vec!["name".to_owned()],
+                rows: vec![vec![s(name)]]
+            }]
+        );
+    }
+
     // UPDATE by primary key (narrowed to the row) and by another column (a scan).
     assert_eq!(
         sql.execute("UPDATE item SET qty = qty - 1 WHERE id = 3")
@@ -392,6 +406,7 @@ fn update_without_pushdown_scans_and_agrees() {
     let mut sql = create(dir.path());
     setup(&mut sql);
     sql.set_pushdown(false);
+    sql.set_parse_cache(false);
     let before = sql.storage().rows_scanned();
     sql.execute("UPDATE item SET qty = 77 WHERE id = 2")
         .unwrap();
