@@ -238,13 +238,11 @@ impl StitchStorage {
         }
     }
 
-    /// The next generated key of `entry`'s table (a table without a primary key): one past
-    /// the greatest committed, the first time in this storage.
-    fn next_row(&self, name: &str, entry: &TableEntry) -> Result<u64> {
-        if let Some(n) = self.state.borrow_mut().next_row.get_mut(name) {
-            *n += 1;
-            return Ok(*n - 1);
-        }
+    /// The first of `n` generated keys for `entry`'s table (a table without a primary key):
+    /// past every key committed so far and every key this storage handed out. A key another
+    /// session commits after this transaction's snapshot conflicts at commit; one committed
+    /// before it is below what the newest commit shows.
+    fn next_rows(&self, name: &str, entry: &TableEntry, n: u64) -> Result<u64> {
         let last = self
             .db
             .range_rev(entry.table, Bound::Unbounded, Bound::Unbounded)
@@ -252,9 +250,9 @@ impl StitchStorage {
             .next()
             .transpose()
             .map_err(db_err)?;
-        let first = match last {
+        let committed_next = match last {
             Some((key, _)) => match decode_key(None, &key) {
-                Ok(Key::U64(n)) => n + 1,
+                Ok(Key::U64(n)) => n.saturating_add(1),
                 _ => {
                     return Err(msg(format!(
                         "table {name}: key {} is not a row number",
@@ -264,10 +262,12 @@ impl StitchStorage {
             },
             None => 1,
         };
-        self.state
-            .borrow_mut()
+        let mut state = self.state.borrow_mut();
+        let handed_out = state.next_row.get(name).copied().unwrap_or(1);
+        let first = committed_next.max(handed_out);
+        state
             .next_row
-            .insert(name.to_owned(), first + 1);
+            .insert(name.to_owned(), first.saturating_add(n));
         Ok(first)
     }
 }
@@ -372,6 +372,10 @@ impl StoreMut for StitchStorage {
 
     fn append_data(&mut self, table_name: &str, rows: Vec<Vec<Value>>) -> Result<()> {
         let entry = self.existing(table_name)?;
+        let mut next = match entry.primary_key {
+            Some(_) => 0,
+            None => self.next_rows(table_name, &entry, rows.len() as u64)?,
+        };
         let mut pairs = Vec::with_capacity(rows.len());
         for row in rows {
             let key = if let Some((i, _)) = &entry.primary_key {
@@ -381,7 +385,8 @@ impl StoreMut for StitchStorage {
                     .ok_or_else(|| msg(format!("table {table_name}: row without its key")))?;
                 Key::try_from(value)?
             } else {
-                generated_key(self.next_row(table_name, &entry)?)
+                next += 1;
+                generated_key(next - 1)
             };
             pairs.push((Self::key_bytes(&entry, &key)?, encode_row(&row)));
         }

@@ -259,6 +259,18 @@ fn snapshot_isolation_between_sessions() {
         rows(&mut b, "SELECT qty FROM item WHERE id = 1"),
         vec![vec![i(5)]]
     );
+    // Tables without a primary key: two sessions' inserts never reuse each other's keys.
+    a.execute("CREATE TABLE notes (body TEXT)").unwrap();
+    a.execute("INSERT INTO notes VALUES ('a1')").unwrap();
+    let mut c = Session::new(StitchStorage::new(db.clone()).unwrap());
+    c.execute("INSERT INTO notes VALUES ('c1'), ('c2')")
+        .unwrap();
+    a.execute("INSERT INTO notes VALUES ('a2')").unwrap();
+    c.execute("INSERT INTO notes VALUES ('c3')").unwrap();
+    assert_eq!(
+        rows(&mut c, "SELECT body FROM notes"),
+        ["a1", "c1", "c2", "a2", "c3"].map(|t| vec![s(t)]).to_vec()
+    );
     // b's write of the same row conflicts at commit.
     b.execute("UPDATE item SET qty = 2 WHERE id = 1").unwrap();
     let err = b.execute("COMMIT").unwrap_err();
