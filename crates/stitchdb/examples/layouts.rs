@@ -8,7 +8,9 @@
 //! * `states`: the US state of each row, one of 50 names (a column of repeated strings),
 //!   every 500th row a longer place name (what `exception` keeps in `linear`).
 //!
-//! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR]` (default N: 1,000,000)
+//! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR] [--cache MIB] [--gets G]`
+//! (default N: 1,000,000; the read cache: `Options::read_cache_bytes`, 64 MiB; G point reads
+//! of each kind: the smaller of N and 500,000)
 
 use std::time::Instant;
 use stitchdb::{Db, Durability, Options, TableId};
@@ -96,7 +98,7 @@ struct Row {
     scan_per_s: f64,
 }
 
-fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64) -> Row {
+fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64) -> Row {
     let name = format!("{set}: {layout}");
     let t: TableId = db.create_table_with_layout(&name, layout).expect("layout");
     let start = Instant::now();
@@ -113,7 +115,6 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64) -> Row {
         .iter()
         .find(|s| s.name == name)
         .map_or(0, |s| s.run_bytes);
-    let gets = n.min(500_000);
     let timed = |absent: bool| {
         let start = Instant::now();
         let mut found = 0u64;
@@ -144,19 +145,30 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64) -> Row {
 
 fn main() {
     let mut n = 1_000_000u64;
+    let mut gets = None;
     let mut dir = std::env::temp_dir();
+    let mut opts = Options {
+        durability: Durability::Async,
+        ..Options::default()
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--dir" => dir = args.next().expect("--dir DIR").into(),
+            "--gets" => gets = args.next().and_then(|g| g.parse().ok()),
+            "--cache" => {
+                let mib: usize = args
+                    .next()
+                    .and_then(|m| m.parse().ok())
+                    .expect("--cache MIB");
+                opts.read_cache_bytes = mib << 20;
+            }
             count => n = count.parse().expect("N"),
         }
     }
     let path = dir.join(format!("layouts-{}.store", std::process::id()));
-    let opts = Options {
-        durability: Durability::Async,
-        ..Options::default()
-    };
+    let cache_mib = opts.read_cache_bytes >> 20;
+    let gets = gets.unwrap_or(n.min(500_000));
     let db = Db::create(&path, opts).expect("create");
     let default = "managed -> quotient -> btree -> linear";
     let sets: [(&str, &[&str]); 3] = [
@@ -183,7 +195,9 @@ fn main() {
             ],
         ),
     ];
-    println!("{n} rows per table, one store, Async commits, compacted before reading");
+    println!(
+        "{n} rows per table, one store, Async commits, compacted before reading, {cache_mib} MiB read cache"
+    );
     println!(
         "{:<7} {:<78} {:>11} {:>6} {:>7} {:>11} {:>11} {:>11}",
         "data", "layout", "run bytes", "size", "load s", "gets/s", "absent/s", "scan rows/s"
@@ -191,7 +205,7 @@ fn main() {
     for (set, layouts) in sets {
         let mut base = None;
         for &layout in layouts {
-            let r = measure(&db, set, layout, n);
+            let r = measure(&db, set, layout, n, gets);
             let b = *base.get_or_insert(r.bytes);
             println!(
                 "{:<7} {:<78} {:>11} {:>5.2}x {:>7.1} {:>11.0} {:>11.0} {:>11.0}",

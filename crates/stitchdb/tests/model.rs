@@ -1,7 +1,7 @@
 //! Model test: random operation sequences against a `BTreeMap` per table, with tiny zones and
 //! memtables so that checkpoints, merges and reopens happen all the time. Tables made along
-//! the way take one of [`LAYOUTS`] (each holds any key and value the test writes), so every
-//! module runs under the same operations as the default VT-tree.
+//! the way take a random valid layout ([`layout_strategy`]: each holds any key and value the
+//! test writes), so every module runs under the same operations as the default VT-tree.
 //!
 //! STITCHDB_MODEL_CASES sets the number of sequences (default 2000).
 
@@ -34,8 +34,8 @@ enum Op {
     Get(usize, u8),
     Scan(usize, u8, u8),
     ScanRev(usize, u8, u8),
-    /// Creates a table laid out as `LAYOUTS[i]`.
-    CreateTable(usize),
+    /// Creates a table with this layout.
+    CreateTable(String),
     Flush,
     Reopen,
     /// Opens a scan of a table and keeps it, unread, with the contents it must see.
@@ -44,17 +44,34 @@ enum Op {
     CheckSnapshot,
 }
 
-/// Layouts that hold every write of the test: specialized formats only under `exception`.
-const LAYOUTS: &[&str] = &[
-    "",
-    "managed -> bloom -> btree -> linear",
-    "managed -> linear",
-    "managed -> quotient(fp=0.1) -> btree(node=512) -> linear",
-    "managed -> exception -> fixed(8) -> linear",
-    "managed -> btree(node=1024) -> exception -> array(8) -> linear",
-    "managed -> exception -> unique-string(max=3, len=8) -> linear",
-    "managed -> bloom(bits=4) -> btree -> exception -> unique-string -> linear",
-];
+/// A random valid layout that holds every write of the test (a specialized format only under
+/// `exception`), or the default (empty).
+fn layout_strategy() -> impl Strategy<Value = String> {
+    let filter = prop_oneof![
+        Just(""),
+        Just("quotient -> "),
+        Just("quotient(fp=0.2) -> "),
+        Just("bloom(bits=3) -> "),
+        Just("bloom -> "),
+    ];
+    let btree = prop_oneof![
+        Just(""),
+        Just("btree -> "),
+        Just("btree(node=512) -> "),
+        Just("btree(node=1024) -> "),
+    ];
+    let format = prop_oneof![
+        Just("linear".to_string()),
+        (1..12u32).prop_map(|s| format!("exception -> fixed({s}) -> linear")),
+        (1..12u32).prop_map(|s| format!("exception -> array({s}) -> linear")),
+        (1..6u32, 1..40u32)
+            .prop_map(|(m, l)| format!("exception -> unique-string(max={m}, len={l}) -> linear")),
+    ];
+    prop_oneof![
+        1 => Just(String::new()),
+        4 => (filter, btree, format).prop_map(|(f, b, format)| format!("managed -> {f}{b}{format}")),
+    ]
+}
 
 fn key(k: u8) -> Vec<u8> {
     // A few long keys so blocks hold few entries and runs have many blocks; the others are
@@ -89,7 +106,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         15 => (0..3usize, any::<u8>()).prop_map(|(t, k)| Op::Get(t, k)),
         8 => (0..3usize, any::<u8>(), any::<u8>()).prop_map(|(t, a, b)| Op::Scan(t, a.min(b), a.max(b))),
         4 => (0..3usize, any::<u8>(), any::<u8>()).prop_map(|(t, a, b)| Op::ScanRev(t, a.min(b), a.max(b))),
-        1 => (0..LAYOUTS.len()).prop_map(Op::CreateTable),
+        1 => layout_strategy().prop_map(Op::CreateTable),
         3 => Just(Op::Flush),
         2 => Just(Op::Reopen),
         2 => (0..3usize).prop_map(Op::Snapshot),
@@ -130,9 +147,8 @@ struct Harness {
 }
 
 impl Harness {
-    /// A store with the default table and one table laid out as `LAYOUTS[i]` for each of
-    /// `layouts`.
-    fn new(stitching: Stitching, layouts: &[usize]) -> Harness {
+    /// A store with the default table and one table of each of `layouts`.
+    fn new(stitching: Stitching, layouts: &[String]) -> Harness {
         let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
         let opts = options(stitching);
         let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
@@ -147,8 +163,8 @@ impl Harness {
             names,
             snapshots: Default::default(),
         };
-        for &layout in layouts {
-            h.apply(&Op::CreateTable(layout));
+        for layout in layouts {
+            h.apply(&Op::CreateTable(layout.clone()));
         }
         h
     }
@@ -274,9 +290,7 @@ impl Harness {
             }
             Op::CreateTable(layout) => {
                 let name = format!("t{}", self.names.len());
-                self.db()
-                    .create_table_with_layout(&name, LAYOUTS[*layout])
-                    .unwrap();
+                self.db().create_table_with_layout(&name, layout).unwrap();
                 self.model.insert(name.clone(), BTreeMap::new());
                 self.names.push(name);
             }
@@ -343,7 +357,7 @@ proptest! {
     #[test]
     fn store_matches_a_btreemap(
         stitching in stitching_strategy(),
-        layouts in proptest::collection::vec(0..LAYOUTS.len(), 2),
+        layouts in proptest::collection::vec(layout_strategy(), 2),
         ops in proptest::collection::vec(op_strategy(), 1..120),
     ) {
         let mut h = Harness::new(stitching, &layouts);
