@@ -37,36 +37,14 @@
 //!
 //! # Stored format (version 1)
 //!
-//! * **Catalog**: StitchDB table `sql.schema`, key = the SQL table's name (UTF-8), value = a
-//!   JSON object `{"version": 1, "table": "sql.t.NAME", "ddl": "CREATE TABLE ...",
-//!   "schema": {...}}`: the format version (of the entry, keys and rows), the StitchDB table
-//!   holding the rows, the schema as SQL (`Schema::to_ddl`), and the schema in
-//!   gluesql-core's own serde form (read first; the DDL is the fallback should a later
-//!   gluesql-core change that form).
-//! * **Rows**: StitchDB table `sql.t.NAME`, one pair per row.
-//! * **Keys**: the primary key's value, encoded so that byte order is key order, without a
-//!   type tag (the column's type is in the schema): signed integers big-endian with the
-//!   sign bit flipped (`INTEGER` is 8 bytes, so such a table's keys suit the `array`
-//!   layout); unsigned integers and UUIDs big-endian; floats as their bits, all flipped when
-//!   negative, else the sign bit (IEEE total order, -0.0 as 0.0 and one NaN); `DECIMAL` as
-//!   its integer part (i128) then its fraction in units of 10^-28 (i128), each sign-flipped
-//!   (32 bytes); `TEXT` and `BYTEA` as their bytes; `BOOLEAN` one byte; `DATE` days from
-//!   0001-01-01 (i32, sign-flipped); `TIME` seconds from midnight and nanoseconds (u32, u32);
-//!   `TIMESTAMP` the date's then the time's; `INET` 4 or 6 then the octets; `INTERVAL` 0 and
-//!   microseconds (i64) or 1 and months (i32). gluesql-core's own `Key::to_cmp_be_bytes`
-//!   is not used: it cannot be decoded back into a `Key` (no type, signed and unsigned
-//!   alike), does not keep `DECIMAL` order (0.5 after 0.25) and refuses floats. A table
-//!   without a primary key is keyed by row numbers (u64, big-endian) this storage assigns
-//!   in insertion order.
-//! * **Row values**: a varint count of values, then each value as a tag byte and a payload:
-//!   numbers, dates and times little-endian at fixed widths (so rows of the same types and
-//!   string lengths are the same size, which the `fixed` and `array` layouts need), `TEXT`
-//!   and `BYTEA` a varint length then the bytes, `DECIMAL` rust_decimal's 16-byte form,
-//!   `MAP` and `LIST` a varint count then their entries (a map's keys as length-prefixed
-//!   text). An encoding of our own rather than a serde format: serde's data model of
-//!   gluesql-core's `Value` is not a stable format of its own, bincode 1 is no longer
-//!   maintained, and postcard writes integers as varints (rows change size with their
-//!   numbers).
+//! A catalog table `sql.schema` (one JSON entry per SQL table: format version, the StitchDB
+//! table holding its rows, its DDL and gluesql-core's serde form of its schema), and one
+//! StitchDB table `sql.t.NAME` per SQL table: keys encoded so that byte order is key order,
+//! rows with fixed-width numbers (so rows of one shape are one size, as the `fixed` and
+//! `array` layouts need). Specified in `docs/format.md` ("SQL tables"); why an encoding of
+//! our own: gluesql-core's `Key::to_cmp_be_bytes` cannot be decoded back, does not keep
+//! `DECIMAL` order and refuses floats, and serde formats either are unmaintained (bincode 1),
+//! not stable for `Value`, or size integers by value (postcard).
 //!
 //! # Layouts
 //!

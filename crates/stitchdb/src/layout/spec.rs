@@ -212,7 +212,7 @@ impl LayoutSpec {
 
     /// Whether a write of `value` (`None`: a tombstone) under `key` fits the layout. With
     /// `exception` everything does (the final `linear` keeps what the format rejects);
-    /// without it a value must pass [`rejects`](Self::rejects), and a tombstone always
+    /// without it a value must pass [`FormatSpec::rejects`], and a tombstone always
     /// passes, except that an `array` table's keys must be 8 bytes even for a tombstone: a
     /// delete of a key the table could never hold is an error too.
     pub fn check_write(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
