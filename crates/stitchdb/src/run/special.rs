@@ -45,6 +45,89 @@ fn header(r: &mut Reader) -> Result<Header, String> {
     })
 }
 
+/// A `fixed` or `array` section's value size.
+fn value_size(r: &mut Reader) -> Result<usize, String> {
+    match r.varint()? {
+        n @ 1..=4096 => Ok(n as usize),
+        n => Err(format!("value size {n} out of range")),
+    }
+}
+
+/// A `unique-string` section's count of distinct values.
+fn dictionary_len(r: &mut Reader) -> Result<u64, String> {
+    match r.len()? as u64 {
+        n @ 0..=65_536 => Ok(n),
+        n => Err(format!("dictionary of {n} values out of range")),
+    }
+}
+
+/// A `unique-string` entry's index into the dictionary of `distinct` values.
+fn dictionary_index(r: &mut Reader, distinct: u64) -> Result<usize, String> {
+    Ok(match distinct > 256 {
+        true => usize::from(u16::from_le_bytes([r.u8()?, r.u8()?])),
+        false => usize::from(r.u8()?),
+    })
+}
+
+/// An `array` section's slots: the first key, how many, and which hold an entry (`None`:
+/// every one).
+struct ArraySlots<'a> {
+    base: u64,
+    slots: u64,
+    bitmap: Option<&'a [u8]>,
+}
+
+impl<'a> ArraySlots<'a> {
+    /// Reads the slots of a section of `count` entries (at least one), after its value size.
+    fn read(r: &mut Reader<'a>, count: u64) -> Result<ArraySlots<'a>, String> {
+        let base = u64::from_be_bytes(r.take(8)?.try_into().map_err(|_| "base key")?);
+        let slots = r.varint()?;
+        if slots < count || slots > ARRAY_SLOTS || base.checked_add(slots - 1).is_none() {
+            return Err(format!("{slots} slots for {count} entries"));
+        }
+        let bitmap = match r.u8()? {
+            0 if slots == count => None,
+            1 => Some(r.take(slots.div_ceil(8) as usize)?),
+            f => return Err(format!("array flag {f} does not fit {slots} slots")),
+        };
+        Ok(ArraySlots {
+            base,
+            slots,
+            bitmap,
+        })
+    }
+
+    /// The key of the last slot.
+    fn last(&self) -> u64 {
+        self.base + self.slots - 1
+    }
+
+    fn holds(&self, slot: u64) -> bool {
+        self.bitmap
+            .is_none_or(|b| b[(slot / 8) as usize] & (1 << (slot % 8)) != 0)
+    }
+
+    /// The slots that hold an entry, in order.
+    fn present(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.slots).filter(|&slot| self.holds(slot))
+    }
+
+    /// The entry (its place among the section's) of key number `k`, if a slot holds it.
+    fn entry(&self, k: u64) -> Option<u64> {
+        let slot = k.checked_sub(self.base).filter(|&s| s < self.slots)?;
+        if !self.holds(slot) {
+            return None;
+        }
+        let Some(bitmap) = self.bitmap else {
+            return Some(slot);
+        };
+        let byte = (slot / 8) as usize;
+        let before: u32 = bitmap[..byte].iter().map(|b| b.count_ones()).sum();
+        let part = bitmap[byte] & ((1u8 << (slot % 8)) - 1);
+        Some(u64::from(before + part.count_ones()))
+    }
+}
+
 /// A specialized block's special section, decoded: each entry's key (whole) and where its
 /// value lies in the payload; and where the versions section starts.
 pub struct SpecialSection {
@@ -75,15 +158,9 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
         entries: Vec::with_capacity(count as usize),
         versions_at: 0,
     };
-    let size_of = |r: &mut Reader| -> Result<usize, String> {
-        match r.varint()? {
-            n @ 1..=4096 => Ok(n as usize),
-            n => Err(format!("value size {n} out of range")),
-        }
-    };
     match version {
         FIXED_VERSION => {
-            let size = size_of(&mut r)?;
+            let size = value_size(&mut r)?;
             for i in 0..count {
                 let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
                 let at = r.pos();
@@ -92,31 +169,17 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
             }
         }
         ARRAY_VERSION => {
-            let size = size_of(&mut r)?;
+            let size = value_size(&mut r)?;
             if count > 0 {
-                let base = u64::from_be_bytes(r.take(8)?.try_into().map_err(|_| "base key")?);
-                let slots = r.varint()?;
-                let last = base.checked_add(slots.saturating_sub(1));
-                if slots < count || slots > ARRAY_SLOTS || last.is_none() {
-                    return Err(format!("{slots} slots for {count} entries"));
-                }
-                let present: Vec<u64> = match r.u8()? {
-                    0 if slots == count => (0..slots).collect(),
-                    1 => {
-                        let bitmap = r.take(slots.div_ceil(8) as usize)?;
-                        (0..slots)
-                            .filter(|&i| bitmap[(i / 8) as usize] & (1 << (i % 8)) != 0)
-                            .collect()
-                    }
-                    f => return Err(format!("array flag {f} does not fit {slots} slots")),
-                };
+                let slots = ArraySlots::read(&mut r, count)?;
+                let present: Vec<u64> = slots.present().collect();
                 let ends = (present.first(), present.last());
-                if present.len() as u64 != count || ends != (Some(&0), Some(&(slots - 1))) {
+                if present.len() as u64 != count || ends != (Some(&0), Some(&(slots.slots - 1))) {
                     return Err("array bitmap does not match its entry count".into());
                 }
                 for slot in present {
                     let at = s.keys.len() as u32;
-                    s.keys.extend_from_slice(&(base + slot).to_be_bytes());
+                    s.keys.extend_from_slice(&(slots.base + slot).to_be_bytes());
                     let v = r.pos();
                     r.take(size)?;
                     s.entries
@@ -125,10 +188,7 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
             }
         }
         UNIQUE_VERSION => {
-            let distinct = r.varint()?;
-            if distinct > payload_len || distinct > 65_536 {
-                return Err(format!("dictionary of {distinct} values out of range"));
-            }
+            let distinct = dictionary_len(&mut r)?;
             let mut dict = Vec::with_capacity(distinct as usize);
             for _ in 0..distinct {
                 let len = r.len()?;
@@ -138,10 +198,7 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
             }
             for i in 0..count {
                 let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
-                let index = match distinct > 256 {
-                    true => usize::from(u16::from_le_bytes([r.u8()?, r.u8()?])),
-                    false => usize::from(r.u8()?),
-                };
+                let index = dictionary_index(&mut r, distinct)?;
                 let value = *dict
                     .get(index)
                     .ok_or_else(|| format!("entry {i}: value {index} not in the dictionary"))?;
@@ -210,47 +267,20 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
     let at = r.pos();
     let mut r = Reader::new(section);
     r.take(at)?;
-    let size = |r: &mut Reader| -> Result<usize, String> {
-        match r.varint()? {
-            n @ 1..=4096 => Ok(n as usize),
-            n => Err(format!("value size {n} out of range")),
-        }
-    };
     match h.version {
         ARRAY_VERSION => {
-            let size = size(&mut r)?;
+            let size = value_size(&mut r)?;
             if h.count == 0 {
                 return Ok(lookup);
             }
-            let base = u64::from_be_bytes(r.take(8)?.try_into().map_err(|_| "base key")?);
-            let slots = r.varint()?;
-            if slots < h.count || slots > ARRAY_SLOTS {
-                return Err(format!("{slots} slots for {} entries", h.count));
-            }
-            let last = base.saturating_add(slots - 1);
+            let slots = ArraySlots::read(&mut r, h.count)?;
             let Some(k) = array_key(key) else {
                 // Not an 8-byte key: it sorts among the block's by its bytes.
-                lookup.larger = key < last.to_be_bytes().as_slice();
+                lookup.larger = key < slots.last().to_be_bytes().as_slice();
                 return Ok(lookup);
             };
-            lookup.larger = k < last;
-            let index = match r.u8()? {
-                0 if slots == h.count => k.checked_sub(base).filter(|&s| s < slots),
-                1 => {
-                    let bitmap = r.take(slots.div_ceil(8) as usize)?;
-                    match k.checked_sub(base).filter(|&s| s < slots) {
-                        Some(slot) if bitmap[(slot / 8) as usize] & (1 << (slot % 8)) != 0 => {
-                            let whole = &bitmap[..(slot / 8) as usize];
-                            let before: u32 = whole.iter().map(|b| b.count_ones()).sum();
-                            let part = bitmap[(slot / 8) as usize] & ((1u8 << (slot % 8)) - 1);
-                            Some(u64::from(before + part.count_ones()))
-                        }
-                        _ => None,
-                    }
-                }
-                f => return Err(format!("array flag {f} does not fit {slots} slots")),
-            };
-            if let Some(i) = index.filter(|&i| i < h.count) {
+            lookup.larger = k < slots.last();
+            if let Some(i) = slots.entry(k).filter(|&i| i < h.count) {
                 r.take(i as usize * size)?;
                 lookup.version = Some((h.floor, r.take(size)?));
             }
@@ -258,9 +288,9 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
         FIXED_VERSION | UNIQUE_VERSION => {
             let fixed = h.version == FIXED_VERSION;
             let (value_size, dict_at, distinct) = match fixed {
-                true => (size(&mut r)?, 0, 0),
+                true => (value_size(&mut r)?, 0, 0),
                 false => {
-                    let distinct = r.varint()?;
+                    let distinct = dictionary_len(&mut r)?;
                     let at = r.pos();
                     for _ in 0..distinct {
                         r.bytes()?;
@@ -278,10 +308,7 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                 current.extend_from_slice(rest);
                 let value = match fixed {
                     true => Value::At(r.take(value_size)?),
-                    false => Value::Index(match distinct > 256 {
-                        true => usize::from(u16::from_le_bytes([r.u8()?, r.u8()?])),
-                        false => usize::from(r.u8()?),
-                    }),
+                    false => Value::Index(dictionary_index(&mut r, distinct)?),
                 };
                 match current.as_slice().cmp(key) {
                     std::cmp::Ordering::Less => continue,
