@@ -162,8 +162,9 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ),
     ] {
         let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
+        // Every entry fits one block: 40 keys close together, 3 distinct values.
         for (key, seq, value) in &keyed {
-            writer.add(EntryRef {
+            let _fits = writer.add(EntryRef {
                 key,
                 seq: *seq,
                 value: Some(value),

@@ -51,17 +51,14 @@ enum Writer {
 }
 
 impl Writer {
-    fn add(&mut self, e: EntryRef) {
+    /// Adds `e`; false, adding nothing, when the block must end first (a new one takes it).
+    fn add(&mut self, e: EntryRef) -> bool {
         match self {
-            Writer::Linear(w) => w.add(e),
+            Writer::Linear(w) => {
+                w.add(e);
+                true
+            }
             Writer::Special(w) => w.add(e),
-        }
-    }
-
-    fn accepts(&self, e: &EntryRef) -> bool {
-        match self {
-            Writer::Linear(_) => true,
-            Writer::Special(w) => w.accepts(e),
         }
     }
 
@@ -186,13 +183,13 @@ impl RunBuilder {
     }
 
     pub fn add(&mut self, e: EntryRef) -> Result<()> {
-        if !self.writer.accepts(&e) {
-            self.finish_block()?;
-        }
         self.meta.entries += 1;
         self.meta.min_seq = self.meta.min_seq.min(e.seq);
         self.meta.max_seq = self.meta.max_seq.max(e.seq);
-        self.writer.add(e);
+        if !self.writer.add(e) {
+            self.finish_block()?;
+            self.writer.add(e);
+        }
         if self.writer.size() >= self.block_target {
             self.finish_block()?;
         }

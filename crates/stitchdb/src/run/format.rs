@@ -52,9 +52,13 @@ pub struct SpecialWriter {
     /// depends on how many values the dictionary ends up with).
     indexes: Vec<u32>,
     versions: BlockWriter,
+    /// Entries in the block.
     count: u64,
     first_key: Vec<u8>,
+    /// The run's previous entry's key (kept across blocks: a key's versions may straddle
+    /// two), and whether there was one.
     last_key: Vec<u8>,
+    started: bool,
 }
 
 /// Where an entry goes.
@@ -86,6 +90,7 @@ impl SpecialWriter {
             count: 0,
             first_key: Vec::new(),
             last_key: Vec::new(),
+            started: false,
         }
     }
 
@@ -93,7 +98,7 @@ impl SpecialWriter {
         let Some(value) = e.value else {
             return Section::Versions;
         };
-        let newest_in_run = self.count == 0 || e.key != self.last_key.as_slice();
+        let newest_in_run = !self.started || e.key != self.last_key.as_slice();
         if e.seq > self.horizon
             || !newest_in_run
             || self.format.rejects(e.key, value).is_some()
@@ -104,10 +109,10 @@ impl SpecialWriter {
         Section::Special
     }
 
-    /// Whether `e` may join this block; false when the block must end first (an array key
-    /// too far past the block's first, a new value for a full dictionary).
-    pub fn accepts(&self, e: &EntryRef) -> bool {
-        if self.special_count == 0 || !matches!(self.section(e), Section::Special) {
+    /// Whether a special entry `e` fits this block; false when the block must end first (an
+    /// array key too far past the block's first, a new value for a full dictionary).
+    fn fits(&self, e: &EntryRef) -> bool {
+        if self.special_count == 0 {
             return true;
         }
         match self.format {
@@ -123,9 +128,12 @@ impl SpecialWriter {
         }
     }
 
-    pub fn add(&mut self, e: EntryRef) {
+    /// Adds `e` to the block; false, adding nothing, when the block must end first (see
+    /// `fits`; a new block takes any entry).
+    pub fn add(&mut self, e: EntryRef) -> bool {
         match self.section(&e) {
             Section::Versions => self.versions.add(e),
+            Section::Special if !self.fits(&e) => return false,
             Section::Special => self.add_special(&e),
         }
         if self.count == 0 {
@@ -133,8 +141,10 @@ impl SpecialWriter {
             self.first_key.extend_from_slice(e.key);
         }
         self.count += 1;
+        self.started = true;
         self.last_key.clear();
         self.last_key.extend_from_slice(e.key);
+        true
     }
 
     fn add_special(&mut self, e: &EntryRef) {
@@ -142,7 +152,7 @@ impl SpecialWriter {
         self.floor = self.floor.max(e.seq);
         match self.format {
             FormatSpec::Array { .. } => {
-                // `section` checked the key's shape; `accepts` its distance.
+                // `section` checked the key's shape; `fits` its distance.
                 let k = array_key(e.key).unwrap_or_default();
                 if self.special_count == 0 {
                     self.base = k;
@@ -231,7 +241,7 @@ impl SpecialWriter {
         let block = FinishedBlock::new(
             out,
             std::mem::take(&mut self.first_key),
-            std::mem::take(&mut self.last_key),
+            self.last_key.clone(),
             self.count,
         );
         self.reset();
@@ -360,10 +370,14 @@ mod tests {
                 seq: e.seq,
                 value: e.value.as_deref(),
             };
-            if !w.accepts(&e) {
+            // Small blocks, as a builder cuts them by size: a key's versions straddle blocks.
+            if w.size() >= 64 {
                 blocks.push(w.finish());
             }
-            w.add(e);
+            if !w.add(e) {
+                blocks.push(w.finish());
+                assert!(w.add(e), "a new block takes any entry");
+            }
         }
         blocks.push(w.finish());
         let mut out = Vec::new();
@@ -428,6 +442,13 @@ mod tests {
             }).into_iter().collect());
             let back = round_trip(format, horizon, &ranges, &entries);
             prop_assert_eq!(back.len(), entries.len());
+            // A run's order: a key's versions newest first, across blocks too (a scan and a
+            // merge order versions by sequence number).
+            for pair in back.windows(2) {
+                if pair[0].key == pair[1].key {
+                    prop_assert!(pair[0].seq > pair[1].seq, "{:?}", pair);
+                }
+            }
             for (b, e) in back.iter().zip(&entries) {
                 prop_assert_eq!(&b.key, &e.key);
                 prop_assert_eq!(&b.value, &e.value);
@@ -469,11 +490,11 @@ mod tests {
         let size = |format| {
             let mut w = SpecialWriter::new(format, u64::MAX, RangeDeletes::default());
             for e in &entries {
-                w.add(EntryRef {
+                assert!(w.add(EntryRef {
                     key: &e.key,
                     seq: e.seq,
                     value: e.value.as_deref(),
-                });
+                }));
             }
             w.finish().payload().len()
         };
