@@ -17,7 +17,6 @@ use crate::version::Version;
 use crate::Result;
 use parking_lot::MutexGuard;
 use std::sync::Arc;
-use stitch_filter::hash_key;
 use stitch_patch::PatchId;
 use stitch_wal::{LogPosition, Wal};
 use stitch_zone::{ExtentKind, Stream};
@@ -231,23 +230,20 @@ fn write_out(
         let Some(imm) = &t.imm else { continue };
         let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Flush);
         builder.expect_bytes(imm.bytes() as u64);
-        let mut hashes = Vec::new();
         let ranges = imm.range_deletes();
         builder.set_range_tombstones(ranges.tombstones().cloned().collect());
         let horizon = oldest_reader.min(t.seq_bound_before(None));
         builder.set_layout(BlockLayout::of(&t.layout), horizon, ranges.clone());
-        let filter = inner.filter_choice(&t.layout);
+        builder.filter_keys(inner.filter_choice(&t.layout));
         let mut versions = VersionFilter::new(oldest_reader, false, ranges);
         imm.for_each(|e| {
             if !versions.keep(e.key, e.seq, e.value.is_none()) {
                 return Ok(());
             }
-            if filter.wants_hashes() {
-                hashes.push(hash_key(e.key));
-            }
             builder.add(e)
         })?;
-        let run = builder.finish(filter.build(&hashes))?;
+        let filter = builder.key_filter();
+        let run = builder.finish(filter)?;
         if let Some((run, patch)) = &run {
             flushed_bytes += run.meta.data_bytes;
             patches.push(*patch);

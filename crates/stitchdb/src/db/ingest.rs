@@ -31,13 +31,12 @@ use crate::batch::{decode_ops, OpsPayload, RangeOp, TableId};
 use crate::codec::{put_varint, Reader};
 use crate::entry::{EntryRef, Value};
 use crate::memtable::MemIter;
-use crate::run::{FilterChoice, Run, RunBuilder, RunMeta};
+use crate::run::{Run, RunBuilder, RunMeta};
 use crate::version::TableState;
 use crate::Result;
 use std::collections::BTreeSet;
 use std::ops::{Bound, Range};
 use std::sync::Arc;
-use stitch_filter::hash_key;
 use stitch_patch::PatchId;
 use stitch_zone::Stream;
 
@@ -109,26 +108,22 @@ pub(crate) fn write_run<'a>(
     seq: u64,
 ) -> Result<Option<(Arc<Run>, PatchId)>> {
     let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Ingest);
-    let mut hashes = Vec::new();
     let mut puts = puts.into_iter().peekable();
     // The run takes its table's filter (its blocks stay linear: its entries are all at `seq`,
     // newer than any reader, which a specialized format would keep in its versions section
     // anyway; merges rewrite them in the table's format).
-    let filter = match puts.peek() {
-        Some((table, _, _)) => inner.filter_choice(&inner.version.read().table(*table)?.layout),
-        None => FilterChoice::None,
-    };
+    if let Some((table, _, _)) = puts.peek() {
+        builder.filter_keys(inner.filter_choice(&inner.version.read().table(*table)?.layout));
+    }
     for (_, key, value) in puts {
-        if filter.wants_hashes() {
-            hashes.push(hash_key(key));
-        }
         builder.add(EntryRef {
             key,
             seq,
             value: value.as_deref(),
         })?;
     }
-    let Some((run, patch)) = builder.finish(filter.build(&hashes))? else {
+    let filter = builder.key_filter();
+    let Some((run, patch)) = builder.finish(filter)? else {
         return Ok(None);
     };
     // Not written yet: readers go through the cache until it is.

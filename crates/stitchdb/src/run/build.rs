@@ -4,12 +4,13 @@
 use super::block::{BlockWriter, FinishedBlock};
 use super::format::SpecialWriter;
 use super::write_behind::WriteBehind;
-use super::{index, BlockHandle, FilterPart, Run, RunFilter, RunMeta, Storage};
+use super::{index, BlockHandle, FilterChoice, FilterPart, Run, RunFilter, RunMeta, Storage};
 use crate::entry::{EntryRef, RangeDeletes, RangeTombstone};
 use crate::layout::{FormatSpec, LayoutSpec};
 use crate::Result;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use stitch_filter::hash_key;
 use stitch_patch::PatchId;
 use stitch_zone::{ExtentAddr, ExtentKind, FramedBatch, Stream};
 
@@ -104,6 +105,10 @@ pub struct RunBuilder {
     writer: Writer,
     /// A block is closed once its payload reaches this many bytes.
     block_target: usize,
+    /// The filter built from the keys added ([`key_filter`](Self::key_filter)), and their
+    /// hashes, kept while it wants them.
+    filter: FilterChoice,
+    hashes: Vec<u64>,
     blocks: Vec<BlockHandle>,
     patches: Vec<PatchId>,
     meta: RunMeta,
@@ -142,6 +147,8 @@ impl RunBuilder {
             stream,
             writer: Writer::Linear(BlockWriter::default()),
             block_target: BLOCK_TARGET,
+            filter: FilterChoice::None,
+            hashes: Vec::new(),
             blocks: Vec::new(),
             patches: Vec::new(),
             meta: RunMeta::empty(id, level),
@@ -182,7 +189,23 @@ impl RunBuilder {
         };
     }
 
+    /// Keeps the hashes of the keys added from now on, for [`key_filter`](Self::key_filter)
+    /// to build a filter of `choice` from (a merge that stitches blocks unread combines its
+    /// inputs' quotient filters instead).
+    pub fn filter_keys(&mut self, choice: FilterChoice) {
+        self.filter = choice;
+    }
+
+    /// The filter [`filter_keys`](Self::filter_keys) chose, over every key added (`None`
+    /// without one, or if it cannot be built).
+    pub fn key_filter(&self) -> Option<RunFilter> {
+        self.filter.build(&self.hashes)
+    }
+
     pub fn add(&mut self, e: EntryRef) -> Result<()> {
+        if self.filter.wants_hashes() {
+            self.hashes.push(hash_key(e.key));
+        }
         self.meta.entries += 1;
         self.meta.min_seq = self.meta.min_seq.min(e.seq);
         self.meta.max_seq = self.meta.max_seq.max(e.seq);

@@ -17,7 +17,7 @@ use crate::options::Stitching;
 use crate::Result;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use stitch_filter::{hash_key, QuotientFilter};
+use stitch_filter::QuotientFilter;
 use stitch_patch::PatchId;
 use stitch_zone::Stream;
 
@@ -73,8 +73,6 @@ pub fn merge_runs(
         blocks,
         seq_bound,
     } = spec;
-    let mut hashes = Vec::new();
-    let bloom = matches!(filter_choice, FilterChoice::Bloom(_));
     // The new run is read from the disk, blocks stitched from the inputs included.
     for run in inputs {
         run.make_durable()?;
@@ -88,6 +86,11 @@ pub fn merge_runs(
     let covered = Covered::new(&ranges);
     let horizon = oldest_snapshot.min(seq_bound);
     out.set_layout(blocks, horizon, RangeDeletes::new(ranges.clone()));
+    // A Bloom filter is built from the keys kept (its table's merges stitch nothing); a
+    // quotient filter is merged from the inputs' below.
+    if let FilterChoice::Bloom(_) = filter_choice {
+        out.filter_keys(filter_choice);
+    }
     let mut filter = VersionFilter::new(oldest_snapshot, bottom, RangeDeletes::new(ranges.clone()));
     let mut cursors: Vec<Cursor> = inputs
         .iter()
@@ -162,9 +165,6 @@ pub fn merge_runs(
         let (block, pos) = c.current.as_mut().expect("loaded above");
         let e: EntryRef = c.run.seen(block.entry(*pos));
         if filter.keep(e.key, e.seq, e.value.is_none()) {
-            if bloom {
-                hashes.push(hash_key(e.key));
-            }
             out.add(e)?;
         }
         *pos += 1;
@@ -195,7 +195,7 @@ pub fn merge_runs(
         }
         None => match filter_choice {
             FilterChoice::None => None,
-            FilterChoice::Bloom(_) => filter_choice.build(&hashes),
+            FilterChoice::Bloom(_) => out.key_filter(),
             FilterChoice::Quotient(rate) => {
                 let parts: Option<Vec<Vec<&QuotientFilter>>> = inputs
                     .iter()

@@ -17,7 +17,6 @@ use crate::Result;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
-use stitch_filter::hash_key;
 use stitch_zone::Stream;
 
 use super::write_set::WriteSet;
@@ -77,16 +76,16 @@ impl Spilled {
                     })
                     .collect(),
             );
-            let mut hashes = Vec::new();
+            builder.filter_keys(filter);
             for (key, value) in writes.range(table, Bound::Unbounded, Bound::Unbounded) {
-                hashes.push(hash_key(key));
                 builder.add(EntryRef {
                     key,
                     seq: spill,
                     value: value.as_deref(),
                 })?;
             }
-            let Some((run, patch)) = builder.finish(filter.build(&hashes))? else {
+            let filter = builder.key_filter();
+            let Some((run, patch)) = builder.finish(filter)? else {
                 continue;
             };
             // Until a commit links them, dropping them frees their extents (so do the runs
