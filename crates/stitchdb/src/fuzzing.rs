@@ -6,13 +6,13 @@
 use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::entry::{EntryRef, RangeDeletes};
-use crate::layout::FormatSpec;
-use crate::manifest::{LogStart, Manifest, SnapshotMeta, TableMeta};
-use crate::options::Stitching;
-use crate::run::{
+use crate::layout::vtree::run::{
     decode_chunk, encode_chunks, Block, BlockHandle, BlockWriter, FilterPart, Framing, RunMeta,
     SpecialWriter,
 };
+use crate::layout::FormatSpec;
+use crate::manifest::{LogStart, Manifest, SnapshotMeta, TableMeta};
+use crate::options::Stitching;
 use crate::{Error, Result};
 use stitch_zone::ExtentAddr;
 
@@ -243,7 +243,7 @@ mod tests {
     /// A well-formed input for each decoder (blocks of every version).
     fn well_formed() -> Vec<(String, Decoder, Vec<u8>)> {
         use crate::entry::Entry;
-        use crate::run::{counted_payload, elided_payload, whole_keys_payload};
+        use crate::layout::vtree::run::{counted_payload, elided_payload, whole_keys_payload};
 
         let mut inputs: Vec<(String, Decoder, Vec<u8>)> = sample_inputs()
             .into_iter()

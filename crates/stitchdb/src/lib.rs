@@ -29,22 +29,21 @@
 //! 3. `entry`: a version of a key and its value (or tombstone), and range tombstones.
 //! 4. `batch`: table ids, [`WriteBatch`] and a batch's log encoding.
 //! 5. `options`: [`Options`], [`Durability`], [`Stitching`] and the size limits.
-//! 6. `layout`: a table's layout string (the stack of dTable modules its data goes through),
-//!    parsed and checked.
-//! 7. `memtable`: the concurrent skip list of versions.
-//! 8. `merge_iter`: merging sorted sources of versions, and what a reader at a snapshot sees
+//! 6. `merge_iter`: merging sorted sources of versions, and what a reader at a snapshot sees
 //!    of them (or a merge must keep).
-//! 9. `run/`: sorted runs on disk: blocks, index, read cache, builder, and the stitching
-//!    merge of runs (`run::stitch`).
-//! 10. `dtable/`: the one interface over memtables and runs, filters in front of runs, and
-//!     the overlay that stacks them into a table's read view.
-//! 11. `manifest`: the checkpoint's root record and its encoding.
-//! 12. `version`: the immutable picture of every table (memtables, runs by level, read view).
-//! 13. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.
-//! 14. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
+//! 7. `layout/`: a table's layout string (the stack of dTable modules its data goes through),
+//!    parsed and checked (`layout::spec`), and the layouts: the VT-tree (`layout::vtree`) with
+//!    its memtable (the concurrent skip list of versions), its sorted runs on disk (`run/`:
+//!    blocks, index, read cache, builder, and the stitching merge of runs, `run::stitch`), and
+//!    its dTables (`dtable/`: the one interface over memtables and runs, filters in front of
+//!    runs, and the overlay that stacks them into a table's read view).
+//! 8. `manifest`: the checkpoint's root record and its encoding.
+//! 9. `version`: the immutable picture of every table (memtables, runs by level, read view).
+//! 10. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.
+//! 11. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
 //!     snapshots, defragmentation, patchgroups, the public [`Db`].
-//! 15. `txn/`: transactions over a [`Db`].
-//! 16. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
+//! 12. `txn/`: transactions over a [`Db`].
+//! 13. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
 //!     targets (hidden from the documentation).
 
 mod batch;
@@ -52,17 +51,14 @@ mod bounds;
 mod codec;
 mod concurrency;
 mod db;
-mod dtable;
 mod entry;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 mod layout;
 mod manifest;
-mod memtable;
 mod merge_iter;
 mod options;
-mod run;
 mod seq_counts;
 mod txn;
 mod version;
@@ -74,8 +70,8 @@ pub use db::{
     Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats, WriteStalls, DEFAULT_TABLE,
 };
 pub use error::{Error, Result};
+pub use layout::vtree::run::MergeStats;
 pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};
-pub use run::MergeStats;
 pub use stitch_io::{
     read_direct, spin_for_reads, Disk, FileDisk, IoError, IoErrorKind, IoOp, MemDisk, SimConfig,
     SimDisk, Space,

@@ -4,8 +4,8 @@
 
 use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
+use crate::layout::vtree::run::RunMeta;
 use crate::options::Stitching;
-use crate::run::RunMeta;
 
 const MAGIC: &[u8; 4] = b"STMF";
 /// Version 2 added named snapshots, version 3 range tombstones in runs, version 4 a run's
@@ -219,7 +219,7 @@ mod tests {
                     data_bytes: 100,
                     min_seq: 1,
                     max_seq: 40,
-                    filters: vec![crate::run::FilterPart {
+                    filters: vec![crate::layout::vtree::run::FilterPart {
                         blocks: 1,
                         addr: ExtentAddr {
                             zone: 2,

@@ -3,12 +3,12 @@
 //! installed, so readers never lock out writers.
 
 use crate::batch::TableId;
-use crate::dtable::{filtered_run, DTable, Overlay};
 use crate::entry::Value;
+use crate::layout::vtree::dtable::{filtered_run, DTable, Overlay};
+use crate::layout::vtree::memtable::Memtable;
+use crate::layout::vtree::run::Run;
 use crate::layout::LayoutSpec;
-use crate::memtable::Memtable;
 use crate::options::Stitching;
-use crate::run::Run;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Arc;

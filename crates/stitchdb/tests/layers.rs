@@ -738,7 +738,10 @@ fn the_scan_sees_the_imports_it_must() {
     let imports = |g: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str| {
         g.get(from).is_some_and(|t| t.contains(to))
     };
-    assert!(imports(&root, "db", "run"), "`use crate::run::...` in db/");
+    assert!(
+        imports(&root, "db", "layout"),
+        "`use crate::layout::vtree::run::...` in db/"
+    );
     assert!(
         imports(&root, "txn", "db"),
         "`crate::db::...` in code of txn/"
@@ -748,8 +751,8 @@ fn the_scan_sees_the_imports_it_must() {
         "`crate::Error` through the root's re-export"
     );
     assert!(
-        imports(&root, "memtable", "entry"),
-        "a `use crate::entry::{{...}}` group"
+        imports(&root, "layout", "entry"),
+        "a `use crate::entry::{{...}}` group in layout/vtree/memtable.rs"
     );
     let db = edges(&graphs, &["db"]);
     assert!(
@@ -764,10 +767,10 @@ fn the_scan_sees_the_imports_it_must() {
         imports(&db, "repair", "snapshot"),
         "`super::Snapshot` in code of db/repair.rs, through db/mod.rs's re-export"
     );
-    let run = edges(&graphs, &["run"]);
+    let run = edges(&graphs, &["layout", "vtree", "run"]);
     assert!(
         imports(&run, "stitch", "cursor"),
-        "`use super::cursor::{{...}}` in run/stitch.rs"
+        "`use super::cursor::{{...}}` in layout/vtree/run/stitch.rs"
     );
     let wal = crates.iter().find(|(n, _)| n == "stitch-wal").unwrap();
     let wal = edges(&crate_graphs("stitch-wal", &wal.1), &[]);

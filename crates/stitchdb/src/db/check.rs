@@ -9,7 +9,7 @@
 //! overlap.
 
 use super::Db;
-use crate::run::{Run, RunIter};
+use crate::layout::vtree::run::{Run, RunIter};
 use crate::{Error, Result};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

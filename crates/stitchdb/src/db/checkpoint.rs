@@ -10,9 +10,9 @@
 
 use super::{log, Inner, WriteState};
 use crate::batch::TableId;
+use crate::layout::vtree::run::{BlockLayout, Run, RunBuilder};
 use crate::manifest::{Manifest, TableMeta};
 use crate::merge_iter::VersionFilter;
-use crate::run::{BlockLayout, Run, RunBuilder};
 use crate::version::Version;
 use crate::Result;
 use parking_lot::MutexGuard;

@@ -11,9 +11,9 @@
 use super::checkpoint::{add_run, install_deferred, write_deferred};
 use super::Inner;
 use crate::batch::TableId;
+use crate::layout::vtree::run::{merge_runs, BlockLayout, MergeSpec, MergeStats, Run};
 use crate::layout::{FormatSpec, LayoutSpec};
 use crate::options::Stitching;
-use crate::run::{merge_runs, BlockLayout, MergeSpec, MergeStats, Run};
 use crate::version::{TableState, Version};
 use crate::Result;
 use parking_lot::RwLockWriteGuard;

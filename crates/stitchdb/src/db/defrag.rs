@@ -8,7 +8,7 @@
 
 use super::checkpoint::commit_change;
 use super::Inner;
-use crate::run::{BlockHandle, Run, RunBuilder, RunFilter};
+use crate::layout::vtree::run::{BlockHandle, Run, RunBuilder, RunFilter};
 use crate::version::{TableState, Version};
 use crate::{Error, Result};
 use parking_lot::RwLockWriteGuard;

@@ -11,7 +11,7 @@ use super::checkpoint::{checkpoint_linking, Link, LinkedRuns};
 use super::{log, space, Inner, WriteState};
 use crate::batch::{RangeOp, TableId};
 use crate::concurrency::Oracle;
-use crate::run::Run;
+use crate::layout::vtree::run::Run;
 use crate::{Error, Result};
 use std::sync::Arc;
 use stitch_patch::PatchContext;

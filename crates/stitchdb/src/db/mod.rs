@@ -69,11 +69,11 @@ pub use verify::{Placed, StoreCheck};
 
 use crate::batch::TableId;
 use crate::concurrency::{LockError, LockManager, Oracle};
+use crate::layout::vtree::run::{FilterChoice, Run, Storage};
 use crate::layout::{FilterSpec, LayoutSpec};
 use crate::manifest::LogStart;
 use crate::options::Options;
 use crate::options::Stitching;
-use crate::run::{FilterChoice, Run, Storage};
 use crate::seq_counts::SeqCounts;
 use crate::version::{TableState, Version};
 use crate::{Error, Result};

@@ -9,7 +9,7 @@
 use super::{Db, Inner};
 use crate::batch::{RangeOp, TableId};
 use crate::entry::Value;
-use crate::run::Run;
+use crate::layout::vtree::run::Run;
 use std::sync::{Arc, Weak};
 
 /// Hears about every commit of the store it is registered with ([`Db::observe_commits`]).

@@ -4,7 +4,7 @@
 use super::{Db, Inner};
 use crate::batch::TableId;
 use crate::bounds::{before_start, past_end};
-use crate::dtable::DTable;
+use crate::layout::vtree::dtable::DTable;
 use crate::merge_iter::Visible;
 use crate::Result;
 use std::ops::Bound;

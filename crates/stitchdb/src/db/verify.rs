@@ -166,7 +166,7 @@ impl Db {
             label: format!("records from offset {}", ck.log_start.offset),
         });
         let version = self.inner.version.read().clone();
-        let mut runs: Vec<Arc<crate::run::Run>> = version
+        let mut runs: Vec<Arc<crate::layout::vtree::run::Run>> = version
             .tables
             .values()
             .flat_map(|t| t.runs().cloned().collect::<Vec<_>>())

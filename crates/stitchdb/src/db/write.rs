@@ -387,7 +387,7 @@ struct Ingested {
     /// memtables held, written through the memtable.
     held: Vec<usize>,
     table: TableId,
-    run: Arc<crate::run::Run>,
+    run: Arc<crate::layout::vtree::run::Run>,
     lsn: u64,
     patch: Option<stitch_patch::PatchId>,
 }

@@ -5,5 +5,6 @@
 //! module with its parameters, and the stacking rules: `docs/layouts.md`.
 
 mod spec;
+pub(crate) mod vtree;
 
 pub use spec::*;

@@ -9,10 +9,10 @@
 
 use crate::batch::{RangeOp, TableId};
 use crate::db::PrivateRuns;
-use crate::dtable::{filtered_run, DTable, Overlay};
 use crate::entry::{EntryRef, RangeTombstone, Value};
+use crate::layout::vtree::dtable::{filtered_run, DTable, Overlay};
+use crate::layout::vtree::run::{FilterChoice, Run, RunBuilder, Storage};
 use crate::merge_iter::{Newest, Source};
-use crate::run::{FilterChoice, Run, RunBuilder, Storage};
 use crate::Result;
 use std::collections::BTreeMap;
 use std::ops::Bound;

@@ -19,9 +19,9 @@ pub use filtered::{Filtered, KeyFilter};
 pub use overlay::Overlay;
 
 use crate::entry::{RangeDeletes, Value};
-use crate::memtable::{MemIter, MemRevIter, Memtable};
+use crate::layout::vtree::memtable::{MemIter, MemRevIter, Memtable};
+use crate::layout::vtree::run::Run;
 use crate::merge_iter::{eager, LazySource, NewestFirst, Source};
-use crate::run::Run;
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -145,7 +145,7 @@ impl KeyFilter for Run {
 mod tests {
     use super::*;
     use crate::entry::{EntryRef, RangeTombstone};
-    use crate::run::{RunBuilder, Storage};
+    use crate::layout::vtree::run::{RunBuilder, Storage};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use stitch_filter::{hash_key, QuotientFilter};
     use stitch_io::MemDisk;
@@ -196,7 +196,7 @@ mod tests {
         }
         builder.set_range_tombstones(ranges);
         let (run, patch) = builder
-            .finish(Some(crate::run::RunFilter::Quotient(filter)))
+            .finish(Some(crate::layout::vtree::run::RunFilter::Quotient(filter)))
             .unwrap()
             .unwrap();
         storage.zones.cache().flush_patch(patch).unwrap();

@@ -382,7 +382,7 @@ fn stitchable_span(
 mod tests {
     use super::*;
     use crate::entry::Value;
-    use crate::run::testing::{counted_storage, entries_of, run_of};
+    use crate::layout::vtree::run::testing::{counted_storage, entries_of, run_of};
 
     #[test]
     fn interleaved_inputs_are_copied_from_reads_of_many_blocks() {
@@ -428,13 +428,13 @@ mod tests {
         assert!(entries == expected);
     }
 
-    /// Merges over versions a newer input shadows (see [`shadow`](crate::run::shadow)).
+    /// Merges over versions a newer input shadows (see [`shadow`](crate::layout::vtree::run::shadow)).
     mod shadowing {
         use super::super::{merge_runs, MergeSpec, MergeStats};
         use crate::entry::Entry;
+        use crate::layout::vtree::run::testing::{counted_storage, entries_of, run_from};
+        use crate::layout::vtree::run::{BlockLayout, FilterChoice, Run, Storage};
         use crate::options::Stitching;
-        use crate::run::testing::{counted_storage, entries_of, run_from};
-        use crate::run::{BlockLayout, FilterChoice, Run, Storage};
         use proptest::prelude::*;
         use std::collections::BTreeMap;
         use std::sync::Arc;

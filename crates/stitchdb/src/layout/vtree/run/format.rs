@@ -321,8 +321,8 @@ fn unreachable_linear() -> ! {
 mod tests {
     use super::*;
     use crate::entry::{Entry, RangeTombstone};
-    use crate::run::block::{Block, Framing};
-    use crate::run::special::decode_special;
+    use crate::layout::vtree::run::block::{Block, Framing};
+    use crate::layout::vtree::run::special::decode_special;
     use proptest::prelude::*;
 
     fn formats() -> impl Strategy<Value = FormatSpec> {
@@ -498,7 +498,7 @@ mod tests {
             }
             w.finish().payload().len()
         };
-        let mut linear = crate::run::BlockWriter::default();
+        let mut linear = crate::layout::vtree::run::BlockWriter::default();
         for e in &entries {
             linear.add(EntryRef {
                 key: &e.key,
