@@ -1,103 +1,29 @@
-//! The version: an immutable picture of every table (its memtables, its runs by level, and
-//! the read view over them), replaced whole when a table is made, a memtable frozen or runs
+//! The version: an immutable picture of every table (its name, layout and data, see
+//! `crate::layout`), replaced whole when a table is made, its writes frozen or written out
 //! installed, so readers never lock out writers.
 
 use crate::batch::TableId;
 use crate::entry::Value;
-use crate::layout::vtree::dtable::{filtered_run, DTable, Overlay};
-use crate::layout::vtree::memtable::Memtable;
-use crate::layout::vtree::run::Run;
-use crate::layout::LayoutSpec;
+use crate::layout::vtree::VTree;
+use crate::layout::{LayoutSpec, TableData};
 use crate::options::Stitching;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// One table: its live memtable, the one being written out (if a checkpoint is running), and
-/// its runs by level (level 0 first; newest first within a level, and every run of a level is
-/// newer than every run of the levels below it).
+/// One table: its name, its layout, and its data in that layout (`crate::layout`).
 #[derive(Clone)]
 pub(crate) struct TableState {
     pub id: TableId,
     pub name: String,
-    pub stitching: Stitching,
-    /// How the table's runs are written (their filter, block size and format), and what
+    /// How the table's data is laid out (its runs' filter, block size and format), and what
     /// writes it refuses (see `crate::layout`). Fixed when the table is made.
     pub layout: Arc<LayoutSpec>,
-    pub mem: Arc<Memtable>,
-    pub imm: Option<Arc<Memtable>>,
-    pub levels: Vec<Vec<Arc<Run>>>,
-    /// The table's read view: an overlay of the memtables and runs, newest first, each run
-    /// behind its quotient filter. Rebuilt whenever the layers change.
-    pub view: Arc<Overlay>,
-}
-
-impl TableState {
-    pub fn new(
-        id: TableId,
-        name: String,
-        stitching: Stitching,
-        layout: Arc<LayoutSpec>,
-    ) -> TableState {
-        let mut t = TableState {
-            id,
-            name,
-            stitching,
-            layout,
-            mem: Arc::default(),
-            imm: None,
-            levels: Vec::new(),
-            view: Arc::default(),
-        };
-        t.rebuild_view();
-        t
-    }
-
-    /// How merges of the table stitch: as set, unless its layout's filter cannot be merged
-    /// from its inputs' (a Bloom filter), when every merge copies.
-    pub fn merge_stitching(&self) -> Stitching {
-        match self.layout.stitches() {
-            true => self.stitching,
-            false => Stitching::Never,
-        }
-    }
-
-    /// The newest sequence number a run replacing the layers from `first` on (the frozen
-    /// memtable, for `None`) may give versions it stores without their own: below every
-    /// version in front of them (the live memtable, and for a merge the frozen one and the
-    /// runs before `first`). A layer in front may hold versions older than some behind it
-    /// (an ingested or linked run is newer than memtable versions of other keys), and a
-    /// scan orders a key's versions by sequence number across layers (see `run::format`).
-    pub fn seq_bound_before(&self, first: Option<&Arc<Run>>) -> u64 {
-        let mut bound = self.mem.min_seq();
-        if let Some(first) = first {
-            bound = self.imm.as_ref().map_or(bound, |m| bound.min(m.min_seq()));
-            for run in self.runs().take_while(|r| !Arc::ptr_eq(r, first)) {
-                bound = bound.min(run.meta.seq_override.unwrap_or(run.meta.min_seq));
-            }
-        }
-        bound.saturating_sub(1)
-    }
-
-    /// Every run, newest first.
-    pub fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {
-        self.levels.iter().flatten()
-    }
-
-    pub fn rebuild_view(&mut self) {
-        let mut layers: Vec<Arc<dyn DTable>> = vec![Arc::new(self.mem.clone())];
-        layers.extend(
-            self.imm
-                .iter()
-                .map(|m| Arc::new(m.clone()) as Arc<dyn DTable>),
-        );
-        layers.extend(self.runs().map(filtered_run));
-        self.view = Arc::new(Overlay::new(layers));
-    }
+    pub data: VTree,
 }
 
 /// An immutable picture of every table; replaced whole (copy on write) when a table is made,
-/// a memtable frozen or runs installed, so readers never lock out writers.
+/// writes frozen or written out, so readers never lock out writers.
 #[derive(Clone, Default)]
 pub(crate) struct Version {
     pub tables: BTreeMap<TableId, Arc<TableState>>,
@@ -119,11 +45,17 @@ impl Version {
         layout: Arc<LayoutSpec>,
     ) {
         self.names.insert(name.clone(), id);
-        self.tables
-            .insert(id, Arc::new(TableState::new(id, name, stitching, layout)));
+        let data = VTree::new(stitching, Vec::new());
+        let table = TableState {
+            id,
+            name,
+            layout,
+            data,
+        };
+        self.tables.insert(id, Arc::new(table));
     }
 
-    /// Applies one commit's writes to the tables' memtables, every one at `seq` (readers see
+    /// Applies one commit's writes to the tables' data, every one at `seq` (readers see
     /// all or none): its range deletes first, then its puts and deletes, which a range
     /// delete of the same commit does not hide (see `RangeTombstone`). The write path and
     /// replay both apply commits through this.
@@ -134,10 +66,10 @@ impl Version {
         ops: impl IntoIterator<Item = (TableId, K, Value)>,
     ) -> Result<()> {
         for (table, start, end) in ranges {
-            self.table(table)?.mem.delete_range(start, end, seq);
+            self.table(table)?.data.delete_range(start, end, seq);
         }
         for (table, key, value) in ops {
-            self.table(table)?.mem.insert(key.as_ref(), seq, value);
+            self.table(table)?.data.write(key.as_ref(), seq, value);
         }
         Ok(())
     }
@@ -147,7 +79,7 @@ impl Version {
         if let Some(t) = self.tables.get_mut(&id) {
             let mut changed = (**t).clone();
             change(&mut changed);
-            changed.rebuild_view();
+            changed.data.refresh_view();
             *t = Arc::new(changed);
         }
     }

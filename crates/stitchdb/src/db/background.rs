@@ -7,6 +7,7 @@
 use super::checkpoint::{self, Trigger};
 use super::stats::WriteStalls;
 use super::{compact, log, Inner};
+use crate::layout::TableData;
 use crate::options::MERGE_STREAMS;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -193,12 +194,7 @@ fn merge_debt(inner: &Inner) -> usize {
     let at_rest = inner.opts.level_runs - 1;
     v.tables
         .values()
-        .map(|t| {
-            t.levels
-                .iter()
-                .map(|l| l.len().saturating_sub(at_rest))
-                .sum()
-        })
+        .map(|t| t.data.merge_debt(at_rest))
         .max()
         .unwrap_or(0)
 }
@@ -259,7 +255,7 @@ pub(crate) fn wait_while_backlogged(inner: &Inner) {
             let v = inner.version.read();
             v.tables
                 .values()
-                .any(|t| t.imm.is_some() && inner.memtable_is_full(t))
+                .any(|t| t.data.is_freezing() && inner.memtable_is_full(t))
         };
         if !backlogged || inner.failure.lock().is_some() {
             if waited {

@@ -10,6 +10,7 @@
 
 use super::Db;
 use crate::layout::vtree::run::{Run, RunIter};
+use crate::layout::TableData;
 use crate::{Error, Result};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -46,7 +47,7 @@ impl Db {
         let mut runs: Vec<(String, Arc<Run>)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for t in version.tables.values() {
-            runs.extend(t.runs().map(|r| (t.name.clone(), r.clone())));
+            runs.extend(t.data.runs().map(|r| (t.name.clone(), r.clone())));
         }
         for snap in self.inner.checkpoint.lock().snapshots.values() {
             for t in &snap.tables {
@@ -81,7 +82,7 @@ impl Db {
             }
         }
         for t in version.tables.values() {
-            check_layer_order(&t.name, t.runs())?;
+            check_layer_order(&t.name, t.data.runs())?;
         }
         let mut listed: std::collections::HashMap<ExtentAddr, u32> = Default::default();
         for (_, run) in &runs {

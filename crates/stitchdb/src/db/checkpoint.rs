@@ -10,9 +10,9 @@
 
 use super::{log, Inner, WriteState};
 use crate::batch::TableId;
-use crate::layout::vtree::run::{BlockLayout, Run, RunBuilder};
+use crate::layout::vtree::run::Run;
+use crate::layout::{TableData, WriteOut};
 use crate::manifest::{Manifest, TableMeta};
-use crate::merge_iter::VersionFilter;
 use crate::version::Version;
 use crate::Result;
 use parking_lot::MutexGuard;
@@ -99,11 +99,11 @@ fn freeze_locked(inner: &Inner, w: &WriteState, wal: &Wal, last_seq: u64) -> Fre
     let full: Vec<_> = v
         .tables
         .values()
-        .filter(|t| !t.mem.is_empty())
+        .filter(|t| t.data.has_unfrozen())
         .map(|t| t.id)
         .collect();
     for id in full {
-        v.update(id, |t| t.imm = Some(std::mem::take(&mut t.mem)));
+        v.update(id, |t| t.data.freeze());
     }
     *version = Arc::new(v.clone());
     drop(version);
@@ -131,7 +131,7 @@ pub(crate) fn freeze_full(inner: &Inner) -> bool {
     let mut pending = inner.frozen.lock();
     let (busy, full) = {
         let v = inner.version.read();
-        let busy = v.tables.values().any(|t| t.imm.is_some());
+        let busy = v.tables.values().any(|t| t.data.is_freezing());
         (busy, inner.checkpoint_due(&v))
     };
     // A checkpoint may have frozen the full memtable since the writer saw it full: what
@@ -214,7 +214,7 @@ fn write_out(
         next_table_id,
         oldest_reader,
     } = point;
-    let anything_frozen = frozen.tables.values().any(|t| t.imm.is_some());
+    let anything_frozen = frozen.tables.values().any(|t| t.data.is_freezing());
     if trigger != Trigger::Open
         && !anything_frozen
         && linked.is_empty()
@@ -226,24 +226,14 @@ fn write_out(
     let mut patches = vec![log_dep];
     let mut flushed = Vec::new();
     let mut flushed_bytes = 0;
-    for t in frozen.tables.values() {
-        let Some(imm) = &t.imm else { continue };
-        let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Flush);
-        builder.expect_bytes(imm.bytes() as u64);
-        let ranges = imm.range_deletes();
-        builder.set_range_tombstones(ranges.tombstones().cloned().collect());
-        let horizon = oldest_reader.min(t.seq_bound_before(None));
-        builder.set_layout(BlockLayout::of(&t.layout), horizon, ranges.clone());
-        builder.filter_keys(inner.filter_choice(&t.layout));
-        let mut versions = VersionFilter::new(oldest_reader, false, ranges);
-        imm.for_each(|e| {
-            if !versions.keep(e.key, e.seq, e.value.is_none()) {
-                return Ok(());
-            }
-            builder.add(e)
+    for t in frozen.tables.values().filter(|t| t.data.is_freezing()) {
+        let run = t.data.write_frozen(&WriteOut {
+            storage: &inner.storage,
+            run_id: inner.next_run_id(),
+            oldest_reader,
+            spec: &t.layout,
+            filter: inner.filter_choice(&t.layout),
         })?;
-        let filter = builder.key_filter();
-        let run = builder.finish(filter)?;
         if let Some((run, patch)) = &run {
             flushed_bytes += run.meta.data_bytes;
             patches.push(*patch);
@@ -256,19 +246,10 @@ fn write_out(
     // and then for readers, as a merge's change is.
     let change = |v: &mut Version| {
         for (table, run) in &flushed {
-            v.update(*table, |t| {
-                t.imm = None;
-                if let Some(run) = run {
-                    add_run(t, run.clone());
-                }
-            });
+            v.update(*table, |t| t.data.install_frozen(run.clone()));
         }
         for (table, runs) in &linked {
-            v.update(*table, |t| {
-                for run in runs.iter().rev() {
-                    add_run(t, run.clone());
-                }
-            });
+            v.update(*table, |t| t.data.link(runs));
         }
     };
     // Readers read installed runs straight from the disk: the runs' blocks are made durable
@@ -318,15 +299,6 @@ fn write_out(
         inner.flush_times.lock().push(inner.opened.elapsed());
     }
     Ok(superblock)
-}
-
-/// Puts `run` in front of its level (the newest run there).
-pub(crate) fn add_run(t: &mut super::TableState, run: Arc<Run>) {
-    let level = run.meta.level as usize;
-    if t.levels.len() <= level {
-        t.levels.resize_with(level + 1, Vec::new);
-    }
-    t.levels[level].insert(0, run);
 }
 
 /// Makes `change` to the tables durable and visible: under the checkpoint lock (manifests are
@@ -430,9 +402,9 @@ pub(crate) fn write_manifest(
             .map(|t| TableMeta {
                 id: t.id,
                 name: t.name.clone(),
-                stitching: t.stitching,
+                stitching: t.data.stitching,
                 layout: t.layout.to_string(),
-                runs: t.runs().map(|r| r.meta.clone()).collect(),
+                runs: t.data.runs().map(|r| r.meta.clone()).collect(),
             })
             .collect(),
         snapshots: ck.snapshots.iter().map(|(n, s)| s.meta(n)).collect(),
@@ -500,6 +472,7 @@ pub(crate) fn write_manifest(
 mod tests {
     use super::*;
     use crate::entry::EntryRef;
+    use crate::layout::vtree::run::RunBuilder;
     use crate::{Db, Options};
     use stitch_io::MemDisk;
 

@@ -8,11 +8,11 @@
 //! removes its own inputs and puts its output at the front of the level below them, whatever
 //! the other did meanwhile.
 
-use super::checkpoint::{add_run, install_deferred, write_deferred};
+use super::checkpoint::{install_deferred, write_deferred};
 use super::Inner;
 use crate::batch::TableId;
 use crate::layout::vtree::run::{merge_runs, BlockLayout, MergeSpec, MergeStats, Run};
-use crate::layout::{FormatSpec, LayoutSpec};
+use crate::layout::{FormatSpec, LayoutSpec, TableData};
 use crate::options::Stitching;
 use crate::version::{TableState, Version};
 use crate::Result;
@@ -68,6 +68,7 @@ fn plan_level_merge(
 ) -> Option<Plan> {
     for t in version.tables.values() {
         let loads: Vec<LevelLoad> = t
+            .data
             .levels
             .iter()
             .enumerate()
@@ -82,16 +83,17 @@ fn plan_level_merge(
         };
         let limit = loads[first].bytes.saturating_mul(CARRY_FACTOR);
         let last = carry(&loads, first, level_runs, limit);
-        let inputs: Vec<Arc<Run>> = t.levels[first..=last].iter().flatten().cloned().collect();
+        let levels = &t.data.levels;
+        let inputs: Vec<Arc<Run>> = levels[first..=last].iter().flatten().cloned().collect();
         return Some(Plan {
             table: t.id,
-            seq_bound: t.seq_bound_before(inputs.first()),
+            seq_bound: t.data.seq_bound_before(inputs.first()),
             inputs,
             first: first as u32,
             level: last as u32 + 1,
-            stitching: t.merge_stitching(),
+            stitching: t.data.merge_stitching(&t.layout),
             layout: t.layout.clone(),
-            bottom: t.levels[last + 1..].iter().all(Vec::is_empty),
+            bottom: levels[last + 1..].iter().all(Vec::is_empty),
         });
     }
     None
@@ -173,21 +175,21 @@ pub(crate) fn compact_all_alone(
 ) -> Result<()> {
     let version = inner.version.read().clone();
     for t in version.tables.values() {
-        let inputs: Vec<_> = t.runs().cloned().collect();
+        let inputs: Vec<_> = t.data.runs().cloned().collect();
         // A lone run is rewritten only into a specialized format (it may hold linear blocks
         // an ingest or a transaction wrote); otherwise it is what a merge would make.
         let specialized = t.layout.format != FormatSpec::Linear;
         if inputs.len() < 2 && !(specialized && inputs.len() == 1) {
             continue;
         }
-        let level = (t.levels.len() as u32).saturating_sub(1).max(1);
+        let level = (t.data.levels.len() as u32).saturating_sub(1).max(1);
         let plan = Plan {
             table: t.id,
-            seq_bound: t.seq_bound_before(inputs.first()),
+            seq_bound: t.data.seq_bound_before(inputs.first()),
             inputs,
             first: 0,
             level,
-            stitching: t.merge_stitching(),
+            stitching: t.data.merge_stitching(&t.layout),
             layout: t.layout.clone(),
             bottom: true,
         };
@@ -240,11 +242,12 @@ fn install(inner: &Arc<Inner>, plan: &Plan, merged: Merged) -> Result<()> {
         None => (None, stitch_patch::PatchId::NONE, Default::default()),
     };
     let replace = |t: &mut TableState| {
+        let t = &mut t.data;
         for level in &mut t.levels {
             level.retain(|r| !plan.inputs.iter().any(|i| Arc::ptr_eq(i, r)));
         }
         if let Some(run) = &output {
-            add_run(t, run.clone());
+            t.add_run(run.clone());
         }
         while t.levels.last().is_some_and(Vec::is_empty) {
             t.levels.pop();

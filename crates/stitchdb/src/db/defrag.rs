@@ -9,6 +9,7 @@
 use super::checkpoint::commit_change;
 use super::Inner;
 use crate::layout::vtree::run::{BlockHandle, Run, RunBuilder, RunFilter};
+use crate::layout::TableData;
 use crate::version::{TableState, Version};
 use crate::{Error, Result};
 use parking_lot::RwLockWriteGuard;
@@ -112,7 +113,7 @@ fn rewrite(
     let affected: Vec<Arc<Run>> = version
         .tables
         .values()
-        .flat_map(|t| t.runs().cloned())
+        .flat_map(|t| t.data.runs().cloned())
         .filter(|r| r.extents().any(|(a, _)| zones.contains(&a.zone)))
         .collect();
     let total = affected.len() as u64;
@@ -160,7 +161,7 @@ fn swap_in(inner: &Arc<Inner>, mut rewritten: Rewritten) -> Result<DefragReport>
     // From here the new runs are the store's (a failed manifest fails the store).
     let runs = std::mem::take(&mut rewritten.runs);
     let swap = |t: &mut TableState| {
-        for level in &mut t.levels {
+        for level in &mut t.data.levels {
             for run in level.iter_mut() {
                 if let Some((_, new)) = runs.iter().find(|(old, _)| Arc::ptr_eq(old, run)) {
                     *run = new.clone();

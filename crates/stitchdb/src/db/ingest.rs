@@ -30,12 +30,10 @@ use super::Inner;
 use crate::batch::{decode_ops, OpsPayload, RangeOp, TableId};
 use crate::codec::{put_varint, Reader};
 use crate::entry::{EntryRef, Value};
-use crate::layout::vtree::memtable::MemIter;
 use crate::layout::vtree::run::{Run, RunBuilder, RunMeta};
-use crate::version::TableState;
+use crate::layout::TableData;
 use crate::Result;
-use std::collections::BTreeSet;
-use std::ops::{Bound, Range};
+use std::ops::Range;
 use std::sync::Arc;
 use stitch_patch::PatchId;
 use stitch_zone::Stream;
@@ -74,28 +72,6 @@ pub(crate) fn find_stretch(
         }
     }
     best.map(|(r, _)| r)
-}
-
-/// The keys in `[first, last]` table `t`'s memtables hold a version of, if there are at most
-/// `limit` (`None`: more). A run ingested behind the memtables must not hold these keys: a
-/// reader would find the memtable's older version first. The batch writes them through the
-/// memtable instead.
-pub(crate) fn memtable_keys_in(
-    t: &TableState,
-    first: &[u8],
-    last: &[u8],
-    limit: usize,
-) -> Option<BTreeSet<Vec<u8>>> {
-    let mut keys = BTreeSet::new();
-    for mem in std::iter::once(&t.mem).chain(&t.imm) {
-        for e in MemIter::new(mem.clone(), Bound::Included(first), Bound::Included(last)) {
-            keys.insert(e.key);
-            if keys.len() > limit {
-                return None;
-            }
-        }
-    }
-    Some(keys)
 }
 
 /// Writes `puts` (sorted, all puts to one table) as a level-0 run whose entries have sequence
@@ -199,6 +175,6 @@ pub(crate) fn install(inner: &Inner, table: TableId, run: Arc<Run>, lsn: u64) {
         .store(ck.log_named.len(), std::sync::atomic::Ordering::Release);
     let mut version = inner.version.write();
     let mut v = (**version).clone();
-    v.update(table, |t| super::checkpoint::add_run(t, run));
+    v.update(table, |t| t.data.link(&[run]));
     *version = Arc::new(v);
 }

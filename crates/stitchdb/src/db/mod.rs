@@ -70,6 +70,7 @@ pub use verify::{Placed, StoreCheck};
 use crate::batch::TableId;
 use crate::concurrency::{LockError, LockManager, Oracle};
 use crate::layout::vtree::run::{FilterChoice, Run, Storage};
+use crate::layout::TableData;
 use crate::layout::{FilterSpec, LayoutSpec};
 use crate::manifest::LogStart;
 use crate::options::Options;
@@ -546,7 +547,7 @@ impl Db {
     pub fn set_stitching(&self, table: TableId, stitching: Stitching) -> Result<()> {
         self.inner.check_writable()?;
         self.inner.version.read().table(table)?;
-        let change = |v: &mut Version| v.update(table, |t| t.stitching = stitching);
+        let change = |v: &mut Version| v.update(table, |t| t.data.stitching = stitching);
         checkpoint::commit_change(&self.inner, change, &[], Vec::new())?;
         Ok(())
     }
@@ -744,7 +745,7 @@ impl Inner {
 
     /// Whether table `t`'s memtable has reached `Options::memtable_size`.
     pub fn memtable_is_full(&self, t: &TableState) -> bool {
-        t.mem.bytes() >= self.opts.memtable_size
+        t.data.unfrozen_bytes() >= self.opts.memtable_size
     }
 
     /// Whether a checkpoint is due: some table's memtable has reached

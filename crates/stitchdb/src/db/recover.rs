@@ -6,7 +6,8 @@ use super::{ingest, log, Db};
 use crate::batch::{decode_ops, range_refs, RangeOp, TableId};
 use crate::codec::Reader;
 use crate::layout::vtree::run::{Run, Storage};
-use crate::layout::LayoutSpec;
+use crate::layout::vtree::VTree;
+use crate::layout::{LayoutSpec, TableData};
 use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
 use crate::options::Stitching;
@@ -167,9 +168,13 @@ fn recover_with(
     let mut version = Version::default();
     for t in &manifest.tables {
         let layout = stored_layout(&t.name, &t.layout)?;
-        let mut table = TableState::new(t.id, t.name.clone(), t.stitching, layout);
-        table.levels = open_levels(&storage, t, &t.name, &mut opened, salvage.as_deref_mut())?;
-        table.rebuild_view();
+        let levels = open_levels(&storage, t, &t.name, &mut opened, salvage.as_deref_mut())?;
+        let table = TableState {
+            id: t.id,
+            name: t.name.clone(),
+            layout,
+            data: VTree::new(t.stitching, levels),
+        };
         version.names.insert(t.name.clone(), t.id);
         version.tables.insert(t.id, Arc::new(table));
     }
@@ -712,7 +717,7 @@ fn redo_ingest(st: &mut Replay, rec: &LogRecord) -> std::result::Result<(), Stri
         .get(&record.table)
         .ok_or_else(|| format!("ingest names unknown table #{}", record.table.0))?
         .clone();
-    let run = match table.runs().find(|r| r.meta.id == id) {
+    let run = match table.data.runs().find(|r| r.meta.id == id) {
         Some(run) => run.clone(),
         None => {
             let storage = st.storage.as_ref().ok_or("replay without a store")?;
@@ -723,7 +728,11 @@ fn redo_ingest(st: &mut Replay, rec: &LogRecord) -> std::result::Result<(), Stri
         }
     };
     // Listed runs that may hold versions of this commit or newer ones (ingested later).
-    let holders: Vec<&Arc<Run>> = table.runs().filter(|r| r.meta.max_seq >= rec.lsn).collect();
+    let holders: Vec<&Arc<Run>> = table
+        .data
+        .runs()
+        .filter(|r| r.meta.max_seq >= rec.lsn)
+        .collect();
     for entry in run.iter_from(&[]) {
         let entry = entry.map_err(|e| e.to_string())?;
         // A listed version at least as new answers for the key: a copy in the memtable,
@@ -734,7 +743,7 @@ fn redo_ingest(st: &mut Replay, rec: &LogRecord) -> std::result::Result<(), Stri
             answered |= found.is_some_and(|(seq, _)| seq >= entry.seq);
         }
         if !answered {
-            table.mem.insert(&entry.key, entry.seq, entry.value);
+            table.data.write(&entry.key, entry.seq, entry.value);
         }
     }
     redo_commit(st, rec.lsn, &record.ranges, record.ops)

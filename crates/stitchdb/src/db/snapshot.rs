@@ -10,10 +10,11 @@ use super::Db;
 use crate::batch::TableId;
 use crate::layout::vtree::dtable::DTable;
 use crate::layout::vtree::run::Run;
+use crate::layout::vtree::VTree;
 use crate::layout::LayoutSpec;
+use crate::layout::TableData;
 use crate::manifest::{SnapshotMeta, TableMeta};
 use crate::options::Stitching;
-use crate::version::TableState;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -208,9 +209,9 @@ impl Db {
                 .map(|t| SnapshotTable {
                     id: t.id,
                     name: t.name.clone(),
-                    stitching: t.stitching,
+                    stitching: t.data.stitching,
                     layout: t.layout.clone(),
-                    levels: t.levels.clone(),
+                    levels: t.data.levels.clone(),
                 })
                 .collect(),
         });
@@ -242,13 +243,7 @@ impl Db {
         let views = held
             .tables
             .iter()
-            .map(|t| {
-                let mut state =
-                    TableState::new(t.id, t.name.clone(), t.stitching, t.layout.clone());
-                state.levels = t.levels.clone();
-                state.rebuild_view();
-                (t.id, state.view as Arc<dyn DTable>)
-            })
+            .map(|t| (t.id, VTree::new(t.stitching, t.levels.clone()).view()))
             .collect();
         Ok(Snapshot {
             name: name.to_string(),
@@ -276,7 +271,7 @@ impl Db {
         let live: std::collections::HashSet<u64> = version
             .tables
             .values()
-            .flat_map(|t| t.runs().map(|r| r.meta.id))
+            .flat_map(|t| t.data.runs().map(|r| r.meta.id))
             .chain(
                 ck.snapshots
                     .values()

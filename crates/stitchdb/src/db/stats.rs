@@ -2,6 +2,7 @@
 
 use super::compact::CompactionStats;
 use super::Db;
+use crate::layout::TableData;
 use crate::options::Stitching;
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -156,12 +157,12 @@ impl Db {
             .values()
             .map(|t| TableStats {
                 name: t.name.clone(),
-                stitching: t.stitching,
+                stitching: t.data.stitching,
                 layout: t.layout.to_string(),
-                levels: t.levels.iter().map(Vec::len).collect(),
-                run_entries: t.runs().map(|r| r.meta.entries).sum(),
-                run_bytes: t.runs().map(|r| r.meta.data_bytes).sum(),
-                memtable_bytes: t.mem.bytes() + t.imm.as_ref().map_or(0, |m| m.bytes()),
+                levels: t.data.levels.iter().map(Vec::len).collect(),
+                run_entries: t.data.runs().map(|r| r.meta.entries).sum(),
+                run_bytes: t.data.runs().map(|r| r.meta.data_bytes).sum(),
+                memtable_bytes: t.data.memory_bytes(),
             })
             .collect();
         let (checkpoints, flushed_bytes, linked, ingested, runs_awaiting_manifest) = {

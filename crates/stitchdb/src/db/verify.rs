@@ -8,6 +8,7 @@
 
 use super::damage::{Damage, LostKeys, Salvage};
 use super::{recover, CheckReport, Db};
+use crate::layout::TableData;
 use crate::{Options, Result};
 use std::collections::HashSet;
 use std::path::Path;
@@ -106,7 +107,7 @@ impl Db {
         let mainline = version
             .tables
             .values()
-            .flat_map(|t| t.runs().cloned().collect::<Vec<_>>());
+            .flat_map(|t| t.data.runs().cloned().collect::<Vec<_>>());
         let held = snapshots.values().flat_map(|s| {
             s.tables
                 .iter()
@@ -169,7 +170,7 @@ impl Db {
         let mut runs: Vec<Arc<crate::layout::vtree::run::Run>> = version
             .tables
             .values()
-            .flat_map(|t| t.runs().cloned().collect::<Vec<_>>())
+            .flat_map(|t| t.data.runs().cloned().collect::<Vec<_>>())
             .collect();
         for snap in ck.snapshots.values() {
             runs.extend(
@@ -286,6 +287,7 @@ mod tests {
         let db = Db::open_on(disk_of(&bytes), options()).unwrap();
         assert_eq!(contents(&db), model);
         let runs: Vec<_> = db.inner.version.read().tables[&db.default_table()]
+            .data
             .runs()
             .cloned()
             .collect();
@@ -328,7 +330,7 @@ mod tests {
         }
         db.compact().unwrap();
         assert_eq!(contents(&db), model);
-        for run in db.inner.version.read().tables[&t].runs() {
+        for run in db.inner.version.read().tables[&t].data.runs() {
             assert_eq!(run.meta.index_mirror.len(), run.meta.index.len());
         }
         db.check().unwrap();

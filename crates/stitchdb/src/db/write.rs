@@ -410,8 +410,9 @@ fn try_ingest(
         return Ok(None);
     };
     let table = first.0;
-    let Some(in_memtables) = ingest::memtable_keys_in(
-        inner.version.read().table(table)?,
+    // The keys the memtables hold are written through them instead: a run ingested behind
+    // them must not hold them.
+    let Some(in_memtables) = inner.version.read().table(table)?.data.memtable_keys_in(
         &first.1,
         &last.1,
         stretch.len() / 8,

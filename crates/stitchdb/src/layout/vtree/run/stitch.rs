@@ -51,7 +51,7 @@ pub struct MergeSpec {
     pub stream: Stream,
     /// The format and size of the blocks it writes (stitched blocks keep theirs).
     pub blocks: BlockLayout,
-    /// Below every version in front of the inputs (`TableState::seq_bound_before`): with
+    /// Below every version in front of the inputs (`VTree::seq_bound_before`): with
     /// `oldest_snapshot`, what a specialized format may store without sequence numbers.
     pub seq_bound: u64,
 }
