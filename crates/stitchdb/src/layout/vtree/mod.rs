@@ -5,6 +5,7 @@
 //! write with the rest of the [`crate::version::Version`] (the memtables and runs are shared
 //! through `Arc`s), so readers never lock out writers.
 
+pub(crate) mod compaction;
 pub(crate) mod dtable;
 pub(crate) mod memtable;
 pub(crate) mod run;
