@@ -1,4 +1,5 @@
-//! Online defragmentation (VT-tree): merges leave holes in zones; this evacuates under-used
+//! Online defragmentation, the engine's half (the VT-tree's, rewriting a run out of the
+//! evacuated zones, is `layout::vtree::defrag`): merges leave holes in zones; this evacuates under-used
 //! zones. Their live run blocks are copied into the merge stream's open zone (first fit: the
 //! zone store appends to the first free space), every run referencing them is rewritten with
 //! the new block places (blocks elsewhere are shared, not copied), and one manifest swaps the
@@ -8,15 +9,15 @@
 
 use super::checkpoint::commit_change;
 use super::Inner;
-use crate::layout::vtree::run::{BlockHandle, Run, RunBuilder, RunFilter};
+use crate::layout::vtree::defrag::BlockCopies;
+use crate::layout::vtree::run::Run;
 use crate::layout::TableData;
 use crate::version::{TableState, Version};
-use crate::{Error, Result};
+use crate::Result;
 use parking_lot::RwLockWriteGuard;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
-use stitch_filter::QuotientFilter;
-use stitch_zone::{ExtentAddr, ExtentKind, Stream, ZoneId};
+use stitch_zone::ZoneId;
 
 /// What a defragmentation did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -117,42 +118,17 @@ fn rewrite(
         .filter(|r| r.extents().any(|(a, _)| zones.contains(&a.zone)))
         .collect();
     let total = affected.len() as u64;
-    let mut moved: HashMap<ExtentAddr, ExtentAddr> = HashMap::new();
+    let mut copies = BlockCopies::default();
     for (done, old) in affected.iter().enumerate() {
         let id = inner.next_run_id();
-        let mut builder = RunBuilder::new(&inner.storage, id, old.meta.level, Stream::Merge);
-        for h in old.blocks() {
-            if !zones.contains(&h.addr.zone) {
-                builder.stitch(old, std::slice::from_ref(h))?;
-                continue;
-            }
-            let handle = |addr| BlockHandle { addr, ..h.clone() };
-            match moved.get(&h.addr) {
-                Some(&new) => builder.stitch(old, &[handle(new)])?,
-                None => {
-                    let payload = inner.zones.read(h.addr, ExtentKind::RUN_BLOCK)?;
-                    let (new, patch) = inner.zones.append_to(
-                        Stream::Merge,
-                        ExtentKind::RUN_BLOCK,
-                        &payload,
-                        &[],
-                    )?;
-                    out.patches.push(patch);
-                    moved.insert(h.addr, new);
-                    out.report.blocks_moved += 1;
-                    out.report.bytes_moved += new.len as u64;
-                    builder.adopt(old, &handle(new))?;
-                }
-            }
-        }
-        let (new, patch) = builder
-            .finish(one_filter(old, inner.opts.filter_fp_rate))?
-            .ok_or_else(|| Error::corrupt("run", old.meta.id, "has no blocks"))?;
-        out.patches.push(patch);
+        let new = copies.rewrite(&inner.storage, old, id, &zones, inner.opts.filter_fp_rate)?;
         out.runs.push((old.clone(), new));
         out.report.runs_rewritten += 1;
         progress(done as u64 + 1, total);
     }
+    out.patches = copies.patches;
+    out.report.blocks_moved = copies.blocks_moved;
+    out.report.bytes_moved = copies.bytes_moved;
     Ok(out)
 }
 
@@ -160,15 +136,7 @@ fn rewrite(
 fn swap_in(inner: &Arc<Inner>, mut rewritten: Rewritten) -> Result<DefragReport> {
     // From here the new runs are the store's (a failed manifest fails the store).
     let runs = std::mem::take(&mut rewritten.runs);
-    let swap = |t: &mut TableState| {
-        for level in &mut t.data.levels {
-            for run in level.iter_mut() {
-                if let Some((_, new)) = runs.iter().find(|(old, _)| Arc::ptr_eq(old, run)) {
-                    *run = new.clone();
-                }
-            }
-        }
-    };
+    let swap = |t: &mut TableState| t.data.swap_runs(&runs);
     let change = |v: &mut Version| {
         let ids: Vec<_> = v.tables.keys().copied().collect();
         for id in ids {
@@ -178,19 +146,4 @@ fn swap_in(inner: &Arc<Inner>, mut rewritten: Rewritten) -> Result<DefragReport>
     let retired = runs.iter().map(|(old, _)| old.clone()).collect();
     commit_change(inner, change, &rewritten.patches, retired)?;
     Ok(std::mem::take(&mut rewritten.report))
-}
-
-/// `run`'s filter as one part (a rewritten run's index and filter are written anew, so the
-/// zones its old parts lie in can be freed): the run's one part as it is, or its parts merged.
-fn one_filter(run: &Run, rate: Option<f64>) -> Option<RunFilter> {
-    let mut parts = run.filter_parts();
-    match (parts.next(), parts.next()) {
-        (None, _) => None,
-        (Some((_, one)), None) => Some((*one).clone()),
-        // Parts come of merges that shared their inputs' filters: quotient filters.
-        _ => {
-            let merged = QuotientFilter::merge(&run.quotient_filters()?, rate?).ok()?;
-            Some(RunFilter::Quotient(merged))
-        }
-    }
 }

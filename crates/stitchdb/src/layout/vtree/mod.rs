@@ -6,6 +6,7 @@
 //! through `Arc`s), so readers never lock out writers.
 
 pub(crate) mod compaction;
+pub(crate) mod defrag;
 pub(crate) mod dtable;
 pub(crate) mod memtable;
 pub(crate) mod run;
