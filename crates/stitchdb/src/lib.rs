@@ -36,7 +36,8 @@
 //!    its memtable (the concurrent skip list of versions), its sorted runs on disk (`run/`:
 //!    blocks, index, read cache, builder, and the stitching merge of runs, `run::stitch`), and
 //!    its dTables (`dtable/`: the one interface over memtables and runs, filters in front of
-//!    runs, and the overlay that stacks them into a table's read view).
+//!    runs, and the overlay that stacks them into a table's read view), and its halves of
+//!    compaction and defragmentation. `layout::TableData` is what `db/` needs of any layout.
 //! 8. `manifest`: the checkpoint's root record and its encoding.
 //! 9. `version`: the immutable picture of every table (memtables, runs by level, read view).
 //! 10. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.

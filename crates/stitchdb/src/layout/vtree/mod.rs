@@ -4,6 +4,14 @@
 //! written out, the runs by level, and the read view over them. It is a value, copied on
 //! write with the rest of the [`crate::version::Version`] (the memtables and runs are shared
 //! through `Arc`s), so readers never lock out writers.
+//!
+//! * `memtable`: the concurrent skip list a table's writes go into.
+//! * `run/`: sorted runs on disk (blocks, index, filters, read cache, builder, the stitching
+//!   merge).
+//! * `dtable/`: the dTable interface, filters in front of runs, the overlay read view.
+//! * `compaction`, `defrag`: the layout's halves of merging and of evacuating zones (which
+//!   runs, and how they are merged or rewritten); `db/` keeps the locks, the oldest reader,
+//!   installing and the manifest.
 
 pub(crate) mod compaction;
 pub(crate) mod defrag;
