@@ -29,14 +29,14 @@
 use super::Inner;
 use crate::batch::{decode_ops, OpsPayload, RangeOp, TableId};
 use crate::codec::{put_varint, Reader};
-use crate::entry::{EntryRef, Value};
-use crate::layout::vtree::run::{Run, RunBuilder, RunMeta};
+use crate::entry::Value;
+use crate::layout::vtree;
+use crate::layout::vtree::run::{Run, RunMeta};
 use crate::layout::TableData;
 use crate::Result;
 use std::ops::Range;
 use std::sync::Arc;
 use stitch_patch::PatchId;
-use stitch_zone::Stream;
 
 /// Runs named only by log records (not yet by a durable manifest) past which a checkpoint
 /// is due.
@@ -83,28 +83,13 @@ pub(crate) fn write_run<'a>(
     puts: impl IntoIterator<Item = &'a (TableId, Vec<u8>, Value)>,
     seq: u64,
 ) -> Result<Option<(Arc<Run>, PatchId)>> {
-    let mut builder = RunBuilder::new(&inner.storage, inner.next_run_id(), 0, Stream::Ingest);
     let mut puts = puts.into_iter().peekable();
-    // The run takes its table's filter (its blocks stay linear: its entries are all at `seq`,
-    // newer than any reader, which a specialized format would keep in its versions section
-    // anyway; merges rewrite them in the table's format).
-    if let Some((table, _, _)) = puts.peek() {
-        builder.filter_keys(inner.filter_choice(&inner.version.read().table(*table)?.layout));
-    }
-    for (_, key, value) in puts {
-        builder.add(EntryRef {
-            key,
-            seq,
-            value: value.as_deref(),
-        })?;
-    }
-    let filter = builder.key_filter();
-    let Some((run, patch)) = builder.finish(filter)? else {
+    let Some((table, _, _)) = puts.peek() else {
         return Ok(None);
     };
-    // Not written yet: readers go through the cache until it is.
-    run.set_unwritten(patch);
-    Ok(Some((run, patch)))
+    let filter = inner.filter_choice(&inner.version.read().table(*table)?.layout);
+    let puts = puts.map(|(_, key, value)| (key.as_slice(), value.as_deref()));
+    vtree::ingest::write_run(&inner.storage, inner.next_run_id(), filter, puts, seq)
 }
 
 /// The record of an ingest: the table, the run's manifest entry, then the batch's other

@@ -9,13 +9,14 @@
 //! * `run/`: sorted runs on disk (blocks, index, filters, read cache, builder, the stitching
 //!   merge).
 //! * `dtable/`: the dTable interface, filters in front of runs, the overlay read view.
-//! * `compaction`, `defrag`: the layout's halves of merging and of evacuating zones (which
-//!   runs, and how they are merged or rewritten); `db/` keeps the locks, the oldest reader,
-//!   installing and the manifest.
+//! * `compaction`, `defrag`, `ingest`: the layout's halves of merging, of evacuating zones
+//!   (which runs, and how they are merged or rewritten) and of ingesting a batch as a run;
+//!   `db/` keeps the locks, the oldest reader, installing and the manifest.
 
 pub(crate) mod compaction;
 pub(crate) mod defrag;
 pub(crate) mod dtable;
+pub(crate) mod ingest;
 pub(crate) mod memtable;
 pub(crate) mod run;
 
