@@ -70,8 +70,9 @@ mod version;
 pub use batch::{TableId, WriteBatch};
 pub use db::{
     AppendedBytes, ChangedSpan, CheckReport, Commit, CommitObserver, Damage, Db, DbIter,
-    DefragReport, Engaged, LostKeys, ObserverGuard, PatchGroup, Placed, RepairReport, Salvage,
-    Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats, WriteStalls, DEFAULT_TABLE,
+    DefragReport, Engaged, LostKeys, ObserverGuard, PatchGroup, Placed, RecordCacheStats,
+    RepairReport, Salvage, Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats, WriteStalls,
+    DEFAULT_TABLE,
 };
 pub use error::{Error, Result};
 pub use options::{max_value_len, Durability, Options, Stitching, MAX_KEY_LEN};

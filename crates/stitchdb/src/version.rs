@@ -3,7 +3,7 @@
 //! installed, so readers never lock out writers.
 
 use crate::batch::TableId;
-use crate::dtable::{filtered_run, DTable, Overlay};
+use crate::dtable::{filtered_run, DTable, Overlay, RecordCache};
 use crate::entry::Value;
 use crate::layout::LayoutSpec;
 use crate::memtable::Memtable;
@@ -27,6 +27,9 @@ pub(crate) struct TableState {
     pub mem: Arc<Memtable>,
     pub imm: Option<Arc<Memtable>>,
     pub levels: Vec<Vec<Arc<Run>>>,
+    /// Point lookups found in the runs, if the layout has a `cache` (shared by every copy
+    /// of the table's state: entries stay valid while the runs they came from are read).
+    pub cache: Option<Arc<RecordCache>>,
     /// The table's read view: an overlay of the memtables and runs, newest first, each run
     /// behind its quotient filter. Rebuilt whenever the layers change.
     pub view: Arc<Overlay>,
@@ -39,11 +42,13 @@ impl TableState {
         stitching: Stitching,
         layout: Arc<LayoutSpec>,
     ) -> TableState {
+        let cache = layout.cache.map(|c| Arc::new(RecordCache::new(c.keys)));
         let mut t = TableState {
             id,
             name,
             stitching,
             layout,
+            cache,
             mem: Arc::default(),
             imm: None,
             levels: Vec::new(),
@@ -91,7 +96,10 @@ impl TableState {
                 .iter()
                 .map(|m| Arc::new(m.clone()) as Arc<dyn DTable>),
         );
-        layers.extend(self.runs().map(filtered_run));
+        layers.extend(
+            self.runs()
+                .map(|run| filtered_run(run, self.cache.as_ref())),
+        );
         self.view = Arc::new(Overlay::new(layers));
     }
 }
