@@ -382,4 +382,18 @@ mod tests {
         assert_eq!(col, vec!["a:b", "a:rows"]);
         assert!(define("a", CTableKind::Column, &["b:rows"], &[""]).is_err());
     }
+
+    proptest::proptest! {
+        /// Any bytes decode to a schema or an error, never a panic.
+        #[test]
+        fn any_bytes_are_a_schema_or_an_error(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let _ = decode("t", &bytes);
+            // Past the version, state and kind bytes.
+            for head in [[1, 0, 0], [1, 1, 1]] {
+                let _ = decode("t", &[&head[..], &bytes[..]].concat());
+            }
+        }
+    }
 }

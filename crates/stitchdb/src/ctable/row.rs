@@ -102,4 +102,18 @@ mod tests {
         // A length past the end, and a huge varint.
         assert!(decode(&[1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f], 1, &[true]).is_err());
     }
+
+    proptest::proptest! {
+        /// Any bytes decode to a row or an error, never a panic.
+        #[test]
+        fn any_bytes_are_a_row_or_an_error(
+            blob in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            width in 0usize..5,
+            wanted in proptest::collection::vec(proptest::prelude::any::<bool>(), 0..5),
+        ) {
+            let _ = decode(&blob, width, &wanted);
+            // Past the version byte, where a damaged row of this build would fail.
+            let _ = decode(&[&[1], &blob[..]].concat(), width, &wanted);
+        }
+    }
 }
