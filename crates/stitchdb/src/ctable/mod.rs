@@ -22,7 +22,6 @@ use crate::{
     max_value_len, Db, DbIter, Error, Isolation, Result, Snapshot, TableId, Transaction, TxnIter,
     MAX_KEY_LEN,
 };
-use std::iter::Peekable;
 use std::ops::Bound;
 
 pub use catalog::MAX_COLUMNS;
@@ -371,7 +370,7 @@ impl CTable {
             CTableKind::Column => Scan::Columns {
                 heads: cols
                     .iter()
-                    .map(|&c| Ok(from.range(self.ids[c], start, end)?.peekable()))
+                    .map(|&c| Head::new(from.range(self.ids[c], start, end)?))
                     .collect::<Result<_>>()?,
             },
         };
@@ -503,7 +502,26 @@ enum Scan {
         cols: Vec<usize>,
     },
     /// A column cTable's projected columns' tables, merged by key.
-    Columns { heads: Vec<Peekable<Pairs>> },
+    Columns { heads: Vec<Head> },
+}
+
+/// One projected column's scan and the pair it is at (`None`: at its end).
+struct Head {
+    pairs: Pairs,
+    at: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Head {
+    fn new(pairs: Pairs) -> Result<Head> {
+        let mut head = Head { pairs, at: None };
+        head.advance()?;
+        Ok(head)
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        self.at = self.pairs.next().transpose()?;
+        Ok(())
+    }
 }
 
 impl Iterator for CTableIter {
@@ -533,29 +551,30 @@ impl Iterator for CTableIter {
 }
 
 /// The next row of the columns' scans: the smallest key any of them is at, with the value
-/// of each column that has it.
-fn next_merged(heads: &mut [Peekable<Pairs>]) -> Option<Result<(Vec<u8>, Values)>> {
-    let mut least: Option<Vec<u8>> = None;
-    for head in heads.iter_mut() {
-        if let Some(Err(_)) = head.peek() {
-            if let Some(Err(e)) = head.next() {
-                return Some(Err(e));
-            }
-        }
-        if let Some(Ok((key, _))) = head.peek() {
-            if least.as_ref().is_none_or(|l| key < l) {
-                least = Some(key.clone());
-            }
-        }
-    }
-    let key = least?;
+/// of each column that has it (the key and values move out of the scans, uncopied).
+fn next_merged(heads: &mut [Head]) -> Option<Result<(Vec<u8>, Values)>> {
+    let least = heads
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| h.at.as_ref().map(|(key, _)| (i, key)))
+        .min_by(|a, b| a.1.cmp(b.1))
+        .map(|(i, _)| i)?;
+    let (key, value) = heads[least].at.take()?;
+    let mut first = Some(value);
     let mut values = Vec::with_capacity(heads.len());
-    for head in heads.iter_mut() {
-        let here = matches!(head.peek(), Some(Ok((k, _))) if *k == key);
-        values.push(match here {
-            true => head.next().and_then(|r| r.ok()).map(|(_, v)| v),
-            false => None,
+    for (i, head) in heads.iter_mut().enumerate() {
+        let here = i == least || head.at.as_ref().is_some_and(|(k, _)| *k == key);
+        if !here {
+            values.push(None);
+            continue;
+        }
+        values.push(match i == least {
+            true => first.take(),
+            false => head.at.take().map(|(_, v)| v),
         });
+        if let Err(e) = head.advance() {
+            return Some(Err(e));
+        }
     }
     Some(Ok((key, values)))
 }
