@@ -58,6 +58,30 @@ pub type Values = Vec<Option<Vec<u8>>>;
 /// An open column table: what the catalog says of it and its tables. Cheap to clone; it
 /// holds no store, so each call names what it reads ([`CTableRead`]) or writes
 /// ([`CTableWrite`]).
+///
+/// ```
+/// use std::ops::Bound;
+/// use std::sync::Arc;
+/// use stitchdb::{Db, Isolation, MemDisk, Options};
+/// let db = Db::create_on(Arc::new(MemDisk::new(0)), Options::default())?;
+/// let t = db.create_column_ctable(
+///     "items",
+///     &[("price", "managed -> btree -> fixed(8)"), ("name", "")],
+/// )?;
+/// t.insert(&db, b"a", &[Some(&7u64.to_be_bytes()), Some(b"apple")])?;
+/// let mut txn = db.begin(Isolation::Snapshot)?;
+/// t.update(&mut txn, b"b", &[("name", Some(b"bean"))])?;
+/// txn.commit()?;
+/// // A scan of one column reads only that column's table.
+/// let names: Vec<_> = t
+///     .scan(&db, Bound::Unbounded, Bound::Unbounded, &["name"])?
+///     .collect::<stitchdb::Result<_>>()?;
+/// assert_eq!(names[1], (b"b".to_vec(), vec![Some(b"bean".to_vec())]));
+/// // A 3-byte price is refused whole: nothing of the row is written.
+/// assert!(t.insert(&db, b"c", &[Some(b"abc"), Some(b"corn")]).is_err());
+/// assert_eq!(t.get(&db, b"c", &["name"])?, None);
+/// # Ok::<(), stitchdb::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct CTable {
     info: CTableInfo,
