@@ -44,13 +44,16 @@
 //! 14. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
 //!     snapshots, defragmentation, patchgroups, the public [`Db`].
 //! 15. `txn/`: transactions over a [`Db`].
-//! 16. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
+//! 16. `ctable/`: column tables (Anvil's cTables), built on the public [`Db`],
+//!     [`Transaction`] and [`Snapshot`] alone.
+//! 17. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
 //!     targets (hidden from the documentation).
 
 mod batch;
 mod bounds;
 mod codec;
 mod concurrency;
+mod ctable;
 mod db;
 mod dtable;
 mod entry;
@@ -68,6 +71,9 @@ mod txn;
 mod version;
 
 pub use batch::{TableId, WriteBatch};
+pub use ctable::{
+    CTable, CTableInfo, CTableIter, CTableKind, CTableRead, CTableWrite, Values, MAX_COLUMNS,
+};
 pub use db::{
     AppendedBytes, ChangedSpan, CheckReport, Commit, CommitObserver, Damage, Db, DbIter,
     DefragReport, Engaged, LostKeys, ObserverGuard, PatchGroup, Placed, RecordCacheStats,
