@@ -370,6 +370,30 @@ fn a_table_takes_a_layout_and_refuses_what_it_cannot_hold() {
 }
 
 #[test]
+fn ctables_lists_each_column_with_its_table_and_layout() {
+    let f = Fixture::new();
+    assert_eq!(f.ok("ctables", &[]), "");
+    let db = stitchdb::Db::open(&f.store, stitchdb::Options::default()).unwrap();
+    db.create_row_ctable("r", &["a", "b"], "").unwrap();
+    let columns = [("id", "managed -> btree -> array(8)"), ("note", "")];
+    db.create_column_ctable("c", &columns).unwrap();
+    db.close().unwrap();
+    let row_layout = DEFAULT_LAYOUT.trim();
+    assert_eq!(
+        f.ok("ctables", &[]),
+        format!(
+            "c\tcolumn\tid\tc:id\tmanaged -> btree(node=4096) -> array(size=8)\n\
+             c\tcolumn\tnote\tc:note\t{row_layout}\n\
+             r\trow\ta\tr:rows\t{row_layout}\n\
+             r\trow\tb\tr:rows\t{row_layout}\n"
+        )
+    );
+    assert!(f
+        .ok("tables", &[])
+        .contains("c:id\tmanaged -> btree(node=4096) -> array(size=8)\n"));
+}
+
+#[test]
 fn tables_are_created_listed_and_kept_apart() {
     let f = Fixture::new();
     assert_eq!(f.ok("tables", &[]), format!("default{DEFAULT_LAYOUT}"));

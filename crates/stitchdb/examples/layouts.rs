@@ -1,6 +1,6 @@
 //! Each table layout on data that suits it, side by side with the default VT-tree stack in
-//! one store and one run: the bytes its runs take once compacted, and point reads, absent-key
-//! reads and a full scan (docs/benchmarks.md, "Table layouts").
+//! one store and one run: the bytes its runs take once compacted, and point reads (uniform,
+//! and skewed: nine in ten to the hottest 1% of keys), absent-key reads and a full scan (docs/benchmarks.md, "Table layouts").
 //!
 //! Data sets (N rows each, keys 8-byte big-endian integers as `array` stores them):
 //! * `u64`: 8-byte values, random, dense keys 0..N.
@@ -94,6 +94,7 @@ struct Row {
     bytes: u64,
     load_s: f64,
     gets_per_s: f64,
+    hot_per_s: f64,
     absent_per_s: f64,
     scan_per_s: f64,
 }
@@ -115,19 +116,34 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64) 
         .iter()
         .find(|s| s.name == name)
         .map_or(0, |s| s.run_bytes);
-    let timed = |absent: bool| {
+    #[derive(PartialEq)]
+    enum Keys {
+        Uniform,
+        Hot,
+        Absent,
+    }
+    let timed = |keys: Keys| {
+        let absent = keys == Keys::Absent;
+        let hot = (n / 100).max(1);
         let start = Instant::now();
         let mut found = 0u64;
         for i in 0..gets {
-            let k = mix(i ^ 0x5eed) % n + if absent { n } else { 0 };
+            let r = mix(i ^ 0x5eed);
+            let k = match keys {
+                // The hottest 1% of keys, scattered over the table (every 100th).
+                Keys::Hot if r % 10 != 0 => (r / 10 % hot) * 100 % n,
+                Keys::Absent => r % n + n,
+                _ => r % n,
+            };
             found += u64::from(db.get(t, k.to_be_bytes()).expect("get").is_some());
         }
         assert_eq!(found, if absent { 0 } else { gets }, "{name}");
         gets as f64 / start.elapsed().as_secs_f64()
     };
-    timed(false); // warm the read cache
-    let gets_per_s = timed(false);
-    let absent_per_s = timed(true);
+    timed(Keys::Uniform); // warm the read cache
+    let gets_per_s = timed(Keys::Uniform);
+    let hot_per_s = timed(Keys::Hot);
+    let absent_per_s = timed(Keys::Absent);
     let start = Instant::now();
     let rows = db.scan_prefix(t, b"").expect("scan").count() as u64;
     assert!(rows > 0, "{name}");
@@ -138,6 +154,7 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64) 
         bytes,
         load_s,
         gets_per_s,
+        hot_per_s,
         absent_per_s,
         scan_per_s,
     }
@@ -177,7 +194,9 @@ fn main() {
             &[
                 default,
                 "managed -> bloom -> btree -> linear",
+                "managed -> quotient -> cache -> btree -> linear",
                 "managed -> quotient -> btree -> fixed(8)",
+                "managed -> quotient -> cache -> btree -> fixed(8)",
                 "managed -> quotient -> btree -> array(8)",
                 "managed -> quotient -> array(8)",
             ],
@@ -199,8 +218,16 @@ fn main() {
         "{n} rows per table, one store, Async commits, compacted before reading, {cache_mib} MiB read cache"
     );
     println!(
-        "{:<7} {:<78} {:>11} {:>6} {:>7} {:>11} {:>11} {:>11}",
-        "data", "layout", "run bytes", "size", "load s", "gets/s", "absent/s", "scan rows/s"
+        "{:<7} {:<78} {:>11} {:>6} {:>7} {:>11} {:>11} {:>11} {:>11}",
+        "data",
+        "layout",
+        "run bytes",
+        "size",
+        "load s",
+        "gets/s",
+        "hot gets/s",
+        "absent/s",
+        "scan rows/s"
     );
     for (set, layouts) in sets {
         let mut base = None;
@@ -208,13 +235,14 @@ fn main() {
             let r = measure(&db, set, layout, n, gets);
             let b = *base.get_or_insert(r.bytes);
             println!(
-                "{:<7} {:<78} {:>11} {:>5.2}x {:>7.1} {:>11.0} {:>11.0} {:>11.0}",
+                "{:<7} {:<78} {:>11} {:>5.2}x {:>7.1} {:>11.0} {:>11.0} {:>11.0} {:>11.0}",
                 r.set,
                 r.layout,
                 r.bytes,
                 b as f64 / r.bytes.max(1) as f64,
                 r.load_s,
                 r.gets_per_s,
+                r.hot_per_s,
                 r.absent_per_s,
                 r.scan_per_s
             );

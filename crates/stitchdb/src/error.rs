@@ -142,6 +142,29 @@ pub enum Error {
         /// How long it waited.
         waited_ms: u64,
     },
+    /// No column table (cTable) has this name.
+    #[error("no column table named {0:?}")]
+    NoSuchCTable(String),
+    /// Creating a column table whose name is in use with another definition.
+    #[error("a column table named {0:?} already exists")]
+    CTableExists(String),
+    /// A column table's definition, or a row, update or projection that does not fit its
+    /// columns (a bad name, a duplicate or unknown column, a row of the wrong width): the
+    /// whole message. Nothing was created or written.
+    #[error("{0}")]
+    BadColumns(String),
+    /// A value a column's layout cannot hold: the whole row write was refused.
+    #[error("column {column:?} of column table {ctable:?} (layout {layout}) cannot hold this value: {why}")]
+    ColumnRejects {
+        /// The column table.
+        ctable: String,
+        /// The column.
+        column: String,
+        /// The column's layout.
+        layout: String,
+        /// What its format cannot hold.
+        why: String,
+    },
 }
 
 impl Error {

@@ -39,18 +39,21 @@
 //!    runs, and the overlay that stacks them into a table's read view), and its halves of
 //!    compaction and defragmentation. `layout::TableData` is what `db/` needs of any layout.
 //! 8. `manifest`: the checkpoint's root record and its encoding.
-//! 9. `version`: the immutable picture of every table (memtables, runs by level, read view).
+//! 9. `version`: the immutable picture of every table (its name, layout and data).
 //! 10. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.
 //! 11. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
 //!     snapshots, defragmentation, patchgroups, the public [`Db`].
 //! 12. `txn/`: transactions over a [`Db`].
-//! 13. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
+//! 13. `ctable/`: column tables (Anvil's cTables), built on the public [`Db`],
+//!     [`Transaction`] and [`Snapshot`] alone.
+//! 14. `fuzzing`: the stored formats' decoders as plain functions over bytes, for the fuzz
 //!     targets (hidden from the documentation).
 
 mod batch;
 mod bounds;
 mod codec;
 mod concurrency;
+mod ctable;
 mod db;
 mod entry;
 mod error;
@@ -65,10 +68,14 @@ mod txn;
 mod version;
 
 pub use batch::{TableId, WriteBatch};
+pub use ctable::{
+    CTable, CTableInfo, CTableIter, CTableKind, CTableRead, CTableWrite, Values, MAX_COLUMNS,
+};
 pub use db::{
     AppendedBytes, ChangedSpan, CheckReport, Commit, CommitObserver, Damage, Db, DbIter,
-    DefragReport, Engaged, LostKeys, ObserverGuard, PatchGroup, Placed, RepairReport, Salvage,
-    Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats, WriteStalls, DEFAULT_TABLE,
+    DefragReport, Engaged, LostKeys, ObserverGuard, PatchGroup, Placed, RecordCacheStats,
+    RepairReport, Salvage, Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats, WriteStalls,
+    DEFAULT_TABLE,
 };
 pub use error::{Error, Result};
 pub use layout::vtree::run::MergeStats;

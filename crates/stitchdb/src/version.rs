@@ -45,7 +45,7 @@ impl Version {
         layout: Arc<LayoutSpec>,
     ) {
         self.names.insert(name.clone(), id);
-        let data = VTree::new(stitching, Vec::new());
+        let data = VTree::new(&layout, stitching, Vec::new());
         let table = TableState {
             id,
             name,

@@ -58,7 +58,7 @@ fn options(seed: u64) -> Options {
 const LAYOUTS: &[&str] = &[
     "",
     "managed -> exception -> fixed(8) -> linear",
-    "managed -> bloom -> btree -> linear",
+    "managed -> bloom -> cache(keys=16) -> btree -> linear",
     "managed -> btree(node=1024) -> exception -> unique-string(max=4, len=64) -> linear",
     "managed -> linear",
 ];

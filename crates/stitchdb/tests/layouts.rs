@@ -277,3 +277,99 @@ fn a_merge_behind_a_memtable_keeps_the_memtables_delete_on_top() {
         db.check().unwrap();
     }
 }
+
+/// A `cache` answers a lookup it holds without the run and as the run would: for readers at
+/// every snapshot, across overwrites, deletes, flushes, merges and a transaction's linked
+/// run (the same blocks read at another sequence number).
+#[test]
+fn the_cache_answers_as_the_runs_would() {
+    // Transactions past 64 KiB spill to runs linked at their commit.
+    let opts = Options {
+        txn_memory: 64 * 1024,
+        ..options()
+    };
+    let db = Db::create_on(Arc::new(MemDisk::new(0)), opts).unwrap();
+    let t = db
+        .create_table_with_layout(
+            "t",
+            "managed -> quotient -> cache(keys=64) -> btree -> linear",
+        )
+        .unwrap();
+    let key = |k: u64| k.to_be_bytes();
+    for k in 0..200u64 {
+        db.put(t, key(k), format!("v1-{k}")).unwrap();
+    }
+    db.compact().unwrap();
+    let mut before = db.begin(Isolation::Snapshot).unwrap();
+    for _ in 0..3 {
+        for k in 0..32u64 {
+            assert_eq!(
+                db.get(t, key(k)).unwrap(),
+                Some(format!("v1-{k}").into_bytes())
+            );
+        }
+    }
+    let cache = |db: &Db| {
+        db.stats()
+            .tables
+            .into_iter()
+            .find(|s| s.name == "t")
+            .and_then(|s| s.record_cache)
+            .unwrap()
+    };
+    let first = cache(&db);
+    assert!(first.hits >= 64, "{first:?}");
+    assert!(first.held <= 64 && first.held > 0, "{first:?}");
+    // Overwrite and delete some keys, then push them into runs of their own and merge.
+    for k in (0..32u64).step_by(2) {
+        db.put(t, key(k), format!("v2-{k}")).unwrap();
+    }
+    db.delete(t, key(1)).unwrap();
+    let expect = |k: u64| match k {
+        1 => None,
+        k if k < 32 && k % 2 == 0 => Some(format!("v2-{k}").into_bytes()),
+        k => Some(format!("v1-{k}").into_bytes()),
+    };
+    for round in 0..3 {
+        for k in 0..40u64 {
+            assert_eq!(
+                db.get(t, key(k)).unwrap(),
+                expect(k),
+                "round {round} key {k}"
+            );
+            let old = before.get(t, key(k)).unwrap();
+            assert_eq!(
+                old,
+                Some(format!("v1-{k}").into_bytes()),
+                "snapshot, key {k}"
+            );
+        }
+        match round {
+            0 => db.flush().unwrap(),
+            _ => db.compact().unwrap(),
+        }
+    }
+    // A large transaction's runs are linked at its commit.
+    let mut txn = db.begin(Isolation::Snapshot).unwrap();
+    for k in 0..40u64 {
+        txn.put(t, key(k), vec![b'x'; 3000]).unwrap();
+    }
+    txn.commit().unwrap();
+    assert!(
+        db.stats().linked_commits > 0,
+        "the transaction did not spill"
+    );
+    for k in 0..40u64 {
+        assert_eq!(
+            db.get(t, key(k)).unwrap(),
+            Some(vec![b'x'; 3000]),
+            "key {k}"
+        );
+        assert_eq!(
+            before.get(t, key(k)).unwrap(),
+            Some(format!("v1-{k}").into_bytes())
+        );
+    }
+    assert!(cache(&db).hits > first.hits);
+    db.check().unwrap();
+}

@@ -54,6 +54,8 @@ fn layout_strategy() -> impl Strategy<Value = String> {
         Just("bloom(bits=3) -> "),
         Just("bloom -> "),
     ];
+    // A tiny cache keeps evicting, so lookups both hit and miss.
+    let cache = prop_oneof![Just(""), Just("cache(keys=8) -> "), Just("cache -> ")];
     let btree = prop_oneof![
         Just(""),
         Just("btree -> "),
@@ -69,7 +71,8 @@ fn layout_strategy() -> impl Strategy<Value = String> {
     ];
     prop_oneof![
         1 => Just(String::new()),
-        4 => (filter, btree, format).prop_map(|(f, b, format)| format!("managed -> {f}{b}{format}")),
+        4 => (filter, cache, btree, format)
+            .prop_map(|(f, c, b, format)| format!("managed -> {f}{c}{b}{format}")),
     ]
 }
 

@@ -48,6 +48,9 @@ pub enum Command {
     CreateTable(tables::CreateTableArgs),
     /// List the tables
     Tables(StoreArg),
+    /// List the column tables (cTables): a line a column, with the table holding it and its
+    /// layout
+    Ctables(StoreArg),
     /// Verify every checksum and structure; list every damaged structure and its place
     /// (exit status 4 on damage)
     Check(StoreArg),
@@ -99,6 +102,7 @@ impl Command {
             Command::Export(args) => export::run(args),
             Command::CreateTable(args) => tables::create(args),
             Command::Tables(args) => tables::list(args),
+            Command::Ctables(args) => tables::list_ctables(args),
             Command::Check(args) => inspect::check(args),
             Command::Repair(args) => repair::run(args),
             Command::Stats(args) => inspect::stats(args),

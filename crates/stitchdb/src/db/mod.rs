@@ -64,7 +64,7 @@ pub use patchgroup::{Engaged, PatchGroup};
 pub use read::DbIter;
 pub use repair::RepairReport;
 pub use snapshot::{Snapshot, SnapshotInfo};
-pub use stats::{AppendedBytes, Stats, TableStats, WriteStalls};
+pub use stats::{AppendedBytes, RecordCacheStats, Stats, TableStats, WriteStalls};
 pub use verify::{Placed, StoreCheck};
 
 use crate::batch::TableId;

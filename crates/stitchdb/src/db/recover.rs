@@ -169,11 +169,12 @@ fn recover_with(
     for t in &manifest.tables {
         let layout = stored_layout(&t.name, &t.layout)?;
         let levels = open_levels(&storage, t, &t.name, &mut opened, salvage.as_deref_mut())?;
+        let data = VTree::new(&layout, t.stitching, levels);
         let table = TableState {
             id: t.id,
             name: t.name.clone(),
             layout,
-            data: VTree::new(t.stitching, levels),
+            data,
         };
         version.names.insert(t.name.clone(), t.id);
         version.tables.insert(t.id, Arc::new(table));

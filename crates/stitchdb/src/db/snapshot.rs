@@ -243,7 +243,12 @@ impl Db {
         let views = held
             .tables
             .iter()
-            .map(|t| (t.id, VTree::new(t.stitching, t.levels.clone()).view()))
+            .map(|t| {
+                (
+                    t.id,
+                    VTree::new(&t.layout, t.stitching, t.levels.clone()).view(),
+                )
+            })
             .collect();
         Ok(Snapshot {
             name: name.to_string(),

@@ -26,6 +26,19 @@ pub struct TableStats {
     pub run_bytes: u64,
     /// Bytes in its memtables (the live one and one being written out).
     pub memtable_bytes: usize,
+    /// Its layout's `cache` of point lookups in the runs, if it has one.
+    pub record_cache: Option<RecordCacheStats>,
+}
+
+/// A table's cache of point lookups (a layout's `cache` module) since the store was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordCacheStats {
+    /// Lookups it holds now.
+    pub held: usize,
+    /// Lookups in a run it answered.
+    pub hits: u64,
+    /// Lookups in a run it did not hold, which read the run.
+    pub misses: u64,
 }
 
 /// How often and for how long writers were held back since the store was opened, by cause:
@@ -163,6 +176,10 @@ impl Db {
                 run_entries: t.data.runs().map(|r| r.meta.entries).sum(),
                 run_bytes: t.data.runs().map(|r| r.meta.data_bytes).sum(),
                 memtable_bytes: t.data.memory_bytes(),
+                record_cache: t.data.cache.as_ref().map(|c| {
+                    let (held, hits, misses) = c.counts();
+                    RecordCacheStats { held, hits, misses }
+                }),
             })
             .collect();
         let (checkpoints, flushed_bytes, linked, ingested, runs_awaiting_manifest) = {
@@ -244,6 +261,17 @@ impl fmt::Display for Stats {
                 t.stitching
             )?;
             writeln!(f, "  {:<16} layout {}", "", t.layout)?;
+            if let Some(c) = t.record_cache {
+                writeln!(
+                    f,
+                    "  {:<16} cache holds {} lookups; {} hits, {} misses ({:.1}% hits)",
+                    "",
+                    c.held,
+                    c.hits,
+                    c.misses,
+                    percent(c.hits, c.hits + c.misses)
+                )?;
+            }
         }
         let merged = self.merge_copied_bytes + self.merge_stitched_bytes;
         let stitched_pct = percent(self.merge_stitched_bytes, merged);

@@ -10,7 +10,7 @@
 //! value without a key may only be the first parameter, and is the module's first parameter.
 //! Integers are plain decimal; `fp` is a decimal number (`0.01`, or `1e-2`). The modules, in the
 //! only order they may come, each at most once: `managed`; a filter (`quotient` or `bloom`);
-//! `btree`; `exception`; the format (`linear`, `fixed`, `array` or `unique-string`); and, only
+//! `cache`; `btree`; `exception`; the format (`linear`, `fixed`, `array` or `unique-string`); and, only
 //! after `exception` and a specialized format (any but `linear`), `linear` last.
 
 use std::fmt;
@@ -28,6 +28,9 @@ pub const DEFAULT_BLOOM_BITS: u32 = 10;
 
 /// Bytes of a `btree` node when not given.
 pub const DEFAULT_BTREE_NODE: u32 = 4096;
+
+/// Lookups `cache` holds when not given.
+pub const DEFAULT_CACHE_KEYS: u32 = 65536;
 
 /// The most distinct values per block of `unique-string` when not given.
 pub const DEFAULT_UNIQUE_MAX: u32 = 255;
@@ -48,6 +51,8 @@ pub const DEFAULT_UNIQUE_LEN: u32 = 255;
 pub struct LayoutSpec {
     /// The filter in front of each run, if any.
     pub filter: Option<FilterSpec>,
+    /// The cache of point lookups in the runs, if any.
+    pub cache: Option<CacheSpec>,
     /// The index over each run's blocks, if any.
     pub btree: Option<BtreeSpec>,
     /// Whether pairs the format rejects go to a `linear` format stacked under it.
@@ -69,6 +74,14 @@ pub enum FilterSpec {
         /// Bits per key.
         bits_per_key: u32,
     },
+}
+
+/// A cache of what point lookups found in the table's runs: `cache(keys=K)`, K in
+/// 1..=16777216, the most lookups (keys found, or found absent past the filter) it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSpec {
+    /// The most lookups held.
+    pub keys: u32,
 }
 
 /// The index over a run's blocks: `btree(node=N)`, N in 512..=65536.
@@ -135,6 +148,7 @@ impl Default for LayoutSpec {
     fn default() -> LayoutSpec {
         LayoutSpec {
             filter: Some(FilterSpec::Quotient { fp_rate: None }),
+            cache: None,
             btree: Some(BtreeSpec {
                 node: DEFAULT_BTREE_NODE,
             }),
@@ -294,6 +308,9 @@ impl fmt::Display for LayoutSpec {
         if let Some(filter) = self.filter {
             write!(f, " -> {filter}")?;
         }
+        if let Some(cache) = self.cache {
+            write!(f, " -> cache(keys={})", cache.keys)?;
+        }
         if let Some(btree) = self.btree {
             write!(f, " -> btree(node={})", btree.node)?;
         }
@@ -341,6 +358,7 @@ enum Kind {
     Managed,
     Quotient,
     Bloom,
+    Cache,
     Btree,
     Exception,
     Linear,
@@ -350,10 +368,11 @@ enum Kind {
 }
 
 /// Every module, in the order the unknown-module message lists them.
-const KINDS: [Kind; 9] = [
+const KINDS: [Kind; 10] = [
     Kind::Managed,
     Kind::Quotient,
     Kind::Bloom,
+    Kind::Cache,
     Kind::Btree,
     Kind::Exception,
     Kind::Linear,
@@ -367,6 +386,7 @@ const KINDS: [Kind; 9] = [
 enum Stage {
     Managed,
     Filter,
+    Cache,
     Btree,
     Exception,
     Format,
@@ -397,6 +417,15 @@ const QUOTIENT_PARAMS: &[ParamDef] = &[ParamDef {
 const BLOOM_PARAMS: &[ParamDef] = &[ParamDef {
     key: "bits",
     range: Range::Int { min: 1, max: 32 },
+    required: false,
+}];
+
+const CACHE_PARAMS: &[ParamDef] = &[ParamDef {
+    key: "keys",
+    range: Range::Int {
+        min: 1,
+        max: 1 << 24,
+    },
     required: false,
 }];
 
@@ -493,6 +522,7 @@ impl Kind {
             Kind::Managed => "managed",
             Kind::Quotient => "quotient",
             Kind::Bloom => "bloom",
+            Kind::Cache => "cache",
             Kind::Btree => "btree",
             Kind::Exception => "exception",
             Kind::Linear => "linear",
@@ -510,6 +540,7 @@ impl Kind {
         match self {
             Kind::Managed => Stage::Managed,
             Kind::Quotient | Kind::Bloom => Stage::Filter,
+            Kind::Cache => Stage::Cache,
             Kind::Btree => Stage::Btree,
             Kind::Exception => Stage::Exception,
             Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString => Stage::Format,
@@ -525,6 +556,7 @@ impl Kind {
         match self {
             Kind::Quotient => QUOTIENT_PARAMS,
             Kind::Bloom => BLOOM_PARAMS,
+            Kind::Cache => CACHE_PARAMS,
             Kind::Btree => BTREE_PARAMS,
             Kind::Fixed | Kind::Array => SIZE_PARAMS,
             Kind::UniqueString => UNIQUE_STRING_PARAMS,
@@ -679,6 +711,7 @@ struct Stack {
     /// The modules so far: module `n` is `kinds[n - 1]`.
     kinds: Vec<Kind>,
     filter: Option<FilterSpec>,
+    cache: Option<CacheSpec>,
     btree: Option<BtreeSpec>,
     /// The number of the `exception` module.
     exception: Option<usize>,
@@ -706,6 +739,11 @@ impl Stack {
             Kind::Bloom => {
                 self.filter = Some(FilterSpec::Bloom {
                     bits_per_key: int(values, 0, DEFAULT_BLOOM_BITS),
+                });
+            }
+            Kind::Cache => {
+                self.cache = Some(CacheSpec {
+                    keys: int(values, 0, DEFAULT_CACHE_KEYS),
                 });
             }
             Kind::Btree => {
@@ -793,8 +831,8 @@ impl Stack {
         }
         if kind.stage() < prev.stage() {
             return Err(format!(
-                "{name:?} cannot follow {:?} (the order is managed, a filter, btree, \
-                 exception, the format)",
+                "{name:?} cannot follow {:?} (the order is managed, a filter, cache, \
+                 btree, exception, the format)",
                 prev.name()
             ));
         }
@@ -843,6 +881,7 @@ impl Stack {
         }
         Ok(LayoutSpec {
             filter: self.filter,
+            cache: self.cache,
             btree: self.btree,
             exception: self.exception.is_some(),
             format,
@@ -875,6 +914,7 @@ mod tests {
         assert_eq!(
             spec,
             LayoutSpec {
+                cache: None,
                 filter: Some(FilterSpec::Bloom { bits_per_key: 10 }),
                 btree: Some(BtreeSpec { node: 4096 }),
                 exception: false,
@@ -891,6 +931,7 @@ mod tests {
         assert_eq!(
             spec,
             LayoutSpec {
+                cache: None,
                 filter: None,
                 btree: Some(BtreeSpec { node: 4096 }),
                 exception: false,
@@ -907,6 +948,7 @@ mod tests {
         assert_eq!(
             spec,
             LayoutSpec {
+                cache: None,
                 filter: None,
                 btree: None,
                 exception: true,
@@ -954,6 +996,7 @@ mod tests {
         assert_eq!(
             spec,
             LayoutSpec {
+                cache: None,
                 filter: Some(FilterSpec::Quotient {
                     fp_rate: Some(0.001)
                 }),
@@ -1003,7 +1046,8 @@ mod tests {
         assert_eq!(
             error("managed -> fixd(8)").to_string(),
             "layout \"managed -> fixd(8)\": module 2 \"fixd\": unknown module (modules: \
-             managed, quotient, bloom, btree, exception, linear, fixed, array, unique-string)"
+             managed, quotient, bloom, cache, btree, exception, linear, fixed, array, \
+             unique-string)"
         );
     }
 
@@ -1349,12 +1393,19 @@ mod tests {
     fn valid_sequences() -> Vec<Vec<&'static str>> {
         let mut valid = Vec::new();
         for filter in [None, Some("quotient"), Some("bloom")] {
-            for btree in [None, Some("btree")] {
-                let head: Vec<&str> = ["managed"].into_iter().chain(filter).chain(btree).collect();
-                for format in ["linear", "fixed(8)", "array(8)", "unique-string"] {
-                    valid.push([&head[..], &[format]].concat());
-                    if format != "linear" {
-                        valid.push([&head[..], &["exception", format, "linear"]].concat());
+            for cache in [None, Some("cache")] {
+                for btree in [None, Some("btree")] {
+                    let head: Vec<&str> = ["managed"]
+                        .into_iter()
+                        .chain(filter)
+                        .chain(cache)
+                        .chain(btree)
+                        .collect();
+                    for format in ["linear", "fixed(8)", "array(8)", "unique-string"] {
+                        valid.push([&head[..], &[format]].concat());
+                        if format != "linear" {
+                            valid.push([&head[..], &["exception", format, "linear"]].concat());
+                        }
                     }
                 }
             }
@@ -1365,11 +1416,12 @@ mod tests {
     #[test]
     fn exactly_the_layouts_the_rules_allow_parse() {
         let valid = valid_sequences();
-        assert_eq!(valid.len(), 3 * 2 * 7);
+        assert_eq!(valid.len(), 3 * 2 * 2 * 7);
         let names = [
             "managed",
             "quotient",
             "bloom",
+            "cache",
             "btree",
             "exception",
             "linear",
@@ -1377,34 +1429,57 @@ mod tests {
             "array(8)",
             "unique-string",
         ];
-        // Every sequence of up to six modules (the longest layout has six).
-        let mut ok = 0;
-        let mut seq: Vec<usize> = Vec::new();
-        for len in 1..=6u32 {
+        // Every sequence of up to five modules, and every valid layout (up to seven) with one
+        // module left out, replaced or added.
+        let mut candidates: Vec<Vec<&str>> = Vec::new();
+        for len in 1..=5u32 {
             for mut code in 0..names.len().pow(len) {
-                seq.clear();
+                let mut seq = Vec::new();
                 for _ in 0..len {
-                    seq.push(code % names.len());
+                    seq.push(names[code % names.len()]);
                     code /= names.len();
                 }
-                let modules: Vec<&str> = seq.iter().map(|&i| names[i]).collect();
-                let layout = modules.join(" -> ");
-                match LayoutSpec::parse(&layout) {
-                    Ok(spec) => {
-                        ok += 1;
-                        assert!(valid.contains(&modules), "{layout:?} parsed");
-                        assert_eq!(parse(&spec.to_string()), spec);
-                    }
-                    Err(e) => {
-                        assert!(!valid.contains(&modules), "{layout:?}: {e}");
-                        let (n, name) = e.module.as_ref().expect("a module named");
-                        assert!(*n >= 1 && *n <= modules.len(), "{layout:?}: {e}");
-                        assert!(modules[n - 1].starts_with(name.as_str()), "{layout:?}: {e}");
+                candidates.push(seq);
+            }
+        }
+        for v in &valid {
+            candidates.push(v.clone());
+            for i in 0..=v.len() {
+                if i < v.len() {
+                    let mut out = v.clone();
+                    out.remove(i);
+                    candidates.push(out);
+                }
+                for name in names {
+                    let mut added = v.clone();
+                    added.insert(i, name);
+                    candidates.push(added);
+                    if i < v.len() {
+                        let mut replaced = v.clone();
+                        replaced[i] = name;
+                        candidates.push(replaced);
                     }
                 }
             }
         }
-        assert_eq!(ok, valid.len());
+        let mut parsed = std::collections::BTreeSet::new();
+        for modules in candidates.iter().filter(|m| !m.is_empty()) {
+            let layout = modules.join(" -> ");
+            match LayoutSpec::parse(&layout) {
+                Ok(spec) => {
+                    assert!(valid.contains(modules), "{layout:?} parsed");
+                    assert_eq!(parse(&spec.to_string()), spec);
+                    parsed.insert(layout);
+                }
+                Err(e) => {
+                    assert!(!valid.contains(modules), "{layout:?}: {e}");
+                    let (n, name) = e.module.as_ref().expect("a module named");
+                    assert!(*n >= 1 && *n <= modules.len(), "{layout:?}: {e}");
+                    assert!(modules[n - 1].starts_with(name.as_str()), "{layout:?}: {e}");
+                }
+            }
+        }
+        assert_eq!(parsed.len(), valid.len());
     }
 
     #[test]
@@ -1498,17 +1573,21 @@ mod tests {
             rate().prop_map(|r| Some(FilterSpec::Quotient { fp_rate: Some(r) })),
             (1u32..=32).prop_map(|bits_per_key| Some(FilterSpec::Bloom { bits_per_key })),
         ];
+        let cache = prop::option::of((1u32..=1 << 24).prop_map(|keys| CacheSpec { keys }));
         let btree = prop::option::of((512u32..=65536).prop_map(|node| BtreeSpec { node }));
         let format = prop_oneof![
             Just(FormatSpec::Linear).prop_map(|f| (false, f)),
             specialized().prop_map(|f| (false, f)),
             specialized().prop_map(|f| (true, f)),
         ];
-        (filter, btree, format).prop_map(|(filter, btree, (exception, format))| LayoutSpec {
-            filter,
-            btree,
-            exception,
-            format,
+        (filter, cache, btree, format).prop_map(|(filter, cache, btree, (exception, format))| {
+            LayoutSpec {
+                filter,
+                cache,
+                btree,
+                exception,
+                format,
+            }
         })
     }
 
@@ -1516,6 +1595,7 @@ mod tests {
         "managed",
         "quotient",
         "bloom",
+        "cache",
         "btree",
         "exception",
         "linear",
@@ -1526,7 +1606,9 @@ mod tests {
         "",
         "Managed",
     ];
-    const KEYS: &[&str] = &["fp", "bits", "node", "size", "max", "len", "x", "", " "];
+    const KEYS: &[&str] = &[
+        "fp", "bits", "keys", "node", "size", "max", "len", "x", "", " ",
+    ];
     const VALUES: &[&str] = &[
         "0",
         "1",

@@ -104,7 +104,10 @@ impl Spilled {
             .runs
             .iter()
             .map(|(table, list)| {
-                let layers = list.iter().map(|(_, run)| filtered_run(run)).collect();
+                let layers = list
+                    .iter()
+                    .map(|(_, run)| filtered_run(run, None))
+                    .collect();
                 (*table, Arc::new(Overlay::new(layers)))
             })
             .collect();

@@ -25,7 +25,7 @@ use crate::entry::Value;
 use crate::merge_iter::VersionFilter;
 use crate::options::Stitching;
 use crate::Result;
-use dtable::{filtered_run, DTable, Overlay};
+use dtable::{filtered_run, DTable, Overlay, RecordCache};
 use memtable::{MemIter, Memtable};
 use run::{BlockLayout, Run, RunBuilder};
 use std::collections::BTreeSet;
@@ -45,20 +45,24 @@ pub(crate) struct VTree {
     mem: Arc<Memtable>,
     imm: Option<Arc<Memtable>>,
     pub levels: Vec<Vec<Arc<Run>>>,
+    /// Point lookups found in the runs, if the layout has a `cache` (shared by every copy
+    /// of the table's state: entries stay valid while the runs they came from are read).
+    pub cache: Option<Arc<RecordCache>>,
     /// The read view: an overlay of the memtables and runs, newest first, each run behind its
     /// filter. Rebuilt whenever the layers change.
     view: Arc<Overlay>,
 }
 
 impl VTree {
-    /// A table of `levels` of runs and empty memtables: a new table, or one opened from a
-    /// manifest or a named snapshot.
-    pub fn new(stitching: Stitching, levels: Vec<Vec<Arc<Run>>>) -> VTree {
+    /// A table laid out as `spec` of `levels` of runs and empty memtables: a new table, or
+    /// one opened from a manifest or a named snapshot.
+    pub fn new(spec: &LayoutSpec, stitching: Stitching, levels: Vec<Vec<Arc<Run>>>) -> VTree {
         let mut t = VTree {
             stitching,
             mem: Arc::default(),
             imm: None,
             levels,
+            cache: spec.cache.map(|c| Arc::new(RecordCache::new(c.keys))),
             view: Arc::default(),
         };
         t.rebuild_view();
@@ -136,7 +140,10 @@ impl VTree {
                 .iter()
                 .map(|m| Arc::new(m.clone()) as Arc<dyn DTable>),
         );
-        layers.extend(self.runs().map(filtered_run));
+        layers.extend(
+            self.runs()
+                .map(|run| filtered_run(run, self.cache.as_ref())),
+        );
         self.view = Arc::new(Overlay::new(layers));
     }
 }

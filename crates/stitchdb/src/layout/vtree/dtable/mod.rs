@@ -4,17 +4,21 @@
 //! * [`Run`] — read-only, linear: sorted blocks in zones with an index.
 //! * [`Filtered`] — a quotient filter in front of another dTable: answers "certainly not
 //!   here" without touching it.
+//! * [`Cached`] — a run behind its table's [`RecordCache`] of point lookups (a layout's
+//!   `cache` module).
 //! * [`Overlay`] — unifies dTables, newest first: the newest version of a key wins, and a
 //!   tombstone is an authoritative *nonexistent* value that hides older layers.
 //!
-//! A table's read view is `Overlay[memtable, frozen memtable, Filtered(run)...]`. A point read
+//! A table's read view is `Overlay[memtable, frozen memtable, Filtered(Cached(run))...]`. A point read
 //! asks each layer's `get` down to the first that holds a version; each rules the key out
 //! itself (a filtered run by its filter, then its key range), so a read probes each run's
 //! filter once.
 
+mod cached;
 mod filtered;
 mod overlay;
 
+pub use cached::{Cached, RecordCache};
 pub use filtered::{Filtered, KeyFilter};
 pub use overlay::Overlay;
 
@@ -125,12 +129,17 @@ fn start_key(start: Bound<&[u8]>) -> &[u8] {
     }
 }
 
-/// `run` as a layer of an overlay: behind its quotient filter, if it has one.
-pub fn filtered_run(run: &Arc<Run>) -> Arc<dyn DTable> {
-    if run.has_filter() {
-        Arc::new(Filtered::new(run.clone(), run.clone()))
-    } else {
-        Arc::new(run.clone())
+/// `run` as a layer of an overlay: behind its filter, if it has one, and then its table's
+/// record cache, if it has one (the filter first: keys it rules out take no cache room).
+pub fn filtered_run(run: &Arc<Run>, cache: Option<&Arc<RecordCache>>) -> Arc<dyn DTable> {
+    match (run.has_filter(), cache) {
+        (true, Some(cache)) => Arc::new(Filtered::new(
+            run.clone(),
+            Cached::new(cache.clone(), run.clone()),
+        )),
+        (true, None) => Arc::new(Filtered::new(run.clone(), run.clone())),
+        (false, Some(cache)) => Arc::new(Cached::new(cache.clone(), run.clone())),
+        (false, None) => Arc::new(run.clone()),
     }
 }
 

@@ -197,6 +197,10 @@ pub struct Block {
     /// Every entry's whole key, back to back (rebuilt from the shared prefixes).
     keys: Vec<u8>,
     spans: Vec<Span>,
+    /// An `array` block without holes or a versions section: its first key as a `u64`, the
+    /// keys of the entries after it each one more, so a lookup finds an entry by arithmetic
+    /// (the format's point) rather than by comparing keys.
+    dense_from: Option<u64>,
 }
 
 /// A block's entries decoded one at a time, in order, from its bytes as read (checksum
@@ -427,6 +431,7 @@ impl Block {
             keys: Vec::new(),
             spans: Vec::with_capacity(count),
             data: Vec::new(),
+            dense_from: None,
         };
         match version {
             BLOCK_VERSION => block.parse_entries(&data, start, &[], Some(count), Layout::V3)?,
@@ -471,6 +476,7 @@ impl Block {
             keys: Vec::new(),
             spans: Vec::new(),
             data: Vec::new(),
+            dense_from: None,
         };
         block.parse_entries(&data, start, &[], None, Layout::V3)?;
         if block.spans.is_empty() {
@@ -489,6 +495,7 @@ impl Block {
             keys: Vec::new(),
             spans: Vec::new(),
             data: Vec::new(),
+            dense_from: None,
         };
         // `parse_entries` skips the byte at `start`, a version byte in other blocks.
         versions
@@ -499,6 +506,8 @@ impl Block {
         keys.extend_from_slice(&versions.keys);
         let shift = |(a, b): (u32, u32)| (a + offset, b + offset);
         let floor = special.floor;
+        // Without versions every entry is the special section's, one per key.
+        let dense_from = special.dense_from.filter(|_| versions.spans.is_empty());
         let mut spans = Vec::with_capacity(special.entries.len() + versions.spans.len());
         let mut a = special.entries.into_iter().map(|(key, value)| Span {
             key,
@@ -532,7 +541,12 @@ impl Block {
                 y = b.next();
             }
         }
-        Ok(Block { data, keys, spans })
+        Ok(Block {
+            data,
+            keys,
+            spans,
+            dense_from,
+        })
     }
 
     /// Versions 2 to 4: entries one after another, each key sharing a prefix with the one
@@ -740,8 +754,19 @@ impl Block {
         }
     }
 
+    /// Whether lookups find entries by arithmetic (see `dense_from`).
+    #[cfg(test)]
+    pub fn is_dense(&self) -> bool {
+        self.dense_from.is_some()
+    }
+
     /// The index of the first entry whose key is at least `key`.
     pub fn seek(&self, key: &[u8]) -> usize {
+        if let (Some(first), Ok(key)) = (self.dense_from, <[u8; 8]>::try_from(key)) {
+            // 8-byte big-endian keys order as their integers do.
+            let at = u64::from_be_bytes(key).saturating_sub(first);
+            return at.min(self.spans.len() as u64) as usize;
+        }
         self.spans
             .partition_point(|s| self.keys[Self::range(s.key)].cmp(key) == Ordering::Less)
     }

@@ -478,6 +478,55 @@ mod tests {
         }
     }
 
+    /// An `array` block without holes or older versions finds keys by arithmetic: the same
+    /// entries, absences and neighbours as comparing keys finds, for keys of any length.
+    #[test]
+    fn a_dense_array_block_finds_by_arithmetic_what_comparing_finds() {
+        for (first, n, hole) in [
+            (5000u64, 100u64, None),
+            (0, 1, None),
+            (u64::MAX - 9, 10, None),
+            (7, 50, Some(20u64)),
+        ] {
+            let mut w = SpecialWriter::new(
+                FormatSpec::Array { size: 2 },
+                u64::MAX,
+                RangeDeletes::default(),
+            );
+            for k in (first..=first + (n - 1)).filter(|&k| Some(k - first) != hole) {
+                assert!(w.add(EntryRef {
+                    key: &k.to_be_bytes(),
+                    seq: 10,
+                    value: Some(&[k as u8, 1]),
+                }));
+            }
+            let b = w.finish();
+            let framing = Framing {
+                first_key: &b.first_key,
+                entries: b.entries,
+            };
+            let block = Block::parse_at(b.payload().to_vec(), 0, framing).unwrap();
+            assert_eq!(block.is_dense(), hole.is_none(), "{first} {n} {hole:?}");
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            for k in first.saturating_sub(3)..=first.saturating_add(n + 2) {
+                keys.push(k.to_be_bytes().to_vec());
+                let mut longer = k.to_be_bytes().to_vec();
+                longer.push(0);
+                keys.push(longer);
+                keys.push(k.to_be_bytes()[..7].to_vec());
+            }
+            keys.extend([vec![], vec![0xff; 9]]);
+            for key in &keys {
+                let compared = (0..block.len())
+                    .position(|i| block.entry(i).key >= key.as_slice())
+                    .unwrap_or(block.len());
+                assert_eq!(block.seek(key), compared, "{key:?}");
+                let raw = Block::find(b.payload(), 0, framing, key, u64::MAX).unwrap();
+                assert_eq!(raw, Some(block.found(key, u64::MAX)), "{key:?}");
+            }
+        }
+    }
+
     #[test]
     fn specialized_blocks_are_smaller_than_linear_ones() {
         let entries: Vec<Entry> = (0..200u64)

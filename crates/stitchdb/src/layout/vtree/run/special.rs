@@ -99,7 +99,7 @@ impl<'a> ArraySlots<'a> {
 
     /// The key of the last slot.
     fn last(&self) -> u64 {
-        self.base + self.slots - 1
+        self.base + (self.slots - 1)
     }
 
     fn holds(&self, slot: u64) -> bool {
@@ -135,6 +135,8 @@ pub struct SpecialSection {
     pub keys: Vec<u8>,
     pub entries: Vec<((u32, u32), (u32, u32))>,
     pub versions_at: usize,
+    /// An `array` section without holes: its first key, the keys after it each one more.
+    pub dense_from: Option<u64>,
 }
 
 /// Decodes the special section of the payload at `start` in `data` (its version byte
@@ -157,6 +159,7 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
         keys: Vec::new(),
         entries: Vec::with_capacity(count as usize),
         versions_at: 0,
+        dense_from: None,
     };
     match version {
         FIXED_VERSION => {
@@ -177,6 +180,7 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                 if present.len() as u64 != count || ends != (Some(&0), Some(&(slots.slots - 1))) {
                     return Err("array bitmap does not match its entry count".into());
                 }
+                s.dense_from = (slots.slots == count).then_some(slots.base);
                 for slot in present {
                     let at = s.keys.len() as u32;
                     s.keys.extend_from_slice(&(slots.base + slot).to_be_bytes());
