@@ -39,7 +39,7 @@
 //!    runs, and the overlay that stacks them into a table's read view), and its halves of
 //!    compaction and defragmentation. `layout::TableData` is what `db/` needs of any layout.
 //! 8. `manifest`: the checkpoint's root record and its encoding.
-//! 9. `version`: the immutable picture of every table (memtables, runs by level, read view).
+//! 9. `version`: the immutable picture of every table (its name, layout and data).
 //! 10. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.
 //! 11. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
 //!     snapshots, defragmentation, patchgroups, the public [`Db`].
