@@ -6,7 +6,7 @@
 use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::entry::{EntryRef, RangeDeletes};
-use crate::layout::FormatSpec;
+use crate::layout::{BlockFormat, CodingSpec, FormatSpec};
 use crate::manifest::{LogStart, Manifest, SnapshotMeta, TableMeta};
 use crate::options::Stitching;
 use crate::run::{
@@ -146,20 +146,33 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("run_block", "encoder", block),
         ("run_index", "encoder", index),
     ];
-    // A block of each specialized format: 8-byte keys, 4-byte values from a few, every
-    // tenth version above the horizon (its versions section).
+    // A block of each specialized format: 8-byte keys, 4-byte values from a few (small
+    // integers but for every ninth), every tenth version above the horizon (its versions
+    // section).
     let keyed: Vec<(Vec<u8>, u64, Vec<u8>)> = (0..40u64)
         .map(|k| (1000 + k + k / 7).to_be_bytes().to_vec())
         .enumerate()
-        .map(|(i, key)| (key, 100 + i as u64 % 10, vec![b'a' + (i % 3) as u8; 4]))
+        .map(|(i, key)| {
+            let value = match i % 9 {
+                8 => 70_000 + i as u32,
+                _ => 17 + i as u32 % 3,
+            };
+            (key, 100 + i as u64 % 10, value.to_le_bytes().to_vec())
+        })
         .collect();
+    let small = |format| BlockFormat {
+        coding: Some(CodingSpec::SmallInteger { bytes: 1 }),
+        format,
+    };
     for (name, format) in [
-        ("fixed", FormatSpec::Fixed { size: 4 }),
-        ("array", FormatSpec::Array { size: 4 }),
+        ("fixed", BlockFormat::plain(FormatSpec::Fixed { size: 4 })),
+        ("array", BlockFormat::plain(FormatSpec::Array { size: 4 })),
         (
             "unique-string",
-            FormatSpec::UniqueString { max: 8, len: 16 },
+            BlockFormat::plain(FormatSpec::UniqueString { max: 8, len: 16 }),
         ),
+        ("small-integer-fixed", small(FormatSpec::Fixed { size: 1 })),
+        ("small-integer-array", small(FormatSpec::Array { size: 1 })),
     ] {
         let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
         // Every entry fits one block: 40 keys close together, 3 distinct values.

@@ -8,6 +8,8 @@
 
 mod support;
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 use stitchdb::{Db, Disk, Durability, Error, Isolation, MemDisk, Options, TableId, WriteBatch};
 use support::table_contents;
@@ -276,4 +278,167 @@ fn a_merge_behind_a_memtable_keeps_the_memtables_delete_on_top() {
         assert_eq!(keys.len(), 33, "{layout}");
         db.check().unwrap();
     }
+}
+
+type Model = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Random puts (values from `value`), deletes, range deletes, flushes, compactions, reopens
+/// and scans held open across them, on a table of `layout` with keys 0..600 (big-endian, as
+/// `array` keeps them), checked against a `BTreeMap` as it goes and at the end.
+fn random_ops_match_a_btreemap(layout: &str, value: fn(&mut ChaCha8Rng) -> Vec<u8>) {
+    for seed in 0..3 {
+        let (disk, mut db) = store();
+        let t = db.create_table_with_layout("t", layout).unwrap();
+        let mut model = Model::new();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut held: Option<(stitchdb::DbIter, Model)> = None;
+        for _ in 0..4000 {
+            let k = rng.gen_range(0..600u64);
+            let key = k.to_be_bytes().to_vec();
+            match rng.gen_range(0..1000) {
+                0..700 => {
+                    let v = value(&mut rng);
+                    db.put(t, &key, &v).unwrap();
+                    model.insert(key, v);
+                }
+                700..850 => {
+                    db.delete(t, &key).unwrap();
+                    model.remove(&key);
+                }
+                850..870 => {
+                    let end = (k + rng.gen_range(1..30)).to_be_bytes().to_vec();
+                    db.delete_range(t, &key, &end).unwrap();
+                    model.retain(|k, _| *k < key || *k >= end);
+                }
+                870..900 => db.flush().unwrap(),
+                900..910 => db.compact().unwrap(),
+                910..915 => {
+                    held = None;
+                    db = reopen(&disk, db);
+                }
+                915..930 => {
+                    // A scan opened now sees the table as it is, whatever comes after.
+                    if let Some((scan, want)) = held.take() {
+                        let got: Model = scan.map(|r| r.unwrap()).collect();
+                        assert_eq!(got, want, "{layout}: a held scan");
+                    }
+                    held = Some((db.scan_prefix(t, b"").unwrap(), model.clone()));
+                }
+                _ => assert_eq!(db.get(t, &key).unwrap().as_ref(), model.get(&key)),
+            }
+        }
+        drop(held);
+        assert_eq!(table_contents(&db, t), model, "{layout}");
+        db.compact().unwrap();
+        let db = reopen(&disk, db);
+        assert_eq!(table_contents(&db, t), model, "{layout}");
+        for k in 0..600u64 {
+            let key = k.to_be_bytes().to_vec();
+            assert_eq!(db.get(t, &key).unwrap().as_ref(), model.get(&key));
+        }
+        db.check().unwrap();
+    }
+}
+
+/// A 4-byte little-endian integer, below 2^(8 * bytes) but one time in `odd` (never if 0).
+fn small_int(rng: &mut ChaCha8Rng, bytes: u32, odd: u32) -> Vec<u8> {
+    let n = match odd > 0 && rng.gen_range(0..odd) == 0 {
+        true => rng.gen_range(1 << (8 * bytes)..=u32::MAX),
+        false => rng.gen_range(0..1 << (8 * bytes)),
+    };
+    n.to_le_bytes().to_vec()
+}
+
+#[test]
+fn small_integer_tables_match_a_btreemap() {
+    random_ops_match_a_btreemap(
+        "managed -> btree(512) -> small-integer(1) -> array(1)",
+        |r| small_int(r, 1, 0),
+    );
+    random_ops_match_a_btreemap("managed -> small-integer(2) -> fixed(2)", |r| {
+        small_int(r, 2, 0)
+    });
+    random_ops_match_a_btreemap(
+        "managed -> quotient -> exception -> small-integer(3) -> array(3) -> linear",
+        |r| match r.gen_range(0..10) {
+            0 => b"not an integer".to_vec(),
+            _ => small_int(r, 3, 5),
+        },
+    );
+}
+
+#[test]
+fn small_integers_take_their_bytes_and_others_are_refused_or_kept() {
+    let (disk, db) = store();
+    let small = db
+        .create_table_with_layout("small", "managed -> btree -> small-integer(1) -> array(1)")
+        .unwrap();
+    let kept = db
+        .create_table_with_layout(
+            "kept",
+            "managed -> btree -> exception -> small-integer(1) -> array(1) -> linear",
+        )
+        .unwrap();
+    let err = db
+        .put(small, 1u64.to_be_bytes(), 256u32.to_le_bytes())
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::LayoutRejects { table, .. } if table == "small"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("below 2^8"), "{err}");
+    // One bad write in a batch: none of it is written.
+    let mut batch = WriteBatch::new();
+    batch.put(small, 2u64.to_be_bytes(), 7u32.to_le_bytes());
+    batch.put(small, 3u64.to_be_bytes(), b"abc");
+    assert!(db.write(&batch, Durability::Sync).is_err());
+    assert_eq!(db.get(small, 2u64.to_be_bytes()).unwrap(), None);
+    let n = 20_000u64;
+    let value = |k: u64| match k % 1000 {
+        // Kept whole by the exception's linear format.
+        999 => 1_000_000 + k as u32,
+        _ => (k % 200) as u32,
+    };
+    let default = db.create_table("ints").unwrap();
+    for t in [small, kept, default] {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+            let mut batch = WriteBatch::new();
+            for &k in chunk.iter().filter(|&&k| t != small || value(k) < 256) {
+                batch.put(t, k.to_be_bytes(), value(k).to_le_bytes());
+            }
+            db.write(&batch, Durability::Async).unwrap();
+        }
+    }
+    db.compact().unwrap();
+    let db = reopen(&disk, db);
+    let stats = db.stats();
+    let bytes = |name: &str| {
+        stats
+            .tables
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .run_bytes
+    };
+    let default_bytes = bytes("ints");
+    // A byte a value and its bitmap bit, against the default's key, sequence number, length
+    // and 4-byte value.
+    assert!(
+        bytes("small") * 5 < default_bytes,
+        "{} vs {default_bytes}",
+        bytes("small")
+    );
+    assert!(
+        bytes("kept") * 5 < default_bytes,
+        "{} vs {default_bytes}",
+        bytes("kept")
+    );
+    for k in [0, 1, 998, 999, 1999, n - 1] {
+        let want = value(k).to_le_bytes().to_vec();
+        assert_eq!(db.get(kept, k.to_be_bytes()).unwrap(), Some(want.clone()));
+        let want = (value(k) < 256).then_some(want);
+        assert_eq!(db.get(small, k.to_be_bytes()).unwrap(), want);
+    }
+    assert_eq!(table_contents(&db, kept).len() as u64, n);
+    db.check().unwrap();
 }

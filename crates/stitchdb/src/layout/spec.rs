@@ -10,8 +10,9 @@
 //! value without a key may only be the first parameter, and is the module's first parameter.
 //! Integers are plain decimal; `fp` is a decimal number (`0.01`, or `1e-2`). The modules, in the
 //! only order they may come, each at most once: `managed`; a filter (`quotient` or `bloom`);
-//! `btree`; `exception`; the format (`linear`, `fixed`, `array` or `unique-string`); and, only
-//! after `exception` and a specialized format (any but `linear`), `linear` last.
+//! `btree`; `exception`; a value coding (`small-integer`), directly over a `fixed` or `array`
+//! of its width; the format (`linear`, `fixed`, `array` or `unique-string`); and, only after
+//! `exception` and a specialized format (any but `linear`), `linear` last.
 
 use std::fmt;
 use std::str::FromStr;
@@ -50,9 +51,33 @@ pub struct LayoutSpec {
     pub filter: Option<FilterSpec>,
     /// The index over each run's blocks, if any.
     pub btree: Option<BtreeSpec>,
-    /// Whether pairs the format rejects go to a `linear` format stacked under it.
+    /// Whether pairs the modules under it reject go to a `linear` format stacked last.
     pub exception: bool,
+    /// How values are coded for the format, if they are (under `exception`, if any).
+    pub coding: Option<CodingSpec>,
     /// How a run's blocks hold their pairs.
+    pub format: FormatSpec,
+}
+
+/// A transforming layer that codes each value into fewer bytes for the `fixed` or `array`
+/// format under it, rejecting values it cannot code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodingSpec {
+    /// Values that are 4-byte little-endian `u32`s below `2^(8 * bytes)`, stored in their
+    /// low `bytes` bytes: `small-integer(bytes=N)`, N in 1..=3.
+    SmallInteger {
+        /// Bytes a value is stored in.
+        bytes: u32,
+    },
+}
+
+/// What a run's blocks are written in: the modules of a layout from the first transforming
+/// layer down to the format (the filter and index are the run's, and `exception` only
+/// decides which writes are refused: a block keeps in its versions section whatever its
+/// format does not take).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockFormat {
+    pub coding: Option<CodingSpec>,
     pub format: FormatSpec,
 }
 
@@ -139,6 +164,7 @@ impl Default for LayoutSpec {
                 node: DEFAULT_BTREE_NODE,
             }),
             exception: false,
+            coding: None,
             format: FormatSpec::Linear,
         }
     }
@@ -220,10 +246,18 @@ impl LayoutSpec {
             return Ok(());
         }
         let why = match value {
-            Some(value) => self.format.rejects(key, value),
+            Some(value) => self.block_format().rejects(key, value),
             None => self.format.rejects_key(key),
         };
         why.map_or(Ok(()), Err)
+    }
+
+    /// What the table's runs' blocks are written in.
+    pub fn block_format(&self) -> BlockFormat {
+        BlockFormat {
+            coding: self.coding,
+            format: self.format,
+        }
     }
 
     /// A run's block payload target, in bytes: the `btree` node, or
@@ -241,6 +275,56 @@ impl LayoutSpec {
     pub fn stitches(&self) -> bool {
         matches!(self.filter, None | Some(FilterSpec::Quotient { .. }))
             && self.format == FormatSpec::Linear
+    }
+}
+
+impl BlockFormat {
+    /// The blocks of `format` with no transforming layer over it.
+    pub fn plain(format: FormatSpec) -> BlockFormat {
+        BlockFormat {
+            coding: None,
+            format,
+        }
+    }
+
+    /// Why these blocks' special section cannot hold this pair, if it cannot: the coding's
+    /// reason, or the format's.
+    pub fn rejects(&self, key: &[u8], value: &[u8]) -> Option<String> {
+        match self.coding {
+            // The format under a coding has the coding's width: a key is all left to check.
+            Some(coding) => self
+                .format
+                .rejects_key(key)
+                .or_else(|| coding.rejects(value)),
+            None => self.format.rejects(key, value),
+        }
+    }
+}
+
+impl CodingSpec {
+    /// The bytes a coded value takes: the width of the format under it.
+    pub fn width(&self) -> u32 {
+        match *self {
+            CodingSpec::SmallInteger { bytes } => bytes,
+        }
+    }
+
+    /// Why the coding cannot hold `value`, if it cannot.
+    pub fn rejects(&self, value: &[u8]) -> Option<String> {
+        match *self {
+            CodingSpec::SmallInteger { bytes } => {
+                let Ok(int) = <[u8; 4]>::try_from(value) else {
+                    return Some(format!(
+                        "a {}-byte value in {self}: its values are 4-byte integers (u32 \
+                         little-endian)",
+                        value.len()
+                    ));
+                };
+                let int = u32::from_le_bytes(int);
+                (u64::from(int) >= 1 << (8 * bytes))
+                    .then(|| format!("{int} in {self}: its values are below 2^{}", 8 * bytes))
+            }
+        }
     }
 }
 
@@ -300,6 +384,9 @@ impl fmt::Display for LayoutSpec {
         if self.exception {
             f.write_str(" -> exception")?;
         }
+        if let Some(coding) = self.coding {
+            write!(f, " -> {coding}")?;
+        }
         write!(f, " -> {}", self.format)?;
         if self.exception {
             f.write_str(" -> linear")?;
@@ -317,6 +404,15 @@ impl fmt::Display for FilterSpec {
                 fp_rate: Some(fp_rate),
             } => write!(f, "quotient(fp={fp_rate})"),
             FilterSpec::Bloom { bits_per_key } => write!(f, "bloom(bits={bits_per_key})"),
+        }
+    }
+}
+
+impl fmt::Display for CodingSpec {
+    /// The canonical form of the coding's module.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CodingSpec::SmallInteger { bytes } => write!(f, "small-integer(bytes={bytes})"),
         }
     }
 }
@@ -343,6 +439,7 @@ enum Kind {
     Bloom,
     Btree,
     Exception,
+    SmallInteger,
     Linear,
     Fixed,
     Array,
@@ -350,12 +447,13 @@ enum Kind {
 }
 
 /// Every module, in the order the unknown-module message lists them.
-const KINDS: [Kind; 9] = [
+const KINDS: [Kind; 10] = [
     Kind::Managed,
     Kind::Quotient,
     Kind::Bloom,
     Kind::Btree,
     Kind::Exception,
+    Kind::SmallInteger,
     Kind::Linear,
     Kind::Fixed,
     Kind::Array,
@@ -369,6 +467,7 @@ enum Stage {
     Filter,
     Btree,
     Exception,
+    Coding,
     Format,
 }
 
@@ -412,6 +511,12 @@ const BTREE_PARAMS: &[ParamDef] = &[ParamDef {
 const SIZE_PARAMS: &[ParamDef] = &[ParamDef {
     key: "size",
     range: Range::Int { min: 1, max: 4096 },
+    required: true,
+}];
+
+const SMALL_INTEGER_PARAMS: &[ParamDef] = &[ParamDef {
+    key: "bytes",
+    range: Range::Int { min: 1, max: 3 },
     required: true,
 }];
 
@@ -495,6 +600,7 @@ impl Kind {
             Kind::Bloom => "bloom",
             Kind::Btree => "btree",
             Kind::Exception => "exception",
+            Kind::SmallInteger => "small-integer",
             Kind::Linear => "linear",
             Kind::Fixed => "fixed",
             Kind::Array => "array",
@@ -512,6 +618,7 @@ impl Kind {
             Kind::Quotient | Kind::Bloom => Stage::Filter,
             Kind::Btree => Stage::Btree,
             Kind::Exception => Stage::Exception,
+            Kind::SmallInteger => Stage::Coding,
             Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString => Stage::Format,
         }
     }
@@ -528,6 +635,7 @@ impl Kind {
             Kind::Btree => BTREE_PARAMS,
             Kind::Fixed | Kind::Array => SIZE_PARAMS,
             Kind::UniqueString => UNIQUE_STRING_PARAMS,
+            Kind::SmallInteger => SMALL_INTEGER_PARAMS,
             Kind::Managed | Kind::Exception | Kind::Linear => &[],
         }
     }
@@ -682,6 +790,8 @@ struct Stack {
     btree: Option<BtreeSpec>,
     /// The number of the `exception` module.
     exception: Option<usize>,
+    /// The value coding, and its module's number and kind.
+    coding: Option<(usize, Kind, CodingSpec)>,
     /// The format, and its module's number and kind.
     format: Option<(usize, Kind, FormatSpec)>,
     /// Whether the `linear` after `exception`'s specialized format has come.
@@ -714,6 +824,12 @@ impl Stack {
                 });
             }
             Kind::Exception => self.exception = Some(n),
+            Kind::SmallInteger => {
+                let coding = CodingSpec::SmallInteger {
+                    bytes: int(values, 0, 0),
+                };
+                self.coding = Some((n, kind, coding));
+            }
             Kind::Linear if self.format.is_some() => self.final_linear = true,
             Kind::Linear => self.format = Some((n, kind, FormatSpec::Linear)),
             Kind::Fixed => {
@@ -732,7 +848,25 @@ impl Stack {
                 self.format = Some((n, kind, format));
             }
         }
+        if let (Some((_, _, coding)), Some((_, _, format))) = (self.coding, self.format) {
+            if let Some(why) = Self::under_coding(coding, format) {
+                return Err(why);
+            }
+        }
         Ok(())
+    }
+
+    /// Why `format` cannot be the format under `coding`, if it cannot: only a `fixed` or
+    /// `array` of the coding's width can.
+    fn under_coding(coding: CodingSpec, format: FormatSpec) -> Option<String> {
+        let width = coding.width();
+        match format {
+            FormatSpec::Fixed { size } | FormatSpec::Array { size } if size == width => None,
+            _ => Some(format!(
+                "{format} cannot be under {coding}: its coded values are {width} bytes, so \
+                 the format is fixed({width}) or array({width})"
+            )),
+        }
     }
 
     /// Why `kind` cannot be the next module, if it cannot.
@@ -794,9 +928,13 @@ impl Stack {
         if kind.stage() < prev.stage() {
             return Err(format!(
                 "{name:?} cannot follow {:?} (the order is managed, a filter, btree, \
-                 exception, the format)",
+                 exception, a coding, the format)",
                 prev.name()
             ));
+        }
+        if self.coding.is_some() {
+            // `push` checks the format under the coding.
+            return Ok(());
         }
         if kind == Kind::Linear && self.exception.is_some() {
             return Err(
@@ -845,6 +983,7 @@ impl Stack {
             filter: self.filter,
             btree: self.btree,
             exception: self.exception.is_some(),
+            coding: self.coding.map(|(_, _, coding)| coding),
             format,
         })
     }
@@ -878,6 +1017,7 @@ mod tests {
                 filter: Some(FilterSpec::Bloom { bits_per_key: 10 }),
                 btree: Some(BtreeSpec { node: 4096 }),
                 exception: false,
+                coding: None,
                 format: FormatSpec::Linear,
             }
         );
@@ -894,6 +1034,7 @@ mod tests {
                 filter: None,
                 btree: Some(BtreeSpec { node: 4096 }),
                 exception: false,
+                coding: None,
                 format: FormatSpec::Fixed { size: 8 },
             }
         );
@@ -910,6 +1051,7 @@ mod tests {
                 filter: None,
                 btree: None,
                 exception: true,
+                coding: None,
                 format: FormatSpec::UniqueString { max: 255, len: 255 },
             }
         );
@@ -959,6 +1101,7 @@ mod tests {
                 }),
                 btree: Some(BtreeSpec { node: 8192 }),
                 exception: true,
+                coding: None,
                 format: FormatSpec::UniqueString { max: 100, len: 20 },
             }
         );
@@ -1003,7 +1146,8 @@ mod tests {
         assert_eq!(
             error("managed -> fixd(8)").to_string(),
             "layout \"managed -> fixd(8)\": module 2 \"fixd\": unknown module (modules: \
-             managed, quotient, bloom, btree, exception, linear, fixed, array, unique-string)"
+             managed, quotient, bloom, btree, exception, small-integer, linear, fixed, array, \
+             unique-string)"
         );
     }
 
@@ -1194,6 +1338,43 @@ mod tests {
             "module 4 \"btree\"",
             "\"btree\" cannot follow \"fixed\": after \"exception -> fixed\" only \"linear\"",
         ),
+        // Codings.
+        (
+            "managed -> small-integer(2) -> fixed(8)",
+            "module 3 \"fixed\"",
+            "fixed(size=8) cannot be under small-integer(bytes=2): its coded values are 2 \
+             bytes, so the format is fixed(2) or array(2)",
+        ),
+        (
+            "managed -> exception -> small-integer(1) -> unique-string -> linear",
+            "module 4 \"unique-string\"",
+            "cannot be under small-integer(bytes=1)",
+        ),
+        (
+            "managed -> small-integer(1) -> linear",
+            "module 3 \"linear\"",
+            "cannot be under small-integer(bytes=1)",
+        ),
+        (
+            "managed -> small-integer(1) -> exception -> fixed(1) -> linear",
+            "module 3 \"exception\"",
+            "cannot follow \"small-integer\"",
+        ),
+        (
+            "managed -> small-integer(1)",
+            "module 2 \"small-integer\"",
+            "missing format",
+        ),
+        (
+            "managed -> small-integer(4) -> fixed(4)",
+            "module 2 \"small-integer\"",
+            "\"4\" is out of range (1 to 3)",
+        ),
+        (
+            "managed -> small-integer -> fixed(1)",
+            "module 2 \"small-integer\"",
+            "missing parameter \"bytes\"",
+        ),
         // Parameters.
         (
             "managed -> fixed(sz=8)",
@@ -1344,50 +1525,70 @@ mod tests {
         }
     }
 
-    /// Every layout of the modules with their parameters left out (`fixed` and `array` with
-    /// a size), in order, built from the rules rather than by the parser.
+    /// The modules the exhaustive test stacks, parameters given where a module needs them.
+    const MODULES: &[&str] = &[
+        "managed",
+        "quotient",
+        "bloom",
+        "btree",
+        "exception",
+        "small-integer(1)",
+        "linear",
+        "fixed(8)",
+        "array(8)",
+        "unique-string",
+        "fixed(1)",
+        "array(1)",
+    ];
+
+    /// Every layout of [`MODULES`], in order, built from the rules rather than by the parser.
     fn valid_sequences() -> Vec<Vec<&'static str>> {
+        // What may come under the index: a format, or a coding over a format of its width,
+        // alone or under `exception` with `linear` last.
+        let mut lowers: Vec<Vec<&str>> = vec![vec!["linear"]];
+        let mut specialized: Vec<Vec<&str>> = ["fixed(8)", "array(8)", "unique-string"]
+            .iter()
+            .chain(&["fixed(1)", "array(1)"])
+            .map(|&f| vec![f])
+            .collect();
+        specialized.extend([
+            vec!["small-integer(1)", "fixed(1)"],
+            vec!["small-integer(1)", "array(1)"],
+        ]);
+        for lower in specialized {
+            lowers.push([&["exception"], &lower[..], &["linear"]].concat());
+            lowers.push(lower);
+        }
         let mut valid = Vec::new();
         for filter in [None, Some("quotient"), Some("bloom")] {
             for btree in [None, Some("btree")] {
                 let head: Vec<&str> = ["managed"].into_iter().chain(filter).chain(btree).collect();
-                for format in ["linear", "fixed(8)", "array(8)", "unique-string"] {
-                    valid.push([&head[..], &[format]].concat());
-                    if format != "linear" {
-                        valid.push([&head[..], &["exception", format, "linear"]].concat());
-                    }
+                for lower in &lowers {
+                    valid.push([&head[..], lower].concat());
                 }
             }
         }
         valid
     }
 
+    /// Every layout that is a valid one or one more module after a beginning of a valid one
+    /// parses exactly when the rules allow it; and one that no valid layout begins with fails
+    /// at its last module, so no longer layout starting with it parses either.
     #[test]
     fn exactly_the_layouts_the_rules_allow_parse() {
         let valid = valid_sequences();
-        assert_eq!(valid.len(), 3 * 2 * 7);
-        let names = [
-            "managed",
-            "quotient",
-            "bloom",
-            "btree",
-            "exception",
-            "linear",
-            "fixed(8)",
-            "array(8)",
-            "unique-string",
-        ];
-        // Every sequence of up to six modules (the longest layout has six).
-        let mut ok = 0;
-        let mut seq: Vec<usize> = Vec::new();
-        for len in 1..=6u32 {
-            for mut code in 0..names.len().pow(len) {
-                seq.clear();
-                for _ in 0..len {
-                    seq.push(code % names.len());
-                    code /= names.len();
+        let mut starts: Vec<Vec<&str>> = vec![vec![]];
+        for v in &valid {
+            for n in 1..=v.len() {
+                if !starts.contains(&v[..n].to_vec()) {
+                    starts.push(v[..n].to_vec());
                 }
-                let modules: Vec<&str> = seq.iter().map(|&i| names[i]).collect();
+            }
+        }
+        let mut ok = 0;
+        for start in &starts {
+            for &module in MODULES {
+                let modules = [&start[..], &[module]].concat();
                 let layout = modules.join(" -> ");
                 match LayoutSpec::parse(&layout) {
                     Ok(spec) => {
@@ -1400,6 +1601,9 @@ mod tests {
                         let (n, name) = e.module.as_ref().expect("a module named");
                         assert!(*n >= 1 && *n <= modules.len(), "{layout:?}: {e}");
                         assert!(modules[n - 1].starts_with(name.as_str()), "{layout:?}: {e}");
+                        if !starts.contains(&modules) {
+                            assert_eq!(*n, modules.len(), "{layout:?}: {e}");
+                        }
                     }
                 }
             }
@@ -1457,6 +1661,32 @@ mod tests {
         assert!(unique.check_write(b"k", Some(b"abcd")).is_err());
         assert_eq!(unique.check_write(b"k", None), Ok(()));
 
+        let small = parse("managed -> small-integer(2) -> array(2)");
+        let int = |n: u32| n.to_le_bytes();
+        assert_eq!(small.check_write(&key8, Some(&int(65535))), Ok(()));
+        assert_eq!(
+            small.check_write(&key8, Some(&int(65536))),
+            Err("65536 in small-integer(bytes=2): its values are below 2^16".to_string())
+        );
+        assert_eq!(
+            small.check_write(&key8, Some(b"ab")),
+            Err(
+                "a 2-byte value in small-integer(bytes=2): its values are 4-byte integers \
+                 (u32 little-endian)"
+                    .to_string()
+            )
+        );
+        assert!(small
+            .check_write(b"short", Some(&int(1)))
+            .unwrap_err()
+            .contains("5-byte key"));
+        assert!(small.check_write(b"short", None).is_err());
+        assert_eq!(small.check_write(&key8, None), Ok(()));
+        let small = parse("managed -> exception -> small-integer(1) -> fixed(1) -> linear");
+        assert!(small.block_format().rejects(b"k", &int(256)).is_some());
+        assert_eq!(small.block_format().rejects(b"k", &int(255)), None);
+        assert_eq!(small.check_write(b"k", Some(&int(256))), Ok(()));
+
         // With `exception` the format still rejects, but every write passes.
         for layout in [
             "managed -> exception -> fixed(8) -> linear",
@@ -1499,15 +1729,23 @@ mod tests {
             (1u32..=32).prop_map(|bits_per_key| Some(FilterSpec::Bloom { bits_per_key })),
         ];
         let btree = prop::option::of((512u32..=65536).prop_map(|node| BtreeSpec { node }));
-        let format = prop_oneof![
-            Just(FormatSpec::Linear).prop_map(|f| (false, f)),
-            specialized().prop_map(|f| (false, f)),
-            specialized().prop_map(|f| (true, f)),
+        let coded = (1u32..=3, any::<bool>()).prop_map(|(bytes, array)| {
+            let format = match array {
+                true => FormatSpec::Array { size: bytes },
+                false => FormatSpec::Fixed { size: bytes },
+            };
+            (Some(CodingSpec::SmallInteger { bytes }), format)
+        });
+        let lower = prop_oneof![
+            Just((false, None, FormatSpec::Linear)),
+            (any::<bool>(), specialized()).prop_map(|(e, f)| (e, None, f)),
+            (any::<bool>(), coded).prop_map(|(e, (c, f))| (e, c, f)),
         ];
-        (filter, btree, format).prop_map(|(filter, btree, (exception, format))| LayoutSpec {
+        (filter, btree, lower).prop_map(|(filter, btree, (exception, coding, format))| LayoutSpec {
             filter,
             btree,
             exception,
+            coding,
             format,
         })
     }
@@ -1518,6 +1756,7 @@ mod tests {
         "bloom",
         "btree",
         "exception",
+        "small-integer",
         "linear",
         "fixed",
         "array",
@@ -1526,7 +1765,9 @@ mod tests {
         "",
         "Managed",
     ];
-    const KEYS: &[&str] = &["fp", "bits", "node", "size", "max", "len", "x", "", " "];
+    const KEYS: &[&str] = &[
+        "fp", "bits", "node", "size", "max", "len", "bytes", "x", "", " ",
+    ];
     const VALUES: &[&str] = &[
         "0",
         "1",

@@ -24,15 +24,15 @@
 //! stitch them into another run unread), so a unique-string block carries its own dictionary.
 
 use super::block::{BlockWriter, FinishedBlock};
-use super::special::{array_key, ARRAY_SLOTS, ARRAY_VERSION, FIXED_VERSION, UNIQUE_VERSION};
+use super::special::{array_key, Layers, ARRAY_SLOTS};
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::entry::{EntryRef, RangeDeletes};
-use crate::layout::FormatSpec;
+use crate::layout::{BlockFormat, CodingSpec, FormatSpec};
 use std::collections::HashMap;
 
 /// Fills one specialized block.
 pub struct SpecialWriter {
-    format: FormatSpec,
+    format: BlockFormat,
     horizon: u64,
     ranges: RangeDeletes,
     /// The special section's entries (keys shared with the previous special key).
@@ -70,7 +70,7 @@ enum Section {
 impl SpecialWriter {
     /// A writer of `format` blocks (not `linear`) for a run whose range tombstones are
     /// `ranges`, keeping versions above `horizon` in the versions section.
-    pub fn new(format: FormatSpec, horizon: u64, ranges: RangeDeletes) -> SpecialWriter {
+    pub fn new(format: BlockFormat, horizon: u64, ranges: RangeDeletes) -> SpecialWriter {
         SpecialWriter {
             format,
             horizon,
@@ -115,7 +115,7 @@ impl SpecialWriter {
         if self.special_count == 0 {
             return true;
         }
-        match self.format {
+        match self.format.format {
             FormatSpec::Array { .. } => array_key(e.key).is_some_and(|k| {
                 k.checked_sub(self.base)
                     .is_some_and(|slot| slot < ARRAY_SLOTS)
@@ -148,9 +148,9 @@ impl SpecialWriter {
     }
 
     fn add_special(&mut self, e: &EntryRef) {
-        let value = e.value.unwrap_or_default();
+        let value = self.stored(e.value.unwrap_or_default());
         self.floor = self.floor.max(e.seq);
-        match self.format {
+        match self.format.format {
             FormatSpec::Array { .. } => {
                 // `section` checked the key's shape; `fits` its distance.
                 let k = array_key(e.key).unwrap_or_default();
@@ -189,6 +189,15 @@ impl SpecialWriter {
         self.last_special.extend_from_slice(e.key);
     }
 
+    /// The bytes the special section stores of `value` (which `section` let in): a small
+    /// integer's low bytes (its first, little-endian), else the value.
+    fn stored<'v>(&self, value: &'v [u8]) -> &'v [u8] {
+        match self.format.coding {
+            Some(CodingSpec::SmallInteger { bytes }) => &value[..bytes as usize],
+            None => value,
+        }
+    }
+
     /// The key, as the bytes it does not share with the previous special key.
     fn put_special_key(&mut self, key: &[u8]) {
         let shared = if self.special_count == 0 {
@@ -206,7 +215,7 @@ impl SpecialWriter {
 
     /// The payload size so far (about: the header's varints are counted at their largest).
     pub fn size(&self) -> usize {
-        let bitmap = match self.format {
+        let bitmap = match self.format.format {
             FormatSpec::Array { .. } => self.next_slot.div_ceil(8) as usize + 8,
             _ => 0,
         };
@@ -220,15 +229,16 @@ impl SpecialWriter {
 
     /// The finished block; the writer is reset.
     pub fn finish(&mut self) -> FinishedBlock {
-        let (version, size) = match self.format {
-            FormatSpec::Fixed { size } => (FIXED_VERSION, size),
-            FormatSpec::Array { size } => (ARRAY_VERSION, size),
-            FormatSpec::UniqueString { .. } => (UNIQUE_VERSION, 0),
+        let size = match self.format.format {
+            FormatSpec::Fixed { size } | FormatSpec::Array { size } => size,
+            FormatSpec::UniqueString { .. } => 0,
             FormatSpec::Linear => unreachable_linear(),
         };
         let section = self.special_section(size);
         let mut out = Vec::with_capacity(section.len() + self.versions.size() + 32);
+        let (version, layers) = Layers::of(self.format).encode();
         out.push(version);
+        out.extend(layers);
         put_varint(&mut out, self.floor);
         put_varint(&mut out, self.special_count);
         // The special section's length: a lookup goes straight to the versions section.
@@ -251,7 +261,7 @@ impl SpecialWriter {
     /// The special section's bytes (docs/format.md, "Specialized blocks").
     fn special_section(&self, size: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.size());
-        match self.format {
+        match self.format.format {
             FormatSpec::Fixed { .. } => {
                 put_varint(&mut out, u64::from(size));
                 out.extend_from_slice(&self.special);
@@ -325,12 +335,20 @@ mod tests {
     use crate::run::special::decode_special;
     use proptest::prelude::*;
 
-    fn formats() -> impl Strategy<Value = FormatSpec> {
-        prop_oneof![
+    fn formats() -> impl Strategy<Value = BlockFormat> {
+        let plain = prop_oneof![
             (1..12u32).prop_map(|size| FormatSpec::Fixed { size }),
             (1..12u32).prop_map(|size| FormatSpec::Array { size }),
             (1..5u32, 1..12u32).prop_map(|(max, len)| FormatSpec::UniqueString { max, len }),
-        ]
+        ];
+        let small = (1..=3u32, any::<bool>()).prop_map(|(bytes, array)| BlockFormat {
+            coding: Some(CodingSpec::SmallInteger { bytes }),
+            format: match array {
+                true => FormatSpec::Array { size: bytes },
+                false => FormatSpec::Fixed { size: bytes },
+            },
+        });
+        prop_oneof![plain.prop_map(BlockFormat::plain), small]
     }
 
     /// Sorted versions (key ascending, newest first), keys mostly 8 bytes and near each
@@ -342,6 +360,8 @@ mod tests {
         ];
         let value = prop_oneof![
             6 => (0..4u8).prop_map(|v| Some(vec![v; 4])),
+            // Integers, most of them small.
+            4 => prop_oneof![0..300u32, any::<u32>()].prop_map(|n| Some(n.to_le_bytes().to_vec())),
             2 => proptest::collection::vec(any::<u8>(), 0..12).prop_map(Some),
             1 => Just(None),
         ];
@@ -357,7 +377,7 @@ mod tests {
     /// Writes `entries` as blocks of `format` the way a run builder does (a new block where
     /// the writer asks), and parses each back.
     fn round_trip(
-        format: FormatSpec,
+        format: BlockFormat,
         horizon: u64,
         ranges: &RangeDeletes,
         entries: &[Entry],
@@ -470,7 +490,7 @@ mod tests {
 
         /// Damaged bytes are an error or some block, never a panic.
         #[test]
-        fn any_bytes_parse_or_fail(bytes in proptest::collection::vec(any::<u8>(), 0..200), v in 5..8u8) {
+        fn any_bytes_parse_or_fail(bytes in proptest::collection::vec(any::<u8>(), 0..200), v in 5..9u8) {
             let mut bytes = bytes;
             bytes.insert(0, v);
             let _ = Block::parse_standalone(bytes.clone(), 0);
@@ -488,7 +508,11 @@ mod tests {
             })
             .collect();
         let size = |format| {
-            let mut w = SpecialWriter::new(format, u64::MAX, RangeDeletes::default());
+            let mut w = SpecialWriter::new(
+                BlockFormat::plain(format),
+                u64::MAX,
+                RangeDeletes::default(),
+            );
             for e in &entries {
                 assert!(w.add(EntryRef {
                     key: &e.key,

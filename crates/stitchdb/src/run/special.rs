@@ -2,15 +2,148 @@
 //! the block versions, and the decoder a parsed block and a repair read it with.
 
 use crate::codec::Reader;
+use crate::layout::{BlockFormat, CodingSpec, FormatSpec};
+use std::borrow::Cow;
 
 /// Block versions of the specialized formats (after the linear versions 1 to 4).
 pub const FIXED_VERSION: u8 = 5;
 pub const ARRAY_VERSION: u8 = 6;
 pub const UNIQUE_VERSION: u8 = 7;
+/// A specialized block with transforming layers: a byte after the version names its format
+/// and layers ([`Layers`]); versions 5 to 7 are blocks without any.
+pub const LAYERED_VERSION: u8 = 8;
 
 /// Whether a payload's first byte names a specialized block.
 pub fn is_special(version: u8) -> bool {
-    matches!(version, FIXED_VERSION | ARRAY_VERSION | UNIQUE_VERSION)
+    matches!(
+        version,
+        FIXED_VERSION | ARRAY_VERSION | UNIQUE_VERSION | LAYERED_VERSION
+    )
+}
+
+/// The format of a specialized block's special section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    Fixed,
+    Array,
+    Unique,
+}
+
+/// How a special section's stored values read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coding {
+    /// As stored.
+    Raw,
+    /// `small-integer`: a little-endian integer of the value size's bytes, read as a 4-byte
+    /// little-endian `u32`.
+    Int,
+}
+
+/// What a specialized block holds: its format and the transforming layers over it. A block
+/// names them (its version, and a version 8 block its layers byte), so it reads without the
+/// table's layout (a repair, a stitched block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layers {
+    pub base: Base,
+    pub coding: Coding,
+}
+
+impl Layers {
+    /// The layers blocks of `format` are written with (`format.format` is not `linear`).
+    pub fn of(format: BlockFormat) -> Layers {
+        let base = match format.format {
+            FormatSpec::Fixed { .. } => Base::Fixed,
+            FormatSpec::Array { .. } => Base::Array,
+            _ => Base::Unique,
+        };
+        let coding = match format.coding {
+            None => Coding::Raw,
+            Some(CodingSpec::SmallInteger { .. }) => Coding::Int,
+        };
+        Layers { base, coding }
+    }
+
+    /// The block's version byte, and for version 8 its layers byte: bits 0-1 the format
+    /// (0 fixed, 1 array, 2 unique-string), bits 2-3 the coding (0 none, 1 small-integer).
+    pub fn encode(&self) -> (u8, Option<u8>) {
+        if self.coding == Coding::Raw {
+            let version = match self.base {
+                Base::Fixed => FIXED_VERSION,
+                Base::Array => ARRAY_VERSION,
+                Base::Unique => UNIQUE_VERSION,
+            };
+            return (version, None);
+        }
+        let base = match self.base {
+            Base::Fixed => 0,
+            Base::Array => 1,
+            Base::Unique => 2,
+        };
+        let coding = match self.coding {
+            Coding::Raw => 0,
+            Coding::Int => 1,
+        };
+        (LAYERED_VERSION, Some(base | coding << 2))
+    }
+
+    /// The layers of a block of `version`, reading its layers byte from `r` (version 8).
+    fn read(version: u8, r: &mut Reader) -> Result<Layers, String> {
+        let plain = |base| Layers {
+            base,
+            coding: Coding::Raw,
+        };
+        match version {
+            FIXED_VERSION => return Ok(plain(Base::Fixed)),
+            ARRAY_VERSION => return Ok(plain(Base::Array)),
+            UNIQUE_VERSION => return Ok(plain(Base::Unique)),
+            LAYERED_VERSION => {}
+            v => return Err(format!("block version {v} is not a specialized format")),
+        }
+        let byte = r.u8()?;
+        let base = match byte & 3 {
+            0 => Base::Fixed,
+            1 => Base::Array,
+            2 => Base::Unique,
+            _ => return Err(format!("layers byte {byte:#04x}: unknown format")),
+        };
+        let coding = match (byte >> 2 & 3, base) {
+            (0, _) => Coding::Raw,
+            (1, Base::Fixed | Base::Array) => Coding::Int,
+            _ => {
+                return Err(format!(
+                    "layers byte {byte:#04x}: unknown coding for its format"
+                ))
+            }
+        };
+        if byte >> 4 != 0 {
+            return Err(format!("layers byte {byte:#04x}: unknown layers"));
+        }
+        Ok(Layers { base, coding })
+    }
+
+    /// The value size `S` of a `fixed` or `array` section, read and checked against the
+    /// coding: a `small-integer` stores 1 to 3 bytes.
+    fn value_size(&self, r: &mut Reader) -> Result<usize, String> {
+        let size = value_size(r)?;
+        match self.coding {
+            Coding::Int if size > 3 => Err(format!("small-integer of {size} bytes")),
+            _ => Ok(size),
+        }
+    }
+
+    /// The value an entry whose section stores `stored` reads as: the stored bytes
+    /// themselves, or what the coding makes of them.
+    fn value<'a>(&self, stored: &'a [u8]) -> Cow<'a, [u8]> {
+        match self.coding {
+            Coding::Raw => Cow::Borrowed(stored),
+            Coding::Int => Cow::Owned(le_int(stored).to_le_bytes().to_vec()),
+        }
+    }
+}
+
+/// The little-endian integer of 1 to 4 bytes `b`.
+pub fn le_int(b: &[u8]) -> u32 {
+    b.iter().rev().fold(0, |n, &byte| n << 8 | u32::from(byte))
 }
 
 /// An array block's slots (present or holes) at most: a key further from the block's first
@@ -24,7 +157,7 @@ pub fn array_key(key: &[u8]) -> Option<u64> {
 
 /// What a specialized block's first bytes say.
 struct Header {
-    version: u8,
+    layers: Layers,
     floor: u64,
     count: u64,
     /// Where the special section ends (and the versions section starts).
@@ -34,11 +167,12 @@ struct Header {
 /// Reads the header of the block `r` is at, up to the special section.
 fn header(r: &mut Reader) -> Result<Header, String> {
     let version = r.u8()?;
+    let layers = Layers::read(version, r)?;
     let floor = r.varint()?;
     let count = r.varint()?;
     let len = r.len()?;
     Ok(Header {
-        version,
+        layers,
         floor,
         count,
         section_end: r.pos() + len,
@@ -129,11 +263,14 @@ impl<'a> ArraySlots<'a> {
 }
 
 /// A specialized block's special section, decoded: each entry's key (whole) and where its
-/// value lies in the payload; and where the versions section starts.
+/// value lies, and where the versions section starts. A value a coding makes is not in the
+/// payload: it is in `values`, which a parsed block appends to its bytes, so its place counts
+/// on from the end of `data`.
 pub struct SpecialSection {
     pub floor: u64,
     pub keys: Vec<u8>,
     pub entries: Vec<((u32, u32), (u32, u32))>,
+    pub values: Vec<u8>,
     pub versions_at: usize,
 }
 
@@ -143,7 +280,7 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
     let mut r = Reader::new(data);
     r.take(start)?;
     let Header {
-        version,
+        layers,
         floor,
         count,
         section_end,
@@ -156,20 +293,22 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
         floor,
         keys: Vec::new(),
         entries: Vec::with_capacity(count as usize),
+        values: Vec::new(),
         versions_at: 0,
     };
-    match version {
-        FIXED_VERSION => {
-            let size = value_size(&mut r)?;
+    match layers.base {
+        Base::Fixed => {
+            let size = layers.value_size(&mut r)?;
             for i in 0..count {
                 let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
                 let at = r.pos();
-                r.take(size).map_err(|e| format!("entry {i}: {e}"))?;
-                s.entries.push((key, (at as u32, (at + size) as u32)));
+                let stored = r.take(size).map_err(|e| format!("entry {i}: {e}"))?;
+                let value = s.place(data.len(), at, layers.value(stored));
+                s.entries.push((key, value));
             }
         }
-        ARRAY_VERSION => {
-            let size = value_size(&mut r)?;
+        Base::Array => {
+            let size = layers.value_size(&mut r)?;
             if count > 0 {
                 let slots = ArraySlots::read(&mut r, count)?;
                 let present: Vec<u64> = slots.present().collect();
@@ -181,13 +320,12 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                     let at = s.keys.len() as u32;
                     s.keys.extend_from_slice(&(slots.base + slot).to_be_bytes());
                     let v = r.pos();
-                    r.take(size)?;
-                    s.entries
-                        .push(((at, at + 8), (v as u32, (v + size) as u32)));
+                    let value = s.place(data.len(), v, layers.value(r.take(size)?));
+                    s.entries.push(((at, at + 8), value));
                 }
             }
         }
-        UNIQUE_VERSION => {
+        Base::Unique => {
             let distinct = dictionary_len(&mut r)?;
             let mut dict = Vec::with_capacity(distinct as usize);
             for _ in 0..distinct {
@@ -205,7 +343,6 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                 s.entries.push((key, value));
             }
         }
-        v => return Err(format!("block version {v} is not a specialized format")),
     }
     if r.pos() != section_end {
         return Err(format!(
@@ -219,6 +356,19 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
 }
 
 impl SpecialSection {
+    /// Where an entry's value lies: at `at` in the payload when stored as it reads, else
+    /// made into `values` (which follows the `data_len` bytes of the payload's buffer).
+    fn place(&mut self, data_len: usize, at: usize, value: Cow<[u8]>) -> (u32, u32) {
+        match value {
+            Cow::Borrowed(v) => (at as u32, (at + v.len()) as u32),
+            Cow::Owned(v) => {
+                let start = data_len + self.values.len();
+                self.values.extend_from_slice(&v);
+                (start as u32, (start + v.len()) as u32)
+            }
+        }
+    }
+
     /// Reads a key sharing a prefix with the previous one, which it must follow.
     fn push_key(&mut self, r: &mut Reader) -> Result<(u32, u32), String> {
         let (shared, rest) = (r.varint()?, r.bytes()?);
@@ -243,7 +393,7 @@ impl SpecialSection {
 /// What the special section of a block holds of one key.
 pub struct SpecialLookup<'a> {
     /// Its version there: the block's floor and the value.
-    pub version: Option<(u64, &'a [u8])>,
+    pub version: Option<(u64, Cow<'a, [u8]>)>,
     /// A larger key is in the special section.
     pub larger: bool,
     /// Where the versions section starts.
@@ -267,9 +417,10 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
     let at = r.pos();
     let mut r = Reader::new(section);
     r.take(at)?;
-    match h.version {
-        ARRAY_VERSION => {
-            let size = value_size(&mut r)?;
+    let layers = h.layers;
+    match layers.base {
+        Base::Array => {
+            let size = layers.value_size(&mut r)?;
             if h.count == 0 {
                 return Ok(lookup);
             }
@@ -282,13 +433,13 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
             lookup.larger = k < slots.last();
             if let Some(i) = slots.entry(k).filter(|&i| i < h.count) {
                 r.take(i as usize * size)?;
-                lookup.version = Some((h.floor, r.take(size)?));
+                lookup.version = Some((h.floor, layers.value(r.take(size)?)));
             }
         }
-        FIXED_VERSION | UNIQUE_VERSION => {
-            let fixed = h.version == FIXED_VERSION;
+        Base::Fixed | Base::Unique => {
+            let fixed = layers.base == Base::Fixed;
             let (value_size, dict_at, distinct) = match fixed {
-                true => (value_size(&mut r)?, 0, 0),
+                true => (layers.value_size(&mut r)?, 0, 0),
                 false => {
                     let distinct = dictionary_len(&mut r)?;
                     let at = r.pos();
@@ -319,7 +470,7 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                     std::cmp::Ordering::Equal => {}
                 }
                 let value = match value {
-                    Value::At(v) => v,
+                    Value::At(v) => layers.value(v),
                     Value::Index(i) => {
                         let mut d = Reader::new(section);
                         d.take(dict_at)?;
@@ -329,7 +480,7 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                         for _ in 0..i {
                             d.bytes()?;
                         }
-                        d.bytes()?
+                        Cow::Borrowed(d.bytes()?)
                     }
                 };
                 lookup.version = Some((h.floor, value));
@@ -337,7 +488,6 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                 break;
             }
         }
-        v => return Err(format!("block version {v} is not a specialized format")),
     }
     Ok(lookup)
 }
