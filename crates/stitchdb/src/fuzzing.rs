@@ -147,17 +147,18 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("run_index", "encoder", index),
     ];
     // A block of each specialized format: 8-byte keys, 4-byte values from a few (small
-    // integers but for every ninth), every tenth version above the horizon (its versions
-    // section).
+    // integers but for every ninth) and a few state codes, every tenth version above the
+    // horizon (its versions section).
     let keyed: Vec<(Vec<u8>, u64, Vec<u8>)> = (0..40u64)
         .map(|k| (1000 + k + k / 7).to_be_bytes().to_vec())
         .enumerate()
         .map(|(i, key)| {
             let value = match i % 9 {
-                8 => 70_000 + i as u32,
-                _ => 17 + i as u32 % 3,
+                8 => (70_000 + i as u32).to_le_bytes().to_vec(),
+                5 => b"MA".to_vec(),
+                _ => (17 + i as u32 % 3).to_le_bytes().to_vec(),
             };
-            (key, 100 + i as u64 % 10, value.to_le_bytes().to_vec())
+            (key, 100 + i as u64 % 10, value)
         })
         .collect();
     let small = |format| BlockFormat {
@@ -173,9 +174,16 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ),
         ("small-integer-fixed", small(FormatSpec::Fixed { size: 1 })),
         ("small-integer-array", small(FormatSpec::Array { size: 1 })),
+        (
+            "state-dictionary",
+            BlockFormat {
+                coding: Some(CodingSpec::StateDictionary),
+                format: FormatSpec::Array { size: 1 },
+            },
+        ),
     ] {
         let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
-        // Every entry fits one block: 40 keys close together, 3 distinct values.
+        // Every entry fits one block: 40 keys close together, 8 distinct values.
         for (key, seq, value) in &keyed {
             let _fits = writer.add(EntryRef {
                 key,

@@ -442,3 +442,96 @@ fn small_integers_take_their_bytes_and_others_are_refused_or_kept() {
     assert_eq!(table_contents(&db, kept).len() as u64, n);
     db.check().unwrap();
 }
+
+/// A US postal code `state-dictionary` holds, from a few.
+fn state(rng: &mut ChaCha8Rng) -> Vec<u8> {
+    [b"CA", b"MA", b"NY", b"TX", b"PR", b"WY", b"AK"][rng.gen_range(0..7)].to_vec()
+}
+
+#[test]
+fn state_dictionary_tables_match_a_btreemap() {
+    random_ops_match_a_btreemap("managed -> btree -> state-dictionary -> array(1)", state);
+    random_ops_match_a_btreemap(
+        "managed -> bloom -> exception -> state-dictionary -> fixed(1) -> linear",
+        |r| match r.gen_range(0..8) {
+            0 => b"Ontario".to_vec(),
+            1 => b"ca".to_vec(),
+            _ => state(r),
+        },
+    );
+}
+
+#[test]
+fn state_codes_take_a_byte_and_others_are_refused_or_kept() {
+    let (disk, db) = store();
+    let coded = db
+        .create_table_with_layout("coded", "managed -> btree -> state-dictionary -> array(1)")
+        .unwrap();
+    let kept = db
+        .create_table_with_layout(
+            "kept",
+            "managed -> btree -> exception -> state-dictionary -> array(1) -> linear",
+        )
+        .unwrap();
+    let err = db.put(coded, 1u64.to_be_bytes(), b"ZZ").unwrap_err();
+    assert!(
+        matches!(&err, Error::LayoutRejects { table, .. } if table == "coded"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("US postal codes"), "{err}");
+    let mut batch = WriteBatch::new();
+    batch.put(coded, 2u64.to_be_bytes(), b"CA");
+    batch.put(coded, 3u64.to_be_bytes(), b"Quebec");
+    assert!(db.write(&batch, Durability::Sync).is_err());
+    assert_eq!(db.get(coded, 2u64.to_be_bytes()).unwrap(), None);
+    let codes: Vec<&[u8]> = vec![b"AK", b"CA", b"DC", b"GU", b"VI", b"WY"];
+    let value = |k: u64| match k % 500 {
+        499 => b"Saint-Pierre".to_vec(),
+        _ => codes[(k % 6) as usize].to_vec(),
+    };
+    let unique = db
+        .create_table_with_layout(
+            "unique",
+            "managed -> btree -> exception -> unique-string(len=2) -> linear",
+        )
+        .unwrap();
+    let default = db.create_table("codes").unwrap();
+    let n = 20_000u64;
+    for t in [coded, kept, unique, default] {
+        let mut batch = WriteBatch::new();
+        for k in (0..n).filter(|&k| t != coded || k % 500 != 499) {
+            batch.put(t, k.to_be_bytes(), value(k));
+        }
+        db.write(&batch, Durability::Async).unwrap();
+    }
+    db.compact().unwrap();
+    let db = reopen(&disk, db);
+    let stats = db.stats();
+    let bytes = |name: &str| {
+        stats
+            .tables
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .run_bytes
+    };
+    assert!(
+        bytes("coded") * 5 < bytes("codes"),
+        "{} vs {}",
+        bytes("coded"),
+        bytes("codes")
+    );
+    assert!(
+        bytes("kept") < bytes("unique"),
+        "{} vs {}",
+        bytes("kept"),
+        bytes("unique")
+    );
+    for k in [0, 1, 498, 499, 999, n - 1] {
+        assert_eq!(db.get(kept, k.to_be_bytes()).unwrap(), Some(value(k)));
+        let want = (k % 500 != 499).then(|| value(k));
+        assert_eq!(db.get(coded, k.to_be_bytes()).unwrap(), want);
+    }
+    assert_eq!(table_contents(&db, kept), table_contents(&db, default));
+    db.check().unwrap();
+}

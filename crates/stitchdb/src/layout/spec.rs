@@ -36,6 +36,18 @@ pub const DEFAULT_UNIQUE_MAX: u32 = 255;
 /// The longest value `unique-string` holds, in bytes, when not given.
 pub const DEFAULT_UNIQUE_LEN: u32 = 255;
 
+/// What `state-dictionary` holds: the US Postal Service codes of the 50 states, the District
+/// of Columbia and the five inhabited territories (AS, GU, MP, PR, VI), in alphabetical
+/// order. A code is stored as its index here, so the table is part of the block format
+/// (docs/format.md): it may only ever grow at its end.
+pub const STATE_CODES: [[u8; 2]; 56] = [
+    *b"AK", *b"AL", *b"AR", *b"AS", *b"AZ", *b"CA", *b"CO", *b"CT", *b"DC", *b"DE", *b"FL", *b"GA",
+    *b"GU", *b"HI", *b"IA", *b"ID", *b"IL", *b"IN", *b"KS", *b"KY", *b"LA", *b"MA", *b"MD", *b"ME",
+    *b"MI", *b"MN", *b"MO", *b"MP", *b"MS", *b"MT", *b"NC", *b"ND", *b"NE", *b"NH", *b"NJ", *b"NM",
+    *b"NV", *b"NY", *b"OH", *b"OK", *b"OR", *b"PA", *b"PR", *b"RI", *b"SC", *b"SD", *b"TN", *b"TX",
+    *b"UT", *b"VA", *b"VI", *b"VT", *b"WA", *b"WI", *b"WV", *b"WY",
+];
+
 /// A table's layout: the stack of modules its data goes through.
 ///
 /// Always `managed` first (the writable memtable plus the read-only runs digested from it and
@@ -69,6 +81,9 @@ pub enum CodingSpec {
         /// Bytes a value is stored in.
         bytes: u32,
     },
+    /// Values that are a code of [`STATE_CODES`], stored as its index in one byte:
+    /// `state-dictionary`.
+    StateDictionary,
 }
 
 /// What a run's blocks are written in: the modules of a layout from the first transforming
@@ -306,7 +321,16 @@ impl CodingSpec {
     pub fn width(&self) -> u32 {
         match *self {
             CodingSpec::SmallInteger { bytes } => bytes,
+            CodingSpec::StateDictionary => 1,
         }
+    }
+
+    /// The index in [`STATE_CODES`] of the code `value`, if it is one.
+    pub fn state_index(value: &[u8]) -> Option<u8> {
+        let i = STATE_CODES
+            .binary_search_by(|c| c.as_slice().cmp(value))
+            .ok()?;
+        Some(i as u8)
     }
 
     /// Why the coding cannot hold `value`, if it cannot.
@@ -324,6 +348,13 @@ impl CodingSpec {
                 (u64::from(int) >= 1 << (8 * bytes))
                     .then(|| format!("{int} in {self}: its values are below 2^{}", 8 * bytes))
             }
+            CodingSpec::StateDictionary => Self::state_index(value).is_none().then(|| {
+                format!(
+                    "{:?} in {self}: its values are US postal codes of states and territories \
+                     (AK to WY)",
+                    String::from_utf8_lossy(value)
+                )
+            }),
         }
     }
 }
@@ -413,6 +444,7 @@ impl fmt::Display for CodingSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CodingSpec::SmallInteger { bytes } => write!(f, "small-integer(bytes={bytes})"),
+            CodingSpec::StateDictionary => f.write_str("state-dictionary"),
         }
     }
 }
@@ -440,6 +472,7 @@ enum Kind {
     Btree,
     Exception,
     SmallInteger,
+    StateDictionary,
     Linear,
     Fixed,
     Array,
@@ -447,13 +480,14 @@ enum Kind {
 }
 
 /// Every module, in the order the unknown-module message lists them.
-const KINDS: [Kind; 10] = [
+const KINDS: [Kind; 11] = [
     Kind::Managed,
     Kind::Quotient,
     Kind::Bloom,
     Kind::Btree,
     Kind::Exception,
     Kind::SmallInteger,
+    Kind::StateDictionary,
     Kind::Linear,
     Kind::Fixed,
     Kind::Array,
@@ -601,6 +635,7 @@ impl Kind {
             Kind::Btree => "btree",
             Kind::Exception => "exception",
             Kind::SmallInteger => "small-integer",
+            Kind::StateDictionary => "state-dictionary",
             Kind::Linear => "linear",
             Kind::Fixed => "fixed",
             Kind::Array => "array",
@@ -618,7 +653,7 @@ impl Kind {
             Kind::Quotient | Kind::Bloom => Stage::Filter,
             Kind::Btree => Stage::Btree,
             Kind::Exception => Stage::Exception,
-            Kind::SmallInteger => Stage::Coding,
+            Kind::SmallInteger | Kind::StateDictionary => Stage::Coding,
             Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString => Stage::Format,
         }
     }
@@ -636,7 +671,7 @@ impl Kind {
             Kind::Fixed | Kind::Array => SIZE_PARAMS,
             Kind::UniqueString => UNIQUE_STRING_PARAMS,
             Kind::SmallInteger => SMALL_INTEGER_PARAMS,
-            Kind::Managed | Kind::Exception | Kind::Linear => &[],
+            Kind::Managed | Kind::Exception | Kind::Linear | Kind::StateDictionary => &[],
         }
     }
 
@@ -830,6 +865,9 @@ impl Stack {
                 };
                 self.coding = Some((n, kind, coding));
             }
+            Kind::StateDictionary => {
+                self.coding = Some((n, kind, CodingSpec::StateDictionary));
+            }
             Kind::Linear if self.format.is_some() => self.final_linear = true,
             Kind::Linear => self.format = Some((n, kind, FormatSpec::Linear)),
             Kind::Fixed => {
@@ -916,10 +954,15 @@ impl Stack {
                 prev.name()
             ));
         }
-        if kind.stage() == Stage::Filter {
-            if let Some(i) = self.kinds.iter().position(|k| k.stage() == Stage::Filter) {
+        let what = match kind.stage() {
+            Stage::Filter => Some("filters"),
+            Stage::Coding => Some("codings"),
+            _ => None,
+        };
+        if let Some(what) = what {
+            if let Some(i) = self.kinds.iter().position(|k| k.stage() == kind.stage()) {
                 return Err(format!(
-                    "two filters (module {} is {:?}): a layout has at most one",
+                    "two {what} (module {} is {:?}): a layout has at most one",
                     i + 1,
                     self.kinds[i].name()
                 ));
@@ -1146,8 +1189,8 @@ mod tests {
         assert_eq!(
             error("managed -> fixd(8)").to_string(),
             "layout \"managed -> fixd(8)\": module 2 \"fixd\": unknown module (modules: \
-             managed, quotient, bloom, btree, exception, small-integer, linear, fixed, array, \
-             unique-string)"
+             managed, quotient, bloom, btree, exception, small-integer, state-dictionary, linear, \
+             fixed, array, unique-string)"
         );
     }
 
@@ -1366,6 +1409,21 @@ mod tests {
             "missing format",
         ),
         (
+            "managed -> small-integer(1) -> state-dictionary -> fixed(1)",
+            "module 3 \"state-dictionary\"",
+            "two codings (module 2 is \"small-integer\")",
+        ),
+        (
+            "managed -> state-dictionary -> fixed(2)",
+            "module 3 \"fixed\"",
+            "fixed(size=2) cannot be under state-dictionary: its coded values are 1 bytes",
+        ),
+        (
+            "managed -> state-dictionary(1) -> fixed(1)",
+            "module 2 \"state-dictionary\"",
+            "takes no parameters",
+        ),
+        (
             "managed -> small-integer(4) -> fixed(4)",
             "module 2 \"small-integer\"",
             "\"4\" is out of range (1 to 3)",
@@ -1533,6 +1591,7 @@ mod tests {
         "btree",
         "exception",
         "small-integer(1)",
+        "state-dictionary",
         "linear",
         "fixed(8)",
         "array(8)",
@@ -1551,10 +1610,9 @@ mod tests {
             .chain(&["fixed(1)", "array(1)"])
             .map(|&f| vec![f])
             .collect();
-        specialized.extend([
-            vec!["small-integer(1)", "fixed(1)"],
-            vec!["small-integer(1)", "array(1)"],
-        ]);
+        for coding in ["small-integer(1)", "state-dictionary"] {
+            specialized.extend([vec![coding, "fixed(1)"], vec![coding, "array(1)"]]);
+        }
         for lower in specialized {
             lowers.push([&["exception"], &lower[..], &["linear"]].concat());
             lowers.push(lower);
@@ -1687,6 +1745,26 @@ mod tests {
         assert_eq!(small.block_format().rejects(b"k", &int(255)), None);
         assert_eq!(small.check_write(b"k", Some(&int(256))), Ok(()));
 
+        let states = parse("managed -> state-dictionary -> fixed(1)");
+        assert_eq!(STATE_CODES.len(), 56);
+        assert!(STATE_CODES.windows(2).all(|w| w[0] < w[1]), "sorted");
+        for code in STATE_CODES {
+            assert_eq!(states.check_write(b"k", Some(&code)), Ok(()));
+        }
+        assert_eq!(CodingSpec::state_index(b"AK"), Some(0));
+        assert_eq!(CodingSpec::state_index(b"WY"), Some(55));
+        assert_eq!(
+            states.check_write(b"k", Some(b"ZZ")),
+            Err(
+                "\"ZZ\" in state-dictionary: its values are US postal codes of states and \
+                 territories (AK to WY)"
+                    .to_string()
+            )
+        );
+        for odd in [&b"ca"[..], b"CAL", b"", b"C"] {
+            assert!(states.check_write(b"k", Some(odd)).is_err(), "{odd:?}");
+        }
+
         // With `exception` the format still rejects, but every write passes.
         for layout in [
             "managed -> exception -> fixed(8) -> linear",
@@ -1736,10 +1814,16 @@ mod tests {
             };
             (Some(CodingSpec::SmallInteger { bytes }), format)
         });
+        let states = prop_oneof![
+            Just(FormatSpec::Fixed { size: 1 }),
+            Just(FormatSpec::Array { size: 1 })
+        ]
+        .prop_map(|f| (Some(CodingSpec::StateDictionary), f));
         let lower = prop_oneof![
             Just((false, None, FormatSpec::Linear)),
             (any::<bool>(), specialized()).prop_map(|(e, f)| (e, None, f)),
             (any::<bool>(), coded).prop_map(|(e, (c, f))| (e, c, f)),
+            (any::<bool>(), states).prop_map(|(e, (c, f))| (e, c, f)),
         ];
         (filter, btree, lower).prop_map(|(filter, btree, (exception, coding, format))| LayoutSpec {
             filter,
@@ -1757,6 +1841,7 @@ mod tests {
         "btree",
         "exception",
         "small-integer",
+        "state-dictionary",
         "linear",
         "fixed",
         "array",

@@ -148,7 +148,7 @@ impl SpecialWriter {
     }
 
     fn add_special(&mut self, e: &EntryRef) {
-        let value = self.stored(e.value.unwrap_or_default());
+        let value = e.value.unwrap_or_default();
         self.floor = self.floor.max(e.seq);
         match self.format.format {
             FormatSpec::Array { .. } => {
@@ -166,11 +166,11 @@ impl SpecialWriter {
                 }
                 self.present[(slot / 64) as usize] |= 1 << (slot % 64);
                 self.next_slot = slot + 1;
-                self.special.extend_from_slice(value);
+                self.put_value(value);
             }
             FormatSpec::Fixed { .. } => {
                 self.put_special_key(e.key);
-                self.special.extend_from_slice(value);
+                self.put_value(value);
             }
             FormatSpec::UniqueString { .. } => {
                 self.put_special_key(e.key);
@@ -189,12 +189,18 @@ impl SpecialWriter {
         self.last_special.extend_from_slice(e.key);
     }
 
-    /// The bytes the special section stores of `value` (which `section` let in): a small
-    /// integer's low bytes (its first, little-endian), else the value.
-    fn stored<'v>(&self, value: &'v [u8]) -> &'v [u8] {
+    /// Appends to the special section what it stores of `value` (which `section` let in):
+    /// a small integer's low bytes (its first, little-endian), a state code's index, else
+    /// the value.
+    fn put_value(&mut self, value: &[u8]) {
         match self.format.coding {
-            Some(CodingSpec::SmallInteger { bytes }) => &value[..bytes as usize],
-            None => value,
+            Some(CodingSpec::SmallInteger { bytes }) => {
+                self.special.extend_from_slice(&value[..bytes as usize]);
+            }
+            Some(CodingSpec::StateDictionary) => {
+                self.special.extend(CodingSpec::state_index(value));
+            }
+            None => self.special.extend_from_slice(value),
         }
     }
 
@@ -348,7 +354,14 @@ mod tests {
                 false => FormatSpec::Fixed { size: bytes },
             },
         });
-        prop_oneof![plain.prop_map(BlockFormat::plain), small]
+        let states = any::<bool>().prop_map(|array| BlockFormat {
+            coding: Some(CodingSpec::StateDictionary),
+            format: match array {
+                true => FormatSpec::Array { size: 1 },
+                false => FormatSpec::Fixed { size: 1 },
+            },
+        });
+        prop_oneof![plain.prop_map(BlockFormat::plain), small, states]
     }
 
     /// Sorted versions (key ascending, newest first), keys mostly 8 bytes and near each
@@ -362,6 +375,7 @@ mod tests {
             6 => (0..4u8).prop_map(|v| Some(vec![v; 4])),
             // Integers, most of them small.
             4 => prop_oneof![0..300u32, any::<u32>()].prop_map(|n| Some(n.to_le_bytes().to_vec())),
+            2 => prop::sample::select(&crate::layout::STATE_CODES[..]).prop_map(|c| Some(c.to_vec())),
             2 => proptest::collection::vec(any::<u8>(), 0..12).prop_map(Some),
             1 => Just(None),
         ];

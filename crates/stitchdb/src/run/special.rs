@@ -2,7 +2,7 @@
 //! the block versions, and the decoder a parsed block and a repair read it with.
 
 use crate::codec::Reader;
-use crate::layout::{BlockFormat, CodingSpec, FormatSpec};
+use crate::layout::{BlockFormat, CodingSpec, FormatSpec, STATE_CODES};
 use std::borrow::Cow;
 
 /// Block versions of the specialized formats (after the linear versions 1 to 4).
@@ -37,6 +37,8 @@ pub enum Coding {
     /// `small-integer`: a little-endian integer of the value size's bytes, read as a 4-byte
     /// little-endian `u32`.
     Int,
+    /// `state-dictionary`: one byte, an index into [`STATE_CODES`].
+    State,
 }
 
 /// What a specialized block holds: its format and the transforming layers over it. A block
@@ -59,12 +61,14 @@ impl Layers {
         let coding = match format.coding {
             None => Coding::Raw,
             Some(CodingSpec::SmallInteger { .. }) => Coding::Int,
+            Some(CodingSpec::StateDictionary) => Coding::State,
         };
         Layers { base, coding }
     }
 
     /// The block's version byte, and for version 8 its layers byte: bits 0-1 the format
-    /// (0 fixed, 1 array, 2 unique-string), bits 2-3 the coding (0 none, 1 small-integer).
+    /// (0 fixed, 1 array, 2 unique-string), bits 2-3 the coding (0 none, 1 small-integer, 2
+    /// state-dictionary).
     pub fn encode(&self) -> (u8, Option<u8>) {
         if self.coding == Coding::Raw {
             let version = match self.base {
@@ -82,6 +86,7 @@ impl Layers {
         let coding = match self.coding {
             Coding::Raw => 0,
             Coding::Int => 1,
+            Coding::State => 2,
         };
         (LAYERED_VERSION, Some(base | coding << 2))
     }
@@ -109,6 +114,7 @@ impl Layers {
         let coding = match (byte >> 2 & 3, base) {
             (0, _) => Coding::Raw,
             (1, Base::Fixed | Base::Array) => Coding::Int,
+            (2, Base::Fixed | Base::Array) => Coding::State,
             _ => {
                 return Err(format!(
                     "layers byte {byte:#04x}: unknown coding for its format"
@@ -127,17 +133,25 @@ impl Layers {
         let size = value_size(r)?;
         match self.coding {
             Coding::Int if size > 3 => Err(format!("small-integer of {size} bytes")),
+            Coding::State if size != 1 => Err(format!("state-dictionary of {size} bytes")),
             _ => Ok(size),
         }
     }
 
     /// The value an entry whose section stores `stored` reads as: the stored bytes
-    /// themselves, or what the coding makes of them.
-    fn value<'a>(&self, stored: &'a [u8]) -> Cow<'a, [u8]> {
-        match self.coding {
+    /// themselves (borrowed), or what the coding makes of them (owned).
+    fn value<'a>(&self, stored: &'a [u8]) -> Result<Cow<'a, [u8]>, String> {
+        Ok(match self.coding {
             Coding::Raw => Cow::Borrowed(stored),
             Coding::Int => Cow::Owned(le_int(stored).to_le_bytes().to_vec()),
-        }
+            Coding::State => {
+                let code = stored
+                    .first()
+                    .and_then(|&i| STATE_CODES.get(usize::from(i)));
+                let code = code.ok_or_else(|| format!("state index {stored:?} out of range"))?;
+                Cow::Owned(code.to_vec())
+            }
+        })
     }
 }
 
@@ -303,7 +317,10 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                 let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
                 let at = r.pos();
                 let stored = r.take(size).map_err(|e| format!("entry {i}: {e}"))?;
-                let value = s.place(data.len(), at, layers.value(stored));
+                let value = layers
+                    .value(stored)
+                    .map_err(|e| format!("entry {i}: {e}"))?;
+                let value = s.place(data.len(), at, value);
                 s.entries.push((key, value));
             }
         }
@@ -320,7 +337,7 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                     let at = s.keys.len() as u32;
                     s.keys.extend_from_slice(&(slots.base + slot).to_be_bytes());
                     let v = r.pos();
-                    let value = s.place(data.len(), v, layers.value(r.take(size)?));
+                    let value = s.place(data.len(), v, layers.value(r.take(size)?)?);
                     s.entries.push(((at, at + 8), value));
                 }
             }
@@ -433,7 +450,7 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
             lookup.larger = k < slots.last();
             if let Some(i) = slots.entry(k).filter(|&i| i < h.count) {
                 r.take(i as usize * size)?;
-                lookup.version = Some((h.floor, layers.value(r.take(size)?)));
+                lookup.version = Some((h.floor, layers.value(r.take(size)?)?));
             }
         }
         Base::Fixed | Base::Unique => {
@@ -470,7 +487,7 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                     std::cmp::Ordering::Equal => {}
                 }
                 let value = match value {
-                    Value::At(v) => layers.value(v),
+                    Value::At(v) => layers.value(v)?,
                     Value::Index(i) => {
                         let mut d = Reader::new(section);
                         d.take(dict_at)?;
