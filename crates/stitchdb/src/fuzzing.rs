@@ -161,7 +161,8 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             (key, 100 + i as u64 % 10, value)
         })
         .collect();
-    let small = |format| BlockFormat {
+    let small = |delta, format| BlockFormat {
+        delta,
         coding: Some(CodingSpec::SmallInteger { bytes: 1 }),
         format,
     };
@@ -172,11 +173,26 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             "unique-string",
             BlockFormat::plain(FormatSpec::UniqueString { max: 8, len: 16 }),
         ),
-        ("small-integer-fixed", small(FormatSpec::Fixed { size: 1 })),
-        ("small-integer-array", small(FormatSpec::Array { size: 1 })),
+        (
+            "small-integer-fixed",
+            small(false, FormatSpec::Fixed { size: 1 }),
+        ),
+        (
+            "small-integer-array",
+            small(false, FormatSpec::Array { size: 1 }),
+        ),
+        (
+            "delta-integer-fixed",
+            small(true, FormatSpec::Fixed { size: 1 }),
+        ),
+        (
+            "delta-integer-array",
+            small(true, FormatSpec::Array { size: 1 }),
+        ),
         (
             "state-dictionary",
             BlockFormat {
+                delta: false,
                 coding: Some(CodingSpec::StateDictionary),
                 format: FormatSpec::Array { size: 1 },
             },

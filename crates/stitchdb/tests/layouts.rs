@@ -535,3 +535,96 @@ fn state_codes_take_a_byte_and_others_are_refused_or_kept() {
     assert_eq!(table_contents(&db, kept), table_contents(&db, default));
     db.check().unwrap();
 }
+
+/// A timestamp-like 4-byte integer: near the key's position on a clock, a few steps apart,
+/// but one time in `odd` (never if 0) a leap.
+fn stamp(rng: &mut ChaCha8Rng, odd: u32) -> Vec<u8> {
+    let n: u32 = match odd > 0 && rng.gen_range(0..odd) == 0 {
+        true => rng.gen(),
+        false => 1_700_000_000 + rng.gen_range(0..2000),
+    };
+    n.to_le_bytes().to_vec()
+}
+
+#[test]
+fn delta_integer_tables_match_a_btreemap() {
+    random_ops_match_a_btreemap("managed -> delta-integer -> array(4)", |r| stamp(r, 3));
+    random_ops_match_a_btreemap("managed -> btree(1024) -> delta-integer -> fixed(4)", |r| {
+        stamp(r, 3)
+    });
+    random_ops_match_a_btreemap(
+        "managed -> delta-integer -> exception -> small-integer(1) -> array(1) -> linear",
+        |r| stamp(r, 10),
+    );
+    random_ops_match_a_btreemap(
+        "managed -> quotient -> btree(512) -> delta-integer -> exception -> small-integer(2) -> \
+         fixed(2) -> linear",
+        |r| stamp(r, 10),
+    );
+}
+
+#[test]
+fn increasing_stamps_take_a_byte_each_and_leaps_are_kept_whole() {
+    let (disk, db) = store();
+    let layout = "managed -> btree -> delta-integer -> exception -> small-integer(1) -> array(1) \
+                  -> linear";
+    let t = db.create_table_with_layout("stamps", layout).unwrap();
+    let default = db.create_table("default-stamps").unwrap();
+    let err = db.put(t, 1u64.to_be_bytes(), b"12345").unwrap_err();
+    assert!(
+        matches!(&err, Error::LayoutRejects { table, .. } if table == "stamps"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("4-byte integers"), "{err}");
+    // One bad write in a batch: none of it is written.
+    let mut batch = WriteBatch::new();
+    batch.put(t, 2u64.to_be_bytes(), 7u32.to_le_bytes());
+    batch.put(t, 3u64.to_be_bytes(), b"abc");
+    assert!(db.write(&batch, Durability::Sync).is_err());
+    assert_eq!(db.get(t, 2u64.to_be_bytes()).unwrap(), None);
+    // Steps of 0 to 60, some backwards, a leap every 777th (its delta does not fit a byte:
+    // kept whole, the next delta is from the value before it) and the clock wrapping.
+    let n = 30_000u64;
+    let mut stamps = Vec::new();
+    let mut clock = u32::MAX - 200_000;
+    for k in 0..n {
+        clock = clock.wrapping_add((k * 7 % 61) as u32);
+        stamps.push(match k % 777 {
+            776 => clock ^ 0x5555_0000,
+            100 => clock.wrapping_sub(50),
+            _ => clock,
+        });
+    }
+    for table in [t, default] {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+            let mut batch = WriteBatch::new();
+            for &k in chunk {
+                batch.put(table, k.to_be_bytes(), stamps[k as usize].to_le_bytes());
+            }
+            db.write(&batch, Durability::Async).unwrap();
+        }
+    }
+    db.compact().unwrap();
+    let db = reopen(&disk, db);
+    let stats = db.stats();
+    let bytes = |name: &str| {
+        stats
+            .tables
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .run_bytes
+    };
+    assert!(
+        bytes("stamps") * 5 < bytes("default-stamps"),
+        "{} vs {}",
+        bytes("stamps"),
+        bytes("default-stamps")
+    );
+    for k in [0, 1, 100, 101, 775, 776, 777, 5000, n - 1] {
+        let want = stamps[k as usize].to_le_bytes().to_vec();
+        assert_eq!(db.get(t, k.to_be_bytes()).unwrap(), Some(want), "key {k}");
+    }
+    assert_eq!(table_contents(&db, t), table_contents(&db, default));
+    db.check().unwrap();
+}

@@ -63,6 +63,8 @@ pub struct LayoutSpec {
     pub filter: Option<FilterSpec>,
     /// The index over each run's blocks, if any.
     pub btree: Option<BtreeSpec>,
+    /// Whether values are stored as deltas (`delta-integer`, above `exception`).
+    pub delta: bool,
     /// Whether pairs the modules under it reject go to a `linear` format stacked last.
     pub exception: bool,
     /// How values are coded for the format, if they are (under `exception`, if any).
@@ -92,6 +94,9 @@ pub enum CodingSpec {
 /// format does not take).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockFormat {
+    /// `delta-integer`: each value of a block's special section after its first is stored
+    /// as the difference from the one before (zigzag-coded), through the coding.
+    pub delta: bool,
     pub coding: Option<CodingSpec>,
     pub format: FormatSpec,
 }
@@ -178,6 +183,7 @@ impl Default for LayoutSpec {
             btree: Some(BtreeSpec {
                 node: DEFAULT_BTREE_NODE,
             }),
+            delta: false,
             exception: false,
             coding: None,
             format: FormatSpec::Linear,
@@ -257,6 +263,12 @@ impl LayoutSpec {
     /// passes, except that an `array` table's keys must be 8 bytes even for a tombstone: a
     /// delete of a key the table could never hold is an error too.
     pub fn check_write(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
+        // `delta-integer` is above `exception`: what it rejects is refused whatever is below.
+        if let (true, Some(value)) = (self.delta, value) {
+            if let Some(why) = delta_rejects(value) {
+                return Err(why);
+            }
+        }
         if self.exception {
             return Ok(());
         }
@@ -270,6 +282,7 @@ impl LayoutSpec {
     /// What the table's runs' blocks are written in.
     pub fn block_format(&self) -> BlockFormat {
         BlockFormat {
+            delta: self.delta,
             coding: self.coding,
             format: self.format,
         }
@@ -297,14 +310,23 @@ impl BlockFormat {
     /// The blocks of `format` with no transforming layer over it.
     pub fn plain(format: FormatSpec) -> BlockFormat {
         BlockFormat {
+            delta: false,
             coding: None,
             format,
         }
     }
 
     /// Why these blocks' special section cannot hold this pair, if it cannot: the coding's
-    /// reason, or the format's.
+    /// reason, or the format's. Under `delta-integer` only a value that is not 4 bytes (and
+    /// a key the format rejects): whether a delta fits the coding depends on the value
+    /// before it in the block, which the block's writer knows.
     pub fn rejects(&self, key: &[u8], value: &[u8]) -> Option<String> {
+        if self.delta {
+            return self
+                .format
+                .rejects_key(key)
+                .or_else(|| delta_rejects(value));
+        }
         match self.coding {
             // The format under a coding has the coding's width: a key is all left to check.
             Some(coding) => self
@@ -314,6 +336,17 @@ impl BlockFormat {
             None => self.format.rejects(key, value),
         }
     }
+}
+
+/// Why `delta-integer` cannot hold `value`, if it cannot: its values are 4-byte integers.
+fn delta_rejects(value: &[u8]) -> Option<String> {
+    (value.len() != 4).then(|| {
+        format!(
+            "a {}-byte value in delta-integer: its values are 4-byte integers (u32 \
+             little-endian)",
+            value.len()
+        )
+    })
 }
 
 impl CodingSpec {
@@ -412,6 +445,9 @@ impl fmt::Display for LayoutSpec {
         if let Some(btree) = self.btree {
             write!(f, " -> btree(node={})", btree.node)?;
         }
+        if self.delta {
+            f.write_str(" -> delta-integer")?;
+        }
         if self.exception {
             f.write_str(" -> exception")?;
         }
@@ -470,6 +506,7 @@ enum Kind {
     Quotient,
     Bloom,
     Btree,
+    DeltaInteger,
     Exception,
     SmallInteger,
     StateDictionary,
@@ -480,11 +517,12 @@ enum Kind {
 }
 
 /// Every module, in the order the unknown-module message lists them.
-const KINDS: [Kind; 11] = [
+const KINDS: [Kind; 12] = [
     Kind::Managed,
     Kind::Quotient,
     Kind::Bloom,
     Kind::Btree,
+    Kind::DeltaInteger,
     Kind::Exception,
     Kind::SmallInteger,
     Kind::StateDictionary,
@@ -500,6 +538,7 @@ enum Stage {
     Managed,
     Filter,
     Btree,
+    Delta,
     Exception,
     Coding,
     Format,
@@ -633,6 +672,7 @@ impl Kind {
             Kind::Quotient => "quotient",
             Kind::Bloom => "bloom",
             Kind::Btree => "btree",
+            Kind::DeltaInteger => "delta-integer",
             Kind::Exception => "exception",
             Kind::SmallInteger => "small-integer",
             Kind::StateDictionary => "state-dictionary",
@@ -652,6 +692,7 @@ impl Kind {
             Kind::Managed => Stage::Managed,
             Kind::Quotient | Kind::Bloom => Stage::Filter,
             Kind::Btree => Stage::Btree,
+            Kind::DeltaInteger => Stage::Delta,
             Kind::Exception => Stage::Exception,
             Kind::SmallInteger | Kind::StateDictionary => Stage::Coding,
             Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString => Stage::Format,
@@ -671,7 +712,11 @@ impl Kind {
             Kind::Fixed | Kind::Array => SIZE_PARAMS,
             Kind::UniqueString => UNIQUE_STRING_PARAMS,
             Kind::SmallInteger => SMALL_INTEGER_PARAMS,
-            Kind::Managed | Kind::Exception | Kind::Linear | Kind::StateDictionary => &[],
+            Kind::Managed
+            | Kind::DeltaInteger
+            | Kind::Exception
+            | Kind::Linear
+            | Kind::StateDictionary => &[],
         }
     }
 
@@ -823,6 +868,8 @@ struct Stack {
     kinds: Vec<Kind>,
     filter: Option<FilterSpec>,
     btree: Option<BtreeSpec>,
+    /// Whether `delta-integer` has come.
+    delta: bool,
     /// The number of the `exception` module.
     exception: Option<usize>,
     /// The value coding, and its module's number and kind.
@@ -858,6 +905,7 @@ impl Stack {
                     node: int(values, 0, DEFAULT_BTREE_NODE),
                 });
             }
+            Kind::DeltaInteger => self.delta = true,
             Kind::Exception => self.exception = Some(n),
             Kind::SmallInteger => {
                 let coding = CodingSpec::SmallInteger {
@@ -891,7 +939,42 @@ impl Stack {
                 return Err(why);
             }
         }
+        if self.delta {
+            if let Some(why) = self.under_delta(kind) {
+                return Err(why);
+            }
+        }
         Ok(())
+    }
+
+    /// Why module `kind`, just added, cannot be under `delta-integer`, if it cannot. Its
+    /// deltas are 4-byte integers, for a `small-integer` with `exception` between them (a
+    /// delta's size depends on the values before it in a block, known only when a run is
+    /// written: Anvil's Fig 3.10) or a `fixed(4)` or `array(4)`.
+    fn under_delta(&self, kind: Kind) -> Option<String> {
+        let name = kind.name();
+        match (kind, self.coding, self.format) {
+            (Kind::StateDictionary, ..) => Some(format!(
+                "{name:?} cannot be under \"delta-integer\": deltas are integers (small-integer \
+                 codes them)"
+            )),
+            (Kind::SmallInteger, ..) if self.exception.is_none() => Some(format!(
+                "{name:?} under \"delta-integer\" needs \"exception\" between them: whether a \
+                 delta fits depends on the values before it, known only when a run is written"
+            )),
+            (_, None, Some((_, _, format))) if !self.final_linear => match format {
+                FormatSpec::Fixed { size: 4 } if self.exception.is_some() => Some(format!(
+                    "{format} under \"delta-integer -> exception\" rejects nothing for the \
+                     exception to keep (small-integer over it would)"
+                )),
+                FormatSpec::Fixed { size: 4 } | FormatSpec::Array { size: 4 } => None,
+                _ => Some(format!(
+                    "{format} cannot be under \"delta-integer\": its deltas are 4-byte \
+                     integers, for fixed(4), array(4) or small-integer over one"
+                )),
+            },
+            _ => None,
+        }
     }
 
     /// Why `format` cannot be the format under `coding`, if it cannot: only a `fixed` or
@@ -971,7 +1054,7 @@ impl Stack {
         if kind.stage() < prev.stage() {
             return Err(format!(
                 "{name:?} cannot follow {:?} (the order is managed, a filter, btree, \
-                 exception, a coding, the format)",
+                 delta-integer, exception, a coding, the format)",
                 prev.name()
             ));
         }
@@ -1025,6 +1108,7 @@ impl Stack {
         Ok(LayoutSpec {
             filter: self.filter,
             btree: self.btree,
+            delta: self.delta,
             exception: self.exception.is_some(),
             coding: self.coding.map(|(_, _, coding)| coding),
             format,
@@ -1059,6 +1143,7 @@ mod tests {
             LayoutSpec {
                 filter: Some(FilterSpec::Bloom { bits_per_key: 10 }),
                 btree: Some(BtreeSpec { node: 4096 }),
+                delta: false,
                 exception: false,
                 coding: None,
                 format: FormatSpec::Linear,
@@ -1076,6 +1161,7 @@ mod tests {
             LayoutSpec {
                 filter: None,
                 btree: Some(BtreeSpec { node: 4096 }),
+                delta: false,
                 exception: false,
                 coding: None,
                 format: FormatSpec::Fixed { size: 8 },
@@ -1093,6 +1179,7 @@ mod tests {
             LayoutSpec {
                 filter: None,
                 btree: None,
+                delta: false,
                 exception: true,
                 coding: None,
                 format: FormatSpec::UniqueString { max: 255, len: 255 },
@@ -1143,6 +1230,7 @@ mod tests {
                     fp_rate: Some(0.001)
                 }),
                 btree: Some(BtreeSpec { node: 8192 }),
+                delta: false,
                 exception: true,
                 coding: None,
                 format: FormatSpec::UniqueString { max: 100, len: 20 },
@@ -1189,8 +1277,8 @@ mod tests {
         assert_eq!(
             error("managed -> fixd(8)").to_string(),
             "layout \"managed -> fixd(8)\": module 2 \"fixd\": unknown module (modules: \
-             managed, quotient, bloom, btree, exception, small-integer, state-dictionary, linear, \
-             fixed, array, unique-string)"
+             managed, quotient, bloom, btree, delta-integer, exception, small-integer, \
+             state-dictionary, linear, fixed, array, unique-string)"
         );
     }
 
@@ -1419,6 +1507,36 @@ mod tests {
             "fixed(size=2) cannot be under state-dictionary: its coded values are 1 bytes",
         ),
         (
+            "managed -> delta-integer -> small-integer(1) -> array(1)",
+            "module 3 \"small-integer\"",
+            "under \"delta-integer\" needs \"exception\" between them",
+        ),
+        (
+            "managed -> delta-integer -> exception -> state-dictionary -> array(1) -> linear",
+            "module 4 \"state-dictionary\"",
+            "cannot be under \"delta-integer\"",
+        ),
+        (
+            "managed -> delta-integer -> fixed(8)",
+            "module 3 \"fixed\"",
+            "fixed(size=8) cannot be under \"delta-integer\": its deltas are 4-byte integers",
+        ),
+        (
+            "managed -> delta-integer -> linear",
+            "module 3 \"linear\"",
+            "cannot be under \"delta-integer\"",
+        ),
+        (
+            "managed -> delta-integer -> exception -> fixed(4) -> linear",
+            "module 4 \"fixed\"",
+            "rejects nothing for the exception to keep",
+        ),
+        (
+            "managed -> exception -> delta-integer -> fixed(4) -> linear",
+            "module 3 \"delta-integer\"",
+            "cannot follow \"exception\"",
+        ),
+        (
             "managed -> state-dictionary(1) -> fixed(1)",
             "module 2 \"state-dictionary\"",
             "takes no parameters",
@@ -1589,6 +1707,7 @@ mod tests {
         "quotient",
         "bloom",
         "btree",
+        "delta-integer",
         "exception",
         "small-integer(1)",
         "state-dictionary",
@@ -1598,6 +1717,8 @@ mod tests {
         "unique-string",
         "fixed(1)",
         "array(1)",
+        "fixed(4)",
+        "array(4)",
     ];
 
     /// Every layout of [`MODULES`], in order, built from the rules rather than by the parser.
@@ -1607,7 +1728,7 @@ mod tests {
         let mut lowers: Vec<Vec<&str>> = vec![vec!["linear"]];
         let mut specialized: Vec<Vec<&str>> = ["fixed(8)", "array(8)", "unique-string"]
             .iter()
-            .chain(&["fixed(1)", "array(1)"])
+            .chain(&["fixed(1)", "array(1)", "fixed(4)", "array(4)"])
             .map(|&f| vec![f])
             .collect();
         for coding in ["small-integer(1)", "state-dictionary"] {
@@ -1617,6 +1738,27 @@ mod tests {
             lowers.push([&["exception"], &lower[..], &["linear"]].concat());
             lowers.push(lower);
         }
+        // `delta-integer` over a format of 4-byte values, or through `exception` over one
+        // that rejects some: a small-integer, or an array (keys that are not 8 bytes).
+        lowers.extend([
+            vec!["delta-integer", "fixed(4)"],
+            vec!["delta-integer", "array(4)"],
+            vec!["delta-integer", "exception", "array(4)", "linear"],
+            vec![
+                "delta-integer",
+                "exception",
+                "small-integer(1)",
+                "fixed(1)",
+                "linear",
+            ],
+            vec![
+                "delta-integer",
+                "exception",
+                "small-integer(1)",
+                "array(1)",
+                "linear",
+            ],
+        ]);
         let mut valid = Vec::new();
         for filter in [None, Some("quotient"), Some("bloom")] {
             for btree in [None, Some("btree")] {
@@ -1765,6 +1907,25 @@ mod tests {
             assert!(states.check_write(b"k", Some(odd)).is_err(), "{odd:?}");
         }
 
+        let delta = parse(
+            "managed -> delta-integer -> exception -> small-integer(1) -> array(1) -> linear",
+        );
+        assert_eq!(delta.check_write(&key8, Some(&int(u32::MAX))), Ok(()));
+        assert_eq!(delta.check_write(b"odd key", Some(&int(7))), Ok(()));
+        assert_eq!(
+            delta.check_write(&key8, Some(b"abc")),
+            Err(
+                "a 3-byte value in delta-integer: its values are 4-byte integers (u32 \
+                 little-endian)"
+                    .to_string()
+            )
+        );
+        assert_eq!(delta.check_write(b"odd key", None), Ok(()));
+        let delta = parse("managed -> delta-integer -> array(4)");
+        assert!(delta.check_write(b"odd key", Some(&int(7))).is_err());
+        assert!(delta.check_write(&key8, Some(b"abcde")).is_err());
+        assert_eq!(delta.check_write(&key8, Some(&int(7))), Ok(()));
+
         // With `exception` the format still rejects, but every write passes.
         for layout in [
             "managed -> exception -> fixed(8) -> linear",
@@ -1822,15 +1983,27 @@ mod tests {
         let lower = prop_oneof![
             Just((false, None, FormatSpec::Linear)),
             (any::<bool>(), specialized()).prop_map(|(e, f)| (e, None, f)),
-            (any::<bool>(), coded).prop_map(|(e, (c, f))| (e, c, f)),
+            (any::<bool>(), coded.clone()).prop_map(|(e, (c, f))| (e, c, f)),
             (any::<bool>(), states).prop_map(|(e, (c, f))| (e, c, f)),
-        ];
-        (filter, btree, lower).prop_map(|(filter, btree, (exception, coding, format))| LayoutSpec {
-            filter,
-            btree,
-            exception,
-            coding,
-            format,
+        ]
+        .prop_map(|(e, c, f)| (false, e, c, f));
+        let deltas = prop_oneof![
+            Just((false, None, FormatSpec::Fixed { size: 4 })),
+            Just((false, None, FormatSpec::Array { size: 4 })),
+            Just((true, None, FormatSpec::Array { size: 4 })),
+            coded.prop_map(|(c, f)| (true, c, f)),
+        ]
+        .prop_map(|(e, c, f)| (true, e, c, f));
+        let lower = prop_oneof![lower, deltas];
+        (filter, btree, lower).prop_map(|(filter, btree, (delta, exception, coding, format))| {
+            LayoutSpec {
+                filter,
+                btree,
+                delta,
+                exception,
+                coding,
+                format,
+            }
         })
     }
 
@@ -1839,6 +2012,7 @@ mod tests {
         "quotient",
         "bloom",
         "btree",
+        "delta-integer",
         "exception",
         "small-integer",
         "state-dictionary",

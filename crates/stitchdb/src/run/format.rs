@@ -24,7 +24,7 @@
 //! stitch them into another run unread), so a unique-string block carries its own dictionary.
 
 use super::block::{BlockWriter, FinishedBlock};
-use super::special::{array_key, Layers, ARRAY_SLOTS};
+use super::special::{array_key, le_int, zigzag, Layers, ARRAY_SLOTS};
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::entry::{EntryRef, RangeDeletes};
 use crate::layout::{BlockFormat, CodingSpec, FormatSpec};
@@ -44,6 +44,9 @@ pub struct SpecialWriter {
     base: u64,
     next_slot: u64,
     present: Vec<u64>,
+    /// `delta-integer`: the block's first special value (its landmark) and its last.
+    landmark: u32,
+    prev: u32,
     /// `unique-string`: the block's distinct values, each with its index.
     dict: HashMap<Vec<u8>, u32>,
     dict_order: Vec<Vec<u8>>,
@@ -82,6 +85,8 @@ impl SpecialWriter {
             base: 0,
             next_slot: 0,
             present: Vec::new(),
+            landmark: 0,
+            prev: 0,
             dict: HashMap::new(),
             dict_order: Vec::new(),
             dict_bytes: 0,
@@ -102,11 +107,25 @@ impl SpecialWriter {
         if e.seq > self.horizon
             || !newest_in_run
             || self.format.rejects(e.key, value).is_some()
+            || !self.delta_fits(value)
             || self.ranges.hides(e.key, e.seq, u64::MAX)
         {
             return Section::Versions;
         }
         Section::Special
+    }
+
+    /// Under `delta-integer`, whether the delta of `value` (4 bytes) from the block's last
+    /// special value fits the coding's bytes: one that does not goes to the versions
+    /// section whole, and the next delta is from the same last special value. The block's
+    /// first special value, its landmark, always fits.
+    fn delta_fits(&self, value: &[u8]) -> bool {
+        if !self.format.delta || self.special_count == 0 {
+            return true;
+        }
+        let width = self.format.coding.map_or(4, |c| c.width());
+        let delta = zigzag(le_int(value).wrapping_sub(self.prev));
+        u64::from(delta) < 1 << (8 * width)
     }
 
     /// Whether a special entry `e` fits this block; false when the block must end first (an
@@ -190,9 +209,22 @@ impl SpecialWriter {
     }
 
     /// Appends to the special section what it stores of `value` (which `section` let in):
-    /// a small integer's low bytes (its first, little-endian), a state code's index, else
-    /// the value.
+    /// under `delta-integer` nothing for the landmark and the (coded) delta for the rest; a
+    /// small integer's low bytes (its first, little-endian); a state code's index; else the
+    /// value.
     fn put_value(&mut self, value: &[u8]) {
+        if self.format.delta {
+            let int = le_int(value);
+            if self.special_count == 0 {
+                self.landmark = int;
+            } else {
+                let width = self.format.coding.map_or(4, |c| c.width());
+                let delta = zigzag(int.wrapping_sub(self.prev)).to_le_bytes();
+                self.special.extend_from_slice(&delta[..width as usize]);
+            }
+            self.prev = int;
+            return;
+        }
         match self.format.coding {
             Some(CodingSpec::SmallInteger { bytes }) => {
                 self.special.extend_from_slice(&value[..bytes as usize]);
@@ -270,10 +302,12 @@ impl SpecialWriter {
         match self.format.format {
             FormatSpec::Fixed { .. } => {
                 put_varint(&mut out, u64::from(size));
+                self.put_landmark(&mut out);
                 out.extend_from_slice(&self.special);
             }
             FormatSpec::Array { .. } => {
                 put_varint(&mut out, u64::from(size));
+                self.put_landmark(&mut out);
                 if self.special_count > 0 {
                     out.extend_from_slice(&self.base.to_be_bytes());
                     put_varint(&mut out, self.next_slot);
@@ -314,6 +348,13 @@ impl SpecialWriter {
         out
     }
 
+    /// A `delta-integer` section's landmark, in front of its entries (if it has any).
+    fn put_landmark(&self, out: &mut Vec<u8>) {
+        if self.format.delta && self.special_count > 0 {
+            out.extend_from_slice(&self.landmark.to_le_bytes());
+        }
+    }
+
     fn reset(&mut self) {
         self.special.clear();
         self.special_count = 0;
@@ -347,21 +388,33 @@ mod tests {
             (1..12u32).prop_map(|size| FormatSpec::Array { size }),
             (1..5u32, 1..12u32).prop_map(|(max, len)| FormatSpec::UniqueString { max, len }),
         ];
-        let small = (1..=3u32, any::<bool>()).prop_map(|(bytes, array)| BlockFormat {
-            coding: Some(CodingSpec::SmallInteger { bytes }),
+        let small = (1..=3u32, any::<bool>(), any::<bool>()).prop_map(|(bytes, array, delta)| {
+            BlockFormat {
+                delta,
+                coding: Some(CodingSpec::SmallInteger { bytes }),
+                format: match array {
+                    true => FormatSpec::Array { size: bytes },
+                    false => FormatSpec::Fixed { size: bytes },
+                },
+            }
+        });
+        let deltas = any::<bool>().prop_map(|array| BlockFormat {
+            delta: true,
+            coding: None,
             format: match array {
-                true => FormatSpec::Array { size: bytes },
-                false => FormatSpec::Fixed { size: bytes },
+                true => FormatSpec::Array { size: 4 },
+                false => FormatSpec::Fixed { size: 4 },
             },
         });
         let states = any::<bool>().prop_map(|array| BlockFormat {
+            delta: false,
             coding: Some(CodingSpec::StateDictionary),
             format: match array {
                 true => FormatSpec::Array { size: 1 },
                 false => FormatSpec::Fixed { size: 1 },
             },
         });
-        prop_oneof![plain.prop_map(BlockFormat::plain), small, states]
+        prop_oneof![plain.prop_map(BlockFormat::plain), small, states, deltas]
     }
 
     /// Sorted versions (key ascending, newest first), keys mostly 8 bytes and near each

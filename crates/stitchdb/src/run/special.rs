@@ -48,6 +48,10 @@ pub enum Coding {
 pub struct Layers {
     pub base: Base,
     pub coding: Coding,
+    /// `delta-integer`: the section's first value is its landmark, stored whole in front of
+    /// the entries; each later one is stored (through the coding) as the zigzag-coded
+    /// difference from the one before.
+    pub delta: bool,
 }
 
 impl Layers {
@@ -63,14 +67,18 @@ impl Layers {
             Some(CodingSpec::SmallInteger { .. }) => Coding::Int,
             Some(CodingSpec::StateDictionary) => Coding::State,
         };
-        Layers { base, coding }
+        Layers {
+            base,
+            coding,
+            delta: format.delta,
+        }
     }
 
     /// The block's version byte, and for version 8 its layers byte: bits 0-1 the format
     /// (0 fixed, 1 array, 2 unique-string), bits 2-3 the coding (0 none, 1 small-integer, 2
     /// state-dictionary).
     pub fn encode(&self) -> (u8, Option<u8>) {
-        if self.coding == Coding::Raw {
+        if self.coding == Coding::Raw && !self.delta {
             let version = match self.base {
                 Base::Fixed => FIXED_VERSION,
                 Base::Array => ARRAY_VERSION,
@@ -88,7 +96,10 @@ impl Layers {
             Coding::Int => 1,
             Coding::State => 2,
         };
-        (LAYERED_VERSION, Some(base | coding << 2))
+        (
+            LAYERED_VERSION,
+            Some(base | coding << 2 | u8::from(self.delta) << 4),
+        )
     }
 
     /// The layers of a block of `version`, reading its layers byte from `r` (version 8).
@@ -96,6 +107,7 @@ impl Layers {
         let plain = |base| Layers {
             base,
             coding: Coding::Raw,
+            delta: false,
         };
         match version {
             FIXED_VERSION => return Ok(plain(Base::Fixed)),
@@ -121,10 +133,20 @@ impl Layers {
                 ))
             }
         };
-        if byte >> 4 != 0 {
+        let delta = byte & 1 << 4 != 0;
+        if delta && (base == Base::Unique || coding == Coding::State) {
+            return Err(format!(
+                "layers byte {byte:#04x}: delta-integer over its format"
+            ));
+        }
+        if byte >> 5 != 0 {
             return Err(format!("layers byte {byte:#04x}: unknown layers"));
         }
-        Ok(Layers { base, coding })
+        Ok(Layers {
+            base,
+            coding,
+            delta,
+        })
     }
 
     /// The value size `S` of a `fixed` or `array` section, read and checked against the
@@ -134,8 +156,37 @@ impl Layers {
         match self.coding {
             Coding::Int if size > 3 => Err(format!("small-integer of {size} bytes")),
             Coding::State if size != 1 => Err(format!("state-dictionary of {size} bytes")),
+            Coding::Raw if self.delta && size != 4 => Err(format!("deltas of {size} bytes")),
             _ => Ok(size),
         }
+    }
+
+    /// A `delta-integer` section's landmark (its first value), read when it has entries.
+    fn landmark(&self, r: &mut Reader, count: u64) -> Result<u32, String> {
+        match self.delta && count > 0 {
+            true => Ok(le_int(r.take(4)?)),
+            false => Ok(0),
+        }
+    }
+
+    /// The value of the section's next entry, `r` at its stored bytes: the stored `size`
+    /// bytes read through the coding; under `delta-integer` `prev` (the value before, at
+    /// first the landmark) moved by the stored delta, but for the first entry, which stores
+    /// none.
+    fn next_value<'a>(
+        &self,
+        r: &mut Reader<'a>,
+        size: usize,
+        first: bool,
+        prev: &mut u32,
+    ) -> Result<Cow<'a, [u8]>, String> {
+        if !self.delta {
+            return self.value(r.take(size)?);
+        }
+        if !first {
+            *prev = prev.wrapping_add(unzigzag(le_int(r.take(size)?)));
+        }
+        Ok(Cow::Owned(prev.to_le_bytes().to_vec()))
     }
 
     /// The value an entry whose section stores `stored` reads as: the stored bytes
@@ -153,6 +204,17 @@ impl Layers {
             }
         })
     }
+}
+
+/// A difference between two `u32`s (mod 2^32) as a small number when it is small either
+/// way: 0, -1, 1, -2 ... are 0, 1, 2, 3 ...
+pub fn zigzag(d: u32) -> u32 {
+    d << 1 ^ ((d as i32) >> 31) as u32
+}
+
+/// The difference [`zigzag`] coded.
+pub fn unzigzag(z: u32) -> u32 {
+    z >> 1 ^ 0u32.wrapping_sub(z & 1)
 }
 
 /// The little-endian integer of 1 to 4 bytes `b`.
@@ -313,12 +375,12 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
     match layers.base {
         Base::Fixed => {
             let size = layers.value_size(&mut r)?;
+            let mut prev = layers.landmark(&mut r, count)?;
             for i in 0..count {
                 let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
                 let at = r.pos();
-                let stored = r.take(size).map_err(|e| format!("entry {i}: {e}"))?;
                 let value = layers
-                    .value(stored)
+                    .next_value(&mut r, size, i == 0, &mut prev)
                     .map_err(|e| format!("entry {i}: {e}"))?;
                 let value = s.place(data.len(), at, value);
                 s.entries.push((key, value));
@@ -326,6 +388,7 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
         }
         Base::Array => {
             let size = layers.value_size(&mut r)?;
+            let mut prev = layers.landmark(&mut r, count)?;
             if count > 0 {
                 let slots = ArraySlots::read(&mut r, count)?;
                 let present: Vec<u64> = slots.present().collect();
@@ -333,11 +396,12 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                 if present.len() as u64 != count || ends != (Some(&0), Some(&(slots.slots - 1))) {
                     return Err("array bitmap does not match its entry count".into());
                 }
-                for slot in present {
+                for (i, slot) in present.into_iter().enumerate() {
                     let at = s.keys.len() as u32;
                     s.keys.extend_from_slice(&(slots.base + slot).to_be_bytes());
                     let v = r.pos();
-                    let value = s.place(data.len(), v, layers.value(r.take(size)?)?);
+                    let value = layers.next_value(&mut r, size, i == 0, &mut prev)?;
+                    let value = s.place(data.len(), v, value);
                     s.entries.push(((at, at + 8), value));
                 }
             }
@@ -438,6 +502,7 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
     match layers.base {
         Base::Array => {
             let size = layers.value_size(&mut r)?;
+            let landmark = layers.landmark(&mut r, h.count)?;
             if h.count == 0 {
                 return Ok(lookup);
             }
@@ -449,8 +514,21 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
             };
             lookup.larger = k < slots.last();
             if let Some(i) = slots.entry(k).filter(|&i| i < h.count) {
-                r.take(i as usize * size)?;
-                lookup.version = Some((h.floor, layers.value(r.take(size)?)?));
+                let value = match layers.delta {
+                    // The landmark moved by every delta of the block up to the entry's.
+                    true => {
+                        let mut value = landmark;
+                        for j in 0..=i {
+                            layers.next_value(&mut r, size, j == 0, &mut value)?;
+                        }
+                        Cow::Owned(value.to_le_bytes().to_vec())
+                    }
+                    false => {
+                        r.take(i as usize * size)?;
+                        layers.value(r.take(size)?)?
+                    }
+                };
+                lookup.version = Some((h.floor, value));
             }
         }
         Base::Fixed | Base::Unique => {
@@ -466,6 +544,10 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                     (0, at, distinct)
                 }
             };
+            let mut prev = match fixed {
+                true => layers.landmark(&mut r, h.count)?,
+                false => 0,
+            };
             let mut current: Vec<u8> = Vec::with_capacity(key.len() + 8);
             for i in 0..h.count {
                 let (shared, rest) = (r.varint()?, r.bytes()?);
@@ -474,9 +556,15 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                 }
                 current.truncate(shared as usize);
                 current.extend_from_slice(rest);
-                let value = match fixed {
-                    true => Value::At(r.take(value_size)?),
-                    false => Value::Index(dictionary_index(&mut r, distinct)?),
+                let value = match (fixed, layers.delta) {
+                    (true, false) => Value::At(r.take(value_size)?),
+                    (true, true) => {
+                        if i > 0 {
+                            prev = prev.wrapping_add(unzigzag(le_int(r.take(value_size)?)));
+                        }
+                        Value::Int(prev)
+                    }
+                    (false, _) => Value::Index(dictionary_index(&mut r, distinct)?),
                 };
                 match current.as_slice().cmp(key) {
                     std::cmp::Ordering::Less => continue,
@@ -488,6 +576,7 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                 }
                 let value = match value {
                     Value::At(v) => layers.value(v)?,
+                    Value::Int(n) => Cow::Owned(n.to_le_bytes().to_vec()),
                     Value::Index(i) => {
                         let mut d = Reader::new(section);
                         d.take(dict_at)?;
@@ -509,8 +598,10 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
     Ok(lookup)
 }
 
-/// An entry's value as a lookup meets it: its bytes, or its dictionary index.
+/// An entry's value as a lookup meets it: its stored bytes, its integer (a running sum of
+/// deltas), or its dictionary index.
 enum Value<'a> {
     At(&'a [u8]),
+    Int(u32),
     Index(usize),
 }
