@@ -214,6 +214,26 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         framed.extend_from_slice(block.payload());
         inputs.push(("run_block", name, framed));
     }
+    // An `empty` block: the keys alone, and a value it rejects in its versions section.
+    let mut writer = SpecialWriter::new(
+        BlockFormat::plain(FormatSpec::Empty),
+        108,
+        RangeDeletes::default(),
+    );
+    for (i, (key, seq, _)) in keyed.iter().enumerate() {
+        let value: &[u8] = if i % 9 == 8 { b"not empty" } else { b"" };
+        let _fits = writer.add(EntryRef {
+            key,
+            seq: *seq,
+            value: Some(value),
+        });
+    }
+    let block = writer.finish();
+    let mut framed = Vec::new();
+    put_varint(&mut framed, block.entries);
+    put_bytes(&mut framed, &block.first_key);
+    framed.extend_from_slice(block.payload());
+    inputs.push(("run_block", "empty", framed));
     inputs
 }
 

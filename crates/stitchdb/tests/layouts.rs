@@ -628,3 +628,76 @@ fn increasing_stamps_take_a_byte_each_and_leaps_are_kept_whole() {
     assert_eq!(table_contents(&db, t), table_contents(&db, default));
     db.check().unwrap();
 }
+
+#[test]
+fn empty_tables_match_a_btreemap() {
+    random_ops_match_a_btreemap("managed -> bloom -> btree(512) -> empty", |_| Vec::new());
+    random_ops_match_a_btreemap("managed -> exception -> empty -> linear", |r| {
+        match r.gen_range(0..10) {
+            0 => b"a rare value".to_vec(),
+            _ => Vec::new(),
+        }
+    });
+}
+
+#[test]
+fn a_set_stores_its_keys_alone_and_values_are_refused_or_kept() {
+    let (disk, db) = store();
+    let set = db
+        .create_table_with_layout("set", "managed -> btree -> empty")
+        .unwrap();
+    let kept = db
+        .create_table_with_layout("kept", "managed -> btree -> exception -> empty -> linear")
+        .unwrap();
+    let default = db.create_table("default-set").unwrap();
+    let err = db.put(set, b"member", b"x").unwrap_err();
+    assert!(
+        matches!(&err, Error::LayoutRejects { table, .. } if table == "set"),
+        "{err}"
+    );
+    let mut batch = WriteBatch::new();
+    batch.put(set, b"a", b"");
+    batch.put(set, b"b", b"value");
+    assert!(db.write(&batch, Durability::Sync).is_err());
+    assert_eq!(db.get(set, b"a").unwrap(), None);
+    // Secondary-index-like keys: a field, then the row's id.
+    let key = |k: u64| format!("city:{:04}:{k:08}", k % 300).into_bytes();
+    let value = |t, k: u64| match (t == kept, k % 1000) {
+        (true, 999) => b"kept".to_vec(),
+        _ => Vec::new(),
+    };
+    let n = 20_000u64;
+    for t in [set, kept, default] {
+        let mut batch = WriteBatch::new();
+        for k in 0..n {
+            batch.put(t, key(k), value(t, k));
+        }
+        db.write(&batch, Durability::Async).unwrap();
+    }
+    db.compact().unwrap();
+    let db = reopen(&disk, db);
+    let stats = db.stats();
+    let bytes = |name: &str| {
+        stats
+            .tables
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .run_bytes
+    };
+    // No sequence number and no length a key.
+    assert!(
+        bytes("set") * 5 < bytes("default-set") * 4,
+        "{} vs {}",
+        bytes("set"),
+        bytes("default-set")
+    );
+    for k in [0, 1, 999, n - 1] {
+        assert_eq!(db.get(set, key(k)).unwrap(), Some(Vec::new()));
+        assert_eq!(db.get(kept, key(k)).unwrap(), Some(value(kept, k)));
+    }
+    assert_eq!(db.get(set, b"city:").unwrap(), None);
+    assert_eq!(table_contents(&db, set), table_contents(&db, default));
+    assert_eq!(table_contents(&db, kept).len() as u64, n);
+    db.check().unwrap();
+}

@@ -147,6 +147,8 @@ pub enum FormatSpec {
         /// The longest value, in bytes.
         len: u32,
     },
+    /// Empty values only (sets, secondary indexes): keys alone are stored: `empty`.
+    Empty,
 }
 
 /// Why a string is not a layout.
@@ -411,6 +413,12 @@ impl FormatSpec {
                     )
                 })
             }
+            FormatSpec::Empty => (!value.is_empty()).then(|| {
+                format!(
+                    "a {}-byte value in empty: its values are empty",
+                    value.len()
+                )
+            }),
             FormatSpec::UniqueString { len, .. } => (value.len() > len as usize).then(|| {
                 format!(
                     "a {}-byte value in {}: its values are at most {len} bytes",
@@ -495,6 +503,7 @@ impl fmt::Display for FormatSpec {
             FormatSpec::UniqueString { max, len } => {
                 write!(f, "unique-string(max={max}, len={len})")
             }
+            FormatSpec::Empty => f.write_str("empty"),
         }
     }
 }
@@ -514,10 +523,11 @@ enum Kind {
     Fixed,
     Array,
     UniqueString,
+    Empty,
 }
 
 /// Every module, in the order the unknown-module message lists them.
-const KINDS: [Kind; 12] = [
+const KINDS: [Kind; 13] = [
     Kind::Managed,
     Kind::Quotient,
     Kind::Bloom,
@@ -530,6 +540,7 @@ const KINDS: [Kind; 12] = [
     Kind::Fixed,
     Kind::Array,
     Kind::UniqueString,
+    Kind::Empty,
 ];
 
 /// Where a module stands in a layout: a layout's modules go up the stages.
@@ -680,6 +691,7 @@ impl Kind {
             Kind::Fixed => "fixed",
             Kind::Array => "array",
             Kind::UniqueString => "unique-string",
+            Kind::Empty => "empty",
         }
     }
 
@@ -695,13 +707,18 @@ impl Kind {
             Kind::DeltaInteger => Stage::Delta,
             Kind::Exception => Stage::Exception,
             Kind::SmallInteger | Kind::StateDictionary => Stage::Coding,
-            Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString => Stage::Format,
+            Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString | Kind::Empty => {
+                Stage::Format
+            }
         }
     }
 
     /// A format that rejects some pairs (which `exception` can send to a `linear` under it).
     fn specialized(self) -> bool {
-        matches!(self, Kind::Fixed | Kind::Array | Kind::UniqueString)
+        matches!(
+            self,
+            Kind::Fixed | Kind::Array | Kind::UniqueString | Kind::Empty
+        )
     }
 
     fn params(self) -> &'static [ParamDef] {
@@ -716,7 +733,8 @@ impl Kind {
             | Kind::DeltaInteger
             | Kind::Exception
             | Kind::Linear
-            | Kind::StateDictionary => &[],
+            | Kind::StateDictionary
+            | Kind::Empty => &[],
         }
     }
 
@@ -926,6 +944,7 @@ impl Stack {
                 let size = int(values, 0, 0);
                 self.format = Some((n, kind, FormatSpec::Array { size }));
             }
+            Kind::Empty => self.format = Some((n, kind, FormatSpec::Empty)),
             Kind::UniqueString => {
                 let format = FormatSpec::UniqueString {
                     max: int(values, 0, DEFAULT_UNIQUE_MAX),
@@ -1278,7 +1297,7 @@ mod tests {
             error("managed -> fixd(8)").to_string(),
             "layout \"managed -> fixd(8)\": module 2 \"fixd\": unknown module (modules: \
              managed, quotient, bloom, btree, delta-integer, exception, small-integer, \
-             state-dictionary, linear, fixed, array, unique-string)"
+             state-dictionary, linear, fixed, array, unique-string, empty)"
         );
     }
 
@@ -1719,6 +1738,7 @@ mod tests {
         "array(1)",
         "fixed(4)",
         "array(4)",
+        "empty",
     ];
 
     /// Every layout of [`MODULES`], in order, built from the rules rather than by the parser.
@@ -1728,7 +1748,7 @@ mod tests {
         let mut lowers: Vec<Vec<&str>> = vec![vec!["linear"]];
         let mut specialized: Vec<Vec<&str>> = ["fixed(8)", "array(8)", "unique-string"]
             .iter()
-            .chain(&["fixed(1)", "array(1)", "fixed(4)", "array(4)"])
+            .chain(&["fixed(1)", "array(1)", "fixed(4)", "array(4)", "empty"])
             .map(|&f| vec![f])
             .collect();
         for coding in ["small-integer(1)", "state-dictionary"] {
@@ -1926,6 +1946,14 @@ mod tests {
         assert!(delta.check_write(&key8, Some(b"abcde")).is_err());
         assert_eq!(delta.check_write(&key8, Some(&int(7))), Ok(()));
 
+        let empty = parse("managed -> empty");
+        assert_eq!(empty.check_write(b"k", Some(b"")), Ok(()));
+        assert_eq!(
+            empty.check_write(b"k", Some(b"x")),
+            Err("a 1-byte value in empty: its values are empty".to_string())
+        );
+        assert_eq!(empty.check_write(b"k", None), Ok(()));
+
         // With `exception` the format still rejects, but every write passes.
         for layout in [
             "managed -> exception -> fixed(8) -> linear",
@@ -1957,6 +1985,7 @@ mod tests {
             (1u32..=4096).prop_map(|size| FormatSpec::Array { size }),
             (1u32..=65535, 1u32..=4096)
                 .prop_map(|(max, len)| FormatSpec::UniqueString { max, len }),
+            Just(FormatSpec::Empty),
         ]
     }
 
@@ -2020,6 +2049,7 @@ mod tests {
         "fixed",
         "array",
         "unique-string",
+        "empty",
         "fixd",
         "",
         "Managed",

@@ -191,6 +191,7 @@ impl SpecialWriter {
                 self.put_special_key(e.key);
                 self.put_value(value);
             }
+            FormatSpec::Empty => self.put_special_key(e.key),
             FormatSpec::UniqueString { .. } => {
                 self.put_special_key(e.key);
                 let next = self.dict.len() as u32;
@@ -269,7 +270,7 @@ impl SpecialWriter {
     pub fn finish(&mut self) -> FinishedBlock {
         let size = match self.format.format {
             FormatSpec::Fixed { size } | FormatSpec::Array { size } => size,
-            FormatSpec::UniqueString { .. } => 0,
+            FormatSpec::UniqueString { .. } | FormatSpec::Empty => 0,
             FormatSpec::Linear => unreachable_linear(),
         };
         let section = self.special_section(size);
@@ -305,6 +306,7 @@ impl SpecialWriter {
                 self.put_landmark(&mut out);
                 out.extend_from_slice(&self.special);
             }
+            FormatSpec::Empty => out.extend_from_slice(&self.special),
             FormatSpec::Array { .. } => {
                 put_varint(&mut out, u64::from(size));
                 self.put_landmark(&mut out);
@@ -387,6 +389,7 @@ mod tests {
             (1..12u32).prop_map(|size| FormatSpec::Fixed { size }),
             (1..12u32).prop_map(|size| FormatSpec::Array { size }),
             (1..5u32, 1..12u32).prop_map(|(max, len)| FormatSpec::UniqueString { max, len }),
+            Just(FormatSpec::Empty),
         ];
         let small = (1..=3u32, any::<bool>(), any::<bool>()).prop_map(|(bytes, array, delta)| {
             BlockFormat {
@@ -426,6 +429,7 @@ mod tests {
         ];
         let value = prop_oneof![
             6 => (0..4u8).prop_map(|v| Some(vec![v; 4])),
+            2 => Just(Some(Vec::new())),
             // Integers, most of them small.
             4 => prop_oneof![0..300u32, any::<u32>()].prop_map(|n| Some(n.to_le_bytes().to_vec())),
             2 => prop::sample::select(&crate::layout::STATE_CODES[..]).prop_map(|c| Some(c.to_vec())),

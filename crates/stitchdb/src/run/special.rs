@@ -27,6 +27,8 @@ pub enum Base {
     Fixed,
     Array,
     Unique,
+    /// Keys only (`empty`): every value is empty.
+    Empty,
 }
 
 /// How a special section's stored values read.
@@ -60,6 +62,7 @@ impl Layers {
         let base = match format.format {
             FormatSpec::Fixed { .. } => Base::Fixed,
             FormatSpec::Array { .. } => Base::Array,
+            FormatSpec::Empty => Base::Empty,
             _ => Base::Unique,
         };
         let coding = match format.coding {
@@ -75,21 +78,18 @@ impl Layers {
     }
 
     /// The block's version byte, and for version 8 its layers byte: bits 0-1 the format
-    /// (0 fixed, 1 array, 2 unique-string), bits 2-3 the coding (0 none, 1 small-integer, 2
+    /// (0 fixed, 1 array, 2 unique-string, 3 empty), bits 2-3 the coding (0 none, 1 small-integer, 2
     /// state-dictionary).
     pub fn encode(&self) -> (u8, Option<u8>) {
-        if self.coding == Coding::Raw && !self.delta {
-            let version = match self.base {
-                Base::Fixed => FIXED_VERSION,
-                Base::Array => ARRAY_VERSION,
-                Base::Unique => UNIQUE_VERSION,
-            };
-            return (version, None);
-        }
+        let plain = self.coding == Coding::Raw && !self.delta;
         let base = match self.base {
+            Base::Fixed if plain => return (FIXED_VERSION, None),
+            Base::Array if plain => return (ARRAY_VERSION, None),
+            Base::Unique if plain => return (UNIQUE_VERSION, None),
             Base::Fixed => 0,
             Base::Array => 1,
             Base::Unique => 2,
+            Base::Empty => 3,
         };
         let coding = match self.coding {
             Coding::Raw => 0,
@@ -121,7 +121,7 @@ impl Layers {
             0 => Base::Fixed,
             1 => Base::Array,
             2 => Base::Unique,
-            _ => return Err(format!("layers byte {byte:#04x}: unknown format")),
+            _ => Base::Empty,
         };
         let coding = match (byte >> 2 & 3, base) {
             (0, _) => Coding::Raw,
@@ -134,7 +134,7 @@ impl Layers {
             }
         };
         let delta = byte & 1 << 4 != 0;
-        if delta && (base == Base::Unique || coding == Coding::State) {
+        if delta && (matches!(base, Base::Unique | Base::Empty) || coding == Coding::State) {
             return Err(format!(
                 "layers byte {byte:#04x}: delta-integer over its format"
             ));
@@ -406,6 +406,12 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                 }
             }
         }
+        Base::Empty => {
+            for i in 0..count {
+                let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
+                s.entries.push((key, (0, 0)));
+            }
+        }
         Base::Unique => {
             let distinct = dictionary_len(&mut r)?;
             let mut dict = Vec::with_capacity(distinct as usize);
@@ -531,11 +537,12 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                 lookup.version = Some((h.floor, value));
             }
         }
-        Base::Fixed | Base::Unique => {
+        Base::Fixed | Base::Unique | Base::Empty => {
             let fixed = layers.base == Base::Fixed;
-            let (value_size, dict_at, distinct) = match fixed {
-                true => (layers.value_size(&mut r)?, 0, 0),
-                false => {
+            let (value_size, dict_at, distinct) = match layers.base {
+                Base::Fixed => (layers.value_size(&mut r)?, 0, 0),
+                Base::Empty => (0, 0, 0),
+                _ => {
                     let distinct = dictionary_len(&mut r)?;
                     let at = r.pos();
                     for _ in 0..distinct {
@@ -564,6 +571,7 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                         }
                         Value::Int(prev)
                     }
+                    (false, _) if layers.base == Base::Empty => Value::At(&[]),
                     (false, _) => Value::Index(dictionary_index(&mut r, distinct)?),
                 };
                 match current.as_slice().cmp(key) {
