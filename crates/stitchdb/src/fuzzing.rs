@@ -162,6 +162,7 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         })
         .collect();
     let small = |delta, format| BlockFormat {
+        existential: false,
         delta,
         coding: Some(CodingSpec::SmallInteger { bytes: 1 }),
         format,
@@ -192,6 +193,7 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         (
             "state-dictionary",
             BlockFormat {
+                existential: false,
                 delta: false,
                 coding: Some(CodingSpec::StateDictionary),
                 format: FormatSpec::Array { size: 1 },
@@ -234,6 +236,30 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     put_bytes(&mut framed, &block.first_key);
     framed.extend_from_slice(block.payload());
     inputs.push(("run_block", "empty", framed));
+    // `existential` blocks: every third version a tombstone, kept as a key alone.
+    for (name, format) in [
+        ("existential-fixed", FormatSpec::Fixed { size: 4 }),
+        ("existential-array", FormatSpec::Array { size: 4 }),
+    ] {
+        let format = BlockFormat {
+            existential: true,
+            ..BlockFormat::plain(format)
+        };
+        let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
+        for (i, (key, seq, value)) in keyed.iter().enumerate() {
+            let _fits = writer.add(EntryRef {
+                key,
+                seq: *seq,
+                value: (i % 3 != 1).then_some(value.as_slice()),
+            });
+        }
+        let block = writer.finish();
+        let mut framed = Vec::new();
+        put_varint(&mut framed, block.entries);
+        put_bytes(&mut framed, &block.first_key);
+        framed.extend_from_slice(block.payload());
+        inputs.push(("run_block", name, framed));
+    }
     inputs
 }
 

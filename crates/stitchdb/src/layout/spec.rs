@@ -63,6 +63,8 @@ pub struct LayoutSpec {
     pub filter: Option<FilterSpec>,
     /// The index over each run's blocks, if any.
     pub btree: Option<BtreeSpec>,
+    /// Whether tombstones are kept out of the versions section (`existential`).
+    pub existential: bool,
     /// Whether values are stored as deltas (`delta-integer`, above `exception`).
     pub delta: bool,
     /// Whether pairs the modules under it reject go to a `linear` format stacked last.
@@ -94,6 +96,8 @@ pub enum CodingSpec {
 /// format does not take).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockFormat {
+    /// `existential`: tombstones every reader sees go to the special section as keys alone.
+    pub existential: bool,
     /// `delta-integer`: each value of a block's special section after its first is stored
     /// as the difference from the one before (zigzag-coded), through the coding.
     pub delta: bool,
@@ -185,6 +189,7 @@ impl Default for LayoutSpec {
             btree: Some(BtreeSpec {
                 node: DEFAULT_BTREE_NODE,
             }),
+            existential: false,
             delta: false,
             exception: false,
             coding: None,
@@ -284,6 +289,7 @@ impl LayoutSpec {
     /// What the table's runs' blocks are written in.
     pub fn block_format(&self) -> BlockFormat {
         BlockFormat {
+            existential: self.existential,
             delta: self.delta,
             coding: self.coding,
             format: self.format,
@@ -312,6 +318,7 @@ impl BlockFormat {
     /// The blocks of `format` with no transforming layer over it.
     pub fn plain(format: FormatSpec) -> BlockFormat {
         BlockFormat {
+            existential: false,
             delta: false,
             coding: None,
             format,
@@ -453,6 +460,9 @@ impl fmt::Display for LayoutSpec {
         if let Some(btree) = self.btree {
             write!(f, " -> btree(node={})", btree.node)?;
         }
+        if self.existential {
+            f.write_str(" -> existential")?;
+        }
         if self.delta {
             f.write_str(" -> delta-integer")?;
         }
@@ -515,6 +525,7 @@ enum Kind {
     Quotient,
     Bloom,
     Btree,
+    Existential,
     DeltaInteger,
     Exception,
     SmallInteger,
@@ -527,11 +538,12 @@ enum Kind {
 }
 
 /// Every module, in the order the unknown-module message lists them.
-const KINDS: [Kind; 13] = [
+const KINDS: [Kind; 14] = [
     Kind::Managed,
     Kind::Quotient,
     Kind::Bloom,
     Kind::Btree,
+    Kind::Existential,
     Kind::DeltaInteger,
     Kind::Exception,
     Kind::SmallInteger,
@@ -549,6 +561,7 @@ enum Stage {
     Managed,
     Filter,
     Btree,
+    Existential,
     Delta,
     Exception,
     Coding,
@@ -683,6 +696,7 @@ impl Kind {
             Kind::Quotient => "quotient",
             Kind::Bloom => "bloom",
             Kind::Btree => "btree",
+            Kind::Existential => "existential",
             Kind::DeltaInteger => "delta-integer",
             Kind::Exception => "exception",
             Kind::SmallInteger => "small-integer",
@@ -704,6 +718,7 @@ impl Kind {
             Kind::Managed => Stage::Managed,
             Kind::Quotient | Kind::Bloom => Stage::Filter,
             Kind::Btree => Stage::Btree,
+            Kind::Existential => Stage::Existential,
             Kind::DeltaInteger => Stage::Delta,
             Kind::Exception => Stage::Exception,
             Kind::SmallInteger | Kind::StateDictionary => Stage::Coding,
@@ -730,6 +745,7 @@ impl Kind {
             Kind::UniqueString => UNIQUE_STRING_PARAMS,
             Kind::SmallInteger => SMALL_INTEGER_PARAMS,
             Kind::Managed
+            | Kind::Existential
             | Kind::DeltaInteger
             | Kind::Exception
             | Kind::Linear
@@ -886,6 +902,8 @@ struct Stack {
     kinds: Vec<Kind>,
     filter: Option<FilterSpec>,
     btree: Option<BtreeSpec>,
+    /// Whether `existential` has come.
+    existential: bool,
     /// Whether `delta-integer` has come.
     delta: bool,
     /// The number of the `exception` module.
@@ -923,6 +941,7 @@ impl Stack {
                     node: int(values, 0, DEFAULT_BTREE_NODE),
                 });
             }
+            Kind::Existential => self.existential = true,
             Kind::DeltaInteger => self.delta = true,
             Kind::Exception => self.exception = Some(n),
             Kind::SmallInteger => {
@@ -962,6 +981,15 @@ impl Stack {
             if let Some(why) = self.under_delta(kind) {
                 return Err(why);
             }
+        }
+        if let (true, Some((_, Kind::Linear, _)), false) =
+            (self.existential, self.format, self.final_linear)
+        {
+            return Err(
+                "\"linear\" cannot be under \"existential\": it keeps tombstones out \
+                        of a specialized format, and linear blocks hold them already"
+                    .to_string(),
+            );
         }
         Ok(())
     }
@@ -1073,7 +1101,7 @@ impl Stack {
         if kind.stage() < prev.stage() {
             return Err(format!(
                 "{name:?} cannot follow {:?} (the order is managed, a filter, btree, \
-                 delta-integer, exception, a coding, the format)",
+                 existential, delta-integer, exception, a coding, the format)",
                 prev.name()
             ));
         }
@@ -1127,6 +1155,7 @@ impl Stack {
         Ok(LayoutSpec {
             filter: self.filter,
             btree: self.btree,
+            existential: self.existential,
             delta: self.delta,
             exception: self.exception.is_some(),
             coding: self.coding.map(|(_, _, coding)| coding),
@@ -1162,6 +1191,7 @@ mod tests {
             LayoutSpec {
                 filter: Some(FilterSpec::Bloom { bits_per_key: 10 }),
                 btree: Some(BtreeSpec { node: 4096 }),
+                existential: false,
                 delta: false,
                 exception: false,
                 coding: None,
@@ -1180,6 +1210,7 @@ mod tests {
             LayoutSpec {
                 filter: None,
                 btree: Some(BtreeSpec { node: 4096 }),
+                existential: false,
                 delta: false,
                 exception: false,
                 coding: None,
@@ -1198,6 +1229,7 @@ mod tests {
             LayoutSpec {
                 filter: None,
                 btree: None,
+                existential: false,
                 delta: false,
                 exception: true,
                 coding: None,
@@ -1249,6 +1281,7 @@ mod tests {
                     fp_rate: Some(0.001)
                 }),
                 btree: Some(BtreeSpec { node: 8192 }),
+                existential: false,
                 delta: false,
                 exception: true,
                 coding: None,
@@ -1296,7 +1329,8 @@ mod tests {
         assert_eq!(
             error("managed -> fixd(8)").to_string(),
             "layout \"managed -> fixd(8)\": module 2 \"fixd\": unknown module (modules: \
-             managed, quotient, bloom, btree, delta-integer, exception, small-integer, \
+             managed, quotient, bloom, btree, existential, delta-integer, exception, \
+             small-integer, \
              state-dictionary, linear, fixed, array, unique-string, empty)"
         );
     }
@@ -1556,6 +1590,16 @@ mod tests {
             "cannot follow \"exception\"",
         ),
         (
+            "managed -> existential -> linear",
+            "module 3 \"linear\"",
+            "cannot be under \"existential\"",
+        ),
+        (
+            "managed -> exception -> existential -> fixed(8) -> linear",
+            "module 3 \"existential\"",
+            "cannot follow \"exception\"",
+        ),
+        (
             "managed -> state-dictionary(1) -> fixed(1)",
             "module 2 \"state-dictionary\"",
             "takes no parameters",
@@ -1726,6 +1770,7 @@ mod tests {
         "quotient",
         "bloom",
         "btree",
+        "existential",
         "delta-integer",
         "exception",
         "small-integer(1)",
@@ -1779,6 +1824,12 @@ mod tests {
                 "linear",
             ],
         ]);
+        // `existential` over any of them but `linear`.
+        let kept: Vec<Vec<&str>> = lowers[1..]
+            .iter()
+            .map(|lower| [&["existential"], &lower[..]].concat())
+            .collect();
+        lowers.extend(kept);
         let mut valid = Vec::new();
         for filter in [None, Some("quotient"), Some("bloom")] {
             for btree in [None, Some("btree")] {
@@ -2024,16 +2075,17 @@ mod tests {
         ]
         .prop_map(|(e, c, f)| (true, e, c, f));
         let lower = prop_oneof![lower, deltas];
-        (filter, btree, lower).prop_map(|(filter, btree, (delta, exception, coding, format))| {
-            LayoutSpec {
+        (filter, btree, lower, any::<bool>()).prop_map(
+            |(filter, btree, (delta, exception, coding, format), existential)| LayoutSpec {
                 filter,
                 btree,
+                existential: existential && format != FormatSpec::Linear,
                 delta,
                 exception,
                 coding,
                 format,
-            }
-        })
+            },
+        )
     }
 
     const NAMES: &[&str] = &[
@@ -2041,6 +2093,7 @@ mod tests {
         "quotient",
         "bloom",
         "btree",
+        "existential",
         "delta-integer",
         "exception",
         "small-integer",

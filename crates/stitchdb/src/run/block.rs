@@ -15,6 +15,7 @@ use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
 use crate::entry::Entry;
 use crate::entry::EntryRef;
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 /// The version merges and flushes write: keys share prefixes, the first key is stored whole
@@ -504,7 +505,7 @@ impl Block {
         let mut spans = Vec::with_capacity(special.entries.len() + versions.spans.len());
         let mut a = special.entries.into_iter().map(|(key, value)| Span {
             key,
-            value,
+            value: value.unwrap_or((NO_VALUE, NO_VALUE)),
             seq: floor,
         });
         let mut b = versions.spans.into_iter().map(|s| Span {
@@ -802,7 +803,7 @@ impl Block {
             // The special version comes before the older versions here.
             if let Some((floor, value)) = pending.take_if(|(floor, _)| *floor > e.seq) {
                 if floor <= snapshot {
-                    return Ok(Found::Version(floor, Some(value.into_owned())));
+                    return Ok(Found::Version(floor, value.map(Cow::into_owned)));
                 }
             }
             if e.seq <= snapshot {
@@ -810,7 +811,7 @@ impl Block {
             }
         }
         if let Some((floor, value)) = pending.filter(|(floor, _)| *floor <= snapshot) {
-            return Ok(Found::Version(floor, Some(value.into_owned())));
+            return Ok(Found::Version(floor, value.map(Cow::into_owned)));
         }
         Ok(if larger {
             Found::Absent

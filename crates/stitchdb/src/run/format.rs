@@ -44,6 +44,14 @@ pub struct SpecialWriter {
     base: u64,
     next_slot: u64,
     present: Vec<u64>,
+    /// `existential`: the special section's tombstones: `array` their slots from the first
+    /// (a bitmap); the others their keys (sharing prefixes with the one before).
+    gone: Vec<u8>,
+    gone_count: u64,
+    gone_base: u64,
+    gone_slots: u64,
+    gone_present: Vec<u64>,
+    last_gone: Vec<u8>,
     /// `delta-integer`: the block's first special value (its landmark) and its last.
     landmark: u32,
     prev: u32,
@@ -67,6 +75,8 @@ pub struct SpecialWriter {
 /// Where an entry goes.
 enum Section {
     Special,
+    /// `existential`: a tombstone in the special section.
+    Gone,
     Versions,
 }
 
@@ -85,6 +95,12 @@ impl SpecialWriter {
             base: 0,
             next_slot: 0,
             present: Vec::new(),
+            gone: Vec::new(),
+            gone_count: 0,
+            gone_base: 0,
+            gone_slots: 0,
+            gone_present: Vec::new(),
+            last_gone: Vec::new(),
             landmark: 0,
             prev: 0,
             dict: HashMap::new(),
@@ -100,19 +116,25 @@ impl SpecialWriter {
     }
 
     fn section(&self, e: &EntryRef) -> Section {
-        let Some(value) = e.value else {
-            return Section::Versions;
-        };
         let newest_in_run = !self.started || e.key != self.last_key.as_slice();
-        if e.seq > self.horizon
-            || !newest_in_run
-            || self.format.rejects(e.key, value).is_some()
-            || !self.delta_fits(value)
-            || self.ranges.hides(e.key, e.seq, u64::MAX)
-        {
+        if e.seq > self.horizon || !newest_in_run || self.ranges.hides(e.key, e.seq, u64::MAX) {
             return Section::Versions;
         }
-        Section::Special
+        match e.value {
+            // A tombstone reads as the floor under the same rules as a value: every reader
+            // sees it, nothing older of its key is in front of it, and no range tombstone
+            // of the run lies between.
+            None if self.format.existential && self.format.format.rejects_key(e.key).is_none() => {
+                Section::Gone
+            }
+            None => Section::Versions,
+            Some(value)
+                if self.format.rejects(e.key, value).is_some() || !self.delta_fits(value) =>
+            {
+                Section::Versions
+            }
+            Some(_) => Section::Special,
+        }
     }
 
     /// Under `delta-integer`, whether the delta of `value` (4 bytes) from the block's last
@@ -126,6 +148,18 @@ impl SpecialWriter {
         let width = self.format.coding.map_or(4, |c| c.width());
         let delta = zigzag(le_int(value).wrapping_sub(self.prev));
         u64::from(delta) < 1 << (8 * width)
+    }
+
+    /// Whether a tombstone of `existential` fits this block: in an `array` block, one too
+    /// far past the block's first does not.
+    fn gone_fits(&self, e: &EntryRef) -> bool {
+        match self.format.format {
+            FormatSpec::Array { .. } if self.gone_count > 0 => array_key(e.key).is_some_and(|k| {
+                k.checked_sub(self.gone_base)
+                    .is_some_and(|slot| slot < ARRAY_SLOTS)
+            }),
+            _ => true,
+        }
     }
 
     /// Whether a special entry `e` fits this block; false when the block must end first (an
@@ -154,6 +188,8 @@ impl SpecialWriter {
             Section::Versions => self.versions.add(e),
             Section::Special if !self.fits(&e) => return false,
             Section::Special => self.add_special(&e),
+            Section::Gone if !self.gone_fits(&e) => return false,
+            Section::Gone => self.add_gone(&e),
         }
         if self.count == 0 {
             self.first_key.clear();
@@ -209,6 +245,38 @@ impl SpecialWriter {
         self.last_special.extend_from_slice(e.key);
     }
 
+    fn add_gone(&mut self, e: &EntryRef) {
+        self.floor = self.floor.max(e.seq);
+        match self.format.format {
+            FormatSpec::Array { .. } => {
+                // `section` checked the key's shape; `gone_fits` its distance.
+                let k = array_key(e.key).unwrap_or_default();
+                if self.gone_count == 0 {
+                    self.gone_base = k;
+                    self.gone_present.clear();
+                }
+                let slot = k - self.gone_base;
+                let words = (slot / 64 + 1) as usize;
+                if self.gone_present.len() < words {
+                    self.gone_present.resize(words, 0);
+                }
+                self.gone_present[(slot / 64) as usize] |= 1 << (slot % 64);
+                self.gone_slots = slot + 1;
+            }
+            _ => {
+                let shared = match self.gone_count {
+                    0 => 0,
+                    _ => super::block::shared_prefix(&self.last_gone, e.key),
+                };
+                put_varint(&mut self.gone, shared as u64);
+                put_bytes(&mut self.gone, &e.key[shared..]);
+                self.last_gone.clear();
+                self.last_gone.extend_from_slice(e.key);
+            }
+        }
+        self.gone_count += 1;
+    }
+
     /// Appends to the special section what it stores of `value` (which `section` let in):
     /// under `delta-integer` nothing for the landmark and the (coded) delta for the rest; a
     /// small integer's low bytes (its first, little-endian); a state code's index; else the
@@ -259,7 +327,9 @@ impl SpecialWriter {
             _ => 0,
         };
         let index_width = if self.dict.len() > 256 { 2 } else { 1 };
+        let gone = self.gone.len() + self.gone_slots.div_ceil(8) as usize;
         32 + self.special.len()
+            + gone
             + bitmap
             + self.dict_bytes
             + self.indexes.len() * index_width
@@ -300,6 +370,20 @@ impl SpecialWriter {
     /// The special section's bytes (docs/format.md, "Specialized blocks").
     fn special_section(&self, size: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.size());
+        if self.format.existential {
+            put_varint(&mut out, self.gone_count);
+            if let (FormatSpec::Array { .. }, true) = (self.format.format, self.gone_count > 0) {
+                put_slots(
+                    &mut out,
+                    self.gone_base,
+                    self.gone_slots,
+                    self.gone_count,
+                    &self.gone_present,
+                );
+            } else {
+                out.extend_from_slice(&self.gone);
+            }
+        }
         match self.format.format {
             FormatSpec::Fixed { .. } => {
                 put_varint(&mut out, u64::from(size));
@@ -311,16 +395,8 @@ impl SpecialWriter {
                 put_varint(&mut out, u64::from(size));
                 self.put_landmark(&mut out);
                 if self.special_count > 0 {
-                    out.extend_from_slice(&self.base.to_be_bytes());
-                    put_varint(&mut out, self.next_slot);
-                    if self.next_slot == self.special_count {
-                        out.push(0);
-                    } else {
-                        out.push(1);
-                        let bytes = self.next_slot.div_ceil(8) as usize;
-                        let bitmap = self.present.iter().flat_map(|w| w.to_le_bytes());
-                        out.extend(bitmap.take(bytes));
-                    }
+                    let (base, slots, count) = (self.base, self.next_slot, self.special_count);
+                    put_slots(&mut out, base, slots, count, &self.present);
                 }
                 out.extend_from_slice(&self.special);
             }
@@ -358,6 +434,11 @@ impl SpecialWriter {
     }
 
     fn reset(&mut self) {
+        self.gone.clear();
+        self.gone_count = 0;
+        self.gone_slots = 0;
+        self.gone_present.clear();
+        self.last_gone.clear();
         self.special.clear();
         self.special_count = 0;
         self.floor = 0;
@@ -369,6 +450,20 @@ impl SpecialWriter {
         self.dict_bytes = 0;
         self.indexes.clear();
         self.count = 0;
+    }
+}
+
+/// An array section's slots (docs/format.md): the first key, how many, and a bitmap of the
+/// `count` that hold an entry unless every one does.
+fn put_slots(out: &mut Vec<u8>, base: u64, slots: u64, count: u64, present: &[u64]) {
+    out.extend_from_slice(&base.to_be_bytes());
+    put_varint(out, slots);
+    if slots == count {
+        out.push(0);
+    } else {
+        out.push(1);
+        let bytes = slots.div_ceil(8) as usize;
+        out.extend(present.iter().flat_map(|w| w.to_le_bytes()).take(bytes));
     }
 }
 
@@ -393,6 +488,7 @@ mod tests {
         ];
         let small = (1..=3u32, any::<bool>(), any::<bool>()).prop_map(|(bytes, array, delta)| {
             BlockFormat {
+                existential: false,
                 delta,
                 coding: Some(CodingSpec::SmallInteger { bytes }),
                 format: match array {
@@ -402,6 +498,7 @@ mod tests {
             }
         });
         let deltas = any::<bool>().prop_map(|array| BlockFormat {
+            existential: false,
             delta: true,
             coding: None,
             format: match array {
@@ -410,6 +507,7 @@ mod tests {
             },
         });
         let states = any::<bool>().prop_map(|array| BlockFormat {
+            existential: false,
             delta: false,
             coding: Some(CodingSpec::StateDictionary),
             format: match array {
@@ -417,7 +515,11 @@ mod tests {
                 false => FormatSpec::Fixed { size: 1 },
             },
         });
-        prop_oneof![plain.prop_map(BlockFormat::plain), small, states, deltas]
+        let format = prop_oneof![plain.prop_map(BlockFormat::plain), small, states, deltas];
+        (format, any::<bool>()).prop_map(|(format, existential)| BlockFormat {
+            existential,
+            ..format
+        })
     }
 
     /// Sorted versions (key ascending, newest first), keys mostly 8 bytes and near each

@@ -54,6 +54,9 @@ pub struct Layers {
     /// the entries; each later one is stored (through the coding) as the zigzag-coded
     /// difference from the one before.
     pub delta: bool,
+    /// `existential`: tombstones in the special section too, keys alone, in a part of
+    /// their own in front of the values.
+    pub existential: bool,
 }
 
 impl Layers {
@@ -74,6 +77,7 @@ impl Layers {
             base,
             coding,
             delta: format.delta,
+            existential: format.existential,
         }
     }
 
@@ -81,7 +85,7 @@ impl Layers {
     /// (0 fixed, 1 array, 2 unique-string, 3 empty), bits 2-3 the coding (0 none, 1 small-integer, 2
     /// state-dictionary).
     pub fn encode(&self) -> (u8, Option<u8>) {
-        let plain = self.coding == Coding::Raw && !self.delta;
+        let plain = self.coding == Coding::Raw && !self.delta && !self.existential;
         let base = match self.base {
             Base::Fixed if plain => return (FIXED_VERSION, None),
             Base::Array if plain => return (ARRAY_VERSION, None),
@@ -98,7 +102,7 @@ impl Layers {
         };
         (
             LAYERED_VERSION,
-            Some(base | coding << 2 | u8::from(self.delta) << 4),
+            Some(base | coding << 2 | u8::from(self.delta) << 4 | u8::from(self.existential) << 5),
         )
     }
 
@@ -108,6 +112,7 @@ impl Layers {
             base,
             coding: Coding::Raw,
             delta: false,
+            existential: false,
         };
         match version {
             FIXED_VERSION => return Ok(plain(Base::Fixed)),
@@ -139,13 +144,14 @@ impl Layers {
                 "layers byte {byte:#04x}: delta-integer over its format"
             ));
         }
-        if byte >> 5 != 0 {
+        if byte >> 6 != 0 {
             return Err(format!("layers byte {byte:#04x}: unknown layers"));
         }
         Ok(Layers {
             base,
             coding,
             delta,
+            existential: byte & 1 << 5 != 0,
         })
     }
 
@@ -338,6 +344,10 @@ impl<'a> ArraySlots<'a> {
     }
 }
 
+/// A special entry: where its key lies in the section's keys, and its value (`None`: a
+/// tombstone of `existential`).
+pub type SpecialEntry = ((u32, u32), Option<(u32, u32)>);
+
 /// A specialized block's special section, decoded: each entry's key (whole) and where its
 /// value lies, and where the versions section starts. A value a coding makes is not in the
 /// payload: it is in `values`, which a parsed block appends to its bytes, so its place counts
@@ -345,7 +355,7 @@ impl<'a> ArraySlots<'a> {
 pub struct SpecialSection {
     pub floor: u64,
     pub keys: Vec<u8>,
-    pub entries: Vec<((u32, u32), (u32, u32))>,
+    pub entries: Vec<SpecialEntry>,
     pub values: Vec<u8>,
     pub versions_at: usize,
 }
@@ -372,6 +382,10 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
         values: Vec::new(),
         versions_at: 0,
     };
+    let gone = match layers.existential {
+        true => s.gone(&mut r, layers.base, payload_len)?,
+        false => Vec::new(),
+    };
     match layers.base {
         Base::Fixed => {
             let size = layers.value_size(&mut r)?;
@@ -383,7 +397,7 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                     .next_value(&mut r, size, i == 0, &mut prev)
                     .map_err(|e| format!("entry {i}: {e}"))?;
                 let value = s.place(data.len(), at, value);
-                s.entries.push((key, value));
+                s.entries.push((key, Some(value)));
             }
         }
         Base::Array => {
@@ -402,14 +416,14 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                     let v = r.pos();
                     let value = layers.next_value(&mut r, size, i == 0, &mut prev)?;
                     let value = s.place(data.len(), v, value);
-                    s.entries.push(((at, at + 8), value));
+                    s.entries.push(((at, at + 8), Some(value)));
                 }
             }
         }
         Base::Empty => {
             for i in 0..count {
                 let key = s.push_key(&mut r).map_err(|e| format!("entry {i}: {e}"))?;
-                s.entries.push((key, (0, 0)));
+                s.entries.push((key, Some((0, 0))));
             }
         }
         Base::Unique => {
@@ -427,9 +441,12 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                 let value = *dict
                     .get(index)
                     .ok_or_else(|| format!("entry {i}: value {index} not in the dictionary"))?;
-                s.entries.push((key, value));
+                s.entries.push((key, Some(value)));
             }
         }
+    }
+    if !gone.is_empty() {
+        s.entries = merge_gone(&s.keys, std::mem::take(&mut s.entries), gone)?;
     }
     if r.pos() != section_end {
         return Err(format!(
@@ -443,6 +460,51 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
 }
 
 impl SpecialSection {
+    /// An `existential` section's tombstones (their part comes first): their keys, read
+    /// into `keys`, in order.
+    fn gone(
+        &mut self,
+        r: &mut Reader,
+        base: Base,
+        payload_len: u64,
+    ) -> Result<Vec<(u32, u32)>, String> {
+        let count = r.varint()?;
+        // A bit each in an array's bitmap, at least two bytes each in a key list.
+        let most = match base {
+            Base::Array => ARRAY_SLOTS,
+            _ => payload_len,
+        };
+        if count > most {
+            return Err(format!("tombstone count {count} out of range"));
+        }
+        let mut gone = Vec::with_capacity(count as usize);
+        if count == 0 {
+            return Ok(gone);
+        }
+        if base == Base::Array {
+            let slots = ArraySlots::read(r, count)?;
+            let present: Vec<u64> = slots.present().collect();
+            let ends = (present.first(), present.last());
+            if present.len() as u64 != count || ends != (Some(&0), Some(&(slots.slots - 1))) {
+                return Err("tombstone bitmap does not match its count".into());
+            }
+            for slot in present {
+                let at = self.keys.len() as u32;
+                self.keys
+                    .extend_from_slice(&(slots.base + slot).to_be_bytes());
+                gone.push((at, at + 8));
+            }
+            return Ok(gone);
+        }
+        for i in 0..count {
+            let key = self
+                .push_key_after(r, gone.last().copied())
+                .map_err(|e| format!("tombstone {i}: {e}"))?;
+            gone.push(key);
+        }
+        Ok(gone)
+    }
+
     /// Where an entry's value lies: at `at` in the payload when stored as it reads, else
     /// made into `values` (which follows the `data_len` bytes of the payload's buffer).
     fn place(&mut self, data_len: usize, at: usize, value: Cow<[u8]>) -> (u32, u32) {
@@ -458,8 +520,17 @@ impl SpecialSection {
 
     /// Reads a key sharing a prefix with the previous one, which it must follow.
     fn push_key(&mut self, r: &mut Reader) -> Result<(u32, u32), String> {
-        let (shared, rest) = (r.varint()?, r.bytes()?);
         let prev = self.entries.last().map(|&(k, _)| k);
+        self.push_key_after(r, prev)
+    }
+
+    /// Reads a key sharing a prefix with `prev`, which it must follow.
+    fn push_key_after(
+        &mut self,
+        r: &mut Reader,
+        prev: Option<(u32, u32)>,
+    ) -> Result<(u32, u32), String> {
+        let (shared, rest) = (r.varint()?, r.bytes()?);
         let prev_len = prev.map_or(0, |(a, b)| (b - a) as u64);
         if shared > prev_len {
             return Err(format!("shares {shared} bytes with a shorter key"));
@@ -477,10 +548,33 @@ impl SpecialSection {
     }
 }
 
+/// The special section's values and tombstones (`gone`), each in key order, as one list in
+/// key order: a key in both is damage (one version per key).
+fn merge_gone(
+    keys: &[u8],
+    values: Vec<SpecialEntry>,
+    gone: Vec<(u32, u32)>,
+) -> Result<Vec<SpecialEntry>, String> {
+    let key = |(a, b): (u32, u32)| &keys[a as usize..b as usize];
+    let mut out = Vec::with_capacity(values.len() + gone.len());
+    let mut values = values.into_iter().peekable();
+    for g in gone {
+        while let Some(v) = values.next_if(|v| key(v.0) < key(g)) {
+            out.push(v);
+        }
+        if values.peek().is_some_and(|v| key(v.0) == key(g)) {
+            return Err("a key both present and gone in the special section".into());
+        }
+        out.push((g, None));
+    }
+    out.extend(values);
+    Ok(out)
+}
+
 /// What the special section of a block holds of one key.
 pub struct SpecialLookup<'a> {
-    /// Its version there: the block's floor and the value.
-    pub version: Option<(u64, Cow<'a, [u8]>)>,
+    /// Its version there: the block's floor and the value (`None`: a tombstone).
+    pub version: Option<(u64, Option<Cow<'a, [u8]>>)>,
     /// A larger key is in the special section.
     pub larger: bool,
     /// Where the versions section starts.
@@ -505,6 +599,10 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
     let mut r = Reader::new(section);
     r.take(at)?;
     let layers = h.layers;
+    // A key gone is not among the values, which still say whether a larger key is.
+    if layers.existential && find_gone(&mut r, layers.base, key, &mut lookup)? {
+        lookup.version = Some((h.floor, None));
+    }
     match layers.base {
         Base::Array => {
             let size = layers.value_size(&mut r)?;
@@ -515,10 +613,10 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
             let slots = ArraySlots::read(&mut r, h.count)?;
             let Some(k) = array_key(key) else {
                 // Not an 8-byte key: it sorts among the block's by its bytes.
-                lookup.larger = key < slots.last().to_be_bytes().as_slice();
+                lookup.larger |= key < slots.last().to_be_bytes().as_slice();
                 return Ok(lookup);
             };
-            lookup.larger = k < slots.last();
+            lookup.larger |= k < slots.last();
             if let Some(i) = slots.entry(k).filter(|&i| i < h.count) {
                 let value = match layers.delta {
                     // The landmark moved by every delta of the block up to the entry's.
@@ -534,7 +632,7 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                         layers.value(r.take(size)?)?
                     }
                 };
-                lookup.version = Some((h.floor, value));
+                lookup.version = Some((h.floor, Some(value)));
             }
         }
         Base::Fixed | Base::Unique | Base::Empty => {
@@ -597,13 +695,58 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
                         Cow::Borrowed(d.bytes()?)
                     }
                 };
-                lookup.version = Some((h.floor, value));
-                lookup.larger = i + 1 < h.count;
+                lookup.version = Some((h.floor, Some(value)));
+                lookup.larger |= i + 1 < h.count;
                 break;
             }
         }
     }
     Ok(lookup)
+}
+
+/// Looks `key` up among an `existential` section's tombstones, `r` at their part (and left
+/// past it): whether one is `key`'s. Sets `lookup.larger` if a larger key is among them.
+fn find_gone(
+    r: &mut Reader,
+    base: Base,
+    key: &[u8],
+    lookup: &mut SpecialLookup,
+) -> Result<bool, String> {
+    let count = r.varint()?;
+    if count == 0 {
+        return Ok(false);
+    }
+    if base == Base::Array {
+        let slots = ArraySlots::read(r, count)?;
+        let found = match array_key(key) {
+            Some(k) => {
+                lookup.larger = k < slots.last();
+                slots.entry(k).is_some()
+            }
+            None => {
+                lookup.larger = key < slots.last().to_be_bytes().as_slice();
+                false
+            }
+        };
+        return Ok(found);
+    }
+    let mut found = false;
+    let mut current: Vec<u8> = Vec::with_capacity(key.len() + 8);
+    for _ in 0..count {
+        // Read to the end of the part: the values' part follows it.
+        let (shared, rest) = (r.varint()?, r.bytes()?);
+        if shared > current.len() as u64 {
+            return Err(format!("shares {shared} bytes with a shorter key"));
+        }
+        current.truncate(shared as usize);
+        current.extend_from_slice(rest);
+        match current.as_slice().cmp(key) {
+            std::cmp::Ordering::Equal => found = true,
+            std::cmp::Ordering::Greater => lookup.larger = true,
+            std::cmp::Ordering::Less => {}
+        }
+    }
+    Ok(found)
 }
 
 /// An entry's value as a lookup meets it: its stored bytes, its integer (a running sum of
