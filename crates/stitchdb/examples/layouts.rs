@@ -5,8 +5,13 @@
 //! Data sets (N rows each, keys 8-byte big-endian integers as `array` stores them):
 //! * `u64`: 8-byte values, random, dense keys 0..N.
 //! * `u32`: 4-byte values (an integer-keyed sequence of counters), dense keys.
+//! * `counts`: 4-byte small counters (below 256), dense keys.
+//! * `stamps`: 4-byte timestamps, each 0 to 15 seconds after the row before (an
+//!   integer-keyed sequence), every 1000th row a leap (what `exception` keeps in `linear`).
 //! * `states`: the US state of each row, one of 50 names (a column of repeated strings),
 //!   every 500th row a longer place name (what `exception` keeps in `linear`).
+//! * `codes`: the US postal code of each row (2 bytes), every 500th a foreign one.
+//! * `set`: empty values (a set, a secondary index).
 //!
 //! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR] [--cache MIB] [--gets G]`
 //! (default N: 1,000,000; the read cache: `Options::read_cache_bytes`, 64 MiB; G point reads
@@ -79,10 +84,34 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The `codes` data set's codes: the states `STATES` names, as `state-dictionary` holds them.
+const CODES: [&str; 50] = [
+    "AL", "AK", "AZ", "AR", "CA", "CO", "CT", "DE", "FL", "GA", "HI", "ID", "IL", "IN", "IA", "KS",
+    "KY", "LA", "ME", "MD", "MA", "MI", "MN", "MS", "MO", "MT", "NE", "NV", "NH", "NJ", "NM", "NY",
+    "NC", "ND", "OH", "OK", "OR", "PA", "RI", "SC", "SD", "TN", "TX", "UT", "VT", "VA", "WA", "WV",
+    "WI", "WY",
+];
+
+/// Row `k`'s timestamp: a clock that moves 0 to 15 seconds a row (its own sum, so rows are
+/// made in any order), a leap of about a day every 1000th row.
+fn stamp(k: u64) -> u32 {
+    let steps = k * 15 / 2 + mix(k) % 8;
+    let leap = match k % 1000 {
+        999 => 86_400 + mix(k) % 1000,
+        _ => 0,
+    };
+    (1_700_000_000 + steps + leap) as u32
+}
+
 fn value(set: &str, k: u64) -> Vec<u8> {
     match set {
         "u64" => mix(k).to_le_bytes().to_vec(),
         "u32" => ((mix(k) % 100_000) as u32).to_le_bytes().to_vec(),
+        "counts" => ((mix(k) % 256) as u32).to_le_bytes().to_vec(),
+        "stamps" => stamp(k).to_le_bytes().to_vec(),
+        "codes" if k % 500 == 0 => b"ON".to_vec(),
+        "codes" => CODES[(mix(k) % 50) as usize].into(),
+        "set" => Vec::new(),
         _ if k % 500 == 0 => format!("Saint Helena, Ascension and Tristan da Cunha {k}").into(),
         _ => STATES[(mix(k) % 50) as usize].into(),
     }
@@ -188,7 +217,7 @@ fn main() {
     let gets = gets.unwrap_or(n.min(500_000));
     let db = Db::create(&path, opts).expect("create");
     let default = "managed -> quotient -> btree -> linear";
-    let sets: [(&str, &[&str]); 3] = [
+    let sets: [(&str, &[&str]); 7] = [
         (
             "u64",
             &[
@@ -203,7 +232,28 @@ fn main() {
         ),
         (
             "u32",
-            &[default, "managed -> quotient -> btree -> array(4)"],
+            &[
+                default,
+                "managed -> quotient -> btree -> array(4)",
+                "managed -> quotient -> btree -> small-integer(3) -> array(3)",
+            ],
+        ),
+        (
+            "counts",
+            &[
+                default,
+                "managed -> quotient -> btree -> array(4)",
+                "managed -> quotient -> btree -> small-integer(1) -> array(1)",
+            ],
+        ),
+        (
+            "stamps",
+            &[
+                default,
+                "managed -> quotient -> btree -> array(4)",
+                "managed -> quotient -> btree -> delta-integer -> array(4)",
+                "managed -> quotient -> btree -> delta-integer -> exception -> small-integer(1) -> array(1) -> linear",
+            ],
         ),
         (
             "states",
@@ -213,12 +263,24 @@ fn main() {
                 "managed -> quotient -> exception -> unique-string(len=16) -> linear",
             ],
         ),
+        (
+            "codes",
+            &[
+                default,
+                "managed -> quotient -> btree -> exception -> unique-string(len=2) -> linear",
+                "managed -> quotient -> btree -> exception -> state-dictionary -> array(1) -> linear",
+            ],
+        ),
+        (
+            "set",
+            &[default, "managed -> quotient -> btree -> empty"],
+        ),
     ];
     println!(
         "{n} rows per table, one store, Async commits, compacted before reading, {cache_mib} MiB read cache"
     );
     println!(
-        "{:<7} {:<78} {:>11} {:>6} {:>7} {:>11} {:>11} {:>11} {:>11}",
+        "{:<7} {:<100} {:>11} {:>6} {:>7} {:>11} {:>11} {:>11} {:>11}",
         "data",
         "layout",
         "run bytes",
@@ -235,7 +297,7 @@ fn main() {
             let r = measure(&db, set, layout, n, gets);
             let b = *base.get_or_insert(r.bytes);
             println!(
-                "{:<7} {:<78} {:>11} {:>5.2}x {:>7.1} {:>11.0} {:>11.0} {:>11.0} {:>11.0}",
+                "{:<7} {:<100} {:>11} {:>5.2}x {:>7.1} {:>11.0} {:>11.0} {:>11.0} {:>11.0}",
                 r.set,
                 r.layout,
                 r.bytes,

@@ -10,7 +10,7 @@ use crate::layout::vtree::run::{
     decode_chunk, encode_chunks, Block, BlockHandle, BlockWriter, FilterPart, Framing, RunMeta,
     SpecialWriter,
 };
-use crate::layout::FormatSpec;
+use crate::layout::{BlockFormat, CodingSpec, FormatSpec};
 use crate::manifest::{LogStart, Manifest, SnapshotMeta, TableMeta};
 use crate::options::Stitching;
 use crate::{Error, Result};
@@ -146,28 +146,111 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("run_block", "encoder", block),
         ("run_index", "encoder", index),
     ];
-    // A block of each specialized format: 8-byte keys, 4-byte values from a few, every
-    // tenth version above the horizon (its versions section).
+    // A block of each specialized format: 8-byte keys, 4-byte values from a few (small
+    // integers but for every ninth) and a few state codes, every tenth version above the
+    // horizon (its versions section).
     let keyed: Vec<(Vec<u8>, u64, Vec<u8>)> = (0..40u64)
         .map(|k| (1000 + k + k / 7).to_be_bytes().to_vec())
         .enumerate()
-        .map(|(i, key)| (key, 100 + i as u64 % 10, vec![b'a' + (i % 3) as u8; 4]))
+        .map(|(i, key)| {
+            let value = match i % 9 {
+                8 => (70_000 + i as u32).to_le_bytes().to_vec(),
+                5 => b"MA".to_vec(),
+                _ => (17 + i as u32 % 3).to_le_bytes().to_vec(),
+            };
+            (key, 100 + i as u64 % 10, value)
+        })
         .collect();
+    let small = |delta, format| BlockFormat {
+        existential: false,
+        delta,
+        coding: Some(CodingSpec::SmallInteger { bytes: 1 }),
+        format,
+    };
     for (name, format) in [
-        ("fixed", FormatSpec::Fixed { size: 4 }),
-        ("array", FormatSpec::Array { size: 4 }),
+        ("fixed", BlockFormat::plain(FormatSpec::Fixed { size: 4 })),
+        ("array", BlockFormat::plain(FormatSpec::Array { size: 4 })),
         (
             "unique-string",
-            FormatSpec::UniqueString { max: 8, len: 16 },
+            BlockFormat::plain(FormatSpec::UniqueString { max: 8, len: 16 }),
+        ),
+        (
+            "small-integer-fixed",
+            small(false, FormatSpec::Fixed { size: 1 }),
+        ),
+        (
+            "small-integer-array",
+            small(false, FormatSpec::Array { size: 1 }),
+        ),
+        (
+            "delta-integer-fixed",
+            small(true, FormatSpec::Fixed { size: 1 }),
+        ),
+        (
+            "delta-integer-array",
+            small(true, FormatSpec::Array { size: 1 }),
+        ),
+        (
+            "state-dictionary",
+            BlockFormat {
+                existential: false,
+                delta: false,
+                coding: Some(CodingSpec::StateDictionary),
+                format: FormatSpec::Array { size: 1 },
+            },
         ),
     ] {
         let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
-        // Every entry fits one block: 40 keys close together, 3 distinct values.
+        // Every entry fits one block: 40 keys close together, 8 distinct values.
         for (key, seq, value) in &keyed {
             let _fits = writer.add(EntryRef {
                 key,
                 seq: *seq,
                 value: Some(value),
+            });
+        }
+        let block = writer.finish();
+        let mut framed = Vec::new();
+        put_varint(&mut framed, block.entries);
+        put_bytes(&mut framed, &block.first_key);
+        framed.extend_from_slice(block.payload());
+        inputs.push(("run_block", name, framed));
+    }
+    // An `empty` block: the keys alone, and a value it rejects in its versions section.
+    let mut writer = SpecialWriter::new(
+        BlockFormat::plain(FormatSpec::Empty),
+        108,
+        RangeDeletes::default(),
+    );
+    for (i, (key, seq, _)) in keyed.iter().enumerate() {
+        let value: &[u8] = if i % 9 == 8 { b"not empty" } else { b"" };
+        let _fits = writer.add(EntryRef {
+            key,
+            seq: *seq,
+            value: Some(value),
+        });
+    }
+    let block = writer.finish();
+    let mut framed = Vec::new();
+    put_varint(&mut framed, block.entries);
+    put_bytes(&mut framed, &block.first_key);
+    framed.extend_from_slice(block.payload());
+    inputs.push(("run_block", "empty", framed));
+    // `existential` blocks: every third version a tombstone, kept as a key alone.
+    for (name, format) in [
+        ("existential-fixed", FormatSpec::Fixed { size: 4 }),
+        ("existential-array", FormatSpec::Array { size: 4 }),
+    ] {
+        let format = BlockFormat {
+            existential: true,
+            ..BlockFormat::plain(format)
+        };
+        let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
+        for (i, (key, seq, value)) in keyed.iter().enumerate() {
+            let _fits = writer.add(EntryRef {
+                key,
+                seq: *seq,
+                value: (i % 3 != 1).then_some(value.as_slice()),
             });
         }
         let block = writer.finish();

@@ -54,13 +54,18 @@ fn options(seed: u64) -> Options {
 
 /// The layout of the table the workload writes, by seed: the default table as it is, or a
 /// table made with a layout that holds every write of the workload (specialized formats
-/// under `exception`; the commit marker's 8-byte values are what `fixed(8)` is for).
+/// under `exception`; the commit marker's 8-byte values are what `fixed(8)` is for; a few of
+/// the workload's values are what a coding or `empty` takes, the rest its versions section
+/// holds; not `delta-integer`, which refuses values that are not 4 bytes).
 const LAYOUTS: &[&str] = &[
     "",
     "managed -> exception -> fixed(8) -> linear",
     "managed -> bloom -> cache(keys=16) -> btree -> linear",
     "managed -> btree(node=1024) -> exception -> unique-string(max=4, len=64) -> linear",
     "managed -> linear",
+    "managed -> btree(node=1024) -> exception -> small-integer(2) -> fixed(2) -> linear",
+    "managed -> bloom -> exception -> empty -> linear",
+    "managed -> exception -> state-dictionary -> fixed(1) -> linear",
 ];
 
 fn layout(seed: u64) -> &'static str {

@@ -140,8 +140,9 @@ fn contents(db: &Db) -> BTreeMap<String, Table> {
 }
 
 /// The layout of the suite's second table (its values are all 49 bytes), so that damage to
-/// specialized blocks and Bloom filters is named, refused or recovered, and repaired, too.
-const SECOND_LAYOUT: &str = "managed -> bloom -> btree(node=1024) -> fixed(49)";
+/// specialized blocks (version 8, with its layers byte: `existential` names it) and Bloom
+/// filters is named, refused or recovered, and repaired, too.
+const SECOND_LAYOUT: &str = "managed -> bloom -> btree(node=1024) -> existential -> fixed(49)";
 
 fn suite_value(i: u64, round: u32) -> Vec<u8> {
     format!("v{round}-{i:05}-{}", "z".repeat(40)).into_bytes()
@@ -432,7 +433,7 @@ fn repaired_holds_what_survived(
     if let Ok(second) = db.table("second") {
         assert_eq!(
             db.table_layout(second).unwrap(),
-            "managed -> bloom(bits=10) -> btree(node=1024) -> fixed(size=49)",
+            "managed -> bloom(bits=10) -> btree(node=1024) -> existential -> fixed(size=49)",
             "{}: the repaired table keeps its layout",
             case.name
         );

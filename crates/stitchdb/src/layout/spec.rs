@@ -10,8 +10,9 @@
 //! value without a key may only be the first parameter, and is the module's first parameter.
 //! Integers are plain decimal; `fp` is a decimal number (`0.01`, or `1e-2`). The modules, in the
 //! only order they may come, each at most once: `managed`; a filter (`quotient` or `bloom`);
-//! `cache`; `btree`; `exception`; the format (`linear`, `fixed`, `array` or `unique-string`); and, only
-//! after `exception` and a specialized format (any but `linear`), `linear` last.
+//! `cache`; `btree`; `existential`; `delta-integer`; `exception`; a value coding (`small-integer`), directly over a `fixed` or `array`
+//! of its width; the format (`linear`, `fixed`, `array` or `unique-string`); and, only after
+//! `exception` and a specialized format (any but `linear`), `linear` last.
 
 use std::fmt;
 use std::str::FromStr;
@@ -38,6 +39,18 @@ pub const DEFAULT_UNIQUE_MAX: u32 = 255;
 /// The longest value `unique-string` holds, in bytes, when not given.
 pub const DEFAULT_UNIQUE_LEN: u32 = 255;
 
+/// What `state-dictionary` holds: the US Postal Service codes of the 50 states, the District
+/// of Columbia and the five inhabited territories (AS, GU, MP, PR, VI), in alphabetical
+/// order. A code is stored as its index here, so the table is part of the block format
+/// (docs/format.md): it may only ever grow at its end.
+pub const STATE_CODES: [[u8; 2]; 56] = [
+    *b"AK", *b"AL", *b"AR", *b"AS", *b"AZ", *b"CA", *b"CO", *b"CT", *b"DC", *b"DE", *b"FL", *b"GA",
+    *b"GU", *b"HI", *b"IA", *b"ID", *b"IL", *b"IN", *b"KS", *b"KY", *b"LA", *b"MA", *b"MD", *b"ME",
+    *b"MI", *b"MN", *b"MO", *b"MP", *b"MS", *b"MT", *b"NC", *b"ND", *b"NE", *b"NH", *b"NJ", *b"NM",
+    *b"NV", *b"NY", *b"OH", *b"OK", *b"OR", *b"PA", *b"PR", *b"RI", *b"SC", *b"SD", *b"TN", *b"TX",
+    *b"UT", *b"VA", *b"VI", *b"VT", *b"WA", *b"WI", *b"WV", *b"WY",
+];
+
 /// A table's layout: the stack of modules its data goes through.
 ///
 /// Always `managed` first (the writable memtable plus the read-only runs digested from it and
@@ -55,9 +68,45 @@ pub struct LayoutSpec {
     pub cache: Option<CacheSpec>,
     /// The index over each run's blocks, if any.
     pub btree: Option<BtreeSpec>,
-    /// Whether pairs the format rejects go to a `linear` format stacked under it.
+    /// Whether tombstones are kept out of the versions section (`existential`).
+    pub existential: bool,
+    /// Whether values are stored as deltas (`delta-integer`, above `exception`).
+    pub delta: bool,
+    /// Whether pairs the modules under it reject go to a `linear` format stacked last.
     pub exception: bool,
+    /// How values are coded for the format, if they are (under `exception`, if any).
+    pub coding: Option<CodingSpec>,
     /// How a run's blocks hold their pairs.
+    pub format: FormatSpec,
+}
+
+/// A transforming layer that codes each value into fewer bytes for the `fixed` or `array`
+/// format under it, rejecting values it cannot code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodingSpec {
+    /// Values that are 4-byte little-endian `u32`s below `2^(8 * bytes)`, stored in their
+    /// low `bytes` bytes: `small-integer(bytes=N)`, N in 1..=3.
+    SmallInteger {
+        /// Bytes a value is stored in.
+        bytes: u32,
+    },
+    /// Values that are a code of [`STATE_CODES`], stored as its index in one byte:
+    /// `state-dictionary`.
+    StateDictionary,
+}
+
+/// What a run's blocks are written in: the modules of a layout from the first transforming
+/// layer down to the format (the filter and index are the run's, and `exception` only
+/// decides which writes are refused: a block keeps in its versions section whatever its
+/// format does not take).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockFormat {
+    /// `existential`: tombstones every reader sees go to the special section as keys alone.
+    pub existential: bool,
+    /// `delta-integer`: each value of a block's special section after its first is stored
+    /// as the difference from the one before (zigzag-coded), through the coding.
+    pub delta: bool,
+    pub coding: Option<CodingSpec>,
     pub format: FormatSpec,
 }
 
@@ -115,6 +164,8 @@ pub enum FormatSpec {
         /// The longest value, in bytes.
         len: u32,
     },
+    /// Empty values only (sets, secondary indexes): keys alone are stored: `empty`.
+    Empty,
 }
 
 /// Why a string is not a layout.
@@ -152,7 +203,10 @@ impl Default for LayoutSpec {
             btree: Some(BtreeSpec {
                 node: DEFAULT_BTREE_NODE,
             }),
+            existential: false,
+            delta: false,
             exception: false,
+            coding: None,
             format: FormatSpec::Linear,
         }
     }
@@ -230,14 +284,30 @@ impl LayoutSpec {
     /// passes, except that an `array` table's keys must be 8 bytes even for a tombstone: a
     /// delete of a key the table could never hold is an error too.
     pub fn check_write(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
+        // `delta-integer` is above `exception`: what it rejects is refused whatever is below.
+        if let (true, Some(value)) = (self.delta, value) {
+            if let Some(why) = delta_rejects(value) {
+                return Err(why);
+            }
+        }
         if self.exception {
             return Ok(());
         }
         let why = match value {
-            Some(value) => self.format.rejects(key, value),
+            Some(value) => self.block_format().rejects(key, value),
             None => self.format.rejects_key(key),
         };
         why.map_or(Ok(()), Err)
+    }
+
+    /// What the table's runs' blocks are written in.
+    pub fn block_format(&self) -> BlockFormat {
+        BlockFormat {
+            existential: self.existential,
+            delta: self.delta,
+            coding: self.coding,
+            format: self.format,
+        }
     }
 
     /// A run's block payload target, in bytes: the `btree` node, or
@@ -255,6 +325,93 @@ impl LayoutSpec {
     pub fn stitches(&self) -> bool {
         matches!(self.filter, None | Some(FilterSpec::Quotient { .. }))
             && self.format == FormatSpec::Linear
+    }
+}
+
+impl BlockFormat {
+    /// The blocks of `format` with no transforming layer over it.
+    pub fn plain(format: FormatSpec) -> BlockFormat {
+        BlockFormat {
+            existential: false,
+            delta: false,
+            coding: None,
+            format,
+        }
+    }
+
+    /// Why these blocks' special section cannot hold this pair, if it cannot: the coding's
+    /// reason, or the format's. Under `delta-integer` only a value that is not 4 bytes (and
+    /// a key the format rejects): whether a delta fits the coding depends on the value
+    /// before it in the block, which the block's writer knows.
+    pub fn rejects(&self, key: &[u8], value: &[u8]) -> Option<String> {
+        if self.delta {
+            return self
+                .format
+                .rejects_key(key)
+                .or_else(|| delta_rejects(value));
+        }
+        match self.coding {
+            // The format under a coding has the coding's width: a key is all left to check.
+            Some(coding) => self
+                .format
+                .rejects_key(key)
+                .or_else(|| coding.rejects(value)),
+            None => self.format.rejects(key, value),
+        }
+    }
+}
+
+/// Why `delta-integer` cannot hold `value`, if it cannot: its values are 4-byte integers.
+fn delta_rejects(value: &[u8]) -> Option<String> {
+    (value.len() != 4).then(|| {
+        format!(
+            "a {}-byte value in delta-integer: its values are 4-byte integers (u32 \
+             little-endian)",
+            value.len()
+        )
+    })
+}
+
+impl CodingSpec {
+    /// The bytes a coded value takes: the width of the format under it.
+    pub fn width(&self) -> u32 {
+        match *self {
+            CodingSpec::SmallInteger { bytes } => bytes,
+            CodingSpec::StateDictionary => 1,
+        }
+    }
+
+    /// The index in [`STATE_CODES`] of the code `value`, if it is one.
+    pub fn state_index(value: &[u8]) -> Option<u8> {
+        let i = STATE_CODES
+            .binary_search_by(|c| c.as_slice().cmp(value))
+            .ok()?;
+        Some(i as u8)
+    }
+
+    /// Why the coding cannot hold `value`, if it cannot.
+    pub fn rejects(&self, value: &[u8]) -> Option<String> {
+        match *self {
+            CodingSpec::SmallInteger { bytes } => {
+                let Ok(int) = <[u8; 4]>::try_from(value) else {
+                    return Some(format!(
+                        "a {}-byte value in {self}: its values are 4-byte integers (u32 \
+                         little-endian)",
+                        value.len()
+                    ));
+                };
+                let int = u32::from_le_bytes(int);
+                (u64::from(int) >= 1 << (8 * bytes))
+                    .then(|| format!("{int} in {self}: its values are below 2^{}", 8 * bytes))
+            }
+            CodingSpec::StateDictionary => Self::state_index(value).is_none().then(|| {
+                format!(
+                    "{:?} in {self}: its values are US postal codes of states and territories \
+                     (AK to WY)",
+                    String::from_utf8_lossy(value)
+                )
+            }),
+        }
     }
 }
 
@@ -277,6 +434,12 @@ impl FormatSpec {
                     )
                 })
             }
+            FormatSpec::Empty => (!value.is_empty()).then(|| {
+                format!(
+                    "a {}-byte value in empty: its values are empty",
+                    value.len()
+                )
+            }),
             FormatSpec::UniqueString { len, .. } => (value.len() > len as usize).then(|| {
                 format!(
                     "a {}-byte value in {}: its values are at most {len} bytes",
@@ -314,8 +477,17 @@ impl fmt::Display for LayoutSpec {
         if let Some(btree) = self.btree {
             write!(f, " -> btree(node={})", btree.node)?;
         }
+        if self.existential {
+            f.write_str(" -> existential")?;
+        }
+        if self.delta {
+            f.write_str(" -> delta-integer")?;
+        }
         if self.exception {
             f.write_str(" -> exception")?;
+        }
+        if let Some(coding) = self.coding {
+            write!(f, " -> {coding}")?;
         }
         write!(f, " -> {}", self.format)?;
         if self.exception {
@@ -338,6 +510,16 @@ impl fmt::Display for FilterSpec {
     }
 }
 
+impl fmt::Display for CodingSpec {
+    /// The canonical form of the coding's module.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CodingSpec::SmallInteger { bytes } => write!(f, "small-integer(bytes={bytes})"),
+            CodingSpec::StateDictionary => f.write_str("state-dictionary"),
+        }
+    }
+}
+
 impl fmt::Display for FormatSpec {
     /// The canonical form of the format's module.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -348,6 +530,7 @@ impl fmt::Display for FormatSpec {
             FormatSpec::UniqueString { max, len } => {
                 write!(f, "unique-string(max={max}, len={len})")
             }
+            FormatSpec::Empty => f.write_str("empty"),
         }
     }
 }
@@ -360,25 +543,35 @@ enum Kind {
     Bloom,
     Cache,
     Btree,
+    Existential,
+    DeltaInteger,
     Exception,
+    SmallInteger,
+    StateDictionary,
     Linear,
     Fixed,
     Array,
     UniqueString,
+    Empty,
 }
 
 /// Every module, in the order the unknown-module message lists them.
-const KINDS: [Kind; 10] = [
+const KINDS: [Kind; 15] = [
     Kind::Managed,
     Kind::Quotient,
     Kind::Bloom,
     Kind::Cache,
     Kind::Btree,
+    Kind::Existential,
+    Kind::DeltaInteger,
     Kind::Exception,
+    Kind::SmallInteger,
+    Kind::StateDictionary,
     Kind::Linear,
     Kind::Fixed,
     Kind::Array,
     Kind::UniqueString,
+    Kind::Empty,
 ];
 
 /// Where a module stands in a layout: a layout's modules go up the stages.
@@ -388,7 +581,10 @@ enum Stage {
     Filter,
     Cache,
     Btree,
+    Existential,
+    Delta,
     Exception,
+    Coding,
     Format,
 }
 
@@ -441,6 +637,12 @@ const BTREE_PARAMS: &[ParamDef] = &[ParamDef {
 const SIZE_PARAMS: &[ParamDef] = &[ParamDef {
     key: "size",
     range: Range::Int { min: 1, max: 4096 },
+    required: true,
+}];
+
+const SMALL_INTEGER_PARAMS: &[ParamDef] = &[ParamDef {
+    key: "bytes",
+    range: Range::Int { min: 1, max: 3 },
     required: true,
 }];
 
@@ -524,11 +726,16 @@ impl Kind {
             Kind::Bloom => "bloom",
             Kind::Cache => "cache",
             Kind::Btree => "btree",
+            Kind::Existential => "existential",
+            Kind::DeltaInteger => "delta-integer",
             Kind::Exception => "exception",
+            Kind::SmallInteger => "small-integer",
+            Kind::StateDictionary => "state-dictionary",
             Kind::Linear => "linear",
             Kind::Fixed => "fixed",
             Kind::Array => "array",
             Kind::UniqueString => "unique-string",
+            Kind::Empty => "empty",
         }
     }
 
@@ -542,14 +749,22 @@ impl Kind {
             Kind::Quotient | Kind::Bloom => Stage::Filter,
             Kind::Cache => Stage::Cache,
             Kind::Btree => Stage::Btree,
+            Kind::Existential => Stage::Existential,
+            Kind::DeltaInteger => Stage::Delta,
             Kind::Exception => Stage::Exception,
-            Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString => Stage::Format,
+            Kind::SmallInteger | Kind::StateDictionary => Stage::Coding,
+            Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString | Kind::Empty => {
+                Stage::Format
+            }
         }
     }
 
     /// A format that rejects some pairs (which `exception` can send to a `linear` under it).
     fn specialized(self) -> bool {
-        matches!(self, Kind::Fixed | Kind::Array | Kind::UniqueString)
+        matches!(
+            self,
+            Kind::Fixed | Kind::Array | Kind::UniqueString | Kind::Empty
+        )
     }
 
     fn params(self) -> &'static [ParamDef] {
@@ -560,7 +775,14 @@ impl Kind {
             Kind::Btree => BTREE_PARAMS,
             Kind::Fixed | Kind::Array => SIZE_PARAMS,
             Kind::UniqueString => UNIQUE_STRING_PARAMS,
-            Kind::Managed | Kind::Exception | Kind::Linear => &[],
+            Kind::SmallInteger => SMALL_INTEGER_PARAMS,
+            Kind::Managed
+            | Kind::Existential
+            | Kind::DeltaInteger
+            | Kind::Exception
+            | Kind::Linear
+            | Kind::StateDictionary
+            | Kind::Empty => &[],
         }
     }
 
@@ -713,8 +935,14 @@ struct Stack {
     filter: Option<FilterSpec>,
     cache: Option<CacheSpec>,
     btree: Option<BtreeSpec>,
+    /// Whether `existential` has come.
+    existential: bool,
+    /// Whether `delta-integer` has come.
+    delta: bool,
     /// The number of the `exception` module.
     exception: Option<usize>,
+    /// The value coding, and its module's number and kind.
+    coding: Option<(usize, Kind, CodingSpec)>,
     /// The format, and its module's number and kind.
     format: Option<(usize, Kind, FormatSpec)>,
     /// Whether the `linear` after `exception`'s specialized format has come.
@@ -751,7 +979,18 @@ impl Stack {
                     node: int(values, 0, DEFAULT_BTREE_NODE),
                 });
             }
+            Kind::Existential => self.existential = true,
+            Kind::DeltaInteger => self.delta = true,
             Kind::Exception => self.exception = Some(n),
+            Kind::SmallInteger => {
+                let coding = CodingSpec::SmallInteger {
+                    bytes: int(values, 0, 0),
+                };
+                self.coding = Some((n, kind, coding));
+            }
+            Kind::StateDictionary => {
+                self.coding = Some((n, kind, CodingSpec::StateDictionary));
+            }
             Kind::Linear if self.format.is_some() => self.final_linear = true,
             Kind::Linear => self.format = Some((n, kind, FormatSpec::Linear)),
             Kind::Fixed => {
@@ -762,6 +1001,7 @@ impl Stack {
                 let size = int(values, 0, 0);
                 self.format = Some((n, kind, FormatSpec::Array { size }));
             }
+            Kind::Empty => self.format = Some((n, kind, FormatSpec::Empty)),
             Kind::UniqueString => {
                 let format = FormatSpec::UniqueString {
                     max: int(values, 0, DEFAULT_UNIQUE_MAX),
@@ -770,7 +1010,69 @@ impl Stack {
                 self.format = Some((n, kind, format));
             }
         }
+        if let (Some((_, _, coding)), Some((_, _, format))) = (self.coding, self.format) {
+            if let Some(why) = Self::under_coding(coding, format) {
+                return Err(why);
+            }
+        }
+        if self.delta {
+            if let Some(why) = self.under_delta(kind) {
+                return Err(why);
+            }
+        }
+        if let (true, Some((_, Kind::Linear, _)), false) =
+            (self.existential, self.format, self.final_linear)
+        {
+            return Err(
+                "\"linear\" cannot be under \"existential\": it keeps tombstones out \
+                        of a specialized format, and linear blocks hold them already"
+                    .to_string(),
+            );
+        }
         Ok(())
+    }
+
+    /// Why module `kind`, just added, cannot be under `delta-integer`, if it cannot. Its
+    /// deltas are 4-byte integers, for a `small-integer` with `exception` between them (a
+    /// delta's size depends on the values before it in a block, known only when a run is
+    /// written: Anvil's Fig 3.10) or a `fixed(4)` or `array(4)`.
+    fn under_delta(&self, kind: Kind) -> Option<String> {
+        let name = kind.name();
+        match (kind, self.coding, self.format) {
+            (Kind::StateDictionary, ..) => Some(format!(
+                "{name:?} cannot be under \"delta-integer\": deltas are integers (small-integer \
+                 codes them)"
+            )),
+            (Kind::SmallInteger, ..) if self.exception.is_none() => Some(format!(
+                "{name:?} under \"delta-integer\" needs \"exception\" between them: whether a \
+                 delta fits depends on the values before it, known only when a run is written"
+            )),
+            (_, None, Some((_, _, format))) if !self.final_linear => match format {
+                FormatSpec::Fixed { size: 4 } if self.exception.is_some() => Some(format!(
+                    "{format} under \"delta-integer -> exception\" rejects nothing for the \
+                     exception to keep (small-integer over it would)"
+                )),
+                FormatSpec::Fixed { size: 4 } | FormatSpec::Array { size: 4 } => None,
+                _ => Some(format!(
+                    "{format} cannot be under \"delta-integer\": its deltas are 4-byte \
+                     integers, for fixed(4), array(4) or small-integer over one"
+                )),
+            },
+            _ => None,
+        }
+    }
+
+    /// Why `format` cannot be the format under `coding`, if it cannot: only a `fixed` or
+    /// `array` of the coding's width can.
+    fn under_coding(coding: CodingSpec, format: FormatSpec) -> Option<String> {
+        let width = coding.width();
+        match format {
+            FormatSpec::Fixed { size } | FormatSpec::Array { size } if size == width => None,
+            _ => Some(format!(
+                "{format} cannot be under {coding}: its coded values are {width} bytes, so \
+                 the format is fixed({width}) or array({width})"
+            )),
+        }
     }
 
     /// Why `kind` cannot be the next module, if it cannot.
@@ -820,10 +1122,15 @@ impl Stack {
                 prev.name()
             ));
         }
-        if kind.stage() == Stage::Filter {
-            if let Some(i) = self.kinds.iter().position(|k| k.stage() == Stage::Filter) {
+        let what = match kind.stage() {
+            Stage::Filter => Some("filters"),
+            Stage::Coding => Some("codings"),
+            _ => None,
+        };
+        if let Some(what) = what {
+            if let Some(i) = self.kinds.iter().position(|k| k.stage() == kind.stage()) {
                 return Err(format!(
-                    "two filters (module {} is {:?}): a layout has at most one",
+                    "two {what} (module {} is {:?}): a layout has at most one",
                     i + 1,
                     self.kinds[i].name()
                 ));
@@ -832,9 +1139,13 @@ impl Stack {
         if kind.stage() < prev.stage() {
             return Err(format!(
                 "{name:?} cannot follow {:?} (the order is managed, a filter, cache, \
-                 btree, exception, the format)",
+                 btree, existential, delta-integer, exception, a coding, the format)",
                 prev.name()
             ));
+        }
+        if self.coding.is_some() {
+            // `push` checks the format under the coding.
+            return Ok(());
         }
         if kind == Kind::Linear && self.exception.is_some() {
             return Err(
@@ -883,7 +1194,10 @@ impl Stack {
             filter: self.filter,
             cache: self.cache,
             btree: self.btree,
+            existential: self.existential,
+            delta: self.delta,
             exception: self.exception.is_some(),
+            coding: self.coding.map(|(_, _, coding)| coding),
             format,
         })
     }
@@ -917,7 +1231,10 @@ mod tests {
                 cache: None,
                 filter: Some(FilterSpec::Bloom { bits_per_key: 10 }),
                 btree: Some(BtreeSpec { node: 4096 }),
+                existential: false,
+                delta: false,
                 exception: false,
+                coding: None,
                 format: FormatSpec::Linear,
             }
         );
@@ -934,7 +1251,10 @@ mod tests {
                 cache: None,
                 filter: None,
                 btree: Some(BtreeSpec { node: 4096 }),
+                existential: false,
+                delta: false,
                 exception: false,
+                coding: None,
                 format: FormatSpec::Fixed { size: 8 },
             }
         );
@@ -951,7 +1271,10 @@ mod tests {
                 cache: None,
                 filter: None,
                 btree: None,
+                existential: false,
+                delta: false,
                 exception: true,
+                coding: None,
                 format: FormatSpec::UniqueString { max: 255, len: 255 },
             }
         );
@@ -1001,7 +1324,10 @@ mod tests {
                     fp_rate: Some(0.001)
                 }),
                 btree: Some(BtreeSpec { node: 8192 }),
+                existential: false,
+                delta: false,
                 exception: true,
+                coding: None,
                 format: FormatSpec::UniqueString { max: 100, len: 20 },
             }
         );
@@ -1046,8 +1372,9 @@ mod tests {
         assert_eq!(
             error("managed -> fixd(8)").to_string(),
             "layout \"managed -> fixd(8)\": module 2 \"fixd\": unknown module (modules: \
-             managed, quotient, bloom, cache, btree, exception, linear, fixed, array, \
-             unique-string)"
+             managed, quotient, bloom, cache, btree, existential, delta-integer, exception, \
+             small-integer, \
+             state-dictionary, linear, fixed, array, unique-string, empty)"
         );
     }
 
@@ -1238,6 +1565,98 @@ mod tests {
             "module 4 \"btree\"",
             "\"btree\" cannot follow \"fixed\": after \"exception -> fixed\" only \"linear\"",
         ),
+        // Codings.
+        (
+            "managed -> small-integer(2) -> fixed(8)",
+            "module 3 \"fixed\"",
+            "fixed(size=8) cannot be under small-integer(bytes=2): its coded values are 2 \
+             bytes, so the format is fixed(2) or array(2)",
+        ),
+        (
+            "managed -> exception -> small-integer(1) -> unique-string -> linear",
+            "module 4 \"unique-string\"",
+            "cannot be under small-integer(bytes=1)",
+        ),
+        (
+            "managed -> small-integer(1) -> linear",
+            "module 3 \"linear\"",
+            "cannot be under small-integer(bytes=1)",
+        ),
+        (
+            "managed -> small-integer(1) -> exception -> fixed(1) -> linear",
+            "module 3 \"exception\"",
+            "cannot follow \"small-integer\"",
+        ),
+        (
+            "managed -> small-integer(1)",
+            "module 2 \"small-integer\"",
+            "missing format",
+        ),
+        (
+            "managed -> small-integer(1) -> state-dictionary -> fixed(1)",
+            "module 3 \"state-dictionary\"",
+            "two codings (module 2 is \"small-integer\")",
+        ),
+        (
+            "managed -> state-dictionary -> fixed(2)",
+            "module 3 \"fixed\"",
+            "fixed(size=2) cannot be under state-dictionary: its coded values are 1 bytes",
+        ),
+        (
+            "managed -> delta-integer -> small-integer(1) -> array(1)",
+            "module 3 \"small-integer\"",
+            "under \"delta-integer\" needs \"exception\" between them",
+        ),
+        (
+            "managed -> delta-integer -> exception -> state-dictionary -> array(1) -> linear",
+            "module 4 \"state-dictionary\"",
+            "cannot be under \"delta-integer\"",
+        ),
+        (
+            "managed -> delta-integer -> fixed(8)",
+            "module 3 \"fixed\"",
+            "fixed(size=8) cannot be under \"delta-integer\": its deltas are 4-byte integers",
+        ),
+        (
+            "managed -> delta-integer -> linear",
+            "module 3 \"linear\"",
+            "cannot be under \"delta-integer\"",
+        ),
+        (
+            "managed -> delta-integer -> exception -> fixed(4) -> linear",
+            "module 4 \"fixed\"",
+            "rejects nothing for the exception to keep",
+        ),
+        (
+            "managed -> exception -> delta-integer -> fixed(4) -> linear",
+            "module 3 \"delta-integer\"",
+            "cannot follow \"exception\"",
+        ),
+        (
+            "managed -> existential -> linear",
+            "module 3 \"linear\"",
+            "cannot be under \"existential\"",
+        ),
+        (
+            "managed -> exception -> existential -> fixed(8) -> linear",
+            "module 3 \"existential\"",
+            "cannot follow \"exception\"",
+        ),
+        (
+            "managed -> state-dictionary(1) -> fixed(1)",
+            "module 2 \"state-dictionary\"",
+            "takes no parameters",
+        ),
+        (
+            "managed -> small-integer(4) -> fixed(4)",
+            "module 2 \"small-integer\"",
+            "\"4\" is out of range (1 to 3)",
+        ),
+        (
+            "managed -> small-integer -> fixed(1)",
+            "module 2 \"small-integer\"",
+            "missing parameter \"bytes\"",
+        ),
         // Parameters.
         (
             "managed -> fixed(sz=8)",
@@ -1388,9 +1807,73 @@ mod tests {
         }
     }
 
-    /// Every layout of the modules with their parameters left out (`fixed` and `array` with
-    /// a size), in order, built from the rules rather than by the parser.
+    /// The modules the exhaustive test stacks, parameters given where a module needs them.
+    const MODULES: &[&str] = &[
+        "managed",
+        "quotient",
+        "bloom",
+        "cache",
+        "btree",
+        "existential",
+        "delta-integer",
+        "exception",
+        "small-integer(1)",
+        "state-dictionary",
+        "linear",
+        "fixed(8)",
+        "array(8)",
+        "unique-string",
+        "fixed(1)",
+        "array(1)",
+        "fixed(4)",
+        "array(4)",
+        "empty",
+    ];
+
+    /// Every layout of [`MODULES`], in order, built from the rules rather than by the parser.
     fn valid_sequences() -> Vec<Vec<&'static str>> {
+        // What may come under the index: a format, or a coding over a format of its width,
+        // alone or under `exception` with `linear` last.
+        let mut lowers: Vec<Vec<&str>> = vec![vec!["linear"]];
+        let mut specialized: Vec<Vec<&str>> = ["fixed(8)", "array(8)", "unique-string"]
+            .iter()
+            .chain(&["fixed(1)", "array(1)", "fixed(4)", "array(4)", "empty"])
+            .map(|&f| vec![f])
+            .collect();
+        for coding in ["small-integer(1)", "state-dictionary"] {
+            specialized.extend([vec![coding, "fixed(1)"], vec![coding, "array(1)"]]);
+        }
+        for lower in specialized {
+            lowers.push([&["exception"], &lower[..], &["linear"]].concat());
+            lowers.push(lower);
+        }
+        // `delta-integer` over a format of 4-byte values, or through `exception` over one
+        // that rejects some: a small-integer, or an array (keys that are not 8 bytes).
+        lowers.extend([
+            vec!["delta-integer", "fixed(4)"],
+            vec!["delta-integer", "array(4)"],
+            vec!["delta-integer", "exception", "array(4)", "linear"],
+            vec![
+                "delta-integer",
+                "exception",
+                "small-integer(1)",
+                "fixed(1)",
+                "linear",
+            ],
+            vec![
+                "delta-integer",
+                "exception",
+                "small-integer(1)",
+                "array(1)",
+                "linear",
+            ],
+        ]);
+        // `existential` over any of them but `linear`.
+        let kept: Vec<Vec<&str>> = lowers[1..]
+            .iter()
+            .map(|lower| [&["existential"], &lower[..]].concat())
+            .collect();
+        lowers.extend(kept);
         let mut valid = Vec::new();
         for filter in [None, Some("quotient"), Some("bloom")] {
             for cache in [None, Some("cache")] {
@@ -1401,11 +1884,8 @@ mod tests {
                         .chain(cache)
                         .chain(btree)
                         .collect();
-                    for format in ["linear", "fixed(8)", "array(8)", "unique-string"] {
-                        valid.push([&head[..], &[format]].concat());
-                        if format != "linear" {
-                            valid.push([&head[..], &["exception", format, "linear"]].concat());
-                        }
+                    for lower in &lowers {
+                        valid.push([&head[..], lower].concat());
                     }
                 }
             }
@@ -1413,73 +1893,44 @@ mod tests {
         valid
     }
 
+    /// Every layout that is a valid one or one more module after a beginning of a valid one
+    /// parses exactly when the rules allow it; and one that no valid layout begins with fails
+    /// at its last module, so no longer layout starting with it parses either.
     #[test]
     fn exactly_the_layouts_the_rules_allow_parse() {
         let valid = valid_sequences();
-        assert_eq!(valid.len(), 3 * 2 * 2 * 7);
-        let names = [
-            "managed",
-            "quotient",
-            "bloom",
-            "cache",
-            "btree",
-            "exception",
-            "linear",
-            "fixed(8)",
-            "array(8)",
-            "unique-string",
-        ];
-        // Every sequence of up to five modules, and every valid layout (up to seven) with one
-        // module left out, replaced or added.
-        let mut candidates: Vec<Vec<&str>> = Vec::new();
-        for len in 1..=5u32 {
-            for mut code in 0..names.len().pow(len) {
-                let mut seq = Vec::new();
-                for _ in 0..len {
-                    seq.push(names[code % names.len()]);
-                    code /= names.len();
+        let mut starts: Vec<Vec<&str>> = vec![vec![]];
+        for v in &valid {
+            for n in 1..=v.len() {
+                if !starts.contains(&v[..n].to_vec()) {
+                    starts.push(v[..n].to_vec());
                 }
-                candidates.push(seq);
             }
         }
-        for v in &valid {
-            candidates.push(v.clone());
-            for i in 0..=v.len() {
-                if i < v.len() {
-                    let mut out = v.clone();
-                    out.remove(i);
-                    candidates.push(out);
-                }
-                for name in names {
-                    let mut added = v.clone();
-                    added.insert(i, name);
-                    candidates.push(added);
-                    if i < v.len() {
-                        let mut replaced = v.clone();
-                        replaced[i] = name;
-                        candidates.push(replaced);
+        let mut ok = 0;
+        for start in &starts {
+            for &module in MODULES {
+                let modules = [&start[..], &[module]].concat();
+                let layout = modules.join(" -> ");
+                match LayoutSpec::parse(&layout) {
+                    Ok(spec) => {
+                        ok += 1;
+                        assert!(valid.contains(&modules), "{layout:?} parsed");
+                        assert_eq!(parse(&spec.to_string()), spec);
+                    }
+                    Err(e) => {
+                        assert!(!valid.contains(&modules), "{layout:?}: {e}");
+                        let (n, name) = e.module.as_ref().expect("a module named");
+                        assert!(*n >= 1 && *n <= modules.len(), "{layout:?}: {e}");
+                        assert!(modules[n - 1].starts_with(name.as_str()), "{layout:?}: {e}");
+                        if !starts.contains(&modules) {
+                            assert_eq!(*n, modules.len(), "{layout:?}: {e}");
+                        }
                     }
                 }
             }
         }
-        let mut parsed = std::collections::BTreeSet::new();
-        for modules in candidates.iter().filter(|m| !m.is_empty()) {
-            let layout = modules.join(" -> ");
-            match LayoutSpec::parse(&layout) {
-                Ok(spec) => {
-                    assert!(valid.contains(modules), "{layout:?} parsed");
-                    assert_eq!(parse(&spec.to_string()), spec);
-                    parsed.insert(layout);
-                }
-                Err(e) => {
-                    assert!(!valid.contains(modules), "{layout:?}: {e}");
-                    let (n, name) = e.module.as_ref().expect("a module named");
-                    assert!(*n >= 1 && *n <= modules.len(), "{layout:?}: {e}");
-                    assert!(modules[n - 1].starts_with(name.as_str()), "{layout:?}: {e}");
-                }
-            }
-        }
-        assert_eq!(parsed.len(), valid.len());
+        assert_eq!(ok, valid.len());
     }
 
     #[test]
@@ -1532,6 +1983,79 @@ mod tests {
         assert!(unique.check_write(b"k", Some(b"abcd")).is_err());
         assert_eq!(unique.check_write(b"k", None), Ok(()));
 
+        let small = parse("managed -> small-integer(2) -> array(2)");
+        let int = |n: u32| n.to_le_bytes();
+        assert_eq!(small.check_write(&key8, Some(&int(65535))), Ok(()));
+        assert_eq!(
+            small.check_write(&key8, Some(&int(65536))),
+            Err("65536 in small-integer(bytes=2): its values are below 2^16".to_string())
+        );
+        assert_eq!(
+            small.check_write(&key8, Some(b"ab")),
+            Err(
+                "a 2-byte value in small-integer(bytes=2): its values are 4-byte integers \
+                 (u32 little-endian)"
+                    .to_string()
+            )
+        );
+        assert!(small
+            .check_write(b"short", Some(&int(1)))
+            .unwrap_err()
+            .contains("5-byte key"));
+        assert!(small.check_write(b"short", None).is_err());
+        assert_eq!(small.check_write(&key8, None), Ok(()));
+        let small = parse("managed -> exception -> small-integer(1) -> fixed(1) -> linear");
+        assert!(small.block_format().rejects(b"k", &int(256)).is_some());
+        assert_eq!(small.block_format().rejects(b"k", &int(255)), None);
+        assert_eq!(small.check_write(b"k", Some(&int(256))), Ok(()));
+
+        let states = parse("managed -> state-dictionary -> fixed(1)");
+        assert_eq!(STATE_CODES.len(), 56);
+        assert!(STATE_CODES.windows(2).all(|w| w[0] < w[1]), "sorted");
+        for code in STATE_CODES {
+            assert_eq!(states.check_write(b"k", Some(&code)), Ok(()));
+        }
+        assert_eq!(CodingSpec::state_index(b"AK"), Some(0));
+        assert_eq!(CodingSpec::state_index(b"WY"), Some(55));
+        assert_eq!(
+            states.check_write(b"k", Some(b"ZZ")),
+            Err(
+                "\"ZZ\" in state-dictionary: its values are US postal codes of states and \
+                 territories (AK to WY)"
+                    .to_string()
+            )
+        );
+        for odd in [&b"ca"[..], b"CAL", b"", b"C"] {
+            assert!(states.check_write(b"k", Some(odd)).is_err(), "{odd:?}");
+        }
+
+        let delta = parse(
+            "managed -> delta-integer -> exception -> small-integer(1) -> array(1) -> linear",
+        );
+        assert_eq!(delta.check_write(&key8, Some(&int(u32::MAX))), Ok(()));
+        assert_eq!(delta.check_write(b"odd key", Some(&int(7))), Ok(()));
+        assert_eq!(
+            delta.check_write(&key8, Some(b"abc")),
+            Err(
+                "a 3-byte value in delta-integer: its values are 4-byte integers (u32 \
+                 little-endian)"
+                    .to_string()
+            )
+        );
+        assert_eq!(delta.check_write(b"odd key", None), Ok(()));
+        let delta = parse("managed -> delta-integer -> array(4)");
+        assert!(delta.check_write(b"odd key", Some(&int(7))).is_err());
+        assert!(delta.check_write(&key8, Some(b"abcde")).is_err());
+        assert_eq!(delta.check_write(&key8, Some(&int(7))), Ok(()));
+
+        let empty = parse("managed -> empty");
+        assert_eq!(empty.check_write(b"k", Some(b"")), Ok(()));
+        assert_eq!(
+            empty.check_write(b"k", Some(b"x")),
+            Err("a 1-byte value in empty: its values are empty".to_string())
+        );
+        assert_eq!(empty.check_write(b"k", None), Ok(()));
+
         // With `exception` the format still rejects, but every write passes.
         for layout in [
             "managed -> exception -> fixed(8) -> linear",
@@ -1563,6 +2087,7 @@ mod tests {
             (1u32..=4096).prop_map(|size| FormatSpec::Array { size }),
             (1u32..=65535, 1u32..=4096)
                 .prop_map(|(max, len)| FormatSpec::UniqueString { max, len }),
+            Just(FormatSpec::Empty),
         ]
     }
 
@@ -1575,20 +2100,45 @@ mod tests {
         ];
         let cache = prop::option::of((1u32..=1 << 24).prop_map(|keys| CacheSpec { keys }));
         let btree = prop::option::of((512u32..=65536).prop_map(|node| BtreeSpec { node }));
-        let format = prop_oneof![
-            Just(FormatSpec::Linear).prop_map(|f| (false, f)),
-            specialized().prop_map(|f| (false, f)),
-            specialized().prop_map(|f| (true, f)),
-        ];
-        (filter, cache, btree, format).prop_map(|(filter, cache, btree, (exception, format))| {
-            LayoutSpec {
+        let coded = (1u32..=3, any::<bool>()).prop_map(|(bytes, array)| {
+            let format = match array {
+                true => FormatSpec::Array { size: bytes },
+                false => FormatSpec::Fixed { size: bytes },
+            };
+            (Some(CodingSpec::SmallInteger { bytes }), format)
+        });
+        let states = prop_oneof![
+            Just(FormatSpec::Fixed { size: 1 }),
+            Just(FormatSpec::Array { size: 1 })
+        ]
+        .prop_map(|f| (Some(CodingSpec::StateDictionary), f));
+        let lower = prop_oneof![
+            Just((false, None, FormatSpec::Linear)),
+            (any::<bool>(), specialized()).prop_map(|(e, f)| (e, None, f)),
+            (any::<bool>(), coded.clone()).prop_map(|(e, (c, f))| (e, c, f)),
+            (any::<bool>(), states).prop_map(|(e, (c, f))| (e, c, f)),
+        ]
+        .prop_map(|(e, c, f)| (false, e, c, f));
+        let deltas = prop_oneof![
+            Just((false, None, FormatSpec::Fixed { size: 4 })),
+            Just((false, None, FormatSpec::Array { size: 4 })),
+            Just((true, None, FormatSpec::Array { size: 4 })),
+            coded.prop_map(|(c, f)| (true, c, f)),
+        ]
+        .prop_map(|(e, c, f)| (true, e, c, f));
+        let lower = prop_oneof![lower, deltas];
+        (filter, cache, btree, lower, any::<bool>()).prop_map(
+            |(filter, cache, btree, (delta, exception, coding, format), existential)| LayoutSpec {
                 filter,
                 cache,
                 btree,
+                existential: existential && format != FormatSpec::Linear,
+                delta,
                 exception,
+                coding,
                 format,
-            }
-        })
+            },
+        )
     }
 
     const NAMES: &[&str] = &[
@@ -1597,17 +2147,22 @@ mod tests {
         "bloom",
         "cache",
         "btree",
+        "existential",
+        "delta-integer",
         "exception",
+        "small-integer",
+        "state-dictionary",
         "linear",
         "fixed",
         "array",
         "unique-string",
+        "empty",
         "fixd",
         "",
         "Managed",
     ];
     const KEYS: &[&str] = &[
-        "fp", "bits", "keys", "node", "size", "max", "len", "x", "", " ",
+        "fp", "bits", "keys", "node", "size", "max", "len", "bytes", "x", "", " ",
     ];
     const VALUES: &[&str] = &[
         "0",

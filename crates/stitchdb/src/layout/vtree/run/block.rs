@@ -15,6 +15,7 @@ use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
 use crate::entry::Entry;
 use crate::entry::EntryRef;
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 /// The version merges and flushes write: keys share prefixes, the first key is stored whole
@@ -489,7 +490,7 @@ impl Block {
     /// A specialized format's block (see `format`): its special section, every entry at the
     /// block's floor, merged with its versions section (version 4 entries to the payload's
     /// end) in (key ascending, newest first) order.
-    fn parse_special(data: Vec<u8>, start: usize) -> Result<Block, String> {
+    fn parse_special(mut data: Vec<u8>, start: usize) -> Result<Block, String> {
         let special = decode_special(&data, start)?;
         let mut versions = Block {
             keys: Vec::new(),
@@ -501,6 +502,8 @@ impl Block {
         versions
             .parse_entries(&data, special.versions_at - 1, &[], None, Layout::V3)
             .map_err(|e| format!("versions section: {e}"))?;
+        // Values a coding made follow the payload (their spans count on from its end).
+        data.extend_from_slice(&special.values);
         let offset = special.keys.len() as u32;
         let mut keys = special.keys;
         keys.extend_from_slice(&versions.keys);
@@ -511,7 +514,7 @@ impl Block {
         let mut spans = Vec::with_capacity(special.entries.len() + versions.spans.len());
         let mut a = special.entries.into_iter().map(|(key, value)| Span {
             key,
-            value,
+            value: value.unwrap_or((NO_VALUE, NO_VALUE)),
             seq: floor,
         });
         let mut b = versions.spans.into_iter().map(|s| Span {
@@ -823,18 +826,17 @@ impl Block {
                 Ordering::Equal => {}
             }
             // The special version comes before the older versions here.
-            if let Some((floor, value)) = pending.filter(|(floor, _)| *floor > e.seq) {
+            if let Some((floor, value)) = pending.take_if(|(floor, _)| *floor > e.seq) {
                 if floor <= snapshot {
-                    return Ok(Found::Version(floor, Some(value.to_vec())));
+                    return Ok(Found::Version(floor, value.map(Cow::into_owned)));
                 }
-                pending = None;
             }
             if e.seq <= snapshot {
                 return Ok(Found::Version(e.seq, e.value.map(<[u8]>::to_vec)));
             }
         }
         if let Some((floor, value)) = pending.filter(|(floor, _)| *floor <= snapshot) {
-            return Ok(Found::Version(floor, Some(value.to_vec())));
+            return Ok(Found::Version(floor, value.map(Cow::into_owned)));
         }
         Ok(if larger {
             Found::Absent

@@ -6,7 +6,7 @@ use super::format::SpecialWriter;
 use super::write_behind::WriteBehind;
 use super::{index, BlockHandle, FilterChoice, FilterPart, Run, RunFilter, RunMeta, Storage};
 use crate::entry::{EntryRef, RangeDeletes, RangeTombstone};
-use crate::layout::{FormatSpec, LayoutSpec};
+use crate::layout::{BlockFormat, FormatSpec, LayoutSpec};
 use crate::Result;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ const BLOCK_TARGET: usize = 4096 - stitch_zone::EXTENT_HEADER_LEN;
 /// `crate::layout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockLayout {
-    pub format: FormatSpec,
+    pub format: BlockFormat,
     /// A block's extent, header included, fills about this many bytes.
     pub block_bytes: usize,
 }
@@ -30,7 +30,7 @@ impl BlockLayout {
     /// The blocks a table of `layout` writes.
     pub fn of(layout: &LayoutSpec) -> BlockLayout {
         BlockLayout {
-            format: layout.format,
+            format: layout.block_format(),
             block_bytes: layout.block_bytes(),
         }
     }
@@ -39,7 +39,7 @@ impl BlockLayout {
 impl Default for BlockLayout {
     fn default() -> Self {
         BlockLayout {
-            format: FormatSpec::Linear,
+            format: BlockFormat::plain(FormatSpec::Linear),
             block_bytes: 4096,
         }
     }
@@ -183,9 +183,9 @@ impl RunBuilder {
             .block_bytes
             .saturating_sub(stitch_zone::EXTENT_HEADER_LEN)
             .clamp(64, most.max(64));
-        self.writer = match layout.format {
+        self.writer = match layout.format.format {
             FormatSpec::Linear => Writer::Linear(BlockWriter::default()),
-            format => Writer::Special(Box::new(SpecialWriter::new(format, horizon, ranges))),
+            _ => Writer::Special(Box::new(SpecialWriter::new(layout.format, horizon, ranges))),
         };
     }
 

@@ -24,15 +24,15 @@
 //! stitch them into another run unread), so a unique-string block carries its own dictionary.
 
 use super::block::{BlockWriter, FinishedBlock};
-use super::special::{array_key, ARRAY_SLOTS, ARRAY_VERSION, FIXED_VERSION, UNIQUE_VERSION};
+use super::special::{array_key, le_int, zigzag, Layers, ARRAY_SLOTS};
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::entry::{EntryRef, RangeDeletes};
-use crate::layout::FormatSpec;
+use crate::layout::{BlockFormat, CodingSpec, FormatSpec};
 use std::collections::HashMap;
 
 /// Fills one specialized block.
 pub struct SpecialWriter {
-    format: FormatSpec,
+    format: BlockFormat,
     horizon: u64,
     ranges: RangeDeletes,
     /// The special section's entries (keys shared with the previous special key).
@@ -44,6 +44,17 @@ pub struct SpecialWriter {
     base: u64,
     next_slot: u64,
     present: Vec<u64>,
+    /// `existential`: the special section's tombstones: `array` their slots from the first
+    /// (a bitmap); the others their keys (sharing prefixes with the one before).
+    gone: Vec<u8>,
+    gone_count: u64,
+    gone_base: u64,
+    gone_slots: u64,
+    gone_present: Vec<u64>,
+    last_gone: Vec<u8>,
+    /// `delta-integer`: the block's first special value (its landmark) and its last.
+    landmark: u32,
+    prev: u32,
     /// `unique-string`: the block's distinct values, each with its index.
     dict: HashMap<Vec<u8>, u32>,
     dict_order: Vec<Vec<u8>>,
@@ -64,13 +75,15 @@ pub struct SpecialWriter {
 /// Where an entry goes.
 enum Section {
     Special,
+    /// `existential`: a tombstone in the special section.
+    Gone,
     Versions,
 }
 
 impl SpecialWriter {
     /// A writer of `format` blocks (not `linear`) for a run whose range tombstones are
     /// `ranges`, keeping versions above `horizon` in the versions section.
-    pub fn new(format: FormatSpec, horizon: u64, ranges: RangeDeletes) -> SpecialWriter {
+    pub fn new(format: BlockFormat, horizon: u64, ranges: RangeDeletes) -> SpecialWriter {
         SpecialWriter {
             format,
             horizon,
@@ -82,6 +95,14 @@ impl SpecialWriter {
             base: 0,
             next_slot: 0,
             present: Vec::new(),
+            gone: Vec::new(),
+            gone_count: 0,
+            gone_base: 0,
+            gone_slots: 0,
+            gone_present: Vec::new(),
+            last_gone: Vec::new(),
+            landmark: 0,
+            prev: 0,
             dict: HashMap::new(),
             dict_order: Vec::new(),
             dict_bytes: 0,
@@ -95,18 +116,50 @@ impl SpecialWriter {
     }
 
     fn section(&self, e: &EntryRef) -> Section {
-        let Some(value) = e.value else {
-            return Section::Versions;
-        };
         let newest_in_run = !self.started || e.key != self.last_key.as_slice();
-        if e.seq > self.horizon
-            || !newest_in_run
-            || self.format.rejects(e.key, value).is_some()
-            || self.ranges.hides(e.key, e.seq, u64::MAX)
-        {
+        if e.seq > self.horizon || !newest_in_run || self.ranges.hides(e.key, e.seq, u64::MAX) {
             return Section::Versions;
         }
-        Section::Special
+        match e.value {
+            // A tombstone reads as the floor under the same rules as a value: every reader
+            // sees it, nothing older of its key is in front of it, and no range tombstone
+            // of the run lies between.
+            None if self.format.existential && self.format.format.rejects_key(e.key).is_none() => {
+                Section::Gone
+            }
+            None => Section::Versions,
+            Some(value)
+                if self.format.rejects(e.key, value).is_some() || !self.delta_fits(value) =>
+            {
+                Section::Versions
+            }
+            Some(_) => Section::Special,
+        }
+    }
+
+    /// Under `delta-integer`, whether the delta of `value` (4 bytes) from the block's last
+    /// special value fits the coding's bytes: one that does not goes to the versions
+    /// section whole, and the next delta is from the same last special value. The block's
+    /// first special value, its landmark, always fits.
+    fn delta_fits(&self, value: &[u8]) -> bool {
+        if !self.format.delta || self.special_count == 0 {
+            return true;
+        }
+        let width = self.format.coding.map_or(4, |c| c.width());
+        let delta = zigzag(le_int(value).wrapping_sub(self.prev));
+        u64::from(delta) < 1 << (8 * width)
+    }
+
+    /// Whether a tombstone of `existential` fits this block: in an `array` block, one too
+    /// far past the block's first does not.
+    fn gone_fits(&self, e: &EntryRef) -> bool {
+        match self.format.format {
+            FormatSpec::Array { .. } if self.gone_count > 0 => array_key(e.key).is_some_and(|k| {
+                k.checked_sub(self.gone_base)
+                    .is_some_and(|slot| slot < ARRAY_SLOTS)
+            }),
+            _ => true,
+        }
     }
 
     /// Whether a special entry `e` fits this block; false when the block must end first (an
@@ -115,7 +168,7 @@ impl SpecialWriter {
         if self.special_count == 0 {
             return true;
         }
-        match self.format {
+        match self.format.format {
             FormatSpec::Array { .. } => array_key(e.key).is_some_and(|k| {
                 k.checked_sub(self.base)
                     .is_some_and(|slot| slot < ARRAY_SLOTS)
@@ -135,6 +188,8 @@ impl SpecialWriter {
             Section::Versions => self.versions.add(e),
             Section::Special if !self.fits(&e) => return false,
             Section::Special => self.add_special(&e),
+            Section::Gone if !self.gone_fits(&e) => return false,
+            Section::Gone => self.add_gone(&e),
         }
         if self.count == 0 {
             self.first_key.clear();
@@ -150,7 +205,7 @@ impl SpecialWriter {
     fn add_special(&mut self, e: &EntryRef) {
         let value = e.value.unwrap_or_default();
         self.floor = self.floor.max(e.seq);
-        match self.format {
+        match self.format.format {
             FormatSpec::Array { .. } => {
                 // `section` checked the key's shape; `fits` its distance.
                 let k = array_key(e.key).unwrap_or_default();
@@ -166,12 +221,13 @@ impl SpecialWriter {
                 }
                 self.present[(slot / 64) as usize] |= 1 << (slot % 64);
                 self.next_slot = slot + 1;
-                self.special.extend_from_slice(value);
+                self.put_value(value);
             }
             FormatSpec::Fixed { .. } => {
                 self.put_special_key(e.key);
-                self.special.extend_from_slice(value);
+                self.put_value(value);
             }
+            FormatSpec::Empty => self.put_special_key(e.key),
             FormatSpec::UniqueString { .. } => {
                 self.put_special_key(e.key);
                 let next = self.dict.len() as u32;
@@ -187,6 +243,66 @@ impl SpecialWriter {
         self.special_count += 1;
         self.last_special.clear();
         self.last_special.extend_from_slice(e.key);
+    }
+
+    fn add_gone(&mut self, e: &EntryRef) {
+        self.floor = self.floor.max(e.seq);
+        match self.format.format {
+            FormatSpec::Array { .. } => {
+                // `section` checked the key's shape; `gone_fits` its distance.
+                let k = array_key(e.key).unwrap_or_default();
+                if self.gone_count == 0 {
+                    self.gone_base = k;
+                    self.gone_present.clear();
+                }
+                let slot = k - self.gone_base;
+                let words = (slot / 64 + 1) as usize;
+                if self.gone_present.len() < words {
+                    self.gone_present.resize(words, 0);
+                }
+                self.gone_present[(slot / 64) as usize] |= 1 << (slot % 64);
+                self.gone_slots = slot + 1;
+            }
+            _ => {
+                let shared = match self.gone_count {
+                    0 => 0,
+                    _ => super::block::shared_prefix(&self.last_gone, e.key),
+                };
+                put_varint(&mut self.gone, shared as u64);
+                put_bytes(&mut self.gone, &e.key[shared..]);
+                self.last_gone.clear();
+                self.last_gone.extend_from_slice(e.key);
+            }
+        }
+        self.gone_count += 1;
+    }
+
+    /// Appends to the special section what it stores of `value` (which `section` let in):
+    /// under `delta-integer` nothing for the landmark and the (coded) delta for the rest; a
+    /// small integer's low bytes (its first, little-endian); a state code's index; else the
+    /// value.
+    fn put_value(&mut self, value: &[u8]) {
+        if self.format.delta {
+            let int = le_int(value);
+            if self.special_count == 0 {
+                self.landmark = int;
+            } else {
+                let width = self.format.coding.map_or(4, |c| c.width());
+                let delta = zigzag(int.wrapping_sub(self.prev)).to_le_bytes();
+                self.special.extend_from_slice(&delta[..width as usize]);
+            }
+            self.prev = int;
+            return;
+        }
+        match self.format.coding {
+            Some(CodingSpec::SmallInteger { bytes }) => {
+                self.special.extend_from_slice(&value[..bytes as usize]);
+            }
+            Some(CodingSpec::StateDictionary) => {
+                self.special.extend(CodingSpec::state_index(value));
+            }
+            None => self.special.extend_from_slice(value),
+        }
     }
 
     /// The key, as the bytes it does not share with the previous special key.
@@ -206,12 +322,14 @@ impl SpecialWriter {
 
     /// The payload size so far (about: the header's varints are counted at their largest).
     pub fn size(&self) -> usize {
-        let bitmap = match self.format {
+        let bitmap = match self.format.format {
             FormatSpec::Array { .. } => self.next_slot.div_ceil(8) as usize + 8,
             _ => 0,
         };
         let index_width = if self.dict.len() > 256 { 2 } else { 1 };
+        let gone = self.gone.len() + self.gone_slots.div_ceil(8) as usize;
         32 + self.special.len()
+            + gone
             + bitmap
             + self.dict_bytes
             + self.indexes.len() * index_width
@@ -220,15 +338,16 @@ impl SpecialWriter {
 
     /// The finished block; the writer is reset.
     pub fn finish(&mut self) -> FinishedBlock {
-        let (version, size) = match self.format {
-            FormatSpec::Fixed { size } => (FIXED_VERSION, size),
-            FormatSpec::Array { size } => (ARRAY_VERSION, size),
-            FormatSpec::UniqueString { .. } => (UNIQUE_VERSION, 0),
+        let size = match self.format.format {
+            FormatSpec::Fixed { size } | FormatSpec::Array { size } => size,
+            FormatSpec::UniqueString { .. } | FormatSpec::Empty => 0,
             FormatSpec::Linear => unreachable_linear(),
         };
         let section = self.special_section(size);
         let mut out = Vec::with_capacity(section.len() + self.versions.size() + 32);
+        let (version, layers) = Layers::of(self.format).encode();
         out.push(version);
+        out.extend(layers);
         put_varint(&mut out, self.floor);
         put_varint(&mut out, self.special_count);
         // The special section's length: a lookup goes straight to the versions section.
@@ -251,24 +370,33 @@ impl SpecialWriter {
     /// The special section's bytes (docs/format.md, "Specialized blocks").
     fn special_section(&self, size: u32) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.size());
-        match self.format {
+        if self.format.existential {
+            put_varint(&mut out, self.gone_count);
+            if let (FormatSpec::Array { .. }, true) = (self.format.format, self.gone_count > 0) {
+                put_slots(
+                    &mut out,
+                    self.gone_base,
+                    self.gone_slots,
+                    self.gone_count,
+                    &self.gone_present,
+                );
+            } else {
+                out.extend_from_slice(&self.gone);
+            }
+        }
+        match self.format.format {
             FormatSpec::Fixed { .. } => {
                 put_varint(&mut out, u64::from(size));
+                self.put_landmark(&mut out);
                 out.extend_from_slice(&self.special);
             }
+            FormatSpec::Empty => out.extend_from_slice(&self.special),
             FormatSpec::Array { .. } => {
                 put_varint(&mut out, u64::from(size));
+                self.put_landmark(&mut out);
                 if self.special_count > 0 {
-                    out.extend_from_slice(&self.base.to_be_bytes());
-                    put_varint(&mut out, self.next_slot);
-                    if self.next_slot == self.special_count {
-                        out.push(0);
-                    } else {
-                        out.push(1);
-                        let bytes = self.next_slot.div_ceil(8) as usize;
-                        let bitmap = self.present.iter().flat_map(|w| w.to_le_bytes());
-                        out.extend(bitmap.take(bytes));
-                    }
+                    let (base, slots, count) = (self.base, self.next_slot, self.special_count);
+                    put_slots(&mut out, base, slots, count, &self.present);
                 }
                 out.extend_from_slice(&self.special);
             }
@@ -298,7 +426,19 @@ impl SpecialWriter {
         out
     }
 
+    /// A `delta-integer` section's landmark, in front of its entries (if it has any).
+    fn put_landmark(&self, out: &mut Vec<u8>) {
+        if self.format.delta && self.special_count > 0 {
+            out.extend_from_slice(&self.landmark.to_le_bytes());
+        }
+    }
+
     fn reset(&mut self) {
+        self.gone.clear();
+        self.gone_count = 0;
+        self.gone_slots = 0;
+        self.gone_present.clear();
+        self.last_gone.clear();
         self.special.clear();
         self.special_count = 0;
         self.floor = 0;
@@ -310,6 +450,20 @@ impl SpecialWriter {
         self.dict_bytes = 0;
         self.indexes.clear();
         self.count = 0;
+    }
+}
+
+/// An array section's slots (docs/format.md): the first key, how many, and a bitmap of the
+/// `count` that hold an entry unless every one does.
+fn put_slots(out: &mut Vec<u8>, base: u64, slots: u64, count: u64, present: &[u64]) {
+    out.extend_from_slice(&base.to_be_bytes());
+    put_varint(out, slots);
+    if slots == count {
+        out.push(0);
+    } else {
+        out.push(1);
+        let bytes = slots.div_ceil(8) as usize;
+        out.extend(present.iter().flat_map(|w| w.to_le_bytes()).take(bytes));
     }
 }
 
@@ -325,12 +479,47 @@ mod tests {
     use crate::layout::vtree::run::special::decode_special;
     use proptest::prelude::*;
 
-    fn formats() -> impl Strategy<Value = FormatSpec> {
-        prop_oneof![
+    fn formats() -> impl Strategy<Value = BlockFormat> {
+        let plain = prop_oneof![
             (1..12u32).prop_map(|size| FormatSpec::Fixed { size }),
             (1..12u32).prop_map(|size| FormatSpec::Array { size }),
             (1..5u32, 1..12u32).prop_map(|(max, len)| FormatSpec::UniqueString { max, len }),
-        ]
+            Just(FormatSpec::Empty),
+        ];
+        let small = (1..=3u32, any::<bool>(), any::<bool>()).prop_map(|(bytes, array, delta)| {
+            BlockFormat {
+                existential: false,
+                delta,
+                coding: Some(CodingSpec::SmallInteger { bytes }),
+                format: match array {
+                    true => FormatSpec::Array { size: bytes },
+                    false => FormatSpec::Fixed { size: bytes },
+                },
+            }
+        });
+        let deltas = any::<bool>().prop_map(|array| BlockFormat {
+            existential: false,
+            delta: true,
+            coding: None,
+            format: match array {
+                true => FormatSpec::Array { size: 4 },
+                false => FormatSpec::Fixed { size: 4 },
+            },
+        });
+        let states = any::<bool>().prop_map(|array| BlockFormat {
+            existential: false,
+            delta: false,
+            coding: Some(CodingSpec::StateDictionary),
+            format: match array {
+                true => FormatSpec::Array { size: 1 },
+                false => FormatSpec::Fixed { size: 1 },
+            },
+        });
+        let format = prop_oneof![plain.prop_map(BlockFormat::plain), small, states, deltas];
+        (format, any::<bool>()).prop_map(|(format, existential)| BlockFormat {
+            existential,
+            ..format
+        })
     }
 
     /// Sorted versions (key ascending, newest first), keys mostly 8 bytes and near each
@@ -342,6 +531,10 @@ mod tests {
         ];
         let value = prop_oneof![
             6 => (0..4u8).prop_map(|v| Some(vec![v; 4])),
+            2 => Just(Some(Vec::new())),
+            // Integers, most of them small.
+            4 => prop_oneof![0..300u32, any::<u32>()].prop_map(|n| Some(n.to_le_bytes().to_vec())),
+            2 => prop::sample::select(&crate::layout::STATE_CODES[..]).prop_map(|c| Some(c.to_vec())),
             2 => proptest::collection::vec(any::<u8>(), 0..12).prop_map(Some),
             1 => Just(None),
         ];
@@ -357,7 +550,7 @@ mod tests {
     /// Writes `entries` as blocks of `format` the way a run builder does (a new block where
     /// the writer asks), and parses each back.
     fn round_trip(
-        format: FormatSpec,
+        format: BlockFormat,
         horizon: u64,
         ranges: &RangeDeletes,
         entries: &[Entry],
@@ -470,7 +663,7 @@ mod tests {
 
         /// Damaged bytes are an error or some block, never a panic.
         #[test]
-        fn any_bytes_parse_or_fail(bytes in proptest::collection::vec(any::<u8>(), 0..200), v in 5..8u8) {
+        fn any_bytes_parse_or_fail(bytes in proptest::collection::vec(any::<u8>(), 0..200), v in 5..9u8) {
             let mut bytes = bytes;
             bytes.insert(0, v);
             let _ = Block::parse_standalone(bytes.clone(), 0);
@@ -482,22 +675,26 @@ mod tests {
     /// entries, absences and neighbours as comparing keys finds, for keys of any length.
     #[test]
     fn a_dense_array_block_finds_by_arithmetic_what_comparing_finds() {
-        for (first, n, hole) in [
-            (5000u64, 100u64, None),
-            (0, 1, None),
-            (u64::MAX - 9, 10, None),
-            (7, 50, Some(20u64)),
-        ] {
-            let mut w = SpecialWriter::new(
-                FormatSpec::Array { size: 2 },
-                u64::MAX,
-                RangeDeletes::default(),
-            );
+        // (first key, keys, a key left out, a key deleted under `existential`)
+        let cases = [
+            (5000u64, 100u64, None, None),
+            (0, 1, None, None),
+            (u64::MAX - 9, 10, None, None),
+            (7, 50, Some(20u64), None),
+            (7, 50, None, Some(30u64)),
+        ];
+        for (first, n, hole, gone) in cases {
+            let format = BlockFormat {
+                existential: gone.is_some(),
+                ..BlockFormat::plain(FormatSpec::Array { size: 2 })
+            };
+            let mut w = SpecialWriter::new(format, u64::MAX, RangeDeletes::default());
             for k in (first..=first + (n - 1)).filter(|&k| Some(k - first) != hole) {
+                let value = [k as u8, 1];
                 assert!(w.add(EntryRef {
                     key: &k.to_be_bytes(),
                     seq: 10,
-                    value: Some(&[k as u8, 1]),
+                    value: (Some(k - first) != gone).then_some(&value[..]),
                 }));
             }
             let b = w.finish();
@@ -506,7 +703,8 @@ mod tests {
                 entries: b.entries,
             };
             let block = Block::parse_at(b.payload().to_vec(), 0, framing).unwrap();
-            assert_eq!(block.is_dense(), hole.is_none(), "{first} {n} {hole:?}");
+            let dense = hole.is_none() && gone.is_none();
+            assert_eq!(block.is_dense(), dense, "{first} {n} {hole:?} {gone:?}");
             let mut keys: Vec<Vec<u8>> = Vec::new();
             for k in first.saturating_sub(3)..=first.saturating_add(n + 2) {
                 keys.push(k.to_be_bytes().to_vec());
@@ -537,7 +735,11 @@ mod tests {
             })
             .collect();
         let size = |format| {
-            let mut w = SpecialWriter::new(format, u64::MAX, RangeDeletes::default());
+            let mut w = SpecialWriter::new(
+                BlockFormat::plain(format),
+                u64::MAX,
+                RangeDeletes::default(),
+            );
             for e in &entries {
                 assert!(w.add(EntryRef {
                     key: &e.key,
