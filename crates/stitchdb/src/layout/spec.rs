@@ -54,9 +54,11 @@ pub const STATE_CODES: [[u8; 2]; 56] = [
 /// A table's layout: the stack of modules its data goes through.
 ///
 /// Always `managed` first (the writable memtable plus the read-only runs digested from it and
-/// combined by compaction), then optionally a filter and a `btree` index over each run, then
-/// optionally `exception`, then the format of the runs' blocks. With `exception` the format
-/// is a specialized one, and `linear` under it keeps the pairs it rejects.
+/// combined by compaction), then optionally a filter, a `cache` of lookups and a `btree`
+/// index over each run, then the transforming layers (`existential`, `delta-integer`),
+/// optionally `exception`, a value coding, then the format of the runs' blocks. With
+/// `exception` the format is a specialized one, and `linear` under it keeps the pairs the
+/// modules between reject (see `docs/layouts.md` for the stacking rules).
 ///
 /// [`Display`](fmt::Display) writes the canonical form, which [`LayoutSpec::parse`] reads back
 /// to the same spec (for any spec a layout string can describe).
