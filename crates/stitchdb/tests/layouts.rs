@@ -11,7 +11,9 @@ mod support;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
-use stitchdb::{Db, Disk, Durability, Error, Isolation, MemDisk, Options, TableId, WriteBatch};
+use stitchdb::{
+    Db, Disk, Durability, Error, Isolation, MemDisk, Options, Stats, TableId, WriteBatch,
+};
 use support::table_contents;
 
 fn options() -> Options {
@@ -145,6 +147,16 @@ fn a_write_the_layout_cannot_hold_is_refused_whole() {
     db.check().unwrap();
 }
 
+/// The bytes of table `name`'s runs.
+fn run_bytes(stats: &Stats, name: &str) -> u64 {
+    stats
+        .tables
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap()
+        .run_bytes
+}
+
 /// Writes `n` 8-byte values under dense big-endian keys to a new table of `layout`, merges
 /// it into one run, and returns the table and its runs' bytes.
 fn dense_table(db: &Db, name: &str, layout: &str, n: u64) -> (TableId, u64) {
@@ -157,14 +169,7 @@ fn dense_table(db: &Db, name: &str, layout: &str, n: u64) -> (TableId, u64) {
         db.write(&batch, Durability::Async).unwrap();
     }
     db.compact().unwrap();
-    let stats = db.stats();
-    let bytes = stats
-        .tables
-        .iter()
-        .find(|s| s.name == name)
-        .unwrap()
-        .run_bytes;
-    (t, bytes)
+    (t, run_bytes(&db.stats(), name))
 }
 
 #[test]
@@ -215,14 +220,7 @@ fn repeated_strings_take_a_dictionary_and_rare_ones_the_exception_format() {
     }
     db.compact().unwrap();
     let stats = db.stats();
-    let bytes = |name: &str| {
-        stats
-            .tables
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap()
-            .run_bytes
-    };
+    let bytes = |name: &str| run_bytes(&stats, name);
     assert!(
         bytes("states") * 2 < bytes("default-states"),
         "{} vs {}",
@@ -508,14 +506,7 @@ fn small_integers_take_their_bytes_and_others_are_refused_or_kept() {
     db.compact().unwrap();
     let db = reopen(&disk, db);
     let stats = db.stats();
-    let bytes = |name: &str| {
-        stats
-            .tables
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap()
-            .run_bytes
-    };
+    let bytes = |name: &str| run_bytes(&stats, name);
     let default_bytes = bytes("ints");
     // A byte a value and its bitmap bit, against the default's key, sequence number, length
     // and 4-byte value.
@@ -603,14 +594,7 @@ fn state_codes_take_a_byte_and_others_are_refused_or_kept() {
     db.compact().unwrap();
     let db = reopen(&disk, db);
     let stats = db.stats();
-    let bytes = |name: &str| {
-        stats
-            .tables
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap()
-            .run_bytes
-    };
+    let bytes = |name: &str| run_bytes(&stats, name);
     assert!(
         bytes("coded") * 5 < bytes("codes"),
         "{} vs {}",
@@ -703,14 +687,7 @@ fn increasing_stamps_take_a_byte_each_and_leaps_are_kept_whole() {
     db.compact().unwrap();
     let db = reopen(&disk, db);
     let stats = db.stats();
-    let bytes = |name: &str| {
-        stats
-            .tables
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap()
-            .run_bytes
-    };
+    let bytes = |name: &str| run_bytes(&stats, name);
     assert!(
         bytes("stamps") * 5 < bytes("default-stamps"),
         "{} vs {}",
@@ -773,14 +750,7 @@ fn a_set_stores_its_keys_alone_and_values_are_refused_or_kept() {
     db.compact().unwrap();
     let db = reopen(&disk, db);
     let stats = db.stats();
-    let bytes = |name: &str| {
-        stats
-            .tables
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap()
-            .run_bytes
-    };
+    let bytes = |name: &str| run_bytes(&stats, name);
     // No sequence number and no length a key.
     assert!(
         bytes("set") * 5 < bytes("default-set") * 4,
@@ -850,14 +820,7 @@ fn tombstones_take_a_bit_each_under_existential() {
     }
     let db = reopen(&disk, db);
     let stats = db.stats();
-    let bytes = |name: &str| {
-        stats
-            .tables
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap()
-            .run_bytes
-    };
+    let bytes = |name: &str| run_bytes(&stats, name);
     // 20,000 values, then 15,000 tombstones: 7 bytes each in a versions section, a bit
     // each under existential (76,364 against 44,550 bytes when written).
     assert!(
