@@ -200,42 +200,22 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             },
         ),
     ] {
-        let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
         // Every entry fits one block: 40 keys close together, 8 distinct values.
-        for (key, seq, value) in &keyed {
-            let _fits = writer.add(EntryRef {
-                key,
-                seq: *seq,
-                value: Some(value),
-            });
-        }
-        let block = writer.finish();
-        let mut framed = Vec::new();
-        put_varint(&mut framed, block.entries);
-        put_bytes(&mut framed, &block.first_key);
-        framed.extend_from_slice(block.payload());
-        inputs.push(("run_block", name, framed));
-    }
-    // An `empty` block: the keys alone, and a value it rejects in its versions section.
-    let mut writer = SpecialWriter::new(
-        BlockFormat::plain(FormatSpec::Empty),
-        108,
-        RangeDeletes::default(),
-    );
-    for (i, (key, seq, _)) in keyed.iter().enumerate() {
-        let value: &[u8] = if i % 9 == 8 { b"not empty" } else { b"" };
-        let _fits = writer.add(EntryRef {
+        let versions = keyed.iter().map(|(key, seq, value)| EntryRef {
             key,
             seq: *seq,
             value: Some(value),
         });
+        inputs.push(("run_block", name, special_block(format, versions)));
     }
-    let block = writer.finish();
-    let mut framed = Vec::new();
-    put_varint(&mut framed, block.entries);
-    put_bytes(&mut framed, &block.first_key);
-    framed.extend_from_slice(block.payload());
-    inputs.push(("run_block", "empty", framed));
+    // An `empty` block: the keys alone, and a value it rejects in its versions section.
+    let versions = keyed.iter().enumerate().map(|(i, (key, seq, _))| EntryRef {
+        key,
+        seq: *seq,
+        value: Some(if i % 9 == 8 { &b"not empty"[..] } else { b"" }),
+    });
+    let empty = special_block(BlockFormat::plain(FormatSpec::Empty), versions);
+    inputs.push(("run_block", "empty", empty));
     // `existential` blocks: every third version a tombstone, kept as a key alone.
     for (name, format) in [
         ("existential-fixed", FormatSpec::Fixed { size: 4 }),
@@ -245,20 +225,15 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             existential: true,
             ..BlockFormat::plain(format)
         };
-        let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
-        for (i, (key, seq, value)) in keyed.iter().enumerate() {
-            let _fits = writer.add(EntryRef {
+        let versions = keyed
+            .iter()
+            .enumerate()
+            .map(|(i, (key, seq, value))| EntryRef {
                 key,
                 seq: *seq,
                 value: (i % 3 != 1).then_some(value.as_slice()),
             });
-        }
-        let block = writer.finish();
-        let mut framed = Vec::new();
-        put_varint(&mut framed, block.entries);
-        put_bytes(&mut framed, &block.first_key);
-        framed.extend_from_slice(block.payload());
-        inputs.push(("run_block", name, framed));
+        inputs.push(("run_block", name, special_block(format, versions)));
     }
     inputs
 }
@@ -287,11 +262,28 @@ fn sample_entries() -> [EntryRef<'static>; 3] {
 /// [`decode_run_block`]'s input for a block of `entries` with `payload`: the index handle's
 /// entry count and first key, then the payload.
 fn behind_handle(entries: &[EntryRef], payload: &[u8]) -> Vec<u8> {
+    let first_key = entries.first().map_or(&[][..], |e| e.key);
+    framed(entries.len() as u64, first_key, payload)
+}
+
+/// `decode_run_block`'s input: the handle's entry count and first key, then the payload.
+fn framed(entries: u64, first_key: &[u8], payload: &[u8]) -> Vec<u8> {
     let mut input = Vec::new();
-    put_varint(&mut input, entries.len() as u64);
-    put_bytes(&mut input, entries.first().map_or(&[][..], |e| e.key));
+    put_varint(&mut input, entries);
+    put_bytes(&mut input, first_key);
     input.extend_from_slice(payload);
     input
+}
+
+/// `versions` written as one block of `format` (horizon 108: later versions go to its
+/// versions section; a version the block does not take is left out), behind its handle.
+fn special_block<'a>(format: BlockFormat, versions: impl Iterator<Item = EntryRef<'a>>) -> Vec<u8> {
+    let mut writer = SpecialWriter::new(format, 108, RangeDeletes::default());
+    for version in versions {
+        let _fits = writer.add(version);
+    }
+    let block = writer.finish();
+    framed(block.entries, &block.first_key, block.payload())
 }
 
 #[cfg(test)]
