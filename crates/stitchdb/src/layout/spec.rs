@@ -2143,26 +2143,8 @@ mod tests {
         )
     }
 
-    const NAMES: &[&str] = &[
-        "managed",
-        "quotient",
-        "bloom",
-        "cache",
-        "btree",
-        "existential",
-        "delta-integer",
-        "exception",
-        "small-integer",
-        "state-dictionary",
-        "linear",
-        "fixed",
-        "array",
-        "unique-string",
-        "empty",
-        "fixd",
-        "",
-        "Managed",
-    ];
+    /// Names that are no module's, beside every module's (`KINDS`).
+    const NOT_NAMES: &[&str] = &["fixd", "", "Managed"];
     const KEYS: &[&str] = &[
         "fp", "bits", "keys", "node", "size", "max", "len", "bytes", "x", "", " ",
     ];
@@ -2190,19 +2172,25 @@ mod tests {
         "=",
     ];
 
-    /// A module from the names above with parameters from the keys and values above.
+    /// A module named as a module is or as none is, with parameters from the keys and values
+    /// above.
     fn module() -> impl Strategy<Value = String> {
+        let names: Vec<&'static str> = KINDS
+            .iter()
+            .map(|k| k.name())
+            .chain(NOT_NAMES.iter().copied())
+            .collect();
         let param = (prop::option::of(0..KEYS.len()), 0..VALUES.len()).prop_map(|(k, v)| match k {
             Some(k) => format!("{}={}", KEYS[k], VALUES[v]),
             None => VALUES[v].to_string(),
         });
         (
-            0..NAMES.len(),
+            0..names.len(),
             prop::option::of(prop::collection::vec(param, 0..3)),
         )
-            .prop_map(|(name, params)| match params {
-                Some(params) => format!("{}({})", NAMES[name], params.join(", ")),
-                None => NAMES[name].to_string(),
+            .prop_map(move |(name, params)| match params {
+                Some(params) => format!("{}({})", names[name], params.join(", ")),
+                None => names[name].to_string(),
             })
     }
 
