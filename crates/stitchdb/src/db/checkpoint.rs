@@ -233,6 +233,7 @@ fn write_out(
             oldest_reader,
             spec: &t.layout,
             filter: inner.filter_choice(&t.layout),
+            stream: Stream::Flush,
         })?;
         if let Some((run, patch)) = &run {
             flushed_bytes += run.meta.data_bytes;

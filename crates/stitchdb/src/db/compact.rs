@@ -13,9 +13,10 @@
 use super::checkpoint::{install_deferred, write_deferred};
 use super::Inner;
 use crate::batch::TableId;
-use crate::layout::vtree::compaction::{Merge, MergeOut};
+use crate::layout::vtree::compaction::Merge;
 use crate::layout::vtree::run::{MergeStats, Run};
 use crate::layout::LayoutSpec;
+use crate::layout::WriteOut;
 use crate::version::{TableState, Version};
 use crate::Result;
 use parking_lot::RwLockWriteGuard;
@@ -144,7 +145,7 @@ fn run_plan(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<()> {
 type Merged = Option<(Arc<Run>, stitch_patch::PatchId, MergeStats)>;
 
 fn merge(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<Merged> {
-    plan.merge.run(MergeOut {
+    plan.merge.run(&WriteOut {
         storage: &inner.storage,
         run_id: inner.next_run_id(),
         oldest_reader: inner.oldest_reader(),

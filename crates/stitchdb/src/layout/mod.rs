@@ -27,6 +27,7 @@ use crate::entry::Value;
 use crate::Result;
 use std::sync::Arc;
 use stitch_patch::PatchId;
+use stitch_zone::Stream;
 use vtree::dtable::DTable;
 use vtree::run::{FilterChoice, Run, Storage};
 
@@ -81,14 +82,18 @@ pub(crate) trait TableData: Clone + Send + Sync {
     fn refresh_view(&mut self);
 }
 
-/// What a layout needs of the engine to write a table's frozen writes out.
+/// What a layout needs of the engine to write a run: a table's frozen writes, or a merge.
 pub(crate) struct WriteOut<'a> {
     pub storage: &'a Arc<Storage>,
     /// The id of the run written.
     pub run_id: u64,
-    /// The oldest sequence number an open reader may ask for.
+    /// The oldest sequence number an open reader may ask for: older versions a newer one
+    /// shadows can go.
     pub oldest_reader: u64,
     pub spec: &'a LayoutSpec,
     /// The filter to build, as the store's options resolve the layout's.
     pub filter: FilterChoice,
+    /// The zone stream the run is appended to (a merge's: one no other merge appends to
+    /// meanwhile).
+    pub stream: Stream,
 }

@@ -5,14 +5,13 @@
 //! oldest reader, installing under the checkpoint lock, the manifest) hands this what it
 //! needs as parameters.
 
-use super::run::{merge_runs, BlockLayout, FilterChoice, MergeSpec, MergeStats, Run, Storage};
+use super::run::{merge_runs, BlockLayout, MergeSpec, MergeStats, Run};
 use super::{TableData, VTree};
-use crate::layout::LayoutSpec;
+use crate::layout::{LayoutSpec, WriteOut};
 use crate::options::Stitching;
 use crate::Result;
 use std::sync::Arc;
 use stitch_patch::PatchId;
-use stitch_zone::Stream;
 
 /// One merge to do: these runs of a table (newest first) into one run at `level`.
 pub(crate) struct Merge {
@@ -25,21 +24,6 @@ pub(crate) struct Merge {
     seq_bound: u64,
     /// No run older than the inputs exists: tombstones can go.
     bottom: bool,
-}
-
-/// What a merge needs of the engine.
-pub(crate) struct MergeOut<'a> {
-    pub storage: &'a Arc<Storage>,
-    /// The new run's id.
-    pub run_id: u64,
-    /// The oldest sequence number an open reader may ask for: older versions a newer one
-    /// shadows can go.
-    pub oldest_reader: u64,
-    /// The table's layout, and the filter the store's options resolve it to.
-    pub spec: &'a LayoutSpec,
-    pub filter: FilterChoice,
-    /// A zone stream no other merge appends to meanwhile.
-    pub stream: Stream,
 }
 
 /// A merge carries into levels below only while its output stays within this many times the
@@ -123,7 +107,7 @@ impl VTree {
 
 impl Merge {
     /// Merges the inputs into a new run (not yet durable: the patch writes it).
-    pub fn run(&self, out: MergeOut<'_>) -> Result<Option<(Arc<Run>, PatchId, MergeStats)>> {
+    pub fn run(&self, out: &WriteOut<'_>) -> Result<Option<(Arc<Run>, PatchId, MergeStats)>> {
         let spec = MergeSpec {
             id: out.run_id,
             level: self.level,

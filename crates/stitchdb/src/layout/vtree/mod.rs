@@ -32,7 +32,6 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
 use stitch_patch::PatchId;
-use stitch_zone::Stream;
 
 /// One table's data: its live memtable, the one being written out (if a checkpoint is
 /// running), and its runs by level (level 0 first; newest first within a level, and every run
@@ -186,7 +185,7 @@ impl TableData for VTree {
         let Some(imm) = &self.imm else {
             return Ok(None);
         };
-        let mut builder = RunBuilder::new(out.storage, out.run_id, 0, Stream::Flush);
+        let mut builder = RunBuilder::new(out.storage, out.run_id, 0, out.stream);
         builder.expect_bytes(imm.bytes() as u64);
         let ranges = imm.range_deletes();
         builder.set_range_tombstones(ranges.tombstones().cloned().collect());
