@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitchdb::{Db, Durability, Isolation, Options, SimDisk, Stitching, WriteBatch};
-use support::{random_write, table_contents, CrashingDisk};
+use support::{laid_out_table, layout_table, random_write, table_contents, CrashingDisk, LAYOUTS};
 
 type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -52,22 +52,7 @@ fn options(seed: u64) -> Options {
     }
 }
 
-/// The layout of the table the workload writes, by seed: the default table as it is, or a
-/// table made with a layout that holds every write of the workload (specialized formats
-/// under `exception`; the commit marker's 8-byte values are what `fixed(8)` is for; a few of
-/// the workload's values are what a coding or `empty` takes, the rest its versions section
-/// holds; not `delta-integer`, which refuses values that are not 4 bytes).
-const LAYOUTS: &[&str] = &[
-    "",
-    "managed -> exception -> fixed(8) -> linear",
-    "managed -> bloom -> cache(keys=16) -> btree -> linear",
-    "managed -> btree(node=1024) -> exception -> unique-string(max=4, len=64) -> linear",
-    "managed -> linear",
-    "managed -> btree(node=1024) -> exception -> small-integer(2) -> fixed(2) -> linear",
-    "managed -> bloom -> exception -> empty -> linear",
-    "managed -> exception -> state-dictionary -> fixed(1) -> linear",
-];
-
+/// The layout of the table the workload writes, by seed (see `support::LAYOUTS`).
 fn layout(seed: u64) -> &'static str {
     LAYOUTS[(seed / 3 % LAYOUTS.len() as u64) as usize]
 }
@@ -75,19 +60,12 @@ fn layout(seed: u64) -> &'static str {
 /// The table the workload writes: made (before any crash can happen) unless the seed's
 /// layout is the default table's.
 fn workload_table(db: &Db, seed: u64) -> stitchdb::TableId {
-    match layout(seed) {
-        "" => db.default_table(),
-        layout => db.create_table_with_layout("laid-out", layout).unwrap(),
-    }
+    layout_table(db, layout(seed))
 }
 
 /// What the workload's table holds in a reopened store (made before any crash).
 fn contents(db: &Db, seed: u64) -> State {
-    let table = match layout(seed) {
-        "" => db.default_table(),
-        _ => db.table("laid-out").unwrap(),
-    };
-    table_contents(db, table)
+    table_contents(db, laid_out_table(db, layout(seed)))
 }
 
 /// Runs the workloads ingested, summed (so the test knows it crashed around some).

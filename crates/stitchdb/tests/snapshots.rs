@@ -1,6 +1,7 @@
 //! Named snapshots: they read the tables as they were, survive restarts, merges and
 //! defragmentation, cost no data writes when taken, free their space when dropped, and a
-//! crash while taking or dropping one leaves it wholly there or wholly gone.
+//! crash while taking or dropping one leaves it wholly there or wholly gone; on a table of each
+//! layout of `support::LAYOUTS`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -52,9 +53,16 @@ fn snap_contents(s: &Snapshot, t: TableId) -> State {
 
 #[test]
 fn a_snapshot_reads_the_past_across_merges_defrag_and_restarts() {
+    for layout in support::LAYOUTS {
+        snapshot_reads_the_past(layout);
+    }
+}
+
+/// A snapshot of a table in `layout` (one of `support::LAYOUTS`) and of another table.
+fn snapshot_reads_the_past(layout: &str) {
     let disk = Arc::new(MemDisk::new(0));
     let db = Db::create_on(disk.clone(), options()).unwrap();
-    let t = db.default_table();
+    let t = support::layout_table(&db, layout);
     let other = db.create_table("other").unwrap();
     let before = fill(&db, t, 0, 300);
     db.put(other, "o", "1").unwrap();
@@ -74,10 +82,11 @@ fn a_snapshot_reads_the_past_across_merges_defrag_and_restarts() {
     let snap = db.open_snapshot("before").unwrap();
     assert_eq!(snap_contents(&snap, t), before);
     assert_eq!(snap.get(other, "o").unwrap().unwrap(), b"1");
-    assert_eq!(
-        snap.tables(),
-        vec!["default".to_string(), "other".to_string()]
-    );
+    let mut tables = vec!["default".to_string(), "other".to_string()];
+    if !layout.is_empty() {
+        tables.insert(1, support::LAID_OUT.to_string());
+    }
+    assert_eq!(snap.tables(), tables, "{layout}");
     assert_eq!(contents(&db, t), after);
     db.check().unwrap();
     drop(snap);
@@ -204,7 +213,8 @@ fn a_crash_while_taking_or_dropping_a_snapshot_leaves_it_whole_or_gone() {
     for seed in 0..30 {
         let disk = CrashingDisk::new(seed);
         let db = Db::create_on(disk.clone(), options()).unwrap();
-        let t = db.default_table();
+        let layout = support::LAYOUTS[seed as usize % support::LAYOUTS.len()];
+        let t = support::layout_table(&db, layout);
         let before = fill(&db, t, 0, 150);
         *disk.probability.lock() = 0.3;
         db.snapshot("s").unwrap();

@@ -12,9 +12,14 @@
 //! optimistic commit that must lock what it writes), and checks that no commit ever changes
 //! what an open locking transaction holds a lock on.
 //!
+//! Each schedule runs on a table of one of `support::LAYOUTS`, by seed, so every module
+//! serves the same transactions.
+//!
 //! `STITCHDB_TXN_MODEL_CASES` sets the number of schedules (default 1000).
 
 #![allow(clippy::unwrap_used)]
+
+mod support;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -314,7 +319,8 @@ fn run(seed: u64) -> (u64, u64, u64) {
     };
     let space = if rng.gen_bool(0.75) { 24 } else { 120 };
     let db = Db::create_on(Arc::new(MemDisk::new(0)), opts).unwrap();
-    let t: TableId = db.default_table();
+    let layout = support::LAYOUTS[seed as usize % support::LAYOUTS.len()];
+    let t: TableId = support::layout_table(&db, layout);
     let mut model = Model {
         committed: Map::new(),
         last_write: BTreeMap::new(),
@@ -326,7 +332,7 @@ fn run(seed: u64) -> (u64, u64, u64) {
     let mut open: Vec<(Transaction, ModelTxn)> = Vec::new();
     let (mut commits, mut conflicts, mut refusals) = (0, 0, 0);
     for step in 0..250 {
-        let ctx = || format!("seed {seed} step {step}");
+        let ctx = || format!("seed {seed} layout \"{layout}\" step {step}");
         match rng.gen_range(0..100) {
             0..=9 if open.len() < 4 => {
                 let iso = match rng.gen_range(0..3) {
@@ -529,7 +535,10 @@ fn run(seed: u64) -> (u64, u64, u64) {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(got, model.committed, "seed {seed}: final contents");
+    assert_eq!(
+        got, model.committed,
+        "seed {seed} layout \"{layout}\": final contents"
+    );
     (commits, conflicts, refusals)
 }
 

@@ -8,6 +8,43 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use stitchdb::{Db, Options, TableId};
 
+/// Layouts that hold any key and value the crash, transaction and snapshot workloads write,
+/// so those suites run over every module: `""` is the default table as it is; the others
+/// are a table made with the layout (specialized formats under `exception`, whose `linear`
+/// keeps what they refuse; 8-byte values are what `fixed(8)` is for, and a few of the
+/// workloads' values are what a coding or `empty` takes; not `delta-integer`, which refuses
+/// values that are not 4 bytes).
+pub const LAYOUTS: &[&str] = &[
+    "",
+    "managed -> exception -> fixed(8) -> linear",
+    "managed -> bloom -> cache(keys=16) -> btree -> linear",
+    "managed -> btree(node=1024) -> exception -> unique-string(max=4, len=64) -> linear",
+    "managed -> linear",
+    "managed -> btree(node=1024) -> exception -> small-integer(2) -> fixed(2) -> linear",
+    "managed -> bloom -> exception -> empty -> linear",
+    "managed -> exception -> state-dictionary -> fixed(1) -> linear",
+];
+
+/// The name of the table [`layout_table`] makes.
+pub const LAID_OUT: &str = "laid-out";
+
+/// The table a workload writes in `layout` (one of [`LAYOUTS`]): the default table, or one
+/// made with the layout, named [`LAID_OUT`].
+pub fn layout_table(db: &Db, layout: &str) -> TableId {
+    match layout {
+        "" => db.default_table(),
+        layout => db.create_table_with_layout(LAID_OUT, layout).unwrap(),
+    }
+}
+
+/// The table [`layout_table`] made for `layout`, in a reopened store.
+pub fn laid_out_table(db: &Db, layout: &str) -> TableId {
+    match layout {
+        "" => db.default_table(),
+        _ => db.table(LAID_OUT).unwrap(),
+    }
+}
+
 pub use stitch_io::CrashingDisk;
 
 /// The number the environment variable `name` holds (how long a run explores), else
