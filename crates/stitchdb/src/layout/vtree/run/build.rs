@@ -193,6 +193,12 @@ impl RunBuilder {
         };
     }
 
+    /// Writes linear blocks under `sliding-window` of `window` values (none: version 4), for
+    /// a run written in no layout's format (an ingest's).
+    pub fn set_window(&mut self, window: Option<u32>) {
+        self.writer = Writer::Linear(BlockWriter::with_window(window));
+    }
+
     /// Keeps the hashes of the keys added from now on, for [`key_filter`](Self::key_filter)
     /// to build a filter of `choice` from (a merge that stitches blocks unread combines its
     /// inputs' quotient filters instead).
