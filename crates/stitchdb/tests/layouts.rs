@@ -1,6 +1,7 @@
 //! Table layouts (docs/layouts.md): what `create_table_with_layout` accepts and refuses, what
 //! writes a layout refuses, that a layout lasts (manifest and log), and that each specialized
-//! format stores its data in less room than the default VT-tree stack while reading the same.
+//! format (and `sliding-window`, on repeated values) stores its data in less room than the
+//! default VT-tree stack while reading the same.
 //! The model test (`model.rs`) and the crash test (`crash.rs`) run their workloads over tables
 //! of these layouts too.
 

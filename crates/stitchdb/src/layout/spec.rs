@@ -109,7 +109,8 @@ pub enum CodingSpec {
 /// What a run's blocks are written in: the modules of a layout from the first transforming
 /// layer down to the format (the filter and index are the run's, and `exception` only
 /// decides which writes are refused: a block keeps in its versions section whatever its
-/// format does not take).
+/// format does not take), but `sliding-window`, which only a linear block's writer takes
+/// ([`LayoutSpec::window`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockFormat {
     /// `existential`: tombstones every reader sees go to the special section as keys alone.
