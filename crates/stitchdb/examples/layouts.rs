@@ -12,10 +12,13 @@
 //!   every 500th row a longer place name (what `exception` keeps in `linear`).
 //! * `codes`: the US postal code of each row (2 bytes), every 500th a foreign one.
 //! * `set`: empty values (a set, a secondary index).
+//! * `anvil`: Anvil's sliding-window benchmark: values of 75 to 85 bytes, 3 in 4 one of 10
+//!   popular 80-byte values, the rest random.
 //!
-//! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR] [--cache MIB] [--gets G]`
-//! (default N: 1,000,000; the read cache: `Options::read_cache_bytes`, 64 MiB; G point reads
-//! of each kind: the smaller of N and 500,000)
+//! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR] [--cache MIB] [--gets G]
+//! [--set NAME]...` (default N: 1,000,000; the read cache: `Options::read_cache_bytes`, 64 MiB;
+//! G point reads of each kind: the smaller of N and 500,000; `--set` measures only the data
+//! sets named, every one without it)
 
 use std::time::Instant;
 use stitchdb::{Db, Durability, Options, TableId};
@@ -103,8 +106,18 @@ fn stamp(k: u64) -> u32 {
     (1_700_000_000 + steps + leap) as u32
 }
 
+/// `len` random bytes, the same for the same `seed`.
+fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .flat_map(|i| mix(seed ^ i << 48).to_le_bytes())
+        .take(len)
+        .collect()
+}
+
 fn value(set: &str, k: u64) -> Vec<u8> {
     match set {
+        "anvil" if mix(k) % 4 == 0 => random_bytes(k, 75 + (mix(k) >> 8) as usize % 11),
+        "anvil" => random_bytes(u64::MAX - (mix(k) >> 8) % 10, 80),
         "u64" => mix(k).to_le_bytes().to_vec(),
         "u32" => ((mix(k) % 100_000) as u32).to_le_bytes().to_vec(),
         "counts" => ((mix(k) % 256) as u32).to_le_bytes().to_vec(),
@@ -192,6 +205,7 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64) 
 fn main() {
     let mut n = 1_000_000u64;
     let mut gets = None;
+    let mut only: Vec<String> = Vec::new();
     let mut dir = std::env::temp_dir();
     let mut opts = Options {
         durability: Durability::Async,
@@ -202,6 +216,7 @@ fn main() {
         match a.as_str() {
             "--dir" => dir = args.next().expect("--dir DIR").into(),
             "--gets" => gets = args.next().and_then(|g| g.parse().ok()),
+            "--set" => only.push(args.next().expect("--set NAME")),
             "--cache" => {
                 let mib: usize = args
                     .next()
@@ -217,7 +232,7 @@ fn main() {
     let gets = gets.unwrap_or(n.min(500_000));
     let db = Db::create(&path, opts).expect("create");
     let default = "managed -> quotient -> btree -> linear";
-    let sets: [(&str, &[&str]); 7] = [
+    let sets: [(&str, &[&str]); 8] = [
         (
             "u64",
             &[
@@ -275,6 +290,14 @@ fn main() {
             "set",
             &[default, "managed -> quotient -> btree -> empty"],
         ),
+        (
+            "anvil",
+            &[
+                default,
+                "managed -> quotient -> btree -> sliding-window -> linear",
+                "managed -> quotient -> sliding-window -> linear",
+            ],
+        ),
     ];
     println!(
         "{n} rows per table, one store, Async commits, compacted before reading, {cache_mib} MiB read cache"
@@ -292,6 +315,9 @@ fn main() {
         "scan rows/s"
     );
     for (set, layouts) in sets {
+        if !only.is_empty() && !only.iter().any(|o| o == set) {
+            continue;
+        }
         let mut base = None;
         for &layout in layouts {
             let r = measure(&db, set, layout, n, gets);

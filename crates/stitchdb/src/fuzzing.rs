@@ -145,6 +145,7 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("manifest", "encoder", manifest),
         ("run_block", "encoder", block),
         ("run_index", "encoder", index),
+        ("run_block", "sliding-window", sliding_window_block()),
     ];
     // A block of each specialized format: 8-byte keys, 4-byte values from a few (small
     // integers but for every ninth) and a few state codes, every tenth version above the
@@ -236,6 +237,35 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         inputs.push(("run_block", name, special_block(format, versions)));
     }
     inputs
+}
+
+/// A `sliding-window` block (version 9) of 24 keys, a tombstone every fifth, values of a
+/// few that repeat and some that do not; a window of 4 values, so some repeats are out of
+/// its reach and stored whole again.
+fn sliding_window_block() -> Vec<u8> {
+    let versions: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..24u32)
+        .map(|i| {
+            let value = match i % 5 {
+                4 => None,
+                3 => Some(format!("distinct value {i}").into_bytes()),
+                n => Some(format!("popular value {}", n * i % 7).into_bytes()),
+            };
+            (format!("key{i:02}").into_bytes(), value)
+        })
+        .collect();
+    let entries: Vec<EntryRef> = versions
+        .iter()
+        .map(|(key, value)| EntryRef {
+            key,
+            seq: 50,
+            value: value.as_deref(),
+        })
+        .collect();
+    let mut writer = BlockWriter::with_window(Some(4));
+    for e in &entries {
+        writer.add(*e);
+    }
+    behind_handle(&entries, writer.finish().payload())
 }
 
 /// Three versions of keys, one a tombstone, in block order.

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use stitch_zone::EXTENT_HEADER_LEN;
 use stitchdb::{
     Db, Disk, Durability, Error, LostKeys, MemDisk, Options, RepairReport, SimConfig, SimDisk,
 };
@@ -144,6 +145,18 @@ fn contents(db: &Db) -> BTreeMap<String, Table> {
 /// filters is named, refused or recovered, and repaired, too.
 const SECOND_LAYOUT: &str = "managed -> bloom -> btree(node=1024) -> existential -> fixed(49)";
 
+/// The layout of the suite's third table, whose values repeat: its blocks are version 9,
+/// values referring back within a block (`sliding-window`).
+const THIRD_LAYOUT: &str = "managed -> btree(node=1024) -> sliding-window(window=8) -> linear";
+
+/// The third table's value of key `i`: one of three that repeat, or `suite_value`'s.
+fn third_value(i: u64) -> Vec<u8> {
+    match i % 8 {
+        0 => suite_value(i, 1),
+        n => format!("popular-{}", n % 3).repeat(6).into_bytes(),
+    }
+}
+
 fn suite_value(i: u64, round: u32) -> Vec<u8> {
     format!("v{round}-{i:05}-{}", "z".repeat(40)).into_bytes()
 }
@@ -158,10 +171,14 @@ fn suite_store() -> (Vec<u8>, u64) {
     let second = db
         .create_table_with_layout("second", SECOND_LAYOUT)
         .unwrap();
+    let third = db.create_table_with_layout("third", THIRD_LAYOUT).unwrap();
     for i in 0..600 {
         db.put(t, key(i), suite_value(i, 1)).unwrap();
         if i % 3 == 0 {
             db.put(second, key(i), suite_value(i, 1)).unwrap();
+        }
+        if i % 2 == 0 {
+            db.put(third, key(i), third_value(i)).unwrap();
         }
         if i == 300 {
             db.snapshot("snap").unwrap();
@@ -438,6 +455,14 @@ fn repaired_holds_what_survived(
             case.name
         );
     }
+    if let Ok(third) = db.table("third") {
+        assert_eq!(
+            db.table_layout(third).unwrap(),
+            "managed -> btree(node=1024) -> sliding-window(window=8) -> linear",
+            "{}: the repaired table keeps its layout",
+            case.name
+        );
+    }
     let got = contents(&db);
     // The snapshot, written again, holds nothing its original did not.
     if db.snapshots().iter().any(|s| s.name == "snap") {
@@ -538,6 +563,14 @@ fn every_structure_damaged_is_named_refused_or_recovered_and_repaired() {
     assert!(
         expected["default"].contains_key(&key(unsynced)),
         "synced commits are in the store"
+    );
+    // The third table's runs are of version 9 blocks, which the cases damage too.
+    let version = |p: &stitchdb::Placed| bytes[p.disk_offset as usize + EXTENT_HEADER_LEN];
+    assert!(
+        layout
+            .iter()
+            .any(|p| p.what == "run block" && version(p) == 9),
+        "no sliding-window block in the store"
     );
     let cases = cases(&bytes, unsynced, &layout);
     assert!(cases.len() > 20, "{} cases", cases.len());

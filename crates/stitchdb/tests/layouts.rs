@@ -1,6 +1,7 @@
 //! Table layouts (docs/layouts.md): what `create_table_with_layout` accepts and refuses, what
 //! writes a layout refuses, that a layout lasts (manifest and log), and that each specialized
-//! format stores its data in less room than the default VT-tree stack while reading the same.
+//! format (and `sliding-window`, on repeated values) stores its data in less room than the
+//! default VT-tree stack while reading the same.
 //! The model test (`model.rs`) and the crash test (`crash.rs`) run their workloads over tables
 //! of these layouts too.
 
@@ -10,6 +11,7 @@ mod support;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::ops::Bound;
 use std::sync::Arc;
 use stitchdb::{
     Db, Disk, Durability, Error, Isolation, MemDisk, Options, Stats, TableId, WriteBatch,
@@ -426,6 +428,19 @@ fn random_ops_match_a_btreemap(layout: &str, value: fn(&mut ChaCha8Rng) -> Vec<u
         db.compact().unwrap();
         let db = reopen(&disk, db);
         assert_eq!(table_contents(&db, t), model, "{layout}");
+        // Backwards too, from the middle of the keys.
+        let mid = 300u64.to_be_bytes();
+        let back: Vec<(Vec<u8>, Vec<u8>)> = db
+            .range_rev(t, Bound::Unbounded, Bound::Excluded(&mid[..]))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = model
+            .range(..mid.to_vec())
+            .rev()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(back, want, "{layout}: backwards");
         for k in 0..600u64 {
             let key = k.to_be_bytes().to_vec();
             assert_eq!(db.get(t, &key).unwrap().as_ref(), model.get(&key));
@@ -836,5 +851,118 @@ fn tombstones_take_a_bit_each_under_existential() {
         }
         assert_eq!(table_contents(&db, t).len() as u64, n / 4);
     }
+    db.check().unwrap();
+}
+
+/// One of 6 values that repeat (empty among them) 7 times in 10, else a value of random
+/// length and bytes.
+fn repeating(rng: &mut ChaCha8Rng) -> Vec<u8> {
+    match rng.gen_range(0..10) {
+        0..7 => {
+            let n = rng.gen_range(0..6u8);
+            vec![b'a' + n; usize::from(n) * 13]
+        }
+        _ => {
+            let len = rng.gen_range(0..60);
+            (0..len).map(|_| rng.gen()).collect()
+        }
+    }
+}
+
+#[test]
+fn sliding_window_tables_match_a_btreemap() {
+    random_ops_match_a_btreemap("managed -> sliding-window -> linear", repeating);
+    random_ops_match_a_btreemap(
+        "managed -> quotient -> btree(512) -> sliding-window(window=2) -> linear",
+        repeating,
+    );
+    random_ops_match_a_btreemap(
+        "managed -> bloom -> btree -> sliding-window(4096) -> linear",
+        repeating,
+    );
+}
+
+/// Anvil's sliding-window benchmark scaled down: values of 75 to 85 bytes, 3 in 4 one of 10
+/// popular 80-byte values, the rest random.
+fn anvil_value(rng: &mut ChaCha8Rng, popular: &[Vec<u8>]) -> Vec<u8> {
+    match rng.gen_range(0..4) {
+        0 => {
+            let len = rng.gen_range(75..=85);
+            (0..len).map(|_| rng.gen()).collect()
+        }
+        _ => popular[rng.gen_range(0..popular.len())].clone(),
+    }
+}
+
+#[test]
+fn repeated_values_are_stored_once_a_block_and_distinct_ones_cost_nothing_more() {
+    let (disk, db) = store();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let popular: Vec<Vec<u8>> = (0..10)
+        .map(|_| (0..80).map(|_| rng.gen()).collect())
+        .collect();
+    let n = 20_000u64;
+    let skewed: Vec<Vec<u8>> = (0..n).map(|_| anvil_value(&mut rng, &popular)).collect();
+    let distinct: Vec<Vec<u8>> = (0..n).map(|k| format!("{k:080}").into_bytes()).collect();
+    let window = "managed -> quotient -> btree -> sliding-window -> linear";
+    // Each pair (the default layout, the window) written in the same batches: the same
+    // sequence numbers, the same flushes.
+    let mut pairs = Vec::new();
+    for (name, values) in [("skewed", &skewed), ("distinct", &distinct)] {
+        let default = db
+            .create_table_with_layout(&format!("{name}-default"), "")
+            .unwrap();
+        let t = db.create_table_with_layout(name, window).unwrap();
+        for (c, keys) in (0..n).collect::<Vec<_>>().chunks(500).enumerate() {
+            let mut batch = WriteBatch::new();
+            for &k in keys {
+                let value = values[k as usize].as_slice();
+                batch.put(default, k.to_be_bytes(), value);
+                batch.put(t, k.to_be_bytes(), value);
+            }
+            db.write(&batch, Durability::Async).unwrap();
+            if c % 8 == 7 {
+                db.flush().unwrap();
+            }
+        }
+        pairs.push(([default, t], values));
+    }
+    // One sorted batch: ingested as a run of its own, which keeps the window too.
+    let ingested = db.create_table_with_layout("ingested", window).unwrap();
+    let mut batch = WriteBatch::new();
+    for k in 0..n {
+        batch.put(ingested, k.to_be_bytes(), skewed[k as usize].as_slice());
+    }
+    db.write(&batch, Durability::Async).unwrap();
+    let ingested_bytes = run_bytes(&db.stats(), "ingested");
+    db.compact().unwrap();
+    let db = reopen(&disk, db);
+    let stats = db.stats();
+    let bytes = |name: &str| run_bytes(&stats, name);
+    // 4 KiB blocks: each popular value stored once a block, then a reference of one byte
+    // (36% of the default's bytes).
+    for (name, bytes) in [("skewed", bytes("skewed")), ("ingested", ingested_bytes)] {
+        assert!(
+            bytes * 2 < run_bytes(&stats, "skewed-default"),
+            "{name}: {bytes} vs {}",
+            run_bytes(&stats, "skewed-default")
+        );
+    }
+    // Nothing repeats: no reference, and the flag bit rides in the shared-prefix length
+    // (keys sharing less than 64 bytes).
+    assert_eq!(bytes("distinct"), bytes("distinct-default"));
+    for (pair, values) in pairs {
+        for k in [0, 1, 777, n - 1] {
+            for t in pair {
+                let got = db.get(t, k.to_be_bytes()).unwrap();
+                assert_eq!(got.as_ref(), Some(&values[k as usize]));
+            }
+        }
+        assert_eq!(table_contents(&db, pair[0]), table_contents(&db, pair[1]));
+    }
+    assert_eq!(
+        table_contents(&db, ingested),
+        table_contents(&db, db.table("skewed").unwrap())
+    );
     db.check().unwrap();
 }

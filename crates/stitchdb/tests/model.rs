@@ -76,6 +76,7 @@ fn layout_strategy() -> impl Strategy<Value = String> {
         prop_oneof![Just("fixed"), Just("array")]
             .prop_map(|f| format!("exception -> state-dictionary -> {f}(1) -> linear")),
         Just("exception -> empty -> linear".to_string()),
+        (1..8u32).prop_map(|w| format!("sliding-window(window={w}) -> linear")),
     ];
     prop_oneof![
         1 => Just(String::new()),

@@ -87,9 +87,14 @@ pub(crate) fn write_run<'a>(
     let Some((table, _, _)) = puts.peek() else {
         return Ok(None);
     };
-    let filter = inner.filter_choice(&inner.version.read().table(*table)?.layout);
+    let (filter, window) = {
+        let version = inner.version.read();
+        let layout = &version.table(*table)?.layout;
+        (inner.filter_choice(layout), layout.window)
+    };
     let puts = puts.map(|(_, key, value)| (key.as_slice(), value.as_deref()));
-    vtree::ingest::write_run(&inner.storage, inner.next_run_id(), filter, puts, seq)
+    let id = inner.next_run_id();
+    vtree::ingest::write_run(&inner.storage, id, (filter, window), puts, seq)
 }
 
 /// The record of an ingest: the table, the run's manifest entry, then the batch's other

@@ -10,8 +10,9 @@
 //! value without a key may only be the first parameter, and is the module's first parameter.
 //! Integers are plain decimal; `fp` is a decimal number (`0.01`, or `1e-2`). The modules, in the
 //! only order they may come, each at most once: `managed`; a filter (`quotient` or `bloom`);
-//! `cache`; `btree`; `existential`; `delta-integer`; `exception`; a value coding (`small-integer`), directly over a `fixed` or `array`
-//! of its width; the format (`linear`, `fixed`, `array` or `unique-string`); and, only after
+//! `cache`; `btree`; `existential`; `delta-integer`; `sliding-window`, directly over `linear`;
+//! `exception`; a value coding (`small-integer`), directly over a `fixed` or `array` of its
+//! width; the format (`linear`, `fixed`, `array` or `unique-string`); and, only after
 //! `exception` and a specialized format (any but `linear`), `linear` last.
 
 use std::fmt;
@@ -39,6 +40,10 @@ pub const DEFAULT_UNIQUE_MAX: u32 = 255;
 /// The longest value `unique-string` holds, in bytes, when not given.
 pub const DEFAULT_UNIQUE_LEN: u32 = 255;
 
+/// Values `sliding-window` remembers when not given: a reference back to one is then always
+/// one byte (a varint below 128).
+pub const DEFAULT_WINDOW: u32 = 64;
+
 /// What `state-dictionary` holds: the US Postal Service codes of the 50 states, the District
 /// of Columbia and the five inhabited territories (AS, GU, MP, PR, VI), in alphabetical
 /// order. A code is stored as its index here, so the table is part of the block format
@@ -55,8 +60,9 @@ pub const STATE_CODES: [[u8; 2]; 56] = [
 ///
 /// Always `managed` first (the writable memtable plus the read-only runs digested from it and
 /// combined by compaction), then optionally a filter, a `cache` of lookups and a `btree`
-/// index over each run, then the transforming layers (`existential`, `delta-integer`),
-/// optionally `exception`, a value coding, then the format of the runs' blocks. With
+/// index over each run, then the transforming layers (`existential`, `delta-integer`, or
+/// `sliding-window` over `linear`), optionally `exception`, a value coding, then the format
+/// of the runs' blocks. With
 /// `exception` the format is a specialized one, and `linear` under it keeps the pairs the
 /// modules between reject (see `docs/layouts.md` for the stacking rules).
 ///
@@ -74,6 +80,9 @@ pub struct LayoutSpec {
     pub existential: bool,
     /// Whether values are stored as deltas (`delta-integer`, above `exception`).
     pub delta: bool,
+    /// `sliding-window(window=N)`, over `linear`: a value equal to one of the last N stored
+    /// whole in its block is stored as a reference back to it.
+    pub window: Option<u32>,
     /// Whether pairs the modules under it reject go to a `linear` format stacked last.
     pub exception: bool,
     /// How values are coded for the format, if they are (under `exception`, if any).
@@ -100,7 +109,8 @@ pub enum CodingSpec {
 /// What a run's blocks are written in: the modules of a layout from the first transforming
 /// layer down to the format (the filter and index are the run's, and `exception` only
 /// decides which writes are refused: a block keeps in its versions section whatever its
-/// format does not take).
+/// format does not take), but `sliding-window`, which only a linear block's writer takes
+/// ([`LayoutSpec::window`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockFormat {
     /// `existential`: tombstones every reader sees go to the special section as keys alone.
@@ -207,6 +217,7 @@ impl Default for LayoutSpec {
             }),
             existential: false,
             delta: false,
+            window: None,
             exception: false,
             coding: None,
             format: FormatSpec::Linear,
@@ -485,6 +496,9 @@ impl fmt::Display for LayoutSpec {
         if self.delta {
             f.write_str(" -> delta-integer")?;
         }
+        if let Some(window) = self.window {
+            write!(f, " -> sliding-window(window={window})")?;
+        }
         if self.exception {
             f.write_str(" -> exception")?;
         }
@@ -547,6 +561,7 @@ enum Kind {
     Btree,
     Existential,
     DeltaInteger,
+    SlidingWindow,
     Exception,
     SmallInteger,
     StateDictionary,
@@ -558,7 +573,7 @@ enum Kind {
 }
 
 /// Every module, in the order the unknown-module message lists them.
-const KINDS: [Kind; 15] = [
+const KINDS: [Kind; 16] = [
     Kind::Managed,
     Kind::Quotient,
     Kind::Bloom,
@@ -566,6 +581,7 @@ const KINDS: [Kind; 15] = [
     Kind::Btree,
     Kind::Existential,
     Kind::DeltaInteger,
+    Kind::SlidingWindow,
     Kind::Exception,
     Kind::SmallInteger,
     Kind::StateDictionary,
@@ -585,6 +601,7 @@ enum Stage {
     Btree,
     Existential,
     Delta,
+    Window,
     Exception,
     Coding,
     Format,
@@ -646,6 +663,12 @@ const SMALL_INTEGER_PARAMS: &[ParamDef] = &[ParamDef {
     key: "bytes",
     range: Range::Int { min: 1, max: 3 },
     required: true,
+}];
+
+const SLIDING_WINDOW_PARAMS: &[ParamDef] = &[ParamDef {
+    key: "window",
+    range: Range::Int { min: 1, max: 4096 },
+    required: false,
 }];
 
 const UNIQUE_STRING_PARAMS: &[ParamDef] = &[
@@ -730,6 +753,7 @@ impl Kind {
             Kind::Btree => "btree",
             Kind::Existential => "existential",
             Kind::DeltaInteger => "delta-integer",
+            Kind::SlidingWindow => "sliding-window",
             Kind::Exception => "exception",
             Kind::SmallInteger => "small-integer",
             Kind::StateDictionary => "state-dictionary",
@@ -753,6 +777,7 @@ impl Kind {
             Kind::Btree => Stage::Btree,
             Kind::Existential => Stage::Existential,
             Kind::DeltaInteger => Stage::Delta,
+            Kind::SlidingWindow => Stage::Window,
             Kind::Exception => Stage::Exception,
             Kind::SmallInteger | Kind::StateDictionary => Stage::Coding,
             Kind::Linear | Kind::Fixed | Kind::Array | Kind::UniqueString | Kind::Empty => {
@@ -778,6 +803,7 @@ impl Kind {
             Kind::Fixed | Kind::Array => SIZE_PARAMS,
             Kind::UniqueString => UNIQUE_STRING_PARAMS,
             Kind::SmallInteger => SMALL_INTEGER_PARAMS,
+            Kind::SlidingWindow => SLIDING_WINDOW_PARAMS,
             Kind::Managed
             | Kind::Existential
             | Kind::DeltaInteger
@@ -941,6 +967,8 @@ struct Stack {
     existential: bool,
     /// Whether `delta-integer` has come.
     delta: bool,
+    /// `sliding-window`'s size, once it has come.
+    window: Option<u32>,
     /// The number of the `exception` module.
     exception: Option<usize>,
     /// The value coding, and its module's number and kind.
@@ -983,6 +1011,20 @@ impl Stack {
             }
             Kind::Existential => self.existential = true,
             Kind::DeltaInteger => self.delta = true,
+            // Over `linear` only: `existential` and `delta-integer` are for specialized
+            // formats, and `place` lets only `linear` follow.
+            Kind::SlidingWindow if self.existential || self.delta => {
+                let over = if self.existential {
+                    "existential"
+                } else {
+                    "delta-integer"
+                };
+                return Err(format!(
+                    "\"sliding-window\" cannot be under {over:?}: it is over \"linear\", \
+                     which {over:?} is never over"
+                ));
+            }
+            Kind::SlidingWindow => self.window = Some(int(values, 0, DEFAULT_WINDOW)),
             Kind::Exception => self.exception = Some(n),
             Kind::SmallInteger => {
                 let coding = CodingSpec::SmallInteger {
@@ -1124,6 +1166,12 @@ impl Stack {
                 prev.name()
             ));
         }
+        if self.window.is_some() && kind != Kind::Linear {
+            return Err(format!(
+                "{name:?} cannot be under \"sliding-window\": it stores values whole or as \
+                 references in linear blocks, so only \"linear\" may follow it"
+            ));
+        }
         let what = match kind.stage() {
             Stage::Filter => Some("filters"),
             Stage::Coding => Some("codings"),
@@ -1141,7 +1189,8 @@ impl Stack {
         if kind.stage() < prev.stage() {
             return Err(format!(
                 "{name:?} cannot follow {:?} (the order is managed, a filter, cache, \
-                 btree, existential, delta-integer, exception, a coding, the format)",
+                 btree, existential, delta-integer, sliding-window, exception, a coding, the \
+                 format)",
                 prev.name()
             ));
         }
@@ -1198,6 +1247,7 @@ impl Stack {
             btree: self.btree,
             existential: self.existential,
             delta: self.delta,
+            window: self.window,
             exception: self.exception.is_some(),
             coding: self.coding.map(|(_, _, coding)| coding),
             format,
@@ -1235,6 +1285,7 @@ mod tests {
                 btree: Some(BtreeSpec { node: 4096 }),
                 existential: false,
                 delta: false,
+                window: None,
                 exception: false,
                 coding: None,
                 format: FormatSpec::Linear,
@@ -1255,6 +1306,7 @@ mod tests {
                 btree: Some(BtreeSpec { node: 4096 }),
                 existential: false,
                 delta: false,
+                window: None,
                 exception: false,
                 coding: None,
                 format: FormatSpec::Fixed { size: 8 },
@@ -1275,6 +1327,7 @@ mod tests {
                 btree: None,
                 existential: false,
                 delta: false,
+                window: None,
                 exception: true,
                 coding: None,
                 format: FormatSpec::UniqueString { max: 255, len: 255 },
@@ -1285,6 +1338,31 @@ mod tests {
             "managed -> exception -> unique-string(max=255, len=255) -> linear"
         );
         assert_eq!(spec.block_bytes(), 65536);
+    }
+
+    #[test]
+    fn sliding_window_is_over_linear_with_its_size() {
+        let spec = parse("managed -> btree -> sliding-window -> linear");
+        assert_eq!(spec.window, Some(DEFAULT_WINDOW));
+        assert_eq!(
+            spec.to_string(),
+            "managed -> btree(node=4096) -> sliding-window(window=64) -> linear"
+        );
+        // Its blocks read alone, so its merges stitch as a linear table's do.
+        assert!(spec.stitches());
+        assert_eq!(spec.check_write(b"k", Some(&[1; 100])), Ok(()));
+        assert_eq!(spec.check_write(b"k", None), Ok(()));
+        assert_eq!(
+            parse("managed -> sliding-window(4096) -> linear").window,
+            Some(4096)
+        );
+        let spec = parse("managed -> quotient -> sliding-window( window = 1 ) -> linear");
+        assert_eq!(
+            spec.to_string(),
+            "managed -> quotient -> sliding-window(window=1) -> linear"
+        );
+        assert_eq!(parse(&spec.to_string()), spec);
+        assert_eq!(LayoutSpec::default().window, None);
     }
 
     #[test]
@@ -1328,6 +1406,7 @@ mod tests {
                 btree: Some(BtreeSpec { node: 8192 }),
                 existential: false,
                 delta: false,
+                window: None,
                 exception: true,
                 coding: None,
                 format: FormatSpec::UniqueString { max: 100, len: 20 },
@@ -1374,8 +1453,8 @@ mod tests {
         assert_eq!(
             error("managed -> fixd(8)").to_string(),
             "layout \"managed -> fixd(8)\": module 2 \"fixd\": unknown module (modules: \
-             managed, quotient, bloom, cache, btree, existential, delta-integer, exception, \
-             small-integer, \
+             managed, quotient, bloom, cache, btree, existential, delta-integer, \
+             sliding-window, exception, small-integer, \
              state-dictionary, linear, fixed, array, unique-string, empty)"
         );
     }
@@ -1740,6 +1819,60 @@ mod tests {
             "module 2 \"unique-string\"",
             "(1 to 4096)",
         ),
+        // `sliding-window`: its size, and over `linear` only.
+        (
+            "managed -> sliding-window(window=0) -> linear",
+            "module 2 \"sliding-window\"",
+            "parameter \"window\": \"0\" is out of range (1 to 4096)",
+        ),
+        (
+            "managed -> sliding-window(4097) -> linear",
+            "module 2 \"sliding-window\"",
+            "out of range (1 to 4096)",
+        ),
+        (
+            "managed -> sliding-window(size=8) -> linear",
+            "module 2 \"sliding-window\"",
+            "unknown parameter \"size\" (parameters: window)",
+        ),
+        (
+            "managed -> sliding-window -> fixed(8)",
+            "module 3 \"fixed\"",
+            "\"fixed\" cannot be under \"sliding-window\": it stores values whole or as \
+             references in linear blocks, so only \"linear\" may follow it",
+        ),
+        (
+            "managed -> sliding-window -> exception -> unique-string -> linear",
+            "module 3 \"exception\"",
+            "only \"linear\" may follow it",
+        ),
+        (
+            "managed -> sliding-window -> btree -> linear",
+            "module 3 \"btree\"",
+            "cannot be under \"sliding-window\"",
+        ),
+        (
+            "managed -> existential -> sliding-window -> linear",
+            "module 3 \"sliding-window\"",
+            "\"sliding-window\" cannot be under \"existential\": it is over \"linear\", which \
+             \"existential\" is never over",
+        ),
+        (
+            "managed -> delta-integer -> sliding-window -> linear",
+            "module 3 \"sliding-window\"",
+            "cannot be under \"delta-integer\"",
+        ),
+        (
+            "managed -> exception -> sliding-window -> linear",
+            "module 3 \"sliding-window\"",
+            "\"sliding-window\" cannot follow \"exception\" (the order is managed, a filter, \
+             cache, btree, existential, delta-integer, sliding-window, exception",
+        ),
+        (
+            "managed -> sliding-window",
+            "module 2 \"sliding-window\"",
+            "missing format",
+        ),
         (
             "managed -> quotient(fp=0.6) -> linear",
             "module 2 \"quotient\"",
@@ -1818,6 +1951,7 @@ mod tests {
         "btree",
         "existential",
         "delta-integer",
+        "sliding-window",
         "exception",
         "small-integer(1)",
         "state-dictionary",
@@ -1876,6 +2010,8 @@ mod tests {
             .map(|lower| [&["existential"], &lower[..]].concat())
             .collect();
         lowers.extend(kept);
+        // `sliding-window` over `linear` alone.
+        lowers.push(vec!["sliding-window", "linear"]);
         let mut valid = Vec::new();
         for filter in [None, Some("quotient"), Some("bloom")] {
             for cache in [None, Some("cache")] {
@@ -2129,16 +2265,22 @@ mod tests {
         ]
         .prop_map(|(e, c, f)| (true, e, c, f));
         let lower = prop_oneof![lower, deltas];
-        (filter, cache, btree, lower, any::<bool>()).prop_map(
-            |(filter, cache, btree, (delta, exception, coding, format), existential)| LayoutSpec {
-                filter,
-                cache,
-                btree,
-                existential: existential && format != FormatSpec::Linear,
-                delta,
-                exception,
-                coding,
-                format,
+        // Over a linear format only (not the final `linear` of `exception`).
+        let window = prop::option::of(1u32..=4096);
+        (filter, cache, btree, lower, any::<bool>(), window).prop_map(
+            |(filter, cache, btree, (delta, exception, coding, format), existential, window)| {
+                let linear = format == FormatSpec::Linear;
+                LayoutSpec {
+                    filter,
+                    cache,
+                    btree,
+                    existential: existential && !linear,
+                    delta,
+                    window: window.filter(|_| linear),
+                    exception,
+                    coding,
+                    format,
+                }
             },
         )
     }
@@ -2146,7 +2288,7 @@ mod tests {
     /// Names that are no module's, beside every module's (`KINDS`).
     const NOT_NAMES: &[&str] = &["fixd", "", "Managed"];
     const KEYS: &[&str] = &[
-        "fp", "bits", "keys", "node", "size", "max", "len", "bytes", "x", "", " ",
+        "fp", "bits", "keys", "node", "size", "max", "len", "bytes", "window", "x", "", " ",
     ];
     const VALUES: &[&str] = &[
         "0",

@@ -23,6 +23,7 @@ pub const LAYOUTS: &[&str] = &[
     "managed -> btree(node=1024) -> exception -> small-integer(2) -> fixed(2) -> linear",
     "managed -> bloom -> exception -> empty -> linear",
     "managed -> exception -> state-dictionary -> fixed(1) -> linear",
+    "managed -> quotient -> btree(node=1024) -> sliding-window(window=4) -> linear",
 ];
 
 /// The name of the table [`layout_table`] makes.

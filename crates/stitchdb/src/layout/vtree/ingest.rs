@@ -11,19 +11,22 @@ use stitch_zone::Stream;
 
 /// Writes `puts` (sorted by key, all to one table) as level-0 run `id` whose entries have
 /// sequence number `seq`, into the block cache (`None` for no puts); returns it and the patch
-/// writing it, which the record naming the run must follow.
+/// writing it, which the record naming the run must follow. `(filter, window)`: the table's
+/// filter and `sliding-window` size.
 pub(crate) fn write_run<'a>(
     storage: &Arc<Storage>,
     id: u64,
-    filter: FilterChoice,
+    (filter, window): (FilterChoice, Option<u32>),
     puts: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
     seq: u64,
 ) -> Result<Option<(Arc<Run>, PatchId)>> {
     let mut builder = RunBuilder::new(storage, id, 0, Stream::Ingest);
     // The run takes its table's filter (its blocks stay linear: its entries are all at `seq`,
     // newer than any reader, which a specialized format would keep in its versions section
-    // anyway; merges rewrite them in the table's format).
+    // anyway; merges rewrite them in the table's format). A `sliding-window` table's
+    // merges stitch, so its blocks keep the window here rather than lose it for good.
     builder.filter_keys(filter);
+    builder.set_window(window);
     for (key, value) in puts {
         builder.add(EntryRef { key, seq, value })?;
     }

@@ -7,10 +7,13 @@
 //! Sorted keys share long prefixes (neighbours in a run of 16-byte keys typically share most
 //! of their bytes), so each entry stores only the bytes that differ from the previous key. A
 //! block is parsed whole once (then cached): keys are rebuilt into one buffer, every entry is
-//! validated, and lookups binary-search the parsed entries. Versions 1 to 4 are read, version
-//! 4 is written; the byte format of each is specified in `docs/format.md` ("Run blocks").
+//! validated, and lookups binary-search the parsed entries. Versions 1 to 4 and 9 are read,
+//! version 4 is written, and version 9 (version 4 with back-references to values earlier in
+//! the block, see `window`) under `sliding-window`; the byte format of each is specified in
+//! `docs/format.md` ("Run blocks").
 
 use super::special::{decode_special, find as find_in_special, is_special};
+use super::window::{join_shared, split_shared, Literals, Window, WINDOW_VERSION};
 use crate::codec::{put_bytes, put_varint, Reader};
 #[cfg(test)]
 use crate::entry::Entry;
@@ -47,6 +50,8 @@ pub struct BlockWriter {
     count: u32,
     first_key: Vec<u8>,
     last_key: Vec<u8>,
+    /// `sliding-window`: blocks are version 9, values seen in the block's window referred to.
+    window: Option<Window>,
 }
 
 /// A finished block: its payload, and what its index handle holds (the payload cannot be
@@ -88,6 +93,15 @@ impl FinishedBlock {
 }
 
 impl BlockWriter {
+    /// A writer of version 9 blocks whose values refer back to the block's last `size`
+    /// values stored whole (`sliding-window`); of version 4 blocks without it.
+    pub fn with_window(size: Option<u32>) -> BlockWriter {
+        BlockWriter {
+            window: size.map(Window::new),
+            ..BlockWriter::default()
+        }
+    }
+
     pub fn add(&mut self, e: EntryRef) {
         let shared = if self.count == 0 {
             // Room for a block's worth and the entry that takes it past its target, so the
@@ -96,7 +110,13 @@ impl BlockWriter {
             self.body.reserve(CACHE_LINE + 4096 + entry);
             self.body.clear();
             self.lead = 0;
-            self.body.push(BLOCK_VERSION);
+            match &mut self.window {
+                Some(window) => {
+                    window.clear();
+                    self.body.push(WINDOW_VERSION);
+                }
+                None => self.body.push(BLOCK_VERSION),
+            }
             self.first_key.clear();
             self.first_key.extend_from_slice(e.key);
             // The first key is stored whole, though the index handle holds it too: a block
@@ -107,18 +127,33 @@ impl BlockWriter {
             shared_prefix(&self.last_key, e.key)
         };
         self.count += 1;
-        put_varint(&mut self.body, shared as u64);
+        // Under a window: the value's hash, and how far back the block stores it, if it does.
+        let seen = match (&self.window, e.value) {
+            (Some(window), Some(v)) => Some(window.find(&self.body, v)),
+            _ => None,
+        };
+        let back = seen.and_then(|(_, back)| back);
+        let first = match self.window {
+            Some(_) => join_shared(shared as u64, back.is_some()),
+            None => shared as u64,
+        };
+        put_varint(&mut self.body, first);
         put_bytes(&mut self.body, &e.key[shared..]);
         put_varint(&mut self.body, e.seq);
-        match e.value {
-            Some(v) => {
+        match (e.value, back) {
+            (Some(_), Some(back)) => put_varint(&mut self.body, back),
+            (Some(v), None) => {
                 put_varint(&mut self.body, v.len() as u64 + 1);
                 if self.count == 1 && v.len() >= ALIGNED_VALUE {
                     self.align_value(v);
                 }
                 self.body.extend_from_slice(v);
+                if let (Some(window), Some((hash, _))) = (&mut self.window, seen) {
+                    let end = self.body.len() as u32;
+                    window.enter(hash, (end - v.len() as u32, end));
+                }
             }
-            None => put_varint(&mut self.body, 0),
+            (None, _) => put_varint(&mut self.body, 0),
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(e.key);
@@ -189,6 +224,37 @@ enum Layout {
     V2,
     /// Key, sequence number, value length + 1 (0: tombstone) and value.
     V3,
+    /// Version 9 (`sliding-window`): V3's, with the shared-prefix length's low bit saying
+    /// that the value is a back-reference (see `window`).
+    Window,
+}
+
+impl Layout {
+    /// An entry's first varint: its shared-prefix length, and whether its value is a
+    /// back-reference.
+    fn shared(self, first: u64) -> (u64, bool) {
+        match self {
+            Layout::Window => split_shared(first),
+            _ => (first, false),
+        }
+    }
+}
+
+/// An entry's value (versions 3, 4 and 9) read from `r`: where it lies, `NO_VALUE` for a
+/// tombstone. Under a window (version 9: the block's `literals` so far, and whether the entry
+/// refers back) a reference reads as the literal it names, and a literal joins the window.
+fn read_value(r: &mut Reader, window: Option<(&mut Literals, bool)>) -> Result<(u32, u32), String> {
+    if let Some((literals, true)) = &window {
+        return literals.back(r.varint()?);
+    }
+    let value = match r.varint()? {
+        0 => (NO_VALUE, NO_VALUE),
+        n => Block::value_at(r, usize::try_from(n - 1).map_err(|_| "value too long")?)?,
+    };
+    if let (Some((literals, _)), true) = (window, value.0 != NO_VALUE) {
+        literals.push(value);
+    }
+    Ok(value)
 }
 
 /// A parsed, validated block.
@@ -215,6 +281,8 @@ pub struct RawEntries<D> {
     pos: usize,
     /// Version 3's first key, which the block leaves out (empty for version 4).
     elided: bool,
+    /// Version 9: the block's literals so far, which its references name.
+    window: Option<Literals>,
     handle_first_key: Vec<u8>,
     /// Entries decoded, of `count`.
     decoded: u64,
@@ -233,7 +301,7 @@ impl RawEntries<Vec<u8>> {
     pub fn reads(data: &[u8], start: usize) -> bool {
         matches!(
             data.get(start),
-            Some(&(BLOCK_VERSION | BLOCK_VERSION_ELIDED))
+            Some(&(BLOCK_VERSION | BLOCK_VERSION_ELIDED | WINDOW_VERSION))
         )
     }
 }
@@ -243,9 +311,10 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
     /// version that needs parsing.
     pub fn new(data: D, start: usize, handle: Framing) -> Result<Option<RawEntries<D>>, String> {
         let bytes = data.as_ref();
-        let elided = match bytes.get(start) {
-            Some(&BLOCK_VERSION) => false,
-            Some(&BLOCK_VERSION_ELIDED) => true,
+        let (elided, window) = match bytes.get(start) {
+            Some(&BLOCK_VERSION) => (false, None),
+            Some(&BLOCK_VERSION_ELIDED) => (true, None),
+            Some(&WINDOW_VERSION) => (false, Some(Literals::default())),
             Some(_) => return Ok(None),
             None => return Err("empty block".into()),
         };
@@ -257,6 +326,7 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
             data,
             pos: start + 1,
             elided,
+            window,
             handle_first_key: handle.first_key.to_vec(),
             decoded: 0,
             count: handle.entries,
@@ -274,6 +344,7 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
             data,
             pos: at,
             elided: false,
+            window: None,
             handle_first_key: Vec::new(),
             decoded: 0,
             count: u64::MAX,
@@ -301,17 +372,16 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
         let entry = |e: String| format!("entry {i}: {e}");
         let mut r = Reader::new(bytes);
         r.take(self.pos).map_err(entry)?;
-        let (shared, rest) = (r.varint().map_err(entry)?, r.bytes().map_err(entry)?);
-        let seq = r.varint().map_err(entry)?;
-        let value = match r.varint().map_err(entry)? {
-            0 => (NO_VALUE, NO_VALUE),
-            n => {
-                let len = usize::try_from(n - 1).map_err(|_| entry("value too long".into()))?;
-                let at = r.pos();
-                r.take(len).map_err(entry)?;
-                (at as u32, (at + len) as u32)
-            }
+        let first = r.varint().map_err(entry)?;
+        let layout = match self.window {
+            Some(_) => Layout::Window,
+            None => Layout::V3,
         };
+        let (shared, reference) = layout.shared(first);
+        let rest = r.bytes().map_err(entry)?;
+        let seq = r.varint().map_err(entry)?;
+        let window = self.window.as_mut().map(|w| (w, reference));
+        let value = read_value(&mut r, window).map_err(entry)?;
         // The first entry shares with the handle's first key (version 3) or nothing.
         let prev_len = match (i, self.elided) {
             (0, true) => self.handle_first_key.len(),
@@ -418,7 +488,7 @@ impl Block {
             return Ok(block);
         }
         let count = match version {
-            BLOCK_VERSION | BLOCK_VERSION_ELIDED => handle.entries,
+            BLOCK_VERSION | BLOCK_VERSION_ELIDED | WINDOW_VERSION => handle.entries,
             _ if payload_len < 5 => {
                 return Err(format!("block of {payload_len} bytes is too short"))
             }
@@ -436,6 +506,9 @@ impl Block {
         };
         match version {
             BLOCK_VERSION => block.parse_entries(&data, start, &[], Some(count), Layout::V3)?,
+            WINDOW_VERSION => {
+                block.parse_entries(&data, start, &[], Some(count), Layout::Window)?
+            }
             BLOCK_VERSION_ELIDED => {
                 block.parse_entries(&data, start, handle.first_key, Some(count), Layout::V3)?
             }
@@ -454,11 +527,13 @@ impl Block {
         Ok(block)
     }
 
-    /// A version 4 block read without its index handle (repair, rebuilding a damaged index):
-    /// its entries up to the payload's end. Blocks of other versions need their handle.
+    /// A version 4 or 9 block read without its index handle (repair, rebuilding a damaged
+    /// index): its entries up to the payload's end. Blocks of other versions need their
+    /// handle.
     pub fn parse_standalone(data: Vec<u8>, start: usize) -> Result<Block, String> {
-        match data.get(start) {
-            Some(&BLOCK_VERSION) => {}
+        let layout = match data.get(start) {
+            Some(&BLOCK_VERSION) => Layout::V3,
+            Some(&WINDOW_VERSION) => Layout::Window,
             Some(&v) if is_special(v) => {
                 let block = Self::parse_special(data, start)?;
                 if block.spans.is_empty() {
@@ -472,14 +547,14 @@ impl Block {
                 ))
             }
             None => return Err("empty block".into()),
-        }
+        };
         let mut block = Block {
             keys: Vec::new(),
             spans: Vec::new(),
             data: Vec::new(),
             dense_from: None,
         };
-        block.parse_entries(&data, start, &[], None, Layout::V3)?;
+        block.parse_entries(&data, start, &[], None, layout)?;
         if block.spans.is_empty() {
             return Err("block without entries".into());
         }
@@ -552,7 +627,7 @@ impl Block {
         })
     }
 
-    /// Versions 2 to 4: entries one after another, each key sharing a prefix with the one
+    /// Versions 2 to 4 and 9: entries one after another, each key sharing a prefix with the one
     /// before (for the first, with `first_key`). Values are located by their position in
     /// `data` (the payload starts at `start`). `count` entries, or (`None`) up to the end.
     fn parse_entries(
@@ -566,9 +641,10 @@ impl Block {
         let mut r = Reader::new(data);
         r.take(start + 1)?;
         let mut i = 0;
+        let mut literals = Literals::default();
         while count.map_or(!r.is_empty(), |count| i < count) {
             let span = self
-                .parse_entry(&mut r, first_key, layout)
+                .parse_entry(&mut r, first_key, layout, &mut literals)
                 .map_err(|e| format!("entry {i}: {e}"))?;
             if let (0, Some(count)) = (i, count) {
                 // A run's keys are mostly of one length: size the buffer once, rather than
@@ -586,11 +662,14 @@ impl Block {
         Ok(())
     }
 
+    /// The next entry of `r`; under a window (version 9) its value may name one of the
+    /// block's `literals` so far.
     fn parse_entry(
         &mut self,
         r: &mut Reader,
         first_key: &[u8],
         layout: Layout,
+        literals: &mut Literals,
     ) -> Result<Span, String> {
         match layout {
             Layout::V2 => {
@@ -601,15 +680,14 @@ impl Block {
                 let value = Self::tagged_value(r, tag)?;
                 Ok(Span { key, value, seq })
             }
-            Layout::V3 => {
+            Layout::V3 | Layout::Window => {
                 // The key is read before the sequence number its order check needs.
-                let (shared, rest) = (r.varint()?, r.bytes()?);
+                let (shared, reference) = layout.shared(r.varint()?);
+                let rest = r.bytes()?;
                 let seq = r.varint()?;
                 let key = self.rebuild_key(shared, rest, first_key, seq)?;
-                let value = match r.varint()? {
-                    0 => (NO_VALUE, NO_VALUE),
-                    n => Self::value_at(r, usize::try_from(n - 1).map_err(|_| "value too long")?)?,
-                };
+                let window = matches!(layout, Layout::Window).then_some((literals, reference));
+                let value = read_value(r, window)?;
                 Ok(Span { key, value, seq })
             }
         }
@@ -1044,11 +1122,59 @@ pub(super) mod tests {
 
     /// The payload of a block of `entries`.
     fn written(entries: &[Entry]) -> Vec<u8> {
-        let mut w = BlockWriter::default();
+        windowed(entries, None)
+    }
+
+    /// The payload of a block of `entries` under a window of `size` values (version 9), or
+    /// none (version 4).
+    fn windowed(entries: &[Entry], size: Option<u32>) -> Vec<u8> {
+        let mut w = BlockWriter::with_window(size);
         for x in entries {
             w.add(r(x));
         }
         w.finish().payload().to_vec()
+    }
+
+    #[test]
+    fn a_window_stores_a_repeated_value_once_while_it_is_among_the_last_stored_whole() {
+        let value = |v: &str| Some(v.repeat(20).into_bytes());
+        let entries: Vec<Entry> = ["a", "b", "a", "c", "a", "b"]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Entry {
+                key: format!("key{i}").into_bytes(),
+                seq: 9,
+                value: value(v),
+            })
+            .collect();
+        let linear = written(&entries);
+        // A reference (one byte) in place of a 20-byte value and its length byte saves 20.
+        // Window 64: a, b, then "a" 1 back, c, "a" 2 back, "b" 1 back.
+        // Window 2: a, b, then "a" 1 back, c; the last "a" and "b" are 2 back: stored again.
+        // Window 1: only the latest literal is in reach, and no value repeats its neighbour.
+        for (size, saved) in [(64, 3 * 20), (2, 20), (1, 0)] {
+            let payload = windowed(&entries, Some(size));
+            assert_eq!(payload[0], WINDOW_VERSION);
+            assert_eq!(linear.len() - payload.len(), saved, "window {size}");
+            assert_eq!(parsed(payload.clone(), &entries), entries);
+            let alone = Block::parse_standalone(payload, 0).unwrap();
+            let back: Vec<Entry> = (0..alone.len())
+                .map(|i| alone.entry(i).to_entry())
+                .collect();
+            assert_eq!(back, entries);
+        }
+        // A reference past the literals before it is damage, not a panic: the second entry
+        // made to refer 5 back.
+        let mut bad = windowed(&entries[..3], Some(64));
+        let at = bad.len() - 1;
+        assert_eq!(bad[at], 1, "the last entry refers 1 back");
+        bad[at] = 5;
+        let e = Block::parse(bad.clone(), framing(&entries[..3])).unwrap_err();
+        assert!(
+            e.contains("entry 2: a reference 5 values back, past the block's 2"),
+            "{e}"
+        );
+        assert!(Block::find(&bad, 0, framing(&entries[..3]), b"key2", 9).is_err());
     }
 
     fn parsed(payload: Vec<u8>, entries: &[Entry]) -> Vec<Entry> {
@@ -1175,10 +1301,12 @@ pub(super) mod tests {
 
     fn entries() -> impl Strategy<Value = Vec<Entry>> {
         let key = prop::collection::vec(prop::sample::select(vec![0u8, 1, b'a', b'b', 0xff]), 0..6);
-        // Some long enough to be aligned (see `BlockWriter::align_value`).
+        // Some long enough to be aligned (see `BlockWriter::align_value`), some of a few
+        // that repeat (which a window refers back to).
         let value = prop::option::of(prop_oneof![
             4 => prop::collection::vec(any::<u8>(), 0..200),
             1 => prop::collection::vec(any::<u8>(), ALIGNED_VALUE..ALIGNED_VALUE + 100),
+            3 => (0u8..4).prop_map(|v| vec![v; usize::from(v) * 7]),
         ]);
         prop::collection::vec((key, 0..5u64, value), 1..60).prop_map(|mut v| {
             v.sort_by(|a, b| (&a.0, std::cmp::Reverse(a.1)).cmp(&(&b.0, std::cmp::Reverse(b.1))));
@@ -1199,7 +1327,14 @@ pub(super) mod tests {
             header in prop::collection::vec(any::<u8>(), 0..16),
         ) {
             let handle = framing(&entries);
-            for payload in [written(&entries), counted_payload(&entries), whole_keys_payload(&entries)] {
+            let payloads = [
+                written(&entries),
+                windowed(&entries, Some(2)),
+                windowed(&entries, Some(64)),
+                counted_payload(&entries),
+                whole_keys_payload(&entries),
+            ];
+            for payload in payloads {
                 // Alone, and behind a header (as read with its extent's).
                 let framed = [header.as_slice(), &payload].concat();
                 for b in [Block::parse(payload, handle).unwrap(), Block::parse_at(framed, header.len(), handle).unwrap()] {
@@ -1222,7 +1357,13 @@ pub(super) mod tests {
             let handle = framing(&entries);
             let mut probes: Vec<Vec<u8>> = entries.iter().map(|x| x.key.clone()).collect();
             probes.push(probe);
-            for payload in [written(&entries), elided_payload(&entries)] {
+            let payloads = [
+                written(&entries),
+                elided_payload(&entries),
+                windowed(&entries, Some(2)),
+                windowed(&entries, Some(64)),
+            ];
+            for payload in payloads {
                 let framed = [header.as_slice(), &payload].concat();
                 let parsed = Block::parse_at(framed.clone(), header.len(), handle).unwrap();
                 let mut raw = RawEntries::new(&framed, header.len(), handle).unwrap().unwrap();
@@ -1243,6 +1384,39 @@ pub(super) mod tests {
         }
     }
 
+    proptest! {
+        /// Any bytes after a version byte of 4 or 9 (the versions read without an index
+        /// handle) are an error or a block, read every way, never a panic.
+        #[test]
+        fn random_bytes_are_errors_not_panics(
+            window in any::<bool>(),
+            bytes in prop::collection::vec(
+                prop_oneof![4 => any::<u8>(), 1 => 0u8..4, 1 => Just(b'k')],
+                0..200,
+            ),
+            entries in 0u64..20,
+            key in prop::collection::vec(Just(b'k'), 0..3),
+        ) {
+            let version = if window { WINDOW_VERSION } else { BLOCK_VERSION };
+            let payload = [&[version][..], &bytes].concat();
+            let handle = Framing { first_key: &key, entries };
+            let _ = Block::find(&payload, 0, handle, &key, u64::MAX);
+            if let Ok(Some(mut raw)) = RawEntries::new(&payload, 0, handle) {
+                while let Ok(true) = raw.advance() {
+                    let _ = raw.current();
+                }
+            }
+            for b in [Block::parse(payload.clone(), handle), Block::parse_standalone(payload, 0)]
+                .into_iter()
+                .flatten()
+            {
+                for j in 0..b.len() {
+                    let _ = b.get(b.entry(j).key, u64::MAX);
+                }
+            }
+        }
+    }
+
     #[test]
     fn damaged_blocks_are_errors_not_panics() {
         let entries: Vec<Entry> = (0..20)
@@ -1257,6 +1431,7 @@ pub(super) mod tests {
         let handle = framing(&entries);
         for payload in [
             written(&entries),
+            windowed(&entries, Some(4)),
             counted_payload(&entries),
             whole_keys_payload(&entries),
         ] {
@@ -1269,6 +1444,7 @@ pub(super) mod tests {
                 let mut bad = payload.clone();
                 bad[i] ^= 0x5a;
                 let _ = Block::find(&bad, 0, handle, b"key19", u64::MAX);
+                let _ = Block::parse_standalone(bad.clone(), 0);
                 if let Ok(b) = Block::parse(bad, handle) {
                     for j in 0..b.len() {
                         let _ = b.entry(j);

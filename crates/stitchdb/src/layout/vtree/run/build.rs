@@ -24,6 +24,8 @@ pub struct BlockLayout {
     pub format: BlockFormat,
     /// A block's extent, header included, fills about this many bytes.
     pub block_bytes: usize,
+    /// `sliding-window`: the most values back a linear block's value may refer to.
+    pub window: Option<u32>,
 }
 
 impl BlockLayout {
@@ -32,6 +34,7 @@ impl BlockLayout {
         BlockLayout {
             format: layout.block_format(),
             block_bytes: layout.block_bytes(),
+            window: layout.window,
         }
     }
 }
@@ -41,6 +44,7 @@ impl Default for BlockLayout {
         BlockLayout {
             format: BlockFormat::plain(FormatSpec::Linear),
             block_bytes: 4096,
+            window: None,
         }
     }
 }
@@ -184,9 +188,15 @@ impl RunBuilder {
             .saturating_sub(stitch_zone::EXTENT_HEADER_LEN)
             .clamp(64, most.max(64));
         self.writer = match layout.format.format {
-            FormatSpec::Linear => Writer::Linear(BlockWriter::default()),
+            FormatSpec::Linear => Writer::Linear(BlockWriter::with_window(layout.window)),
             _ => Writer::Special(Box::new(SpecialWriter::new(layout.format, horizon, ranges))),
         };
+    }
+
+    /// Writes linear blocks under `sliding-window` of `window` values (none: version 4), for
+    /// a run written in no layout's format (an ingest's).
+    pub fn set_window(&mut self, window: Option<u32>) {
+        self.writer = Writer::Linear(BlockWriter::with_window(window));
     }
 
     /// Keeps the hashes of the keys added from now on, for [`key_filter`](Self::key_filter)

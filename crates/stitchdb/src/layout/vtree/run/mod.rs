@@ -16,6 +16,7 @@ mod special;
 mod stitch;
 #[cfg(test)]
 mod testing;
+mod window;
 mod write_behind;
 
 #[cfg(test)]
