@@ -13,9 +13,10 @@
 //! * `codes`: the US postal code of each row (2 bytes), every 500th a foreign one.
 //! * `set`: empty values (a set, a secondary index).
 //!
-//! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR] [--cache MIB] [--gets G]`
-//! (default N: 1,000,000; the read cache: `Options::read_cache_bytes`, 64 MiB; G point reads
-//! of each kind: the smaller of N and 500,000)
+//! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR] [--cache MIB] [--gets G]
+//! [--only TEXT]` (default N: 1,000,000; the read cache: `Options::read_cache_bytes`, 64 MiB;
+//! G point reads of each kind: the smaller of N and 500,000; `--only`: of each data set, the
+//! default and the layouts whose text holds TEXT, for comparing a few rows quickly)
 
 use std::time::Instant;
 use stitchdb::{Db, Durability, Options, TableId};
@@ -192,6 +193,7 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64) 
 fn main() {
     let mut n = 1_000_000u64;
     let mut gets = None;
+    let mut only: Option<String> = None;
     let mut dir = std::env::temp_dir();
     let mut opts = Options {
         durability: Durability::Async,
@@ -202,6 +204,7 @@ fn main() {
         match a.as_str() {
             "--dir" => dir = args.next().expect("--dir DIR").into(),
             "--gets" => gets = args.next().and_then(|g| g.parse().ok()),
+            "--only" => only = Some(args.next().expect("--only TEXT")),
             "--cache" => {
                 let mib: usize = args
                     .next()
@@ -293,7 +296,11 @@ fn main() {
     );
     for (set, layouts) in sets {
         let mut base = None;
-        for &layout in layouts {
+        let chosen = |l: &str| l == default || only.as_ref().is_none_or(|t| l.contains(t.as_str()));
+        if !layouts[1..].iter().any(|l| chosen(l)) {
+            continue;
+        }
+        for &layout in layouts.iter().filter(|l| chosen(l)) {
             let r = measure(&db, set, layout, n, gets);
             let b = *base.get_or_insert(r.bytes);
             println!(

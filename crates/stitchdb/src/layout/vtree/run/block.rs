@@ -202,6 +202,10 @@ pub struct Block {
     /// keys of the entries after it each one more, so a lookup finds an entry by arithmetic
     /// (the format's point) rather than by comparing keys.
     dense_from: Option<u64>,
+    /// A `fixed` block without tombstones or a versions section whose keys are all this many
+    /// bytes: entry `i`'s key is at `keys[i * stride..]`, so a lookup binary-searches the
+    /// keys by arithmetic, not through `spans` (a second place in memory at every probe).
+    stride: Option<usize>,
 }
 
 /// A block's entries decoded one at a time, in order, from its bytes as read (checksum
@@ -433,6 +437,7 @@ impl Block {
             spans: Vec::with_capacity(count),
             data: Vec::new(),
             dense_from: None,
+            stride: None,
         };
         match version {
             BLOCK_VERSION => block.parse_entries(&data, start, &[], Some(count), Layout::V3)?,
@@ -478,6 +483,7 @@ impl Block {
             spans: Vec::new(),
             data: Vec::new(),
             dense_from: None,
+            stride: None,
         };
         block.parse_entries(&data, start, &[], None, Layout::V3)?;
         if block.spans.is_empty() {
@@ -497,6 +503,7 @@ impl Block {
             spans: Vec::new(),
             data: Vec::new(),
             dense_from: None,
+            stride: None,
         };
         // `parse_entries` skips the byte at `start`, a version byte in other blocks.
         versions
@@ -511,6 +518,7 @@ impl Block {
         let floor = special.floor;
         // Without versions every entry is the special section's, one per key.
         let dense_from = special.dense_from.filter(|_| versions.spans.is_empty());
+        let stride = special.key_width.filter(|_| versions.spans.is_empty());
         let mut spans = Vec::with_capacity(special.entries.len() + versions.spans.len());
         let mut a = special.entries.into_iter().map(|(key, value)| Span {
             key,
@@ -549,6 +557,7 @@ impl Block {
             keys,
             spans,
             dense_from,
+            stride,
         })
     }
 
@@ -770,8 +779,30 @@ impl Block {
             let at = u64::from_be_bytes(key).saturating_sub(first);
             return at.min(self.spans.len() as u64) as usize;
         }
+        if let Some(width) = self.stride {
+            return self.seek_stride(width, key);
+        }
         self.spans
             .partition_point(|s| self.keys[Self::range(s.key)].cmp(key) == Ordering::Less)
+    }
+
+    /// [`seek`](Self::seek) in a block whose keys are all `width` bytes (see `stride`).
+    fn seek_stride(&self, width: usize, key: &[u8]) -> usize {
+        // 8-byte keys (big-endian integers, most often) compare as integers, not by `memcmp`.
+        if let (8, Ok(key)) = (width, <[u8; 8]>::try_from(key)) {
+            let key = u64::from_be_bytes(key);
+            let (keys, _) = self.keys.as_chunks::<8>();
+            return keys.partition_point(|k| u64::from_be_bytes(*k) < key);
+        }
+        let (mut lo, mut hi) = (0, self.spans.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.keys[mid * width..(mid + 1) * width] < *key {
+                true => lo = mid + 1,
+                false => hi = mid,
+            }
+        }
+        lo
     }
 
     /// [`get`](Self::get) on a block not parsed: reads the payload (starting `start` bytes
