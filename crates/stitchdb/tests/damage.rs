@@ -140,8 +140,9 @@ fn contents(db: &Db) -> BTreeMap<String, Table> {
 }
 
 /// The layout of the suite's second table (its values are all 49 bytes), so that damage to
-/// specialized blocks (version 8, with its layers byte: `existential` names it) and Bloom
-/// filters is named, refused or recovered, and repaired, too.
+/// specialized blocks (with the layers byte, `existential` naming it: version 9, keys of one
+/// width as one array, and in its first block, where one key is a byte longer, version 8)
+/// and Bloom filters is named, refused or recovered, and repaired, too.
 const SECOND_LAYOUT: &str = "managed -> bloom -> btree(node=1024) -> existential -> fixed(49)";
 
 fn suite_value(i: u64, round: u32) -> Vec<u8> {
@@ -162,6 +163,10 @@ fn suite_store() -> (Vec<u8>, u64) {
         db.put(t, key(i), suite_value(i, 1)).unwrap();
         if i % 3 == 0 {
             db.put(second, key(i), suite_value(i, 1)).unwrap();
+        }
+        if i == 0 {
+            let wider = [key(i), b"+".to_vec()].concat();
+            db.put(second, wider, suite_value(i, 1)).unwrap();
         }
         if i == 300 {
             db.snapshot("snap").unwrap();
