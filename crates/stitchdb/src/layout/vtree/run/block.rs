@@ -364,15 +364,30 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
     }
 }
 
-/// How many of `keys` (8-byte big-endian integers, ascending) are below `key`. A block's
+/// How many of `keys` (8-byte big-endian integers, ascending, back to back) are below `key`. A block's
 /// integer keys are often evenly spread (a sequence, hashes), so the search starts at the
 /// entry `key` would be at were they spread evenly between the first and the last: there, or
 /// beside it, for such keys (the keys' cache lines the probes of a binary search would miss
 /// are the cost of a read from a cached block); elsewhere a binary search on the side of it
 /// `key` lies on.
-fn seek_integer(keys: &[[u8; 8]], key: u64) -> usize {
-    let at = |i: usize| u64::from_be_bytes(keys[i]);
-    let n = keys.len();
+fn seek_integer(keys: &[u8], key: u64) -> usize {
+    let at = |i: usize| {
+        let mut k = [0; 8];
+        k.copy_from_slice(&keys[i * 8..i * 8 + 8]);
+        u64::from_be_bytes(k)
+    };
+    // How many of the keys from `lo` to `hi` are below `key` (a binary search).
+    let below = |mut lo: usize, mut hi: usize| {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match at(mid) < key {
+                true => lo = mid + 1,
+                false => hi = mid,
+            }
+        }
+        lo
+    };
+    let n = keys.len() / 8;
     if n == 0 || key <= at(0) {
         return 0;
     }
@@ -383,17 +398,16 @@ fn seek_integer(keys: &[[u8; 8]], key: u64) -> usize {
     // at(0) < key <= last, so 0 < guess <= n - 1.
     let spread = u128::from(last - at(0));
     let guess = (u128::from(key - at(0)) * (n as u128 - 1)).div_ceil(spread) as usize;
-    let below = |k: &[u8; 8]| u64::from_be_bytes(*k) < key;
     if at(guess) >= key {
         match at(guess - 1) < key {
             true => guess,
-            false => keys[..guess - 1].partition_point(below),
+            false => below(0, guess - 1),
         }
     } else {
         // at(n - 1) >= key: guess + 1 < n.
         match at(guess + 1) >= key {
             true => guess + 1,
-            false => guess + 2 + keys[guess + 2..].partition_point(below),
+            false => below(guess + 2, n - 1),
         }
     }
 }
@@ -824,8 +838,7 @@ impl Block {
     fn seek_stride(&self, width: usize, key: &[u8]) -> usize {
         // 8-byte keys (big-endian integers, most often) compare as integers, not by `memcmp`.
         if let (8, Ok(key)) = (width, <[u8; 8]>::try_from(key)) {
-            let (keys, _) = self.keys.as_chunks::<8>();
-            return seek_integer(keys, u64::from_be_bytes(key));
+            return seek_integer(&self.keys, u64::from_be_bytes(key));
         }
         let (mut lo, mut hi) = (0, self.spans.len());
         while lo < hi {
@@ -1267,11 +1280,10 @@ pub(super) mod tests {
                 1..100,
             ),
         ) {
-            let keys: Vec<[u8; 8]> = keys.into_iter().map(u64::to_be_bytes).collect();
-            let among = keys.iter().map(|k| u64::from_be_bytes(*k));
-            for p in probes.into_iter().chain(among) {
-                let want = keys.partition_point(|k| u64::from_be_bytes(*k) < p);
-                prop_assert_eq!(seek_integer(&keys, p), want, "{}", p);
+            let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_be_bytes()).collect();
+            for p in probes.into_iter().chain(keys.iter().copied()) {
+                let want = keys.iter().filter(|&&k| k < p).count();
+                prop_assert_eq!(seek_integer(&bytes, p), want, "{}", p);
             }
         }
 
