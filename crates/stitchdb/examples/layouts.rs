@@ -16,9 +16,12 @@
 //!   popular 80-byte values, the rest random.
 //!
 //! `cargo run --release -p stitchdb --example layouts [N] [--dir DIR] [--cache MIB] [--gets G]
-//! [--set NAME]...` (default N: 1,000,000; the read cache: `Options::read_cache_bytes`, 64 MiB;
-//! G point reads of each kind: the smaller of N and 500,000; `--set` measures only the data
-//! sets named, every one without it)
+//! [--set NAME]... [--only TEXT] [--cpu]` (default N: 1,000,000; the read cache:
+//! `Options::read_cache_bytes`, 64 MiB; G point reads of each kind: the smaller of N and
+//! 500,000; `--set`: only the data sets named, every one without it; `--only`: of each data
+//! set, the default and the layouts whose text holds TEXT, for comparing a few rows quickly;
+//! `--cpu`: reads and scans timed by the reading thread's CPU time, not the clock, so that on
+//! a machine other work shares the rates still compare)
 
 use std::time::Instant;
 use stitchdb::{Db, Durability, Options, TableId};
@@ -141,7 +144,22 @@ struct Row {
     scan_per_s: f64,
 }
 
-fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64) -> Row {
+/// Seconds on some clock: the calling thread's CPU time under `--cpu` (Linux's
+/// `/proc/thread-self/schedstat`, whose first field is it in nanoseconds), else the wall's.
+fn seconds(cpu: bool, since: Instant) -> f64 {
+    if !cpu {
+        return since.elapsed().as_secs_f64();
+    }
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    let ns: u64 = stat
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("schedstat");
+    ns as f64 / 1e9
+}
+
+fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64, cpu: bool) -> Row {
     let name = format!("{set}: {layout}");
     let t: TableId = db.create_table_with_layout(&name, layout).expect("layout");
     let start = Instant::now();
@@ -168,6 +186,7 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64) 
         let absent = keys == Keys::Absent;
         let hot = (n / 100).max(1);
         let start = Instant::now();
+        let begun = seconds(cpu, start);
         let mut found = 0u64;
         for i in 0..gets {
             let r = mix(i ^ 0x5eed);
@@ -180,16 +199,17 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64) 
             found += u64::from(db.get(t, k.to_be_bytes()).expect("get").is_some());
         }
         assert_eq!(found, if absent { 0 } else { gets }, "{name}");
-        gets as f64 / start.elapsed().as_secs_f64()
+        gets as f64 / (seconds(cpu, start) - begun)
     };
     timed(Keys::Uniform); // warm the read cache
     let gets_per_s = timed(Keys::Uniform);
     let hot_per_s = timed(Keys::Hot);
     let absent_per_s = timed(Keys::Absent);
     let start = Instant::now();
+    let begun = seconds(cpu, start);
     let rows = db.scan_prefix(t, b"").expect("scan").count() as u64;
     assert!(rows > 0, "{name}");
-    let scan_per_s = rows as f64 / start.elapsed().as_secs_f64();
+    let scan_per_s = rows as f64 / (seconds(cpu, start) - begun);
     Row {
         set,
         layout,
@@ -205,7 +225,9 @@ fn measure(db: &Db, set: &'static str, layout: &'static str, n: u64, gets: u64) 
 fn main() {
     let mut n = 1_000_000u64;
     let mut gets = None;
-    let mut only: Vec<String> = Vec::new();
+    let mut sets_named: Vec<String> = Vec::new();
+    let mut only: Option<String> = None;
+    let mut cpu = false;
     let mut dir = std::env::temp_dir();
     let mut opts = Options {
         durability: Durability::Async,
@@ -216,7 +238,9 @@ fn main() {
         match a.as_str() {
             "--dir" => dir = args.next().expect("--dir DIR").into(),
             "--gets" => gets = args.next().and_then(|g| g.parse().ok()),
-            "--set" => only.push(args.next().expect("--set NAME")),
+            "--set" => sets_named.push(args.next().expect("--set NAME")),
+            "--cpu" => cpu = true,
+            "--only" => only = Some(args.next().expect("--only TEXT")),
             "--cache" => {
                 let mib: usize = args
                     .next()
@@ -300,7 +324,8 @@ fn main() {
         ),
     ];
     println!(
-        "{n} rows per table, one store, Async commits, compacted before reading, {cache_mib} MiB read cache"
+        "{n} rows per table, one store, Async commits, compacted before reading, {cache_mib} MiB read cache{}",
+        if cpu { ", reads timed by CPU time" } else { "" }
     );
     println!(
         "{:<7} {:<100} {:>11} {:>6} {:>7} {:>11} {:>11} {:>11} {:>11}",
@@ -315,12 +340,16 @@ fn main() {
         "scan rows/s"
     );
     for (set, layouts) in sets {
-        if !only.is_empty() && !only.iter().any(|o| o == set) {
+        if !sets_named.is_empty() && !sets_named.iter().any(|o| o == set) {
             continue;
         }
         let mut base = None;
-        for &layout in layouts {
-            let r = measure(&db, set, layout, n, gets);
+        let chosen = |l: &str| l == default || only.as_ref().is_none_or(|t| l.contains(t.as_str()));
+        if !layouts[1..].iter().any(|l| chosen(l)) {
+            continue;
+        }
+        for &layout in layouts.iter().filter(|l| chosen(l)) {
+            let r = measure(&db, set, layout, n, gets, cpu);
             let b = *base.get_or_insert(r.bytes);
             println!(
                 "{:<7} {:<100} {:>11} {:>5.2}x {:>7.1} {:>11.0} {:>11.0} {:>11.0} {:>11.0}",

@@ -236,6 +236,30 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             });
         inputs.push(("run_block", name, special_block(format, versions)));
     }
+    // The `fixed` blocks above, of 8-byte keys, hold them as one array (version 10); one key
+    // a byte longer keeps this one's sharing prefixes (version 5).
+    let keys: Vec<Vec<u8>> = keyed
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _, _))| match i {
+            20 => [key.as_slice(), &[0]].concat(),
+            _ => key.clone(),
+        })
+        .collect();
+    let versions = keyed
+        .iter()
+        .zip(&keys)
+        .map(|((_, seq, value), key)| EntryRef {
+            key,
+            seq: *seq,
+            value: Some(value),
+        });
+    let format = BlockFormat::plain(FormatSpec::Fixed { size: 4 });
+    inputs.push((
+        "run_block",
+        "fixed-several-widths",
+        special_block(format, versions),
+    ));
     inputs
 }
 

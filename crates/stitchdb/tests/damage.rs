@@ -141,8 +141,9 @@ fn contents(db: &Db) -> BTreeMap<String, Table> {
 }
 
 /// The layout of the suite's second table (its values are all 49 bytes), so that damage to
-/// specialized blocks (version 8, with its layers byte: `existential` names it) and Bloom
-/// filters is named, refused or recovered, and repaired, too.
+/// specialized blocks (with the layers byte, `existential` naming it: version 10, keys of one
+/// width as one array, and in its first block, where one key is a byte longer, version 8)
+/// and Bloom filters is named, refused or recovered, and repaired, too.
 const SECOND_LAYOUT: &str = "managed -> bloom -> btree(node=1024) -> existential -> fixed(49)";
 
 /// The layout of the suite's third table, whose values repeat: its blocks are version 9,
@@ -179,6 +180,10 @@ fn suite_store() -> (Vec<u8>, u64) {
         }
         if i % 2 == 0 {
             db.put(third, key(i), third_value(i)).unwrap();
+        }
+        if i == 0 {
+            let wider = [key(i), b"+".to_vec()].concat();
+            db.put(second, wider, suite_value(i, 1)).unwrap();
         }
         if i == 300 {
             db.snapshot("snap").unwrap();
@@ -564,14 +569,17 @@ fn every_structure_damaged_is_named_refused_or_recovered_and_repaired() {
         expected["default"].contains_key(&key(unsynced)),
         "synced commits are in the store"
     );
-    // The third table's runs are of version 9 blocks, which the cases damage too.
+    // The second table's runs hold version 8 and 10 blocks, the third's version 9: the cases
+    // damage those too.
     let version = |p: &stitchdb::Placed| bytes[p.disk_offset as usize + EXTENT_HEADER_LEN];
-    assert!(
-        layout
-            .iter()
-            .any(|p| p.what == "run block" && version(p) == 9),
-        "no sliding-window block in the store"
-    );
+    for (v, what) in [(8, "layered"), (9, "sliding-window"), (10, "fixed-keys")] {
+        assert!(
+            layout
+                .iter()
+                .any(|p| p.what == "run block" && version(p) == v),
+            "no {what} block (version {v}) in the store"
+        );
+    }
     let cases = cases(&bytes, unsynced, &layout);
     assert!(cases.len() > 20, "{} cases", cases.len());
     assert!(cases.iter().any(|c| c.torn_tail));

@@ -268,6 +268,10 @@ pub struct Block {
     /// keys of the entries after it each one more, so a lookup finds an entry by arithmetic
     /// (the format's point) rather than by comparing keys.
     dense_from: Option<u64>,
+    /// A `fixed` block without tombstones or a versions section whose keys are all this many
+    /// bytes: entry `i`'s key is at `keys[i * stride..]`, so a lookup binary-searches the
+    /// keys by arithmetic, not through `spans` (a second place in memory at every probe).
+    stride: Option<usize>,
 }
 
 /// A block's entries decoded one at a time, in order, from its bytes as read (checksum
@@ -430,6 +434,54 @@ impl<D: AsRef<[u8]>> RawEntries<D> {
     }
 }
 
+/// How many of `keys` (8-byte big-endian integers, ascending, back to back) are below `key`. A block's
+/// integer keys are often evenly spread (a sequence, hashes), so the search starts at the
+/// entry `key` would be at were they spread evenly between the first and the last: there, or
+/// beside it, for such keys (the keys' cache lines the probes of a binary search would miss
+/// are the cost of a read from a cached block); elsewhere a binary search on the side of it
+/// `key` lies on.
+fn seek_integer(keys: &[u8], key: u64) -> usize {
+    let at = |i: usize| {
+        let mut k = [0; 8];
+        k.copy_from_slice(&keys[i * 8..i * 8 + 8]);
+        u64::from_be_bytes(k)
+    };
+    // How many of the keys from `lo` to `hi` are below `key` (a binary search).
+    let below = |mut lo: usize, mut hi: usize| {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match at(mid) < key {
+                true => lo = mid + 1,
+                false => hi = mid,
+            }
+        }
+        lo
+    };
+    let n = keys.len() / 8;
+    if n == 0 || key <= at(0) {
+        return 0;
+    }
+    let last = at(n - 1);
+    if key > last {
+        return n;
+    }
+    // at(0) < key <= last, so 0 < guess <= n - 1.
+    let spread = u128::from(last - at(0));
+    let guess = (u128::from(key - at(0)) * (n as u128 - 1)).div_ceil(spread) as usize;
+    if at(guess) >= key {
+        match at(guess - 1) < key {
+            true => guess,
+            false => below(0, guess - 1),
+        }
+    } else {
+        // at(n - 1) >= key: guess + 1 < n.
+        match at(guess + 1) >= key {
+            true => guess + 1,
+            false => below(guess + 2, n - 1),
+        }
+    }
+}
+
 /// A block's damage when its entries are not those its index entry names.
 pub const NOT_THE_INDEX: &str = "contents do not match the run index";
 
@@ -503,6 +555,7 @@ impl Block {
             spans: Vec::with_capacity(count),
             data: Vec::new(),
             dense_from: None,
+            stride: None,
         };
         match version {
             BLOCK_VERSION => block.parse_entries(&data, start, &[], Some(count), Layout::V3)?,
@@ -553,6 +606,7 @@ impl Block {
             spans: Vec::new(),
             data: Vec::new(),
             dense_from: None,
+            stride: None,
         };
         block.parse_entries(&data, start, &[], None, layout)?;
         if block.spans.is_empty() {
@@ -572,6 +626,7 @@ impl Block {
             spans: Vec::new(),
             data: Vec::new(),
             dense_from: None,
+            stride: None,
         };
         // `parse_entries` skips the byte at `start`, a version byte in other blocks.
         versions
@@ -586,6 +641,7 @@ impl Block {
         let floor = special.floor;
         // Without versions every entry is the special section's, one per key.
         let dense_from = special.dense_from.filter(|_| versions.spans.is_empty());
+        let stride = special.key_width.filter(|_| versions.spans.is_empty());
         let mut spans = Vec::with_capacity(special.entries.len() + versions.spans.len());
         let mut a = special.entries.into_iter().map(|(key, value)| Span {
             key,
@@ -624,6 +680,7 @@ impl Block {
             keys,
             spans,
             dense_from,
+            stride,
         })
     }
 
@@ -848,8 +905,28 @@ impl Block {
             let at = u64::from_be_bytes(key).saturating_sub(first);
             return at.min(self.spans.len() as u64) as usize;
         }
+        if let Some(width) = self.stride {
+            return self.seek_stride(width, key);
+        }
         self.spans
             .partition_point(|s| self.keys[Self::range(s.key)].cmp(key) == Ordering::Less)
+    }
+
+    /// [`seek`](Self::seek) in a block whose keys are all `width` bytes (see `stride`).
+    fn seek_stride(&self, width: usize, key: &[u8]) -> usize {
+        // 8-byte keys (big-endian integers, most often) compare as integers, not by `memcmp`.
+        if let (8, Ok(key)) = (width, <[u8; 8]>::try_from(key)) {
+            return seek_integer(&self.keys, u64::from_be_bytes(key));
+        }
+        let (mut lo, mut hi) = (0, self.spans.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.keys[mid * width..(mid + 1) * width] < *key {
+                true => lo = mid + 1,
+                false => hi = mid,
+            }
+        }
+        lo
     }
 
     /// [`get`](Self::get) on a block not parsed: reads the payload (starting `start` bytes
@@ -1318,6 +1395,26 @@ pub(super) mod tests {
     }
 
     proptest! {
+        /// The search that starts where evenly spread keys would put a key finds what a
+        /// binary search finds, for keys spread evenly, bunched or far apart.
+        #[test]
+        fn integer_keys_are_found_as_a_binary_search_finds_them(
+            keys in prop::collection::btree_set(
+                prop_oneof![0..1000u64, any::<u64>(), (u64::MAX - 50)..=u64::MAX],
+                0..300,
+            ),
+            probes in prop::collection::vec(
+                prop_oneof![0..1000u64, any::<u64>(), (u64::MAX - 50)..=u64::MAX],
+                1..100,
+            ),
+        ) {
+            let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_be_bytes()).collect();
+            for p in probes.into_iter().chain(keys.iter().copied()) {
+                let want = keys.iter().filter(|&&k| k < p).count();
+                prop_assert_eq!(seek_integer(&bytes, p), want, "{}", p);
+            }
+        }
+
         /// Any sorted entries (empty keys, keys that are prefixes of others) come back as they
         /// went in, from any version; every seek lands where a search of the list does.
         #[test]

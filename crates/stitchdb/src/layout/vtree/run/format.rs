@@ -24,7 +24,7 @@
 //! stitch them into another run unread), so a unique-string block carries its own dictionary.
 
 use super::block::{BlockWriter, FinishedBlock};
-use super::special::{array_key, le_int, zigzag, Layers, ARRAY_SLOTS};
+use super::special::{array_key, le_int, zigzag, Layers, ARRAY_SLOTS, FIXED_KEYS_VERSION};
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::entry::{EntryRef, RangeDeletes};
 use crate::layout::{BlockFormat, CodingSpec, FormatSpec};
@@ -55,6 +55,13 @@ pub struct SpecialWriter {
     /// `delta-integer`: the block's first special value (its landmark) and its last.
     landmark: u32,
     prev: u32,
+    /// `fixed`: the special keys whole, back to back, and what each stores of its value, in
+    /// order; whether the keys are all of one length (the first's). With these the section
+    /// is written as one array of key rests and one of values when that is no larger (see
+    /// [`fixed_keys`](Self::fixed_keys)).
+    fixed_keys: Vec<u8>,
+    fixed_values: Vec<u8>,
+    one_width: bool,
     /// `unique-string`: the block's distinct values, each with its index.
     dict: HashMap<Vec<u8>, u32>,
     dict_order: Vec<Vec<u8>>,
@@ -103,6 +110,9 @@ impl SpecialWriter {
             last_gone: Vec::new(),
             landmark: 0,
             prev: 0,
+            fixed_keys: Vec::new(),
+            fixed_values: Vec::new(),
+            one_width: true,
             dict: HashMap::new(),
             dict_order: Vec::new(),
             dict_bytes: 0,
@@ -225,7 +235,11 @@ impl SpecialWriter {
             }
             FormatSpec::Fixed { .. } => {
                 self.put_special_key(e.key);
+                let at = self.special.len();
                 self.put_value(value);
+                self.fixed_values.extend_from_slice(&self.special[at..]);
+                self.one_width &= self.special_count == 0 || e.key.len() == self.last_special.len();
+                self.fixed_keys.extend_from_slice(e.key);
             }
             FormatSpec::Empty => self.put_special_key(e.key),
             FormatSpec::UniqueString { .. } => {
@@ -345,7 +359,14 @@ impl SpecialWriter {
         };
         let section = self.special_section(size);
         let mut out = Vec::with_capacity(section.len() + self.versions.size() + 32);
-        let (version, layers) = Layers::of(self.format).encode();
+        let (version, layers) = match self.fixed_keys() {
+            // The layers byte of a fixed block without layers is 0.
+            Some(_) => (
+                FIXED_KEYS_VERSION,
+                Some(Layers::of(self.format).encode().1.unwrap_or(0)),
+            ),
+            None => Layers::of(self.format).encode(),
+        };
         out.push(version);
         out.extend(layers);
         put_varint(&mut out, self.floor);
@@ -388,7 +409,20 @@ impl SpecialWriter {
             FormatSpec::Fixed { .. } => {
                 put_varint(&mut out, u64::from(size));
                 self.put_landmark(&mut out);
-                out.extend_from_slice(&self.special);
+                match self.fixed_keys() {
+                    Some((prefix, width)) => {
+                        put_bytes(&mut out, &self.fixed_keys[..prefix]);
+                        put_varint(&mut out, (width - prefix) as u64);
+                        // Not `chunks_exact`: a block of one empty key has keys of width 0.
+                        for i in 0..self.special_count as usize {
+                            out.extend_from_slice(
+                                &self.fixed_keys[i * width + prefix..(i + 1) * width],
+                            );
+                        }
+                        out.extend_from_slice(&self.fixed_values);
+                    }
+                    None => out.extend_from_slice(&self.special),
+                }
             }
             FormatSpec::Empty => out.extend_from_slice(&self.special),
             FormatSpec::Array { .. } => {
@@ -426,6 +460,26 @@ impl SpecialWriter {
         out
     }
 
+    /// Whether a `fixed` section is written with its keys of one width (version 10): its keys
+    /// all `width` bytes, the first `prefix` of them shared by all (the first key's and the
+    /// last's), which the section stores once, and the rests back to back take no more bytes
+    /// than the keys sharing prefixes with the one before. A lookup then binary-searches the
+    /// rests by arithmetic rather than decoding the keys before its own.
+    fn fixed_keys(&self) -> Option<(usize, usize)> {
+        if !matches!(self.format.format, FormatSpec::Fixed { .. }) || !self.one_width {
+            return None;
+        }
+        let width = self.last_special.len();
+        let count = self.special_count as usize;
+        let first = self.fixed_keys.get(..width).filter(|_| count > 0)?;
+        let prefix = super::block::shared_prefix(first, &self.last_special);
+        let mut header = Vec::new();
+        put_bytes(&mut header, first.get(..prefix)?);
+        put_varint(&mut header, (width - prefix) as u64);
+        let shared_keys = self.special.len() - self.fixed_values.len();
+        (header.len() + count * (width - prefix) <= shared_keys).then_some((prefix, width))
+    }
+
     /// A `delta-integer` section's landmark, in front of its entries (if it has any).
     fn put_landmark(&self, out: &mut Vec<u8>) {
         if self.format.delta && self.special_count > 0 {
@@ -440,6 +494,9 @@ impl SpecialWriter {
         self.gone_present.clear();
         self.last_gone.clear();
         self.special.clear();
+        self.fixed_keys.clear();
+        self.fixed_values.clear();
+        self.one_width = true;
         self.special_count = 0;
         self.floor = 0;
         self.last_special.clear();
@@ -475,7 +532,7 @@ fn unreachable_linear() -> ! {
 mod tests {
     use super::*;
     use crate::entry::{Entry, RangeTombstone};
-    use crate::layout::vtree::run::block::{Block, Framing};
+    use crate::layout::vtree::run::block::{Block, Found, Framing};
     use crate::layout::vtree::run::special::decode_special;
     use proptest::prelude::*;
 
@@ -663,7 +720,7 @@ mod tests {
 
         /// Damaged bytes are an error or some block, never a panic.
         #[test]
-        fn any_bytes_parse_or_fail(bytes in proptest::collection::vec(any::<u8>(), 0..200), v in 5..9u8) {
+        fn any_bytes_parse_or_fail(bytes in proptest::collection::vec(any::<u8>(), 0..200), v in 5..10u8) {
             let mut bytes = bytes;
             bytes.insert(0, v);
             let _ = Block::parse_standalone(bytes.clone(), 0);
@@ -723,6 +780,69 @@ mod tests {
                 assert_eq!(raw, Some(block.found(key, u64::MAX)), "{key:?}");
             }
         }
+    }
+
+    /// A `fixed` block's keys of one width are one array of their rests after the prefix
+    /// they share (version 10), smaller than keys sharing prefixes; one key of another width
+    /// keeps the block at version 5. Either way the raw lookup and the parsed block find every
+    /// key, the keys between and around them, and nothing else.
+    #[test]
+    fn fixed_keys_of_one_width_are_an_array_and_others_are_not() {
+        let one_width: Vec<Vec<u8>> = (0..300u64)
+            .map(|k| (5000 + 3 * k).to_be_bytes().to_vec())
+            .collect();
+        let mut several = one_width.clone();
+        several.insert(
+            100,
+            [(5000u64 + 3 * 99).to_be_bytes().as_slice(), b"x"].concat(),
+        );
+        let mut sizes = Vec::new();
+        for (keys, version) in [(&one_width, FIXED_KEYS_VERSION), (&several, 5)] {
+            let mut w = SpecialWriter::new(
+                BlockFormat::plain(FormatSpec::Fixed { size: 2 }),
+                u64::MAX,
+                RangeDeletes::default(),
+            );
+            for (i, key) in keys.iter().enumerate() {
+                let value = (i as u16).to_le_bytes();
+                assert!(w.add(EntryRef {
+                    key,
+                    seq: 10,
+                    value: Some(&value)
+                }));
+            }
+            let b = w.finish();
+            assert_eq!(b.payload()[0], version);
+            sizes.push(b.payload().len());
+            let framing = Framing {
+                first_key: &b.first_key,
+                entries: b.entries,
+            };
+            let block = Block::parse_at(b.payload().to_vec(), 0, framing).unwrap();
+            let mut probes = keys.clone();
+            for k in 4990..6000u64 {
+                probes.push(k.to_be_bytes().to_vec());
+                probes.push(k.to_be_bytes()[..7].to_vec());
+            }
+            probes.extend([vec![], vec![0xff; 9], vec![0; 9]]);
+            for key in &probes {
+                let want = keys.iter().position(|k| k == key);
+                let raw = Block::find(b.payload(), 0, framing, key, u64::MAX).unwrap();
+                assert_eq!(raw, Some(block.found(key, u64::MAX)), "{key:?}");
+                let value = want.map(|i| (i as u16).to_le_bytes().to_vec());
+                match raw {
+                    Some(Found::Version(10, v)) => assert_eq!(Some(v), value.map(Some)),
+                    _ => assert_eq!(value, None, "{key:?}"),
+                }
+                let compared = (0..block.len())
+                    .position(|i| block.entry(i).key >= key.as_slice())
+                    .unwrap_or(block.len());
+                assert_eq!(block.seek(key), compared, "{key:?}");
+            }
+        }
+        // Two bytes of rest a key against one of shared, one of length and one or two of
+        // rest.
+        assert!(sizes[0] + 300 < sizes[1], "{sizes:?}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::codec::Reader;
 use crate::layout::{BlockFormat, CodingSpec, FormatSpec, STATE_CODES};
 use std::borrow::Cow;
+use std::cmp::Ordering;
 
 /// Block versions of the specialized formats (after the linear versions 1 to 4).
 pub const FIXED_VERSION: u8 = 5;
@@ -12,12 +13,16 @@ pub const UNIQUE_VERSION: u8 = 7;
 /// A specialized block with transforming layers: a byte after the version names its format
 /// and layers ([`Layers`]); versions 5 to 7 are blocks without any.
 pub const LAYERED_VERSION: u8 = 8;
+/// A `fixed` block whose special keys are all one width: version 8's layers byte (its format
+/// `fixed`), and the section's keys as one array of their rests after the prefix all share,
+/// then its values (`fixed_keys` in `format` says when it is written).
+pub const FIXED_KEYS_VERSION: u8 = 10;
 
 /// Whether a payload's first byte names a specialized block.
 pub fn is_special(version: u8) -> bool {
     matches!(
         version,
-        FIXED_VERSION | ARRAY_VERSION | UNIQUE_VERSION | LAYERED_VERSION
+        FIXED_VERSION | ARRAY_VERSION | UNIQUE_VERSION | LAYERED_VERSION | FIXED_KEYS_VERSION
     )
 }
 
@@ -240,6 +245,8 @@ pub fn array_key(key: &[u8]) -> Option<u64> {
 /// What a specialized block's first bytes say.
 struct Header {
     layers: Layers,
+    /// Version 10: the keys of one width ([`FixedKeys`]).
+    fixed_keys: bool,
     floor: u64,
     count: u64,
     /// Where the special section ends (and the versions section starts).
@@ -249,12 +256,20 @@ struct Header {
 /// Reads the header of the block `r` is at, up to the special section.
 fn header(r: &mut Reader) -> Result<Header, String> {
     let version = r.u8()?;
-    let layers = Layers::read(version, r)?;
+    let fixed_keys = version == FIXED_KEYS_VERSION;
+    let layers = match fixed_keys {
+        true => Layers::read(LAYERED_VERSION, r)?,
+        false => Layers::read(version, r)?,
+    };
+    if fixed_keys && layers.base != Base::Fixed {
+        return Err("keys of one width in a block not of the fixed format".into());
+    }
     let floor = r.varint()?;
     let count = r.varint()?;
     let len = r.len()?;
     Ok(Header {
         layers,
+        fixed_keys,
         floor,
         count,
         section_end: r.pos() + len,
@@ -344,6 +359,102 @@ impl<'a> ArraySlots<'a> {
     }
 }
 
+/// A version 10 section's keys: the prefix every key starts with, then each key's rest, all
+/// `width` bytes, back to back in key order.
+struct FixedKeys<'a> {
+    prefix: &'a [u8],
+    width: usize,
+    rests: &'a [u8],
+    count: usize,
+}
+
+impl<'a> FixedKeys<'a> {
+    /// Reads the keys of a section of `count` entries (none stored if it has none).
+    fn read(r: &mut Reader<'a>, count: u64) -> Result<FixedKeys<'a>, String> {
+        let count = usize::try_from(count).map_err(|_| "entry count out of range")?;
+        if count == 0 {
+            return Ok(FixedKeys {
+                prefix: &[],
+                width: 0,
+                rests: &[],
+                count,
+            });
+        }
+        let prefix = r.bytes()?;
+        let width = r.len()?;
+        let len = width
+            .checked_mul(count)
+            .ok_or_else(|| format!("{count} keys of {width} bytes"))?;
+        Ok(FixedKeys {
+            prefix,
+            width,
+            rests: r.take(len)?,
+            count,
+        })
+    }
+
+    fn rest(&self, i: usize) -> &'a [u8] {
+        &self.rests[i * self.width..(i + 1) * self.width]
+    }
+
+    /// Where `key` is among the keys: `Ok` its entry, `Err` how many keys are below it.
+    fn search(&self, key: &[u8]) -> Result<usize, usize> {
+        let p = self.prefix.len();
+        match key[..p.min(key.len())].cmp(self.prefix) {
+            Ordering::Less => Err(0),
+            // A proper prefix of the prefix sorts before every key.
+            Ordering::Equal if key.len() < p => Err(0),
+            Ordering::Equal => {
+                let rest = &key[p..];
+                let below = self.partition(|r| r < rest);
+                match below < self.count && self.rest(below) == rest {
+                    true => Ok(below),
+                    false => Err(below),
+                }
+            }
+            Ordering::Greater => Err(self.count),
+        }
+    }
+
+    /// How many rests `below` holds of, from the first (a binary search: they ascend).
+    fn partition(&self, below: impl Fn(&[u8]) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match below(self.rest(mid)) {
+                true => lo = mid + 1,
+                false => hi = mid,
+            }
+        }
+        lo
+    }
+}
+
+/// The value of a `fixed` or `array` section's entry `i`, `r` at its first entry's stored
+/// value: under `delta-integer` the landmark moved by every delta up to the entry's, else
+/// the entry's stored bytes read through the coding.
+fn nth_value<'a>(
+    layers: &Layers,
+    r: &mut Reader<'a>,
+    size: usize,
+    landmark: u32,
+    i: u64,
+) -> Result<Cow<'a, [u8]>, String> {
+    if layers.delta {
+        let mut value = landmark;
+        for j in 0..=i {
+            layers.next_value(r, size, j == 0, &mut value)?;
+        }
+        return Ok(Cow::Owned(value.to_le_bytes().to_vec()));
+    }
+    let skip = usize::try_from(i)
+        .ok()
+        .and_then(|i| i.checked_mul(size))
+        .ok_or_else(|| format!("entry {i} out of range"))?;
+    r.take(skip)?;
+    layers.value(r.take(size)?)
+}
+
 /// A special entry: where its key lies in the section's keys, and its value (`None`: a
 /// tombstone of `existential`).
 pub type SpecialEntry = ((u32, u32), Option<(u32, u32)>);
@@ -361,6 +472,8 @@ pub struct SpecialSection {
     /// An `array` section without holes or tombstones: its first key, the keys after it
     /// each one more.
     pub dense_from: Option<u64>,
+    /// A `fixed` section without tombstones whose keys are all this many bytes.
+    pub key_width: Option<usize>,
 }
 
 /// Decodes the special section of the payload at `start` in `data` (its version byte
@@ -370,6 +483,7 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
     r.take(start)?;
     let Header {
         layers,
+        fixed_keys,
         floor,
         count,
         section_end,
@@ -385,12 +499,36 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
         values: Vec::new(),
         versions_at: 0,
         dense_from: None,
+        key_width: None,
     };
     let gone = match layers.existential {
         true => s.gone(&mut r, layers.base, payload_len)?,
         false => Vec::new(),
     };
     match layers.base {
+        Base::Fixed if fixed_keys => {
+            let size = layers.value_size(&mut r)?;
+            let mut prev = layers.landmark(&mut r, count)?;
+            let keys = FixedKeys::read(&mut r, count)?;
+            for i in 0..keys.count {
+                if i > 0 && keys.rest(i) <= keys.rest(i - 1) {
+                    return Err(format!(
+                        "entry {i}: out of order (keys ascending, one each)"
+                    ));
+                }
+                let at = s.keys.len() as u32;
+                s.keys.extend_from_slice(keys.prefix);
+                s.keys.extend_from_slice(keys.rest(i));
+                let key = (at, s.keys.len() as u32);
+                let v = r.pos();
+                let value = layers
+                    .next_value(&mut r, size, i == 0, &mut prev)
+                    .map_err(|e| format!("entry {i}: {e}"))?;
+                let value = s.place(data.len(), v, value);
+                s.entries.push((key, Some(value)));
+            }
+            s.key_width = (gone.is_empty() && count > 0).then_some(keys.prefix.len() + keys.width);
+        }
         Base::Fixed => {
             let size = layers.value_size(&mut r)?;
             let mut prev = layers.landmark(&mut r, count)?;
@@ -402,6 +540,11 @@ pub fn decode_special(data: &[u8], start: usize) -> Result<SpecialSection, Strin
                     .map_err(|e| format!("entry {i}: {e}"))?;
                 let value = s.place(data.len(), at, value);
                 s.entries.push((key, Some(value)));
+            }
+            let width = |&((a, b), _): &SpecialEntry| (b - a) as usize;
+            let first = s.entries.first().map(width);
+            if gone.is_empty() && s.entries.iter().all(|e| Some(width(e)) == first) {
+                s.key_width = first;
             }
         }
         Base::Array => {
@@ -624,20 +767,21 @@ pub fn find<'a>(data: &'a [u8], start: usize, key: &[u8]) -> Result<SpecialLooku
             };
             lookup.larger |= k < slots.last();
             if let Some(i) = slots.entry(k).filter(|&i| i < h.count) {
-                let value = match layers.delta {
-                    // The landmark moved by every delta of the block up to the entry's.
-                    true => {
-                        let mut value = landmark;
-                        for j in 0..=i {
-                            layers.next_value(&mut r, size, j == 0, &mut value)?;
-                        }
-                        Cow::Owned(value.to_le_bytes().to_vec())
-                    }
-                    false => {
-                        r.take(i as usize * size)?;
-                        layers.value(r.take(size)?)?
-                    }
-                };
+                let value = nth_value(&layers, &mut r, size, landmark, i)?;
+                lookup.version = Some((h.floor, Some(value)));
+            }
+        }
+        Base::Fixed if h.fixed_keys => {
+            let size = layers.value_size(&mut r)?;
+            let landmark = layers.landmark(&mut r, h.count)?;
+            let keys = FixedKeys::read(&mut r, h.count)?;
+            let (i, found) = match keys.search(key) {
+                Ok(i) => (i, true),
+                Err(i) => (i, false),
+            };
+            lookup.larger |= i + usize::from(found) < keys.count;
+            if found {
+                let value = nth_value(&layers, &mut r, size, landmark, i as u64)?;
                 lookup.version = Some((h.floor, Some(value)));
             }
         }
