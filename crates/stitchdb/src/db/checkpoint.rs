@@ -231,8 +231,8 @@ fn write_out(
             storage: &inner.storage,
             run_id: inner.next_run_id(),
             oldest_reader,
-            spec: &t.layout,
-            filter: inner.filter_choice(&t.layout),
+            spec: t.layout.stack(),
+            filter: inner.filter_choice(t.layout.stack()),
             stream: Stream::Flush,
         })?;
         if let Some((run, patch)) = &run {

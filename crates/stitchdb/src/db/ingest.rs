@@ -87,7 +87,7 @@ pub(crate) fn write_run<'a>(
     let Some((table, _, _)) = puts.peek() else {
         return Ok(None);
     };
-    let filter = inner.filter_choice(&inner.version.read().table(*table)?.layout);
+    let filter = inner.filter_choice(inner.version.read().table(*table)?.layout.stack());
     let puts = puts.map(|(_, key, value)| (key.as_slice(), value.as_deref()));
     vtree::ingest::write_run(&inner.storage, inner.next_run_id(), filter, puts, seq)
 }

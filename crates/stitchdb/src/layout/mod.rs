@@ -18,9 +18,11 @@
 //! Imports go one way: `db/` imports `layout/`, never the reverse; what a layout needs of the
 //! engine it is given as parameters ([`WriteOut`]).
 
+pub(crate) mod partition;
 mod spec;
 pub(crate) mod vtree;
 
+pub use partition::{PartitionSpec, TableLayout};
 pub use spec::*;
 
 use crate::entry::Value;
