@@ -55,6 +55,14 @@ pub(crate) fn is_region(name: &str) -> bool {
     name.contains('\u{0}')
 }
 
+/// A table as messages name it: a region as its table's name and its number.
+pub(crate) fn table_label(name: &str) -> String {
+    match name.split_once('\u{0}') {
+        Some((table, region)) => format!("{table} (region {region})"),
+        None => name.to_string(),
+    }
+}
+
 /// How many table ids a table of `layout` takes: its own, and one per region.
 pub(crate) fn ids_taken(layout: &TableLayout) -> u32 {
     1 + layout.partition().map_or(0, |p| p.regions.len() as u32)
@@ -87,6 +95,16 @@ impl Version {
             true => Err(Error::NoSuchTable(format!("#{}", id.0))),
             false => Ok(t),
         }
+    }
+
+    /// The keys table `id` may hold, if it is a region: its first key, and where it ends
+    /// (`None`: at the end).
+    pub fn region_keys(&self, id: TableId) -> Option<(&[u8], Option<&[u8]>)> {
+        let (table, number) = self.table(id).ok()?.name.split_once('\u{0}')?;
+        let parent = self.table(*self.names.get(table)?).ok()?;
+        let i = number.parse::<usize>().ok()?.checked_sub(1)?;
+        let p = parent.layout.partition()?;
+        (i < p.regions.len()).then(|| p.region_range(i))
     }
 
     /// User table `id` and, if it is partitioned, its regions.

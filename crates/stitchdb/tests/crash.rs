@@ -66,6 +66,9 @@ const LAYOUTS: &[&str] = &[
     "managed -> btree(node=1024) -> exception -> small-integer(2) -> fixed(2) -> linear",
     "managed -> bloom -> exception -> empty -> linear",
     "managed -> exception -> state-dictionary -> fixed(1) -> linear",
+    // The commit marker in the first region; range deletes and transactions cross the others.
+    "partition(at=\"k1\", at=\"k3\") -> [managed -> exception -> fixed(8) -> linear \
+     | managed -> bloom -> btree(node=1024) -> linear | managed -> linear]",
 ];
 
 fn layout(seed: u64) -> &'static str {

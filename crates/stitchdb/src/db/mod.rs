@@ -76,7 +76,7 @@ use crate::manifest::LogStart;
 use crate::options::Options;
 use crate::options::Stitching;
 use crate::seq_counts::SeqCounts;
-use crate::version::{is_region, TableState, Version};
+use crate::version::{is_region, table_label, TableState, Version};
 use crate::{Error, Result};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -647,7 +647,7 @@ impl Inner {
         self.version
             .read()
             .table(table)
-            .map_or_else(|_| format!("#{}", table.0), |t| t.name.clone())
+            .map_or_else(|_| format!("#{}", table.0), |t| table_label(&t.name))
     }
 
     /// The filter a table of `layout` gives its runs (a quotient filter without a rate of
