@@ -400,7 +400,11 @@ fn a_partitioned_table_is_listed_once_and_its_regions_under_it_in_stats() {
     let err = f.fails(
         USAGE,
         "create-table",
-        &["bad", "--layout", r#"partition(at="g") -> [managed -> linear | managed -> fixd(8)]"#],
+        &[
+            "bad",
+            "--layout",
+            r#"partition(at="g") -> [managed -> linear | managed -> fixd(8)]"#,
+        ],
     );
     assert!(err.contains("region 2, module 2 \"fixd\""), "{err}");
 }

@@ -28,7 +28,9 @@ fn mix(mut z: u64) -> u64 {
 fn value(k: u64) -> Vec<u8> {
     let r = mix(k);
     let len = 75 + (r % 11) as usize;
-    (0..len).map(|i| (r >> (i % 8 * 8)) as u8 ^ i as u8).collect()
+    (0..len)
+        .map(|i| (r >> (i % 8 * 8)) as u8 ^ i as u8)
+        .collect()
 }
 
 /// Seconds each task took.
@@ -89,9 +91,7 @@ fn main() {
     };
     let db = Db::create(&path, opts).expect("create");
     // Four regions of a quarter of the keys each, cut at hex boundaries.
-    let at: Vec<String> = (1..4)
-        .map(|q| format!("at=0x{:016x}", n * q / 4))
-        .collect();
+    let at: Vec<String> = (1..4).map(|q| format!("at=0x{:016x}", n * q / 4)).collect();
     let partition = format!("partition({}) -> {STACK}", at.join(", "));
     let single = run(&db, "single", STACK, n, gets);
     let parts = run(&db, "partition", &partition, n, gets);

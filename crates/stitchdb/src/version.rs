@@ -63,6 +63,11 @@ pub(crate) fn table_label(name: &str) -> String {
     }
 }
 
+/// The user's table `name` is or is a region of.
+pub(crate) fn owner_name(name: &str) -> &str {
+    name.split_once('\u{0}').map_or(name, |(table, _)| table)
+}
+
 /// How many table ids a table of `layout` takes: its own, and one per region.
 pub(crate) fn ids_taken(layout: &TableLayout) -> u32 {
     1 + layout.partition().map_or(0, |p| p.regions.len() as u32)
@@ -125,9 +130,9 @@ impl Version {
         }
     }
 
-    /// The read view of table `id`: a partitioned table's regions' views, concatenated.
+    /// The read view of user table `id`: a partitioned table's regions' views, concatenated.
     pub fn view(&self, id: TableId) -> Result<Arc<dyn DTable>> {
-        let t = self.table(id)?;
+        let t = self.user_table(id)?;
         match t.layout.partition() {
             Some(p) => partition_view(id, p, |region| Ok(self.table(region)?.data.view())),
             None => Ok(t.data.view()),

@@ -115,6 +115,8 @@ fn a_partitioned_table_is_listed_once_with_its_layout_and_lasts() {
         db.put(region, b"a", b"x"),
         Err(Error::NoSuchTable(_))
     ));
+    assert!(matches!(db.get(region, b"a"), Err(Error::NoSuchTable(_))));
+    assert!(matches!(db.table_name(region), Err(Error::NoSuchTable(_))));
     assert!(matches!(
         db.create_table("parts\u{0}1"),
         Err(Error::BadTableName(..))
@@ -427,7 +429,8 @@ fn a_named_snapshot_reads_the_partitioned_table_as_it_was() {
         db.put(t, key, &value).unwrap();
         before.insert(key.as_bytes().to_vec(), value);
     }
-    db.snapshot("s").unwrap();
+    let info = db.snapshot("s").unwrap();
+    assert_eq!(info.tables, ["default", "parts"]);
     // Later writes in every region, a range delete across them, merged.
     db.put(t, b"a", b"changed").unwrap();
     db.put(t, b"i", b"changed!").unwrap();

@@ -467,7 +467,7 @@ impl Db {
 
     /// The name of a table.
     pub fn table_name(&self, table: TableId) -> Result<String> {
-        Ok(self.inner.version.read().table(table)?.name.clone())
+        Ok(self.inner.version.read().user_table(table)?.name.clone())
     }
 
     /// The names of all tables, sorted (a partitioned table once: its regions are its own).
@@ -507,7 +507,13 @@ impl Db {
     /// The layout of a table, as `create_table_with_layout` accepts it (every parameter
     /// written out).
     pub fn table_layout(&self, table: TableId) -> Result<String> {
-        Ok(self.inner.version.read().table(table)?.layout.to_string())
+        Ok(self
+            .inner
+            .version
+            .read()
+            .user_table(table)?
+            .layout
+            .to_string())
     }
 
     /// The table called `name`, created if it does not exist yet.

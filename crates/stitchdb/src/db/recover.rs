@@ -11,7 +11,7 @@ use crate::layout::{TableData, TableLayout};
 use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
 use crate::options::Stitching;
-use crate::version::{ids_taken, TableState, Version};
+use crate::version::{ids_taken, owner_name, TableState, Version};
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
@@ -168,7 +168,9 @@ fn recover_with(
     let mut version = Version::default();
     for t in &manifest.tables {
         let layout = stored_layout(&t.name, &t.layout)?;
-        let levels = open_levels(&storage, t, &t.name, &mut opened, salvage.as_deref_mut())?;
+        // Damage in a region is the partitioned table's: repair looks its lost keys up by it.
+        let label = owner_name(&t.name);
+        let levels = open_levels(&storage, t, label, &mut opened, salvage.as_deref_mut())?;
         let data = VTree::new(layout.stack(), t.stitching, levels);
         let table = TableState {
             id: t.id,
@@ -185,7 +187,7 @@ fn recover_with(
             .tables
             .iter()
             .map(|t| {
-                let label = format!("snapshot {}, table {}", snap.name, t.name);
+                let label = format!("snapshot {}, table {}", snap.name, owner_name(&t.name));
                 Ok(SnapshotTable {
                     id: t.id,
                     name: t.name.clone(),

@@ -68,7 +68,12 @@ impl NamedSnapshot {
         SnapshotInfo {
             name: name.to_string(),
             seq: self.seq,
-            tables: self.tables.iter().map(|t| t.name.clone()).collect(),
+            tables: self
+                .tables
+                .iter()
+                .filter(|t| !is_region(&t.name))
+                .map(|t| t.name.clone())
+                .collect(),
             runs: runs().count(),
             entries: runs().map(|r| r.meta.entries).sum(),
             data_bytes: runs().map(|r| r.meta.data_bytes).sum(),
