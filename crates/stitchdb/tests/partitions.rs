@@ -338,6 +338,51 @@ fn random_ops_on_partitioned_tables_match_a_btreemap() {
 }
 
 #[test]
+fn a_sorted_stretch_within_a_region_is_ingested_as_a_run_of_that_region() {
+    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+    let opts = Options {
+        ingest_min_bytes: 2048,
+        ..options()
+    };
+    let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
+    let t = db.create_table_with_layout("parts", LAYOUT).unwrap();
+    let mut model = Model::new();
+    let stretch = |from: &str, to: &str, model: &mut Model| {
+        let mut batch = WriteBatch::new();
+        for i in 0..400u32 {
+            let key = format!("{from}{i:03}").into_bytes();
+            let key = if i >= 200 {
+                format!("{to}{i:03}").into_bytes()
+            } else {
+                key
+            };
+            let value = format!("{i:08}").into_bytes();
+            batch.put(t, key.clone(), value.clone());
+            model.insert(key, value);
+        }
+        db.write(&batch, Durability::Async).unwrap();
+    };
+    // All in region 2 (8-byte values), then across regions 1 and 3.
+    stretch("h", "j", &mut model);
+    assert_eq!(db.stats().ingested_runs, 1);
+    stretch("a", "q", &mut model);
+    assert_eq!(
+        db.stats().ingested_runs,
+        1,
+        "a stretch across regions is not ingested"
+    );
+    assert_eq!(table_contents(&db, t), model);
+    let stats = db.stats();
+    let parts = stats.tables.iter().find(|s| s.name == "parts").unwrap();
+    assert_eq!(parts.regions[1].run_entries, 400, "the run is region 2's");
+    // The log's ingest record names the region: replay puts the run there.
+    drop(db);
+    let db = Db::open_on(disk, opts).unwrap();
+    assert_eq!(table_contents(&db, t), model);
+    db.check().unwrap();
+}
+
+#[test]
 fn transactions_across_regions_commit_whole_and_conflict_as_on_a_plain_table() {
     let (_disk, db) = store();
     let t = db.create_table_with_layout("parts", LAYOUT).unwrap();

@@ -74,21 +74,21 @@ pub(crate) fn find_stretch(
     best.map(|(r, _)| r)
 }
 
-/// Writes `puts` (sorted, all puts to one table) as a level-0 run whose entries have sequence
-/// number `seq` into the block cache (`None` for no puts); returns it and the patch writing
-/// it, which the record naming the run must follow. The caller holds the writer lock (`seq` is
-/// the next record's LSN).
+/// Writes `puts` (sorted, all puts to one table, which `holder` holds: it or, for a
+/// partitioned one, the region of every key) as a level-0 run of `holder` whose entries have
+/// sequence number `seq` into the block cache (`None` for no puts); returns it and the patch
+/// writing it, which the record naming the run must follow. The caller holds the writer lock
+/// (`seq` is the next record's LSN).
 pub(crate) fn write_run<'a>(
     inner: &Inner,
+    holder: TableId,
     puts: impl IntoIterator<Item = &'a (TableId, Vec<u8>, Value)>,
     seq: u64,
 ) -> Result<Option<(Arc<Run>, PatchId)>> {
-    let mut puts = puts.into_iter().peekable();
-    let Some((table, _, _)) = puts.peek() else {
-        return Ok(None);
-    };
-    let filter = inner.filter_choice(inner.version.read().table(*table)?.layout.stack());
-    let puts = puts.map(|(_, key, value)| (key.as_slice(), value.as_deref()));
+    let filter = inner.filter_choice(inner.version.read().table(holder)?.layout.stack());
+    let puts = puts
+        .into_iter()
+        .map(|(_, key, value)| (key.as_slice(), value.as_deref()));
     vtree::ingest::write_run(&inner.storage, inner.next_run_id(), filter, puts, seq)
 }
 

@@ -392,6 +392,7 @@ struct Ingested {
     /// The stretch's ops (indices into the batch, ascending) left out of the run: keys the
     /// memtables held, written through the memtable.
     held: Vec<usize>,
+    /// The table the run is of: the batch's, or the region of a partitioned one holding it.
     table: TableId,
     run: Arc<crate::layout::vtree::run::Run>,
     lsn: u64,
@@ -417,17 +418,16 @@ fn try_ingest(
     };
     let table = first.0;
     let version = inner.version.read().clone();
-    // A partitioned table's writes reach its regions only through `Version::apply_commit`.
-    if version.table(table)?.layout.partition().is_some() {
+    // A partitioned table's stretch is a run of the region holding it, if one region does.
+    let holder = version.route(table, &first.1)?;
+    if version.route(table, &last.1)?.id != holder.id {
         return Ok(None);
     }
     // The keys the memtables hold are written through them instead: a run ingested behind
     // them must not hold them.
-    let Some(in_memtables) =
-        version
-            .table(table)?
-            .data
-            .memtable_keys_in(&first.1, &last.1, stretch.len() / 8)
+    let Some(in_memtables) = holder
+        .data
+        .memtable_keys_in(&first.1, &last.1, stretch.len() / 8)
     else {
         return Ok(None);
     };
@@ -465,10 +465,11 @@ fn try_ingest(
         .clone()
         .filter(|i| held.binary_search(i).is_err())
         .map(|i| &batch.ops[i]);
-    let Some((run, written)) = inner.guard_space(ingest::write_run(inner, into_run, seq))? else {
+    let written = ingest::write_run(inner, holder.id, into_run, seq);
+    let Some((run, written)) = inner.guard_space(written)? else {
         return Ok(None);
     };
-    let head = ingest::record_head(table, &run.meta);
+    let head = ingest::record_head(holder.id, &run.meta);
     let rest = OpsPayload::new(&rest, &batch.ranges);
     // The record reaches the disk only after the run does.
     let mut after = deps.map_or_else(Vec::new, <[_]>::to_vec);
@@ -496,7 +497,7 @@ fn try_ingest(
     Ok(Some(Ingested {
         range,
         held,
-        table,
+        table: holder.id,
         run,
         lsn,
         patch,
