@@ -45,7 +45,18 @@ impl TableLayout {
         let text = layout.trim_start();
         match text.strip_prefix(PARTITION) {
             Some(rest) if !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-') => {
-                parse_partition(layout, rest).map(|p| TableLayout::Partition(Arc::new(p)))
+                let parsed = TableLayout::Partition(Arc::new(parse_partition(layout, rest)?));
+                // A table's layout is stored in its canonical form, which must parse back
+                // (its parameters written out and its binary keys in hex make it longer).
+                let canonical = parsed.to_string();
+                match check_len(&canonical) {
+                    Ok(()) => Ok(parsed),
+                    Err(e) => Err(LayoutError {
+                        layout: layout.to_string(),
+                        reason: format!("its canonical form is {}", e.reason),
+                        ..e
+                    }),
+                }
             }
             _ => LayoutSpec::parse(layout).map(TableLayout::Stack),
         }
@@ -404,6 +415,18 @@ mod tests {
     ];
 
     #[test]
+    fn a_partition_whose_canonical_form_is_too_long_is_refused() {
+        // 600 bytes quoted, 1,202 in hex.
+        let layout = format!("partition(at=\"{}\") -> managed -> linear", "é".repeat(300));
+        assert!(layout.len() <= MAX_LAYOUT_LEN);
+        let message = error(&layout);
+        assert!(
+            message.contains("its canonical form is too long"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn every_error_names_the_region_and_module_at_fault() {
         for &(layout, expected) in ERRORS {
             let message = error(layout);
@@ -429,6 +452,15 @@ mod tests {
         })
     }
 
+    /// Parses without panicking, and what parses prints to a layout that parses back to it.
+    fn parses_back(layout: &str) -> Result<(), TestCaseError> {
+        if let Ok(parsed) = TableLayout::parse(layout) {
+            let canonical = parsed.to_string();
+            prop_assert_eq!(TableLayout::parse(&canonical), Ok(parsed), "{}", canonical);
+        }
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn the_canonical_form_parses_back(p in valid_partition()) {
@@ -444,10 +476,12 @@ mod tests {
         fn partition_like_strings_do_not_panic(
             s in "partition ?\\(([a-z]{0,3} ?= ?(\"[a-z\\\\\"x0-9]{0,4}\"?|0x[0-9a-f]{0,3})[, ]{0,2}){0,3}\\)? ?(-> ?)?\\[?(managed|linear|[|\\] ]|-> ){0,6}",
         ) {
-            if let Ok(layout) = TableLayout::parse(&s) {
-                let canonical = layout.to_string();
-                prop_assert_eq!(TableLayout::parse(&canonical), Ok(layout), "{}", canonical);
-            }
+            parses_back(&s)?;
+        }
+
+        #[test]
+        fn arbitrary_strings_after_partition_do_not_panic(s in any::<String>()) {
+            parses_back(&format!("partition{s}"))?;
         }
     }
 }
