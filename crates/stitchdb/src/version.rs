@@ -139,6 +139,13 @@ impl Version {
         }
     }
 
+    /// The read view that answers for `key` of user table `id`: for a partitioned table, its
+    /// key's region's alone (a point read need not build the whole table's view).
+    pub fn key_view(&self, id: TableId, key: &[u8]) -> Result<Arc<dyn DTable>> {
+        self.user_table(id)?;
+        Ok(self.route(id, key)?.data.view())
+    }
+
     /// Adds table `id` of `layout`, and for a partitioned one its regions (each a table of its
     /// stack, at the ids after `id`).
     pub fn add_table(

@@ -84,7 +84,7 @@ pub(crate) fn get_at(
     key: &[u8],
     snapshot: impl FnOnce() -> u64,
 ) -> Result<Option<Vec<u8>>> {
-    let view = inner.version.read().view(table)?;
+    let view = inner.version.read().key_view(table, key)?;
     Ok(view.get(key, snapshot())?.and_then(|(_, value)| value))
 }
 
