@@ -153,14 +153,6 @@ pub enum Error {
     /// whole message. Nothing was created or written.
     #[error("{0}")]
     BadColumns(String),
-    /// A write to a partitioned table by a transaction that has spilled (written more than
-    /// `Options::txn_memory`): a partitioned table's writes cannot join spilled runs, which
-    /// are one table's each. The write was refused; the transaction is still usable.
-    #[error(
-        "a transaction that spilled its writes (past Options::txn_memory) cannot write the \
-         partitioned table {0:?}: write it in a transaction of its own, or first"
-    )]
-    SpilledBeforePartition(String),
     /// A value a column's layout cannot hold: the whole row write was refused.
     #[error("column {column:?} of column table {ctable:?} (layout {layout}) cannot hold this value: {why}")]
     ColumnRejects {

@@ -12,6 +12,7 @@ use crate::batch::TableId;
 use crate::entry::Value;
 use crate::layout::partition::PartitionView;
 use crate::layout::vtree::dtable::DTable;
+use crate::layout::vtree::run::Run;
 use crate::layout::vtree::VTree;
 use crate::layout::{PartitionSpec, TableData, TableLayout};
 use crate::options::Stitching;
@@ -144,6 +145,24 @@ impl Version {
     pub fn key_view(&self, id: TableId, key: &[u8]) -> Result<Arc<dyn DTable>> {
         self.user_table(id)?;
         Ok(self.route(id, key)?.data.view())
+    }
+
+    /// `runs` (newest first) put in front of table `id`'s, by the table that takes them, in
+    /// order: a partitioned table's region holding their keys (a transaction spills a run per
+    /// region: `txn::spill`).
+    pub fn holders(&self, id: TableId, runs: &[Arc<Run>]) -> Vec<(TableId, Vec<Arc<Run>>)> {
+        let Some(p) = self.table(id).ok().and_then(|t| t.layout.partition()) else {
+            return vec![(id, runs.to_vec())];
+        };
+        let mut by_region: BTreeMap<TableId, Vec<Arc<Run>>> = BTreeMap::new();
+        for run in runs {
+            let region = run.some_key().map_or(0, |key| p.region_of(key));
+            by_region
+                .entry(region_id(id, region))
+                .or_default()
+                .push(run.clone());
+        }
+        by_region.into_iter().collect()
     }
 
     /// Adds table `id` of `layout`, and for a partitioned one its regions (each a table of its

@@ -430,38 +430,55 @@ fn transactions_across_regions_commit_whole_and_conflict_as_on_a_plain_table() {
 }
 
 #[test]
-fn a_transaction_over_a_partitioned_table_keeps_its_writes_in_memory() {
+fn a_large_transaction_spills_a_run_per_region_and_links_each_into_its_region() {
     let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
     let opts = Options {
         txn_memory: 4096,
         ..options()
     };
-    let db = Db::create_on(disk, opts).unwrap();
+    let db = Db::create_on(disk.clone(), opts.clone()).unwrap();
     let t = db.create_table_with_layout("parts", LAYOUT).unwrap();
+    let d = db.default_table();
+    db.put(t, b"c-before", b"deleted by the range").unwrap();
     let mut txn = db.begin(Isolation::Snapshot).unwrap();
     let mut model = Model::new();
-    for i in 0..500u32 {
+    for i in 0..600u32 {
         let key = format!("{}{i:04}", ["a", "h", "q"][i as usize % 3]).into_bytes();
         let value = format!("{i:08}").into_bytes();
         txn.put(t, &key, &value).unwrap();
         model.insert(key, value);
+        if i == 300 {
+            // Across every region, spilled with the writes before it; later writes win.
+            txn.delete_range(t, b"b", b"r").unwrap();
+            model.retain(|k, _| k.as_slice() < b"b".as_slice() || k.as_slice() >= b"r".as_slice());
+        }
     }
+    txn.put(d, b"plain", b"beside").unwrap();
+    // Its own reads see its spilled writes across the regions.
+    let own: Model = txn
+        .range(t, Bound::Unbounded, Bound::Unbounded)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(own, model);
     txn.commit().unwrap();
+    let stats = db.stats();
+    assert!(stats.linked_commits > 0, "it spilled and linked");
     assert_eq!(table_contents(&db, t), model);
-    // One that spilled already cannot take a partitioned table's writes; it goes on.
-    let d = db.default_table();
-    let mut txn = db.begin(Isolation::Snapshot).unwrap();
-    for i in 0..200u32 {
-        txn.put(d, i.to_be_bytes(), [7u8; 64]).unwrap();
-    }
-    let err = txn.put(t, b"a", b"x").unwrap_err();
+    let parts = stats.tables.iter().find(|s| s.name == "parts").unwrap();
     assert!(
-        matches!(&err, Error::SpilledBeforePartition(name) if name == "parts"),
-        "{err}"
+        parts.regions.iter().all(|r| r.run_entries > 0),
+        "every region took its runs"
     );
-    txn.commit().unwrap();
-    assert_eq!(table_contents(&db, d).len(), 200);
+    // `check` finds each region's runs holding only its keys.
+    db.check().unwrap();
+    drop(db);
+    let db = Db::open_on(disk, opts).unwrap();
     assert_eq!(table_contents(&db, t), model);
+    assert_eq!(db.get(d, b"plain").unwrap(), Some(b"beside".to_vec()));
+    db.compact().unwrap();
+    assert_eq!(table_contents(&db, t), model);
+    db.check().unwrap();
 }
 
 #[test]

@@ -250,7 +250,9 @@ fn write_out(
             v.update(*table, |t| t.data.install_frozen(run.clone()));
         }
         for (table, runs) in &linked {
-            v.update(*table, |t| t.data.link(runs));
+            for (holder, runs) in v.holders(*table, runs) {
+                v.update(holder, |t| t.data.link(&runs));
+            }
         }
     };
     // Readers read installed runs straight from the disk: the runs' blocks are made durable

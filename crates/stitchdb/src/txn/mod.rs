@@ -88,10 +88,6 @@ pub struct Transaction<'db> {
     write_bytes: usize,
     /// The private writes spilled so far.
     spilled: Spilled,
-    /// Whether it writes a partitioned table: it then never spills, as a spilled run is
-    /// linked whole into one table, and a partitioned table's writes reach its regions only
-    /// when a commit routes them (`Version::apply_commit`).
-    partitioned: bool,
     /// For savepoints, kept only while a nested transaction is open: how to take back each
     /// private change.
     undo: Vec<Undo>,
@@ -145,7 +141,6 @@ impl Db {
             range_deletes: Vec::new(),
             write_bytes: 0,
             spilled: Spilled::default(),
-            partitioned: false,
             undo: Vec::new(),
             nesting: 0,
             reads: BTreeSet::new(),
@@ -315,7 +310,6 @@ impl<'db> Transaction<'db> {
         let (start, end) = (start.as_ref(), end.as_ref());
         self.inner.check_write(table, start, None)?;
         self.inner.check_write(table, end, None)?;
-        self.note_partitioned(table)?;
         if start >= end {
             return Ok(());
         }
@@ -355,7 +349,6 @@ impl<'db> Transaction<'db> {
     fn write(&mut self, table: TableId, key: &[u8], value: Value) -> Result<()> {
         self.usable()?;
         self.inner.check_write(table, key, value.as_deref())?;
-        self.note_partitioned(table)?;
         self.lock(|m, owner, timeout| m.lock_key(owner, table, key, LockMode::Exclusive, timeout))?;
         self.write_bytes += key.len() + value.as_ref().map_or(0, Vec::len) + WRITE_OVERHEAD;
         let before = self.writes.insert(table, key.to_vec(), value);
@@ -365,27 +358,11 @@ impl<'db> Transaction<'db> {
         self.spill_if_full()
     }
 
-    /// Notes a write to `table` if it is partitioned (see `partitioned`), refused after a
-    /// spill.
-    fn note_partitioned(&mut self, table: TableId) -> Result<()> {
-        let version = self.inner.version.read().clone();
-        let t = version.table(table)?;
-        if t.layout.partition().is_none() {
-            return Ok(());
-        }
-        if !self.spilled.is_empty() {
-            return Err(Error::SpilledBeforePartition(t.name.clone()));
-        }
-        self.partitioned = true;
-        Ok(())
-    }
-
     /// Writes the private writes out as private runs once they pass the memory budget
-    /// (not inside a nested transaction: what it may undo stays in memory; nor when it
-    /// writes a partitioned table).
+    /// (not inside a nested transaction: what it may undo stays in memory).
     fn spill_if_full(&mut self) -> Result<()> {
         let inner = &self.inner;
-        if self.write_bytes <= inner.opts.txn_memory || self.nesting > 0 || self.partitioned {
+        if self.write_bytes <= inner.opts.txn_memory || self.nesting > 0 {
             return Ok(());
         }
         self.spill()
@@ -397,12 +374,18 @@ impl<'db> Transaction<'db> {
         // A full store refuses it as it would a commit of the same writes, and it may go in
         // after a reclaim (a spill is all or nothing).
         let (spilled, writes, ranges) = (&mut self.spilled, &self.writes, &self.range_deletes);
+        let partition_of = |table| {
+            let version = inner.version.read();
+            let t = version.table(table).ok()?;
+            t.layout.partition().cloned()
+        };
         let spill = || {
             crate::db::admit_spill(inner)?;
             spilled.spill(
                 &inner.storage,
                 || inner.next_run_id(),
                 FilterChoice::quotient(inner.opts.filter_fp_rate),
+                partition_of,
                 writes,
                 ranges,
             )
