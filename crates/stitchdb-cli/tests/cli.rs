@@ -370,6 +370,46 @@ fn a_table_takes_a_layout_and_refuses_what_it_cannot_hold() {
 }
 
 #[test]
+fn a_partitioned_table_is_listed_once_and_its_regions_under_it_in_stats() {
+    let f = Fixture::new();
+    f.ok(
+        "create-table",
+        &[
+            "parts",
+            "--layout",
+            r#"partition(at="g", at=0x70) -> [managed -> btree -> linear | managed -> fixed(8) | managed -> linear]"#,
+        ],
+    );
+    let layout = "partition(at=\"g\", at=\"p\") -> [managed -> btree(node=4096) -> linear \
+                  | managed -> fixed(size=8) | managed -> linear]";
+    assert_eq!(
+        f.ok("tables", &[]),
+        format!("default{DEFAULT_LAYOUT}parts\t{layout}\n")
+    );
+    f.ok("put", &["a", "any", "--table", "parts"]);
+    f.ok("put", &["h", "8 bytes!", "--table", "parts"]);
+    let err = f.fails(FAILED, "put", &["i", "short", "--table", "parts"]);
+    assert!(err.contains("region 2: "), "{err}");
+    assert_eq!(keys(&f.ok("scan", &["--table", "parts"])), ["a", "h"]);
+    let stats = f.ok("stats", &[]);
+    assert!(stats.contains(&format!("layout {layout}")), "{stats}");
+    assert!(
+        stats.contains("    region 2") && stats.contains("layout managed -> fixed(size=8)"),
+        "{stats}"
+    );
+    let err = f.fails(
+        USAGE,
+        "create-table",
+        &[
+            "bad",
+            "--layout",
+            r#"partition(at="g") -> [managed -> linear | managed -> fixd(8)]"#,
+        ],
+    );
+    assert!(err.contains("region 2, module 2 \"fixd\""), "{err}");
+}
+
+#[test]
 fn ctables_lists_each_column_with_its_table_and_layout() {
     let f = Fixture::new();
     assert_eq!(f.ok("ctables", &[]), "");

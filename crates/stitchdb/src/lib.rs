@@ -37,9 +37,12 @@
 //!    blocks, index, read cache, builder, and the stitching merge of runs, `run::stitch`), and
 //!    its dTables (`dtable/`: the one interface over memtables and runs, filters in front of
 //!    runs, and the overlay that stacks them into a table's read view), and its halves of
-//!    compaction and defragmentation. `layout::TableData` is what `db/` needs of any layout.
+//!    compaction and defragmentation; the partition (`layout::partition`): a table's key
+//!    space cut into regions, each with its stack, and the read view over them.
+//!    `layout::TableData` is what `db/` needs of any layout.
 //! 8. `manifest`: the checkpoint's root record and its encoding.
-//! 9. `version`: the immutable picture of every table (its name, layout and data).
+//! 9. `version`: the immutable picture of every table (its name, layout and data), and a
+//!    partitioned table's regions: the routing of writes to them and the view over them.
 //! 10. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.
 //! 11. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
 //!     snapshots, defragmentation, patchgroups, the public [`Db`].

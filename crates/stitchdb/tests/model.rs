@@ -45,10 +45,38 @@ enum Op {
 }
 
 /// A random valid layout that holds every write of the test (a specialized format or a coding
-/// only under `exception`), or the default (empty). Not `delta-integer`: it refuses values
-/// that are not 4 bytes even with `exception` (which comes under it); `layouts.rs` runs
-/// random operations over its stacks.
+/// only under `exception`), or the default (empty), or a partition of the keys with such a
+/// stack per region. Not `delta-integer`: it refuses values that are not 4 bytes even with
+/// `exception` (which comes under it); `layouts.rs` runs random operations over its stacks,
+/// and `partitions.rs` over partitions with specialized regions fed only what they hold.
 fn layout_strategy() -> impl Strategy<Value = String> {
+    // Boundaries among the test's keys (`key`), some between a key and its long form.
+    let bound = prop_oneof![
+        (1..255u8).prop_map(|k| format!("\"key-{k:04}\"")),
+        (1..255u8).prop_map(|k| format!("\"key-{k:04}-\"")),
+    ];
+    let partition = (
+        proptest::collection::btree_set(bound, 1..4),
+        proptest::collection::vec(stack_strategy(), 4),
+        any::<bool>(),
+    )
+        .prop_map(|(bounds, stacks, shared)| {
+            let at: Vec<String> = bounds.iter().map(|b| format!("at={b}")).collect();
+            let regions = match shared {
+                true => stacks[0].clone(),
+                false => format!("[{}]", stacks[..=bounds.len()].join(" | ")),
+            };
+            format!("partition({}) -> {regions}", at.join(", "))
+        });
+    prop_oneof![
+        1 => Just(String::new()),
+        4 => stack_strategy(),
+        2 => partition,
+    ]
+}
+
+/// A random valid stack for [`layout_strategy`].
+fn stack_strategy() -> impl Strategy<Value = String> {
     let filter = prop_oneof![
         Just(""),
         Just("quotient -> "),
@@ -78,11 +106,8 @@ fn layout_strategy() -> impl Strategy<Value = String> {
         Just("exception -> empty -> linear".to_string()),
         (1..8u32).prop_map(|w| format!("sliding-window(window={w}) -> linear")),
     ];
-    prop_oneof![
-        1 => Just(String::new()),
-        4 => (filter, cache, btree, format)
-            .prop_map(|(f, c, b, format)| format!("managed -> {f}{c}{b}{format}")),
-    ]
+    (filter, cache, btree, format)
+        .prop_map(|(f, c, b, format)| format!("managed -> {f}{c}{b}{format}"))
 }
 
 fn key(k: u8) -> Vec<u8> {

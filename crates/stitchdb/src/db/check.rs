@@ -2,15 +2,19 @@
 //!
 //! Opening already verified the superblock, the manifest, every run index and the log (a torn
 //! log tail is normal; anything else is an error). This reads every data block too: checksum,
-//! order, agreement with the index; then that each table's runs are layered newest first (a
+//! order, agreement with the index, and a partitioned table's region holding only keys of
+//! its region; then that each table's runs are layered newest first (a
 //! key's versions in a run are all newer than its versions in the runs after it, and no
 //! version is in two runs); then that every extent the runs list holds a reference for each
 //! run listing it (else it could be freed under one of them); then that no two live extents
 //! overlap.
 
 use super::Db;
+use crate::batch::TableId;
+use crate::entry::RangeTombstone;
 use crate::layout::vtree::run::{Run, RunIter};
 use crate::layout::TableData;
+use crate::version::{is_region, table_label};
 use crate::{Error, Result};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -38,30 +42,42 @@ impl Db {
     pub fn check(&self) -> Result<CheckReport> {
         let version = self.inner.version.read().clone();
         let mut report = CheckReport {
-            tables: version.tables.len(),
+            tables: version.names.keys().filter(|n| !is_region(n)).count(),
             ..Default::default()
         };
         let mut extents: Vec<ExtentAddr> =
             self.inner.checkpoint.lock().manifest.into_iter().collect();
         // The mainline's runs, then those only snapshots hold (each run once).
-        let mut runs: Vec<(String, Arc<Run>)> = Vec::new();
+        let mut runs: Vec<(TableId, Arc<Run>)> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for t in version.tables.values() {
-            runs.extend(t.data.runs().map(|r| (t.name.clone(), r.clone())));
+            runs.extend(t.data.runs().map(|r| (t.id, r.clone())));
         }
         for snap in self.inner.checkpoint.lock().snapshots.values() {
             for t in &snap.tables {
-                runs.extend(
-                    t.levels
-                        .iter()
-                        .flatten()
-                        .map(|r| (t.name.clone(), r.clone())),
-                );
+                runs.extend(t.levels.iter().flatten().map(|r| (t.id, r.clone())));
             }
         }
         runs.retain(|(_, r)| seen.insert(r.meta.id));
         {
-            for (table, run) in &runs {
+            for (id, run) in &runs {
+                let table = self.inner.table_label(*id);
+                let region = version.region_keys(*id);
+                let stray_range = |t: &&RangeTombstone| {
+                    region.is_some_and(|(first, end)| {
+                        t.start.as_slice() < first || end.is_some_and(|end| t.end.as_slice() > end)
+                    })
+                };
+                if let Some(range) = run.meta.ranges.iter().find(stray_range) {
+                    return Err(Error::corrupt(
+                        "run",
+                        format!("table {table} run {}", run.meta.id),
+                        format!(
+                            "range delete {:?}..{:?} reaches outside the region",
+                            range.start, range.end
+                        ),
+                    ));
+                }
                 report.runs += 1;
                 let mut prev: Option<(Vec<u8>, Reverse<u64>)> = None;
                 for i in 0..run.blocks().len() {
@@ -77,12 +93,22 @@ impl Db {
                         ));
                     }
                     prev = entries.last().map(|e| (e.key.clone(), Reverse(e.seq)));
+                    let strays = entries
+                        .iter()
+                        .find(|e| region.is_some_and(|keys| outside(&e.key, keys)));
+                    if let Some(stray) = strays {
+                        return Err(Error::corrupt(
+                            "run",
+                            format!("table {table} run {} block {i}", run.meta.id),
+                            format!("key {:?} is outside the region", stray.key),
+                        ));
+                    }
                 }
                 extents.extend(run.extents().map(|(addr, _)| addr));
             }
         }
         for t in version.tables.values() {
-            check_layer_order(&t.name, t.data.runs())?;
+            check_layer_order(&table_label(&t.name), t.data.runs())?;
         }
         let mut listed: std::collections::HashMap<ExtentAddr, u32> = Default::default();
         for (_, run) in &runs {
@@ -111,6 +137,11 @@ impl Db {
         report.extents = extents.len();
         Ok(report)
     }
+}
+
+/// Whether `key` is outside a region that holds the keys from `keys.0` up to `keys.1`.
+fn outside(key: &[u8], keys: (&[u8], Option<&[u8]>)) -> bool {
+    key < keys.0 || keys.1.is_some_and(|end| key >= end)
 }
 
 /// Merges `runs` (a table's layers, newest first) and checks that, for every key, its versions

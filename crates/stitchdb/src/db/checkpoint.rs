@@ -231,8 +231,8 @@ fn write_out(
             storage: &inner.storage,
             run_id: inner.next_run_id(),
             oldest_reader,
-            spec: &t.layout,
-            filter: inner.filter_choice(&t.layout),
+            spec: t.layout.stack(),
+            filter: inner.filter_choice(t.layout.stack()),
             stream: Stream::Flush,
         })?;
         if let Some((run, patch)) = &run {
@@ -250,7 +250,9 @@ fn write_out(
             v.update(*table, |t| t.data.install_frozen(run.clone()));
         }
         for (table, runs) in &linked {
-            v.update(*table, |t| t.data.link(runs));
+            for (holder, runs) in v.holders(*table, runs) {
+                v.update(holder, |t| t.data.link(&runs));
+            }
         }
     };
     // Readers read installed runs straight from the disk: the runs' blocks are made durable

@@ -15,7 +15,7 @@ use super::Inner;
 use crate::batch::TableId;
 use crate::layout::vtree::compaction::Merge;
 use crate::layout::vtree::run::{MergeStats, Run};
-use crate::layout::LayoutSpec;
+use crate::layout::TableLayout;
 use crate::layout::WriteOut;
 use crate::version::{TableState, Version};
 use crate::Result;
@@ -40,7 +40,7 @@ pub struct CompactionStats {
 /// One merge to do: which table, and its layout's merge.
 struct Plan {
     table: TableId,
-    layout: Arc<LayoutSpec>,
+    layout: Arc<TableLayout>,
     merge: Merge,
 }
 
@@ -55,7 +55,9 @@ fn plan_level_merge(
 ) -> Option<Plan> {
     version.tables.values().find_map(|t| {
         let claimed = |level| busy.contains(&(t.id, level));
-        let merge = t.data.plan_level_merge(&t.layout, level_runs, claimed)?;
+        let merge = t
+            .data
+            .plan_level_merge(t.layout.stack(), level_runs, claimed)?;
         Some(Plan {
             table: t.id,
             layout: t.layout.clone(),
@@ -110,7 +112,7 @@ pub(crate) fn compact_all_alone(
 ) -> Result<()> {
     let version = inner.version.read().clone();
     for t in version.tables.values() {
-        let Some(merge) = t.data.plan_full_merge(&t.layout) else {
+        let Some(merge) = t.data.plan_full_merge(t.layout.stack()) else {
             continue;
         };
         let plan = Plan {
@@ -149,8 +151,8 @@ fn merge(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<Merged> {
         storage: &inner.storage,
         run_id: inner.next_run_id(),
         oldest_reader: inner.oldest_reader(),
-        spec: &plan.layout,
-        filter: inner.filter_choice(&plan.layout),
+        spec: plan.layout.stack(),
+        filter: inner.filter_choice(plan.layout.stack()),
         stream,
     })
 }

@@ -74,27 +74,32 @@ pub(crate) fn find_stretch(
     best.map(|(r, _)| r)
 }
 
-/// Writes `puts` (sorted, all puts to one table) as a level-0 run whose entries have sequence
-/// number `seq` into the block cache (`None` for no puts); returns it and the patch writing
-/// it, which the record naming the run must follow. The caller holds the writer lock (`seq` is
-/// the next record's LSN).
+/// Writes `puts` (sorted, all puts to one table, which `holder` holds: it or, for a
+/// partitioned one, the region of every key) as a level-0 run of `holder` whose entries have
+/// sequence number `seq` into the block cache (`None` for no puts); returns it and the patch
+/// writing it, which the record naming the run must follow. The caller holds the writer lock
+/// (`seq` is the next record's LSN).
 pub(crate) fn write_run<'a>(
     inner: &Inner,
+    holder: TableId,
     puts: impl IntoIterator<Item = &'a (TableId, Vec<u8>, Value)>,
     seq: u64,
 ) -> Result<Option<(Arc<Run>, PatchId)>> {
-    let mut puts = puts.into_iter().peekable();
-    let Some((table, _, _)) = puts.peek() else {
-        return Ok(None);
-    };
     let (filter, window) = {
         let version = inner.version.read();
-        let layout = &version.table(*table)?.layout;
-        (inner.filter_choice(layout), layout.window)
+        let stack = version.table(holder)?.layout.stack();
+        (inner.filter_choice(stack), stack.window)
     };
-    let puts = puts.map(|(_, key, value)| (key.as_slice(), value.as_deref()));
-    let id = inner.next_run_id();
-    vtree::ingest::write_run(&inner.storage, id, (filter, window), puts, seq)
+    let puts = puts
+        .into_iter()
+        .map(|(_, key, value)| (key.as_slice(), value.as_deref()));
+    vtree::ingest::write_run(
+        &inner.storage,
+        inner.next_run_id(),
+        (filter, window),
+        puts,
+        seq,
+    )
 }
 
 /// The record of an ingest: the table, the run's manifest entry, then the batch's other

@@ -71,12 +71,12 @@ use crate::batch::TableId;
 use crate::concurrency::{LockError, LockManager, Oracle};
 use crate::layout::vtree::run::{FilterChoice, Run, Storage};
 use crate::layout::TableData;
-use crate::layout::{FilterSpec, LayoutSpec};
+use crate::layout::{FilterSpec, LayoutSpec, TableLayout};
 use crate::manifest::LogStart;
 use crate::options::Options;
 use crate::options::Stitching;
 use crate::seq_counts::SeqCounts;
-use crate::version::{TableState, Version};
+use crate::version::{is_region, table_label, TableState, Version};
 use crate::{Error, Result};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -456,6 +456,7 @@ impl Db {
         v.names
             .get(name)
             .copied()
+            .filter(|_| !is_region(name))
             .ok_or_else(|| Error::NoSuchTable(name.to_string()))
     }
 
@@ -466,12 +467,13 @@ impl Db {
 
     /// The name of a table.
     pub fn table_name(&self, table: TableId) -> Result<String> {
-        Ok(self.inner.version.read().table(table)?.name.clone())
+        Ok(self.inner.version.read().user_table(table)?.name.clone())
     }
 
-    /// The names of all tables, sorted.
+    /// The names of all tables, sorted (a partitioned table once: its regions are its own).
     pub fn tables(&self) -> Vec<String> {
-        self.inner.version.read().names.keys().cloned().collect()
+        let v = self.inner.version.read();
+        v.names.keys().filter(|n| !is_region(n)).cloned().collect()
     }
 
     /// Creates a table laid out as the VT-tree (durably, like a `Sync` write).
@@ -489,9 +491,15 @@ impl Db {
                 "must be 1 to 255 bytes",
             ));
         }
+        if is_region(name) {
+            return Err(Error::BadTableName(
+                name.to_string(),
+                "must not hold a NUL (partitioned tables' regions are named so)",
+            ));
+        }
         let layout = match layout.trim() {
-            "" => LayoutSpec::default(),
-            text => LayoutSpec::parse(text).map_err(|e| Error::BadLayout(e.to_string()))?,
+            "" => TableLayout::default(),
+            text => TableLayout::parse(text).map_err(|e| Error::BadLayout(e.to_string()))?,
         };
         write::create_table(&self.inner, name, Arc::new(layout))
     }
@@ -499,7 +507,13 @@ impl Db {
     /// The layout of a table, as `create_table_with_layout` accepts it (every parameter
     /// written out).
     pub fn table_layout(&self, table: TableId) -> Result<String> {
-        Ok(self.inner.version.read().table(table)?.layout.to_string())
+        Ok(self
+            .inner
+            .version
+            .read()
+            .user_table(table)?
+            .layout
+            .to_string())
     }
 
     /// The table called `name`, created if it does not exist yet.
@@ -543,11 +557,16 @@ impl Db {
         defrag::defrag(&self.inner, max_live_ratio, &mut progress)
     }
 
-    /// Changes how merges of `table` stitch, at once and durably.
+    /// Changes how merges of `table` (a partitioned table's regions) stitch, at once and
+    /// durably.
     pub fn set_stitching(&self, table: TableId, stitching: Stitching) -> Result<()> {
         self.inner.check_writable()?;
-        self.inner.version.read().table(table)?;
-        let change = |v: &mut Version| v.update(table, |t| t.data.stitching = stitching);
+        let ids = self.inner.version.read().with_regions(table)?;
+        let change = |v: &mut Version| {
+            for &id in &ids {
+                v.update(id, |t| t.data.stitching = stitching);
+            }
+        };
         checkpoint::commit_change(&self.inner, change, &[], Vec::new())?;
         Ok(())
     }
@@ -634,7 +653,7 @@ impl Inner {
         self.version
             .read()
             .table(table)
-            .map_or_else(|_| format!("#{}", table.0), |t| t.name.clone())
+            .map_or_else(|_| format!("#{}", table.0), |t| table_label(&t.name))
     }
 
     /// The filter a table of `layout` gives its runs (a quotient filter without a rate of

@@ -5,7 +5,6 @@ use super::{Db, Inner};
 use crate::batch::TableId;
 use crate::bounds::{before_start, past_end};
 use crate::layout::vtree::dtable::DTable;
-use crate::layout::TableData;
 use crate::merge_iter::Visible;
 use crate::Result;
 use std::ops::Bound;
@@ -85,7 +84,7 @@ pub(crate) fn get_at(
     key: &[u8],
     snapshot: impl FnOnce() -> u64,
 ) -> Result<Option<Vec<u8>>> {
-    let view = inner.version.read().table(table)?.data.view();
+    let view = inner.version.read().key_view(table, key)?;
     Ok(view.get(key, snapshot())?.and_then(|(_, value)| value))
 }
 
@@ -97,7 +96,7 @@ pub(crate) fn scan_at(
     end: Bound<&[u8]>,
     reverse: bool,
 ) -> Result<DbIter> {
-    let view = guard.inner.version.read().table(table)?.data.view();
+    let view = guard.inner.version.read().view(table)?;
     Ok(scan_view(
         &*view,
         start,

@@ -7,11 +7,11 @@ use crate::batch::{decode_ops, range_refs, RangeOp, TableId};
 use crate::codec::Reader;
 use crate::layout::vtree::run::{Run, Storage};
 use crate::layout::vtree::VTree;
-use crate::layout::{LayoutSpec, TableData};
+use crate::layout::{TableData, TableLayout};
 use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
 use crate::options::Stitching;
-use crate::version::{TableState, Version};
+use crate::version::{ids_taken, owner_name, TableState, Version};
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
@@ -168,8 +168,10 @@ fn recover_with(
     let mut version = Version::default();
     for t in &manifest.tables {
         let layout = stored_layout(&t.name, &t.layout)?;
-        let levels = open_levels(&storage, t, &t.name, &mut opened, salvage.as_deref_mut())?;
-        let data = VTree::new(&layout, t.stitching, levels);
+        // Damage in a region is the partitioned table's: repair looks its lost keys up by it.
+        let label = owner_name(&t.name);
+        let levels = open_levels(&storage, t, label, &mut opened, salvage.as_deref_mut())?;
+        let data = VTree::new(layout.stack(), t.stitching, levels);
         let table = TableState {
             id: t.id,
             name: t.name.clone(),
@@ -185,7 +187,7 @@ fn recover_with(
             .tables
             .iter()
             .map(|t| {
-                let label = format!("snapshot {}, table {}", snap.name, t.name);
+                let label = format!("snapshot {}, table {}", snap.name, owner_name(&t.name));
                 Ok(SnapshotTable {
                     id: t.id,
                     name: t.name.clone(),
@@ -256,11 +258,11 @@ fn recover_with(
 
 /// A table's layout as the manifest or a log record stores it (empty: the default, as
 /// stores before layouts have it); one this build does not know refuses the open.
-fn stored_layout(table: &str, layout: &str) -> Result<Arc<LayoutSpec>> {
+fn stored_layout(table: &str, layout: &str) -> Result<Arc<TableLayout>> {
     if layout.is_empty() {
         return Ok(Arc::default());
     }
-    LayoutSpec::parse(layout)
+    TableLayout::parse(layout)
         .map(Arc::new)
         .map_err(|e| Error::UnknownLayout {
             table: table.to_string(),
@@ -796,17 +798,20 @@ fn registry(replay: &Arc<Mutex<Replay>>) -> std::result::Result<OpRegistry, WalE
             true => String::new(),
             false => String::from_utf8(reader.bytes()?.to_vec()).map_err(|_| "layout not UTF-8")?,
         };
+        let layout = match stored_layout(&name, &layout) {
+            Ok(layout) => layout,
+            // Not damage: a newer build's table. The open is refused once replay ends.
+            Err(e) => {
+                st.refused.get_or_insert(e);
+                return Ok(());
+            }
+        };
+        // A partitioned table's regions are made with it, by this one record.
+        st.next_table_id = st.next_table_id.max(id.0 + ids_taken(&layout));
         if !st.version.tables.contains_key(&id) {
             let stitching = st.stitching;
-            match stored_layout(&name, &layout) {
-                Ok(layout) => st.version.add_table(id, name, stitching, layout),
-                // Not damage: a newer build's table. The open is refused once replay ends.
-                Err(e) => {
-                    st.refused.get_or_insert(e);
-                }
-            }
+            st.version.add_table(id, name, stitching, layout);
         }
-        st.next_table_id = st.next_table_id.max(id.0 + 1);
         Ok(())
     };
     registry.register(
@@ -871,6 +876,6 @@ mod tests {
         );
         let err = stored_layout("t", "managed -> hash(8)").unwrap_err();
         assert!(err.to_string().contains("managed -> hash(8)"), "{err}");
-        assert_eq!(*stored_layout("t", "").unwrap(), LayoutSpec::default());
+        assert_eq!(*stored_layout("t", "").unwrap(), TableLayout::default());
     }
 }

@@ -11,10 +11,11 @@ use crate::batch::TableId;
 use crate::layout::vtree::dtable::DTable;
 use crate::layout::vtree::run::Run;
 use crate::layout::vtree::VTree;
-use crate::layout::LayoutSpec;
 use crate::layout::TableData;
+use crate::layout::TableLayout;
 use crate::manifest::{SnapshotMeta, TableMeta};
 use crate::options::Stitching;
+use crate::version::{is_region, partition_view};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -34,7 +35,7 @@ pub(crate) struct SnapshotTable {
     pub id: TableId,
     pub name: String,
     pub stitching: Stitching,
-    pub layout: Arc<LayoutSpec>,
+    pub layout: Arc<TableLayout>,
     pub levels: Vec<Vec<Arc<Run>>>,
 }
 
@@ -67,7 +68,12 @@ impl NamedSnapshot {
         SnapshotInfo {
             name: name.to_string(),
             seq: self.seq,
-            tables: self.tables.iter().map(|t| t.name.clone()).collect(),
+            tables: self
+                .tables
+                .iter()
+                .filter(|t| !is_region(&t.name))
+                .map(|t| t.name.clone())
+                .collect(),
             runs: runs().count(),
             entries: runs().map(|r| r.meta.entries).sum(),
             data_bytes: runs().map(|r| r.meta.data_bytes).sum(),
@@ -113,7 +119,13 @@ impl Snapshot {
 
     /// The names of the snapshot's tables, sorted.
     pub fn tables(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.held.tables.iter().map(|t| t.name.clone()).collect();
+        let mut names: Vec<String> = self
+            .held
+            .tables
+            .iter()
+            .filter(|t| !is_region(&t.name))
+            .map(|t| t.name.clone())
+            .collect();
         names.sort();
         names
     }
@@ -130,7 +142,7 @@ impl Snapshot {
         self.held
             .tables
             .iter()
-            .find(|t| t.name == name)
+            .find(|t| t.name == name && !is_region(name))
             .map(|t| t.id)
             .ok_or_else(|| Error::NoSuchTable(format!("{name} (in snapshot {:?})", self.name)))
     }
@@ -240,16 +252,27 @@ impl Db {
             .get(name)
             .cloned()
             .ok_or_else(|| Error::NoSuchSnapshot(name.to_string()))?;
-        let views = held
+        let mut views: BTreeMap<TableId, Arc<dyn DTable>> = held
             .tables
             .iter()
             .map(|t| {
-                (
-                    t.id,
-                    VTree::new(&t.layout, t.stitching, t.levels.clone()).view(),
-                )
+                let data = VTree::new(t.layout.stack(), t.stitching, t.levels.clone());
+                (t.id, data.view())
             })
             .collect();
+        // A partitioned table's view is its regions', which the snapshot holds beside it.
+        for t in &held.tables {
+            if let Some(p) = t.layout.partition() {
+                let view = partition_view(t.id, p, |region| {
+                    views.get(&region).cloned().ok_or_else(|| Error::Corrupt {
+                        what: "snapshot",
+                        place: name.to_string(),
+                        detail: format!("table {:?} has no region #{}", t.name, region.0),
+                    })
+                })?;
+                views.insert(t.id, view);
+            }
+        }
         Ok(Snapshot {
             name: name.to_string(),
             held,

@@ -4,6 +4,7 @@ use super::compact::CompactionStats;
 use super::Db;
 use crate::layout::TableData;
 use crate::options::Stitching;
+use crate::version::{is_region, region_id, TableState, Version};
 use std::fmt;
 use std::sync::atomic::Ordering;
 use stitch_patch::CacheStats;
@@ -28,6 +29,84 @@ pub struct TableStats {
     pub memtable_bytes: usize,
     /// Its layout's `cache` of point lookups in the runs, if it has one.
     pub record_cache: Option<RecordCacheStats>,
+    /// A partitioned table's regions in key order, each one's figures (named `region N`,
+    /// from 1); the table's runs, entries and bytes are their sums. Empty for other tables.
+    pub regions: Vec<TableStats>,
+}
+
+impl TableStats {
+    /// A table's own figures.
+    fn of(t: &TableState) -> TableStats {
+        TableStats {
+            name: t.name.clone(),
+            stitching: t.data.stitching,
+            layout: t.layout.to_string(),
+            levels: t.data.levels.iter().map(Vec::len).collect(),
+            run_entries: t.data.runs().map(|r| r.meta.entries).sum(),
+            run_bytes: t.data.runs().map(|r| r.meta.data_bytes).sum(),
+            memtable_bytes: t.data.memory_bytes(),
+            record_cache: t.data.cache.as_ref().map(|c| {
+                let (held, hits, misses) = c.counts();
+                RecordCacheStats { held, hits, misses }
+            }),
+            regions: Vec::new(),
+        }
+    }
+
+    /// A user's table: a partitioned one with its regions' figures, and their sums.
+    fn of_table(version: &Version, t: &TableState) -> TableStats {
+        let mut stats = TableStats::of(t);
+        let Some(p) = t.layout.partition() else {
+            return stats;
+        };
+        for i in 0..p.regions.len() {
+            let Ok(region) = version.table(region_id(t.id, i)) else {
+                continue;
+            };
+            let mut r = TableStats::of(region);
+            r.name = format!("region {}", i + 1);
+            if stats.levels.len() < r.levels.len() {
+                stats.levels.resize(r.levels.len(), 0);
+            }
+            for (sum, runs) in stats.levels.iter_mut().zip(&r.levels) {
+                *sum += runs;
+            }
+            stats.run_entries += r.run_entries;
+            stats.run_bytes += r.run_bytes;
+            stats.memtable_bytes += r.memtable_bytes;
+            stats.regions.push(r);
+        }
+        stats
+    }
+
+    /// Its lines of `stitchdb stats`, indented by `indent`.
+    fn write(&self, f: &mut fmt::Formatter<'_>, indent: usize) -> fmt::Result {
+        let levels: Vec<String> = self.levels.iter().map(usize::to_string).collect();
+        let pad = "";
+        writeln!(
+            f,
+            "{pad:indent$}{:<16} runs per level [{}]  entries {}  bytes {}  memtable {}  ({})",
+            self.name,
+            levels.join(" "),
+            self.run_entries,
+            self.run_bytes,
+            self.memtable_bytes,
+            self.stitching
+        )?;
+        writeln!(f, "{pad:indent$}{:<16} layout {}", "", self.layout)?;
+        if let Some(c) = self.record_cache {
+            writeln!(
+                f,
+                "{pad:indent$}{:<16} cache holds {} lookups; {} hits, {} misses ({:.1}% hits)",
+                "",
+                c.held,
+                c.hits,
+                c.misses,
+                percent(c.hits, c.hits + c.misses)
+            )?;
+        }
+        self.regions.iter().try_for_each(|r| r.write(f, indent + 2))
+    }
 }
 
 /// A table's cache of point lookups (a layout's `cache` module) since the store was opened.
@@ -168,19 +247,8 @@ impl Db {
         let tables = version
             .tables
             .values()
-            .map(|t| TableStats {
-                name: t.name.clone(),
-                stitching: t.data.stitching,
-                layout: t.layout.to_string(),
-                levels: t.data.levels.iter().map(Vec::len).collect(),
-                run_entries: t.data.runs().map(|r| r.meta.entries).sum(),
-                run_bytes: t.data.runs().map(|r| r.meta.data_bytes).sum(),
-                memtable_bytes: t.data.memory_bytes(),
-                record_cache: t.data.cache.as_ref().map(|c| {
-                    let (held, hits, misses) = c.counts();
-                    RecordCacheStats { held, hits, misses }
-                }),
-            })
+            .filter(|t| !is_region(&t.name))
+            .map(|t| TableStats::of_table(&version, t))
             .collect();
         let (checkpoints, flushed_bytes, linked, ingested, runs_awaiting_manifest) = {
             let ck = inner.checkpoint.lock();
@@ -249,29 +317,7 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "tables:")?;
         for t in &self.tables {
-            let levels: Vec<String> = t.levels.iter().map(usize::to_string).collect();
-            writeln!(
-                f,
-                "  {:<16} runs per level [{}]  entries {}  bytes {}  memtable {}  ({})",
-                t.name,
-                levels.join(" "),
-                t.run_entries,
-                t.run_bytes,
-                t.memtable_bytes,
-                t.stitching
-            )?;
-            writeln!(f, "  {:<16} layout {}", "", t.layout)?;
-            if let Some(c) = t.record_cache {
-                writeln!(
-                    f,
-                    "  {:<16} cache holds {} lookups; {} hits, {} misses ({:.1}% hits)",
-                    "",
-                    c.held,
-                    c.hits,
-                    c.misses,
-                    percent(c.hits, c.hits + c.misses)
-                )?;
-            }
+            t.write(f, 2)?;
         }
         let merged = self.merge_copied_bytes + self.merge_stitched_bytes;
         let stitched_pct = percent(self.merge_stitched_bytes, merged);

@@ -6,8 +6,9 @@ use crate::batch::{range_refs, OpsPayload, RangeOp, TableId, WriteBatch};
 use crate::codec::{put_bytes, put_varint};
 use crate::concurrency::{HeldLocks, LockMode, Oracle};
 use crate::entry::Value;
-use crate::layout::LayoutSpec;
+use crate::layout::TableLayout;
 use crate::options::{max_value_len, Durability, MAX_KEY_LEN};
+use crate::version::ids_taken;
 use crate::{Error, Result};
 use std::borrow::Cow;
 use std::ops::Bound;
@@ -86,8 +87,13 @@ pub(crate) fn check_op(
     key: &[u8],
     value: Option<&[u8]>,
 ) -> Result<()> {
-    let t = version.table(table)?;
-    if let Err(why) = t.layout.check_write(key, value) {
+    let t = version.user_table(table)?;
+    let holder = version.route(table, key)?;
+    if let Err(why) = holder.layout.stack().check_write(key, value) {
+        let why = match holder.id.0 - t.id.0 {
+            0 => why,
+            region => format!("region {region}: {why}"),
+        };
         return Err(Error::LayoutRejects {
             table: t.name.clone(),
             layout: t.layout.to_string(),
@@ -109,7 +115,7 @@ pub(crate) fn check_op(
 /// Whether a range delete's bound is acceptable: its table exists and it is within the key
 /// limit (a bound is not stored as a key, so a layout does not judge it).
 fn check_bound(version: &super::Version, table: TableId, key: &[u8]) -> Result<()> {
-    version.table(table)?;
+    version.user_table(table)?;
     check_key_len(key)
 }
 
@@ -386,6 +392,7 @@ struct Ingested {
     /// The stretch's ops (indices into the batch, ascending) left out of the run: keys the
     /// memtables held, written through the memtable.
     held: Vec<usize>,
+    /// The table the run is of: the batch's, or the region of a partitioned one holding it.
     table: TableId,
     run: Arc<crate::layout::vtree::run::Run>,
     lsn: u64,
@@ -410,13 +417,18 @@ fn try_ingest(
         return Ok(None);
     };
     let table = first.0;
+    let version = inner.version.read().clone();
+    // A partitioned table's stretch is a run of the region holding it, if one region does.
+    let holder = version.route(table, &first.1)?;
+    if version.route(table, &last.1)?.id != holder.id {
+        return Ok(None);
+    }
     // The keys the memtables hold are written through them instead: a run ingested behind
     // them must not hold them.
-    let Some(in_memtables) = inner.version.read().table(table)?.data.memtable_keys_in(
-        &first.1,
-        &last.1,
-        stretch.len() / 8,
-    ) else {
+    let Some(in_memtables) = holder
+        .data
+        .memtable_keys_in(&first.1, &last.1, stretch.len() / 8)
+    else {
         return Ok(None);
     };
     let held: Vec<usize> = range
@@ -453,10 +465,11 @@ fn try_ingest(
         .clone()
         .filter(|i| held.binary_search(i).is_err())
         .map(|i| &batch.ops[i]);
-    let Some((run, written)) = inner.guard_space(ingest::write_run(inner, into_run, seq))? else {
+    let written = ingest::write_run(inner, holder.id, into_run, seq);
+    let Some((run, written)) = inner.guard_space(written)? else {
         return Ok(None);
     };
-    let head = ingest::record_head(table, &run.meta);
+    let head = ingest::record_head(holder.id, &run.meta);
     let rest = OpsPayload::new(&rest, &batch.ranges);
     // The record reaches the disk only after the run does.
     let mut after = deps.map_or_else(Vec::new, <[_]>::to_vec);
@@ -484,7 +497,7 @@ fn try_ingest(
     Ok(Some(Ingested {
         range,
         held,
-        table,
+        table: holder.id,
         run,
         lsn,
         patch,
@@ -581,7 +594,7 @@ fn memtable_full(inner: &Arc<Inner>) -> Result<()> {
 pub(crate) fn create_table(
     inner: &Arc<Inner>,
     name: &str,
-    layout: Arc<LayoutSpec>,
+    layout: Arc<TableLayout>,
 ) -> Result<TableId> {
     inner.check_writable()?;
     let wal = inner.wal()?;
@@ -600,7 +613,8 @@ pub(crate) fn create_table(
         let appended =
             wal.append_with_deps(txn, log::OP_CREATE_TABLE, Flags::AUTOCOMMIT, &payload, &[]);
         let (lsn, _, _) = inner.guard_space(appended.map_err(log::log_err))?;
-        w.next_table_id += 1;
+        // One record makes a partitioned table and its regions (at the ids after its own).
+        w.next_table_id += ids_taken(&layout);
         w.last_seq = lsn;
         let mut version = inner.version.write();
         let mut v = (**version).clone();

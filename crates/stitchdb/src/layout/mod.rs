@@ -13,14 +13,18 @@
 //! Each layout is a folder implementing it; today the only one is the VT-tree (`vtree/`:
 //! memtables and levels of stitched runs), so `crate::version::TableState` holds a
 //! [`vtree::VTree`] directly and every call is static. The next layout turns that field into
-//! an enum over the layouts, each arm forwarding to its own `TableData`.
+//! an enum over the layouts, each arm forwarding to its own `TableData`. A partition
+//! (`partition/`) is not one: it cuts a table into regions that are tables of their own, each
+//! with its stack, and gives the routing and the read view over them (`crate::version`).
 //!
 //! Imports go one way: `db/` imports `layout/`, never the reverse; what a layout needs of the
 //! engine it is given as parameters ([`WriteOut`]).
 
+pub(crate) mod partition;
 mod spec;
 pub(crate) mod vtree;
 
+pub use partition::{PartitionSpec, TableLayout};
 pub use spec::*;
 
 use crate::entry::Value;

@@ -185,6 +185,8 @@ pub enum FormatSpec {
 pub struct LayoutError {
     /// The layout as written (its first 64 characters then `...`, when too long).
     pub layout: String,
+    /// The region of a partitioned layout at fault, if one is: its number, from 1.
+    pub region: Option<usize>,
     /// The module at fault, if one is: its number (from 1) and its name as written (empty
     /// when it has none).
     pub module: Option<(usize, String)>,
@@ -195,9 +197,14 @@ pub struct LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "layout \"{}\"", self.layout.escape_debug())?;
+        let mut sep = ": ";
+        if let Some(region) = self.region {
+            write!(f, ": region {region}")?;
+            sep = ", ";
+        }
         match &self.module {
-            Some((n, name)) if name.is_empty() => write!(f, ": module {n}")?,
-            Some((n, name)) => write!(f, ": module {n} \"{}\"", name.escape_debug())?,
+            Some((n, name)) if name.is_empty() => write!(f, "{sep}module {n}")?,
+            Some((n, name)) => write!(f, "{sep}module {n} \"{}\"", name.escape_debug())?,
             None => {}
         }
         write!(f, ": {}", self.reason)
@@ -225,6 +232,25 @@ impl Default for LayoutSpec {
     }
 }
 
+/// The module that partitions a table (`crate::layout::partition`): first in a layout, never
+/// inside a stack.
+pub(crate) const PARTITION: &str = "partition";
+
+/// Refuses a layout string over [`MAX_LAYOUT_LEN`], showing its start.
+pub(crate) fn check_len(layout: &str) -> Result<(), LayoutError> {
+    if layout.len() <= MAX_LAYOUT_LEN {
+        return Ok(());
+    }
+    let mut shown: String = layout.chars().take(64).collect();
+    shown.push_str("...");
+    Err(LayoutError {
+        layout: shown,
+        region: None,
+        module: None,
+        reason: format!("too long: {} bytes, at most {MAX_LAYOUT_LEN}", layout.len()),
+    })
+}
+
 impl FromStr for LayoutSpec {
     type Err = LayoutError;
 
@@ -236,17 +262,10 @@ impl FromStr for LayoutSpec {
 impl LayoutSpec {
     /// Parses and checks a layout string (see the module docs for the grammar and rules).
     pub fn parse(layout: &str) -> Result<LayoutSpec, LayoutError> {
-        if layout.len() > MAX_LAYOUT_LEN {
-            let mut shown: String = layout.chars().take(64).collect();
-            shown.push_str("...");
-            return Err(LayoutError {
-                layout: shown,
-                module: None,
-                reason: format!("too long: {} bytes, at most {MAX_LAYOUT_LEN}", layout.len()),
-            });
-        }
+        check_len(layout)?;
         let fail = |module: Option<(usize, &str)>, reason: String| LayoutError {
             layout: layout.to_string(),
+            region: None,
             module: module.map(|(n, name)| (n, name.to_string())),
             reason,
         };
@@ -270,6 +289,10 @@ impl LayoutSpec {
                     "empty: nothing between \"->\" and \"->\""
                 };
                 return Err(fail(Some((n, "")), reason.to_string()));
+            }
+            if text.split('(').next().map(str::trim_end) == Some(PARTITION) {
+                let reason = format!("\"{PARTITION}\" comes only first, and not inside a region");
+                return Err(fail(Some((n, PARTITION)), reason));
             }
             let (name, params) =
                 syntax(text).map_err(|(name, reason)| fail(Some((n, name)), reason))?;
@@ -1256,7 +1279,7 @@ impl Stack {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -2229,7 +2252,7 @@ mod tests {
         ]
     }
 
-    fn valid_spec() -> impl Strategy<Value = LayoutSpec> {
+    pub(crate) fn valid_spec() -> impl Strategy<Value = LayoutSpec> {
         let filter = prop_oneof![
             Just(None),
             Just(Some(FilterSpec::Quotient { fp_rate: None })),

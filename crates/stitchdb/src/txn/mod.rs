@@ -374,12 +374,18 @@ impl<'db> Transaction<'db> {
         // A full store refuses it as it would a commit of the same writes, and it may go in
         // after a reclaim (a spill is all or nothing).
         let (spilled, writes, ranges) = (&mut self.spilled, &self.writes, &self.range_deletes);
+        let partition_of = |table| {
+            let version = inner.version.read();
+            let t = version.table(table).ok()?;
+            t.layout.partition().cloned()
+        };
         let spill = || {
             crate::db::admit_spill(inner)?;
             spilled.spill(
                 &inner.storage,
                 || inner.next_run_id(),
                 FilterChoice::quotient(inner.opts.filter_fp_rate),
+                partition_of,
                 writes,
                 ranges,
             )

@@ -1,8 +1,9 @@
 //! A transaction's writes beyond its memory budget: private runs.
 //!
-//! When the write set outgrows `Options::txn_memory` it is written out, per table, as a run
-//! whose entries and range tombstones all carry the spill's number (1, 2, ...) as a private
-//! sequence number, so a later spill's version of a key is the newer one. Reads of the
+//! When the write set outgrows `Options::txn_memory` it is written out, per table (per region
+//! of a partitioned table, cut at its boundaries), as a run whose entries and range
+//! tombstones all carry the spill's number (1, 2, ...) as a private sequence number, so a
+//! later spill's version of a key is the newer one. Reads of the
 //! transaction look at its write set, then these runs (an overlay, newest first), then its
 //! snapshot. Commit links the runs into their tables as they are (see `db::link`); abort drops
 //! them, and their extents are freed in the background.
@@ -12,6 +13,7 @@ use crate::db::PrivateRuns;
 use crate::entry::{EntryRef, RangeTombstone, Value};
 use crate::layout::vtree::dtable::{filtered_run, DTable, Overlay};
 use crate::layout::vtree::run::{FilterChoice, Run, RunBuilder, Storage};
+use crate::layout::PartitionSpec;
 use crate::merge_iter::{Newest, Source};
 use crate::Result;
 use std::collections::BTreeMap;
@@ -46,12 +48,15 @@ impl Spilled {
     }
 
     /// Writes `writes` and `ranges` (everything private not yet spilled) out as one spill:
-    /// all of it, or (an error) none.
+    /// all of it, or (an error) none. A table `partition_of` names a partition is written a
+    /// run per region, each holding only its region's keys, as the region's own runs do: the
+    /// commit links each into its region.
     pub fn spill(
         &mut self,
         storage: &Arc<Storage>,
         next_run_id: impl Fn() -> u64,
         filter: FilterChoice,
+        partition_of: impl Fn(TableId) -> Option<Arc<PartitionSpec>>,
         writes: &WriteSet,
         ranges: &[RangeOp],
     ) -> Result<()> {
@@ -60,40 +65,41 @@ impl Spilled {
         tables.extend(ranges.iter().map(|(t, _, _)| *t));
         tables.sort_unstable();
         tables.dedup();
-        // A writer's data, as the log is: in the zones ingested runs take, which stop where
-        // the log does, so a spill never takes the room flushes need on a full store.
         let mut written = Vec::new();
         for table in tables {
-            let mut builder = RunBuilder::new(storage, next_run_id(), 0, Stream::Ingest);
-            builder.set_range_tombstones(
-                ranges
+            let partition = partition_of(table);
+            for region in 0..partition.as_ref().map_or(1, |p| p.regions.len()) {
+                // A region's part of each range delete; a plain table's whole.
+                let tombstones = ranges
                     .iter()
                     .filter(|(t, _, _)| *t == table)
-                    .map(|(_, start, end)| RangeTombstone {
-                        start: start.clone(),
-                        end: end.clone(),
+                    .flat_map(|(_, start, end)| match &partition {
+                        Some(p) => p
+                            .split_range(start, end)
+                            .filter(|(i, _, _)| *i == region)
+                            .map(|(_, start, end)| (start, end))
+                            .collect(),
+                        None => vec![(&start[..], &end[..])],
+                    })
+                    .map(|(start, end)| RangeTombstone {
+                        start: start.to_vec(),
+                        end: end.to_vec(),
                         seq: spill,
                     })
-                    .collect(),
-            );
-            builder.filter_keys(filter);
-            for (key, value) in writes.range(table, Bound::Unbounded, Bound::Unbounded) {
-                builder.add(EntryRef {
-                    key,
-                    seq: spill,
-                    value: value.as_deref(),
-                })?;
+                    .collect();
+                let pairs = match &partition {
+                    Some(p) => {
+                        let (first, end) = p.region_range(region);
+                        let end = end.map_or(Bound::Unbounded, Bound::Excluded);
+                        writes.range(table, Bound::Included(first), end)
+                    }
+                    None => writes.range(table, Bound::Unbounded, Bound::Unbounded),
+                };
+                let run_id = next_run_id();
+                if let Some(run) = write_spill(storage, run_id, filter, spill, tombstones, pairs)? {
+                    written.push((table, run));
+                }
             }
-            let filter = builder.key_filter();
-            let Some((run, patch)) = builder.finish(filter)? else {
-                continue;
-            };
-            // Until a commit links them, dropping them frees their extents (so do the runs
-            // of this spill written before a failure).
-            run.mark_obsolete();
-            // The transaction reads its runs from the disk.
-            storage.zones.cache().flush_patch(patch)?;
-            written.push((table, run));
         }
         let runs = self.0.get_or_insert_with(Box::default);
         for (table, run) in written {
@@ -183,4 +189,38 @@ impl Spilled {
             tracing::warn!("freeing an aborted transaction's runs inline: {e}");
         }
     }
+}
+
+/// Writes one spilled run, `run_id`: `tombstones` and `pairs`, every one at the spill's number
+/// `spill`. `None` if there is nothing to write.
+fn write_spill<'a>(
+    storage: &Arc<Storage>,
+    run_id: u64,
+    filter: FilterChoice,
+    spill: u64,
+    tombstones: Vec<RangeTombstone>,
+    pairs: impl Iterator<Item = (&'a [u8], &'a Value)>,
+) -> Result<Option<Arc<Run>>> {
+    // A writer's data, as the log is: in the zones ingested runs take, which stop where the
+    // log does, so a spill never takes the room flushes need on a full store.
+    let mut builder = RunBuilder::new(storage, run_id, 0, Stream::Ingest);
+    builder.set_range_tombstones(tombstones);
+    builder.filter_keys(filter);
+    for (key, value) in pairs {
+        builder.add(EntryRef {
+            key,
+            seq: spill,
+            value: value.as_deref(),
+        })?;
+    }
+    let filter = builder.key_filter();
+    let Some((run, patch)) = builder.finish(filter)? else {
+        return Ok(None);
+    };
+    // Until a commit links it, dropping it frees its extents (so do the runs of this spill
+    // written before a failure).
+    run.mark_obsolete();
+    // The transaction reads its runs from the disk.
+    storage.zones.cache().flush_patch(patch)?;
+    Ok(Some(run))
 }

@@ -24,6 +24,10 @@ pub const LAYOUTS: &[&str] = &[
     "managed -> bloom -> exception -> empty -> linear",
     "managed -> exception -> state-dictionary -> fixed(1) -> linear",
     "managed -> quotient -> btree(node=1024) -> sliding-window(window=4) -> linear",
+    // The crash workload's commit marker in the first region; range deletes and
+    // transactions cross the others.
+    "partition(at=\"k1\", at=\"k3\") -> [managed -> exception -> fixed(8) -> linear \
+     | managed -> bloom -> btree(node=1024) -> linear | managed -> linear]",
 ];
 
 /// The name of the table [`layout_table`] makes.

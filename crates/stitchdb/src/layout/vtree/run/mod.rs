@@ -911,6 +911,12 @@ impl Run {
         Ok((0..b.len()).map(|j| b.entry(j).to_entry()).collect())
     }
 
+    /// A key the run holds an entry or a range tombstone for (`None`: it holds neither).
+    pub fn some_key(&self) -> Option<&[u8]> {
+        let first = self.blocks.first().map(|b| b.first_key.as_slice());
+        first.or_else(|| self.meta.ranges.first().map(|t| t.start.as_slice()))
+    }
+
     /// Whether `key` lies within the run's key range.
     pub fn covers(&self, key: &[u8]) -> bool {
         match (self.blocks.first(), self.blocks.last()) {
