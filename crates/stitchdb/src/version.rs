@@ -124,9 +124,18 @@ impl Version {
 
     /// The table that holds `key` of table `id`: the region it is in, for a partitioned one.
     pub fn route(&self, id: TableId, key: &[u8]) -> Result<&Arc<TableState>> {
-        let t = self.table(id)?;
+        self.route_in(self.table(id)?, key)
+    }
+
+    /// The table that holds `key` of table `t`, found already (one lookup less on the paths
+    /// every write and point read take).
+    pub fn route_in<'a>(
+        &'a self,
+        t: &'a Arc<TableState>,
+        key: &[u8],
+    ) -> Result<&'a Arc<TableState>> {
         match t.layout.partition() {
-            Some(p) => self.table(region_id(id, p.region_of(key))),
+            Some(p) => self.table(region_id(t.id, p.region_of(key))),
             None => Ok(t),
         }
     }
@@ -143,8 +152,7 @@ impl Version {
     /// The read view that answers for `key` of user table `id`: for a partitioned table, its
     /// key's region's alone (a point read need not build the whole table's view).
     pub fn key_view(&self, id: TableId, key: &[u8]) -> Result<Arc<dyn DTable>> {
-        self.user_table(id)?;
-        Ok(self.route(id, key)?.data.view())
+        Ok(self.route_in(self.user_table(id)?, key)?.data.view())
     }
 
     /// `runs` (newest first) put in front of table `id`'s, by the table that takes them, in

@@ -88,7 +88,7 @@ pub(crate) fn check_op(
     value: Option<&[u8]>,
 ) -> Result<()> {
     let t = version.user_table(table)?;
-    let holder = version.route(table, key)?;
+    let holder = version.route_in(t, key)?;
     if let Err(why) = holder.layout.stack().check_write(key, value) {
         let why = match holder.id.0 - t.id.0 {
             0 => why,
