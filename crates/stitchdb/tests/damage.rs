@@ -150,6 +150,15 @@ const SECOND_LAYOUT: &str = "managed -> bloom -> btree(node=1024) -> existential
 /// values referring back within a block (`sliding-window`).
 const THIRD_LAYOUT: &str = "managed -> btree(node=1024) -> sliding-window(window=8) -> linear";
 
+/// The layout of the suite's fourth table: a partition whose regions are hidden tables, so
+/// that repair finds a region's lost keys under its table and rebuilds the partition.
+const FOURTH_LAYOUT: &str = "partition(at=\"key00000300\") -> \
+    [managed -> btree(node=1024) -> linear | managed -> bloom -> linear]";
+
+/// The fourth table's canonical layout, as a repaired store must keep it.
+const FOURTH_CANONICAL: &str = "partition(at=\"key00000300\") -> [managed -> btree(node=1024) -> \
+    linear | managed -> bloom(bits=10) -> linear]";
+
 /// The third table's value of key `i`: one of three that repeat, or `suite_value`'s.
 fn third_value(i: u64) -> Vec<u8> {
     match i % 8 {
@@ -173,6 +182,9 @@ fn suite_store() -> (Vec<u8>, u64) {
         .create_table_with_layout("second", SECOND_LAYOUT)
         .unwrap();
     let third = db.create_table_with_layout("third", THIRD_LAYOUT).unwrap();
+    let fourth = db
+        .create_table_with_layout("fourth", FOURTH_LAYOUT)
+        .unwrap();
     for i in 0..600 {
         db.put(t, key(i), suite_value(i, 1)).unwrap();
         if i % 3 == 0 {
@@ -180,6 +192,9 @@ fn suite_store() -> (Vec<u8>, u64) {
         }
         if i % 2 == 0 {
             db.put(third, key(i), third_value(i)).unwrap();
+        }
+        if i % 4 == 1 {
+            db.put(fourth, key(i), suite_value(i, 1)).unwrap();
         }
         if i == 0 {
             let wider = [key(i), b"+".to_vec()].concat();
@@ -468,6 +483,14 @@ fn repaired_holds_what_survived(
             case.name
         );
     }
+    if let Ok(fourth) = db.table("fourth") {
+        assert_eq!(
+            db.table_layout(fourth).unwrap(),
+            FOURTH_CANONICAL,
+            "{}: the repaired table keeps its layout",
+            case.name
+        );
+    }
     let got = contents(&db);
     // The snapshot, written again, holds nothing its original did not.
     if db.snapshots().iter().any(|s| s.name == "snap") {
@@ -569,6 +592,14 @@ fn every_structure_damaged_is_named_refused_or_recovered_and_repaired() {
         expected["default"].contains_key(&key(unsynced)),
         "synced commits are in the store"
     );
+    // Both regions of the partitioned table have runs, which the cases damage too.
+    let stats = Db::open_read_only_on(disk_of(&bytes), suite_options(1 << 20))
+        .unwrap()
+        .stats();
+    let fourth = stats.tables.iter().find(|t| t.name == "fourth").unwrap();
+    assert_eq!(fourth.regions.len(), 2);
+    assert!(fourth.regions.iter().all(|r| r.run_bytes > 0), "{fourth:?}");
+    assert_eq!(expected["fourth"].len(), 150);
     // The second table's runs hold version 8 and 10 blocks, the third's version 9: the cases
     // damage those too.
     let version = |p: &stitchdb::Placed| bytes[p.disk_offset as usize + EXTENT_HEADER_LEN];
