@@ -109,6 +109,18 @@ impl Index {
     }
 }
 
+/// Every tombstone of each set (sharing their indexes: the range deletes of a view of several
+/// layers or regions).
+impl FromIterator<RangeDeletes> for RangeDeletes {
+    fn from_iter<I: IntoIterator<Item = RangeDeletes>>(sets: I) -> RangeDeletes {
+        let mut all = RangeDeletes::default();
+        for set in sets {
+            all.union(&set);
+        }
+        all
+    }
+}
+
 impl RangeDeletes {
     pub fn new(list: Vec<RangeTombstone>) -> RangeDeletes {
         if list.is_empty() {

@@ -78,11 +78,7 @@ impl DTable for PartitionView {
     /// Each region's range deletes lie within it (a range delete is split at the
     /// boundaries), so together they are the table's.
     fn range_deletes(&self) -> RangeDeletes {
-        let mut all = RangeDeletes::default();
-        for region in &self.regions {
-            all.union(&region.range_deletes());
-        }
-        all
+        self.regions.iter().map(|r| r.range_deletes()).collect()
     }
 
     fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {

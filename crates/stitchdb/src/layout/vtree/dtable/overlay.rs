@@ -69,11 +69,7 @@ impl DTable for Overlay {
     }
 
     fn range_deletes(&self) -> RangeDeletes {
-        let mut all = RangeDeletes::default();
-        for l in &self.layers {
-            all.union(&l.range_deletes());
-        }
-        all
+        self.layers.iter().map(|l| l.range_deletes()).collect()
     }
 
     fn covering_tombstone(&self, key: &[u8], snapshot: u64) -> Option<u64> {

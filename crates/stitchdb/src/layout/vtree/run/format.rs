@@ -225,11 +225,7 @@ impl SpecialWriter {
                     self.present.clear();
                 }
                 let slot = k - self.base;
-                let words = (slot / 64 + 1) as usize;
-                if self.present.len() < words {
-                    self.present.resize(words, 0);
-                }
-                self.present[(slot / 64) as usize] |= 1 << (slot % 64);
+                set_slot(&mut self.present, slot);
                 self.next_slot = slot + 1;
                 self.put_value(value);
             }
@@ -270,11 +266,7 @@ impl SpecialWriter {
                     self.gone_present.clear();
                 }
                 let slot = k - self.gone_base;
-                let words = (slot / 64 + 1) as usize;
-                if self.gone_present.len() < words {
-                    self.gone_present.resize(words, 0);
-                }
-                self.gone_present[(slot / 64) as usize] |= 1 << (slot % 64);
+                set_slot(&mut self.gone_present, slot);
                 self.gone_slots = slot + 1;
             }
             _ => {
@@ -522,6 +514,16 @@ fn put_slots(out: &mut Vec<u8>, base: u64, slots: u64, count: u64, present: &[u6
         let bytes = slots.div_ceil(8) as usize;
         out.extend(present.iter().flat_map(|w| w.to_le_bytes()).take(bytes));
     }
+}
+
+/// Marks `slot` in an `array` bitmap of 64-bit words (least significant bit first), growing
+/// it to hold the slot: the slots holding an entry, or a gone key.
+fn set_slot(bits: &mut Vec<u64>, slot: u64) {
+    let words = (slot / 64 + 1) as usize;
+    if bits.len() < words {
+        bits.resize(words, 0);
+    }
+    bits[(slot / 64) as usize] |= 1 << (slot % 64);
 }
 
 fn unreachable_linear() -> ! {
