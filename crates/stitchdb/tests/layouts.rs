@@ -13,30 +13,33 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::ops::Bound;
 use std::sync::Arc;
-use stitchdb::{
-    Db, Disk, Durability, Error, Isolation, MemDisk, Options, Stats, TableId, WriteBatch,
-};
+use stitchdb::{Db, Durability, Error, Isolation, MemDisk, Options, Stats, TableId, WriteBatch};
+use support::laid_out::{options, reopen, store};
 use support::table_contents;
 
-fn options() -> Options {
-    Options {
-        zone_size: 1 << 20,
-        memtable_size: 64 * 1024,
-        background: false,
-        durability: Durability::Async,
-        ..Options::default()
-    }
+/// Puts `value` at `key` in table `t`, named `name`, whose layout must refuse it: the error.
+fn refused(
+    db: &Db,
+    t: TableId,
+    name: &str,
+    key: impl AsRef<[u8]>,
+    value: impl AsRef<[u8]>,
+) -> Error {
+    let err = db.put(t, key, value).unwrap_err();
+    assert!(
+        matches!(&err, Error::LayoutRejects { table, .. } if table == name),
+        "{err}"
+    );
+    err
 }
 
-fn store() -> (Arc<dyn Disk>, Db) {
-    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
-    let db = Db::create_on(disk.clone(), options()).unwrap();
-    (disk, db)
-}
-
-fn reopen(disk: &Arc<dyn Disk>, db: Db) -> Db {
-    db.close().unwrap();
-    Db::open_on(disk.clone(), options()).unwrap()
+/// A batch of a write its layout takes (`good`) and one it refuses (`bad`) writes neither.
+fn batch_refused_whole(db: &Db, good: (TableId, &[u8], &[u8]), bad: (TableId, &[u8], &[u8])) {
+    let mut batch = WriteBatch::new();
+    batch.put(good.0, good.1, good.2);
+    batch.put(bad.0, bad.1, bad.2);
+    assert!(db.write(&batch, Durability::Sync).is_err());
+    assert_eq!(db.get(good.0, good.1).unwrap(), None);
 }
 
 #[test]
@@ -118,23 +121,18 @@ fn a_write_the_layout_cannot_hold_is_refused_whole() {
         .create_table_with_layout("array", "managed -> array(4)")
         .unwrap();
     db.put(fixed, b"k", b"8 bytes!").unwrap();
-    let err = db.put(fixed, b"k", b"nine byte").unwrap_err();
-    assert!(
-        matches!(&err, Error::LayoutRejects { table, .. } if table == "fixed"),
-        "{err}"
-    );
+    let err = refused(&db, fixed, "fixed", b"k", b"nine byte");
     assert!(err.to_string().contains("its values are 8 bytes"), "{err}");
     assert!(db.put(array, b"short", b"four").is_err());
     assert!(
         db.delete(array, b"short").is_err(),
         "a key it can never hold"
     );
-    // One bad write in a batch: none of it is written.
-    let mut batch = WriteBatch::new();
-    batch.put(fixed, b"a", b"12345678");
-    batch.put(array, 7u64.to_be_bytes(), b"five!");
-    assert!(db.write(&batch, Durability::Sync).is_err());
-    assert_eq!(db.get(fixed, b"a").unwrap(), None);
+    batch_refused_whole(
+        &db,
+        (fixed, b"a", b"12345678"),
+        (array, &7u64.to_be_bytes(), b"five!"),
+    );
     // A transaction is refused at the write, and can go on.
     let mut txn = db.begin(Isolation::Snapshot).unwrap();
     assert!(txn.put(fixed, b"t", b"short").is_err());
@@ -488,20 +486,19 @@ fn small_integers_take_their_bytes_and_others_are_refused_or_kept() {
             "managed -> btree -> exception -> small-integer(1) -> array(1) -> linear",
         )
         .unwrap();
-    let err = db
-        .put(small, 1u64.to_be_bytes(), 256u32.to_le_bytes())
-        .unwrap_err();
-    assert!(
-        matches!(&err, Error::LayoutRejects { table, .. } if table == "small"),
-        "{err}"
+    let err = refused(
+        &db,
+        small,
+        "small",
+        1u64.to_be_bytes(),
+        256u32.to_le_bytes(),
     );
     assert!(err.to_string().contains("below 2^8"), "{err}");
-    // One bad write in a batch: none of it is written.
-    let mut batch = WriteBatch::new();
-    batch.put(small, 2u64.to_be_bytes(), 7u32.to_le_bytes());
-    batch.put(small, 3u64.to_be_bytes(), b"abc");
-    assert!(db.write(&batch, Durability::Sync).is_err());
-    assert_eq!(db.get(small, 2u64.to_be_bytes()).unwrap(), None);
+    batch_refused_whole(
+        &db,
+        (small, &2u64.to_be_bytes(), &7u32.to_le_bytes()),
+        (small, &3u64.to_be_bytes(), b"abc"),
+    );
     let n = 20_000u64;
     let value = |k: u64| match k % 1000 {
         // Kept whole by the exception's linear format.
@@ -575,17 +572,13 @@ fn state_codes_take_a_byte_and_others_are_refused_or_kept() {
             "managed -> btree -> exception -> state-dictionary -> array(1) -> linear",
         )
         .unwrap();
-    let err = db.put(coded, 1u64.to_be_bytes(), b"ZZ").unwrap_err();
-    assert!(
-        matches!(&err, Error::LayoutRejects { table, .. } if table == "coded"),
-        "{err}"
-    );
+    let err = refused(&db, coded, "coded", 1u64.to_be_bytes(), b"ZZ");
     assert!(err.to_string().contains("US postal codes"), "{err}");
-    let mut batch = WriteBatch::new();
-    batch.put(coded, 2u64.to_be_bytes(), b"CA");
-    batch.put(coded, 3u64.to_be_bytes(), b"Quebec");
-    assert!(db.write(&batch, Durability::Sync).is_err());
-    assert_eq!(db.get(coded, 2u64.to_be_bytes()).unwrap(), None);
+    batch_refused_whole(
+        &db,
+        (coded, &2u64.to_be_bytes(), b"CA"),
+        (coded, &3u64.to_be_bytes(), b"Quebec"),
+    );
     let codes: Vec<&[u8]> = vec![b"AK", b"CA", b"DC", b"GU", b"VI", b"WY"];
     let value = |k: u64| match k % 500 {
         499 => b"Saint-Pierre".to_vec(),
@@ -665,18 +658,13 @@ fn increasing_stamps_take_a_byte_each_and_leaps_are_kept_whole() {
                   -> linear";
     let t = db.create_table_with_layout("stamps", layout).unwrap();
     let default = db.create_table("default-stamps").unwrap();
-    let err = db.put(t, 1u64.to_be_bytes(), b"12345").unwrap_err();
-    assert!(
-        matches!(&err, Error::LayoutRejects { table, .. } if table == "stamps"),
-        "{err}"
-    );
+    let err = refused(&db, t, "stamps", 1u64.to_be_bytes(), b"12345");
     assert!(err.to_string().contains("4-byte integers"), "{err}");
-    // One bad write in a batch: none of it is written.
-    let mut batch = WriteBatch::new();
-    batch.put(t, 2u64.to_be_bytes(), 7u32.to_le_bytes());
-    batch.put(t, 3u64.to_be_bytes(), b"abc");
-    assert!(db.write(&batch, Durability::Sync).is_err());
-    assert_eq!(db.get(t, 2u64.to_be_bytes()).unwrap(), None);
+    batch_refused_whole(
+        &db,
+        (t, &2u64.to_be_bytes(), &7u32.to_le_bytes()),
+        (t, &3u64.to_be_bytes(), b"abc"),
+    );
     // Steps of 0 to 60, some backwards, a leap every 777th (its delta does not fit a byte:
     // kept whole, the next delta is from the value before it) and the clock wrapping.
     let n = 30_000u64;
@@ -738,16 +726,8 @@ fn a_set_stores_its_keys_alone_and_values_are_refused_or_kept() {
         .create_table_with_layout("kept", "managed -> btree -> exception -> empty -> linear")
         .unwrap();
     let default = db.create_table("default-set").unwrap();
-    let err = db.put(set, b"member", b"x").unwrap_err();
-    assert!(
-        matches!(&err, Error::LayoutRejects { table, .. } if table == "set"),
-        "{err}"
-    );
-    let mut batch = WriteBatch::new();
-    batch.put(set, b"a", b"");
-    batch.put(set, b"b", b"value");
-    assert!(db.write(&batch, Durability::Sync).is_err());
-    assert_eq!(db.get(set, b"a").unwrap(), None);
+    refused(&db, set, "set", b"member", b"x");
+    batch_refused_whole(&db, (set, b"a", b""), (set, b"b", b"value"));
     // Secondary-index-like keys: a field, then the row's id.
     let key = |k: u64| format!("city:{:04}:{k:08}", k % 300).into_bytes();
     let value = |t, k: u64| match (t == kept, k % 1000) {

@@ -15,6 +15,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use stitchdb::{Db, Disk, Durability, Error, Isolation, MemDisk, Options, TableId, WriteBatch};
+use support::laid_out::{options, reopen, store};
 use support::{table_contents, CrashingDisk};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -25,27 +26,6 @@ const LAYOUT: &str = r#"partition(at="g", at="p") -> [managed -> quotient -> btr
 const CANONICAL: &str = "partition(at=\"g\", at=\"p\") -> [managed -> quotient -> \
                          btree(node=4096) -> linear | managed -> btree(node=4096) -> \
                          fixed(size=8) | managed -> linear]";
-
-fn options() -> Options {
-    Options {
-        zone_size: 1 << 20,
-        memtable_size: 64 * 1024,
-        background: false,
-        durability: Durability::Async,
-        ..Options::default()
-    }
-}
-
-fn store() -> (Arc<dyn Disk>, Db) {
-    let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
-    let db = Db::create_on(disk.clone(), options()).unwrap();
-    (disk, db)
-}
-
-fn reopen(disk: &Arc<dyn Disk>, db: Db) -> Db {
-    db.close().unwrap();
-    Db::open_on(disk.clone(), options()).unwrap()
-}
 
 /// Every pair of `t` in `lo..hi`, scanned forward and, checked to agree, in reverse.
 fn both_ways(db: &Db, t: TableId, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)> {

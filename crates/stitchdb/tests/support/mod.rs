@@ -113,3 +113,32 @@ pub fn random_write(
     state.insert(k.clone(), v.clone());
     (k, Some(v))
 }
+
+/// The store the layout tests write: a memory disk, 1 MiB zones, 64 KiB memtables, `Async`
+/// commits, no background work.
+pub mod laid_out {
+    use std::sync::Arc;
+    use stitchdb::{Db, Disk, Durability, MemDisk, Options};
+
+    pub fn options() -> Options {
+        Options {
+            zone_size: 1 << 20,
+            memtable_size: 64 * 1024,
+            background: false,
+            durability: Durability::Async,
+            ..Options::default()
+        }
+    }
+
+    pub fn store() -> (Arc<dyn Disk>, Db) {
+        let disk: Arc<dyn Disk> = Arc::new(MemDisk::new(0));
+        let db = Db::create_on(disk.clone(), options()).unwrap();
+        (disk, db)
+    }
+
+    /// Closes `db` and opens its store again.
+    pub fn reopen(disk: &Arc<dyn Disk>, db: Db) -> Db {
+        db.close().unwrap();
+        Db::open_on(disk.clone(), options()).unwrap()
+    }
+}
