@@ -2,7 +2,7 @@
 //! of each workload, and the values.
 //!
 //! `bench/rocksdb_driver.cc` implements the same definitions in C++ so both stores see
-//! byte-identical keys and values; `docs/benchmarks.md` writes them out. Change them only
+//! byte-identical keys and values; `docs/bench-tool.md` writes them out. Change them only
 //! together.
 
 use std::sync::Arc;

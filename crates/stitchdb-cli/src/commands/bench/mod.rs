@@ -1,6 +1,6 @@
 //! `bench`: RocksDB db_bench's workloads, flags and result lines on StitchDB, plus the VT-tree
 //! paper's RANDOM-APPEND and SEQUENTIAL-INSERTION workloads, so both stores can be run side by
-//! side (`bench/compare.sh`). See `docs/benchmarks.md`.
+//! side (`bench/compare.sh`). See `docs/bench-tool.md`.
 
 mod keys;
 mod plot;
@@ -99,7 +99,7 @@ pub struct BenchArgs {
     #[arg(long = "compaction_nice", value_name = "N",
           default_value_t = Options::default().compaction_nice)]
     compaction_nice: u8,
-    /// Seed of the splitmix64 streams keys are drawn from (see docs/benchmarks.md)
+    /// Seed of the splitmix64 streams keys are drawn from (see docs/bench-tool.md)
     #[arg(long, value_name = "N", default_value_t = 42)]
     seed: u64,
     /// Draw memtable flushes over time, one line per benchmark, as an SVG file
