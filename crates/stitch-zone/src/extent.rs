@@ -98,6 +98,8 @@ impl ExtentKind {
     pub const RUN_INDEX: ExtentKind = ExtentKind(3);
     /// A sorted run's quotient filter.
     pub const RUN_FILTER: ExtentKind = ExtentKind(4);
+    /// A chunk of a large value, stored outside the runs (stitchdb's `db::large`).
+    pub const LARGE_VALUE: ExtentKind = ExtentKind(5);
 }
 
 fn checksum(addr: ExtentAddr, header: &[u8], payload: &[u8]) -> u32 {

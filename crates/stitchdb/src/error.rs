@@ -72,6 +72,9 @@ pub enum Error {
         /// The limit it is over.
         limit: usize,
     },
+    /// A large value could not be written as asked (its source ended early, say).
+    #[error("large value: {0}")]
+    LargeValue(String),
     /// A write to a store opened read-only, or turned read-only by a failed write (why).
     #[error("the store is read-only: {0}")]
     ReadOnly(String),

@@ -75,10 +75,10 @@ pub use ctable::{
     CTable, CTableInfo, CTableIter, CTableKind, CTableRead, CTableWrite, Values, MAX_COLUMNS,
 };
 pub use db::{
-    AppendedBytes, ChangedSpan, CheckReport, Commit, CommitObserver, Damage, Db, DbIter,
-    DefragReport, Engaged, LostKeys, ObserverGuard, PatchGroup, Placed, RecordCacheStats,
-    RepairReport, Salvage, Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats, WriteStalls,
-    DEFAULT_TABLE,
+    max_large_value_len, AppendedBytes, ChangedSpan, CheckReport, Commit, CommitObserver, Damage,
+    Db, DbIter, DefragReport, Engaged, LostKeys, ObserverGuard, PatchGroup, Placed,
+    RecordCacheStats, RepairReport, Salvage, Snapshot, SnapshotInfo, Stats, StoreCheck, TableStats,
+    ValueReader, WriteStalls, DEFAULT_TABLE, LARGE_VALUE_THRESHOLD,
 };
 pub use error::{Error, Result};
 pub use layout::vtree::run::MergeStats;

@@ -45,9 +45,12 @@ pub enum Stream {
     /// never share a sector, and apart from manifests, which live for one checkpoint, so a
     /// long-lived run's mirror does not keep a zone of dead manifests from being freed.
     Mirror = 5,
+    /// Chunks of large values: written once, whole, apart from runs, so a value's chunks lie
+    /// back to back and a merge never cuts them.
+    Large = 6,
 }
 
-const STREAMS: usize = 6;
+const STREAMS: usize = 7;
 const MIN_ZONE_SIZE: u64 = 64 * 1024;
 
 /// The zeros [`ZoneStore::zero_zones`] writes per call: one write of about a millisecond here.
@@ -710,7 +713,7 @@ impl ZoneStore {
         // full device it is what goes unwritten (the run goes without one), never the flush
         // or merge that would free room.
         let keep = match stream {
-            Stream::Ingest => st.reserve.log,
+            Stream::Ingest | Stream::Large => st.reserve.log,
             Stream::Merge | Stream::SecondMerge => st.reserve.merges,
             Stream::Mirror => st.reserve.extents + 1,
             Stream::Flush | Stream::Manifest => st.reserve.extents,

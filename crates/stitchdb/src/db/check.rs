@@ -34,6 +34,8 @@ pub struct CheckReport {
     pub entries: u64,
     /// Extents whose checksums were verified.
     pub extents: usize,
+    /// Chunks of large values read and verified against their references.
+    pub large_chunks: u64,
 }
 
 impl Db {
@@ -135,6 +137,7 @@ impl Db {
             }
         }
         report.extents = extents.len();
+        report.large_chunks = super::large::check(&self.inner, &version)?;
         Ok(report)
     }
 }

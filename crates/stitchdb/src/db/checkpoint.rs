@@ -37,7 +37,9 @@ pub(crate) enum Trigger {
 pub(crate) fn checkpoint(inner: &Arc<Inner>, trigger: Trigger) -> Result<PatchId> {
     let r = run_checkpoint(inner, trigger, None);
     notify_flushed(inner);
-    inner.guard(r)
+    let patch = inner.guard(r)?;
+    inner.guard(super::large::after_checkpoint(inner, patch))?;
+    Ok(patch)
 }
 
 /// Runs a checkpoint that also links `link`'s runs into their tables as one commit (a large

@@ -38,6 +38,7 @@ mod compact;
 mod damage;
 mod defrag;
 mod ingest;
+mod large;
 mod link;
 mod log;
 mod observe;
@@ -51,14 +52,20 @@ mod stats;
 mod verify;
 mod write;
 
+pub(crate) use large::{
+    find as find_large, hidden_of, hidden_table, threshold as large_threshold,
+    write_range as write_large_range, write_value as write_large, Found, Reference, Written,
+    MARKER as LARGE_MARKER,
+};
 pub(crate) use link::{link_transaction, PrivateRuns};
-pub(crate) use read::{get_at, scan_at, ReaderGuard};
+pub(crate) use read::{find_at, scan_at, ReaderGuard};
 pub(crate) use space::admit_spill;
 pub(crate) use write::{commit_batch, commit_reclaiming, lock_exclusive, Committer, Span};
 
 pub use check::CheckReport;
 pub use damage::{Damage, LostKeys, Salvage};
 pub use defrag::DefragReport;
+pub use large::{max_large_value_len, ValueReader, LARGE_VALUE_THRESHOLD};
 pub use observe::{ChangedSpan, Commit, CommitObserver, ObserverGuard};
 pub use patchgroup::{Engaged, PatchGroup};
 pub use read::DbIter;
@@ -151,6 +158,8 @@ pub(crate) struct Inner {
     /// The block cache every write goes through (the lower layers lock inside).
     pub(super) cache: Arc<BlockCache>,
     pub(super) zones: Arc<ZoneStore>,
+    /// Which chunks of large values are live (see `large`).
+    pub(crate) large: Arc<large::Registry>,
     pub(crate) storage: Arc<Storage>,
     /// `None` for a read-only handle. Locks inside; appended to under `write`.
     pub(super) wal: Option<Wal>,
@@ -317,6 +326,7 @@ impl Db {
                 epoch: 0,
             },
             replaced: Vec::new(),
+            large: Default::default(),
         };
         Self::start(storage, opts, recovered, None)
     }
@@ -360,6 +370,7 @@ impl Db {
             groups: PatchGroups::new(cache.clone()),
             cache,
             zones: storage.zones.clone(),
+            large: recovered.large.clone(),
             storage,
             wal,
             write: Mutex::new(WriteState {
@@ -456,7 +467,7 @@ impl Db {
         v.names
             .get(name)
             .copied()
-            .filter(|_| !is_region(name))
+            .filter(|_| !is_region(name) && !large::is_hidden(name))
             .ok_or_else(|| Error::NoSuchTable(name.to_string()))
     }
 
@@ -473,7 +484,10 @@ impl Db {
     /// The names of all tables, sorted (a partitioned table once: its regions are its own).
     pub fn tables(&self) -> Vec<String> {
         let v = self.inner.version.read();
-        v.names.keys().filter(|n| !is_region(n)).cloned().collect()
+        (v.names.keys())
+            .filter(|n| !is_region(n) && !large::is_hidden(n))
+            .cloned()
+            .collect()
     }
 
     /// Creates a table laid out as the VT-tree (durably, like a `Sync` write).
@@ -495,6 +509,12 @@ impl Db {
             return Err(Error::BadTableName(
                 name.to_string(),
                 "must not hold a NUL (partitioned tables' regions are named so)",
+            ));
+        }
+        if large::is_hidden(name) {
+            return Err(Error::BadTableName(
+                name.to_string(),
+                "must not start with U+0001 (large values' hidden tables are named so)",
             ));
         }
         let layout = match layout.trim() {
@@ -644,6 +664,10 @@ impl Drop for Db {
 
 impl Inner {
     /// A lock the lock manager refused, as the public error (naming the table).
+    pub fn zones_size(&self) -> u64 {
+        self.zones.zone_size()
+    }
+
     pub fn lock_refused(&self, refused: LockError) -> Error {
         refused.into_error(|t| self.table_label(t))
     }

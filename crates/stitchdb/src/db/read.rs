@@ -1,7 +1,7 @@
 //! The read path: point lookups and ordered range scans over memtables and runs, at the
 //! sequence number current when the read began.
 
-use super::{Db, Inner};
+use super::{large, Db, Inner};
 use crate::batch::TableId;
 use crate::bounds::{before_start, past_end};
 use crate::layout::vtree::dtable::DTable;
@@ -84,8 +84,33 @@ pub(crate) fn get_at(
     key: &[u8],
     snapshot: impl FnOnce() -> u64,
 ) -> Result<Option<Vec<u8>>> {
-    let view = inner.version.read().key_view(table, key)?;
-    Ok(view.get(key, snapshot())?.and_then(|(_, value)| value))
+    match find_at(inner, table, key, snapshot)? {
+        Some(found) => found.into_bytes(inner).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// [`get_at`], a large value found by its reference but not read.
+pub(crate) fn find_at(
+    inner: &Inner,
+    table: TableId,
+    key: &[u8],
+    snapshot: impl FnOnce() -> u64,
+) -> Result<Option<large::Found>> {
+    let (view, hidden) = {
+        let version = inner.version.read();
+        let hidden = large::hidden_of(&version, table).map(|h| version.view(h));
+        (version.key_view(table, key)?, hidden.transpose()?)
+    };
+    let label = || format!("table #{}", table.0);
+    large::find_in(inner, (&*view, hidden.as_ref()), key, snapshot(), label)
+}
+
+/// How a scan finds the large values it meets: the hidden table's view at its snapshot.
+pub(crate) struct LargeLookup {
+    pub inner: Arc<Inner>,
+    pub hidden: Arc<dyn DTable>,
+    pub snapshot: u64,
 }
 
 /// A scan of `table` as of `guard`'s snapshot (the iterator keeps its own registration).
@@ -96,15 +121,24 @@ pub(crate) fn scan_at(
     end: Bound<&[u8]>,
     reverse: bool,
 ) -> Result<DbIter> {
-    let view = guard.inner.version.read().view(table)?;
-    Ok(scan_view(
+    let (view, hidden) = {
+        let version = guard.inner.version.read();
+        let hidden = large::hidden_of(&version, table).map(|h| version.view(h));
+        (version.view(table)?, hidden.transpose()?)
+    };
+    let iter = scan_view(
         &*view,
         start,
         end,
         reverse,
         guard.snapshot,
         Some(guard.clone()),
-    ))
+    );
+    Ok(iter.with_large(hidden.map(|hidden| LargeLookup {
+        inner: guard.inner.clone(),
+        hidden,
+        snapshot: guard.snapshot,
+    })))
 }
 
 /// What `view` holds in `(start, end)` for a reader at `snapshot`, either way round, with
@@ -184,6 +218,8 @@ pub struct DbIter {
     reverse: bool,
     /// The registration of the snapshot read, if it is the mainline's.
     _guard: Option<ReaderGuard>,
+    /// Where the table's large values are found, if it has any.
+    large: Option<LargeLookup>,
 }
 
 impl DbIter {
@@ -200,7 +236,28 @@ impl DbIter {
             end: end.map(<[u8]>::to_vec),
             reverse,
             _guard: guard,
+            large: None,
         }
+    }
+
+    /// The scan, reading the large values it meets through `large`.
+    pub(crate) fn with_large(mut self, large: Option<LargeLookup>) -> DbIter {
+        self.large = large;
+        self
+    }
+
+    /// `value` itself, or the large value it marks.
+    fn resolve(&self, key: &[u8], value: Vec<u8>) -> Result<Vec<u8>> {
+        let Some(l) = &self.large else {
+            return Ok(value);
+        };
+        let found = large::find(
+            &l.inner,
+            Some(value),
+            || Ok(l.hidden.get(key, l.snapshot)?.and_then(|(_, v)| v)),
+            || format!("key {key:?}"),
+        )?;
+        found.map_or(Ok(Vec::new()), |f| f.into_bytes(&l.inner))
     }
 }
 
@@ -226,7 +283,7 @@ impl Iterator for DbIter {
                 return None;
             }
             if !skip {
-                return Some(Ok((key, value)));
+                return Some(self.resolve(&key, value).map(|value| (key, value)));
             }
         }
     }

@@ -39,6 +39,8 @@ pub(crate) struct Recovered {
     /// Ingested runs the manifest does not list, whose entries replay copied into memtables:
     /// the open's checkpoint retires them.
     pub replaced: Vec<Arc<Run>>,
+    /// The chunks of large values the tables reference, counted in the zone store.
+    pub large: Arc<super::large::Registry>,
 }
 
 #[derive(Default)]
@@ -227,7 +229,12 @@ fn recover_with(
         }
     };
     drop(registry);
+    let large = Arc::new(super::large::Registry::default());
     if salvage.is_none() {
+        // Before the zones nobody marked are freed: chunks that only an unfinished commit
+        // named are not referenced, so their zones are free.
+        let referenced = super::large::referenced(&replay.lock().version, snapshots.values());
+        large.rebuild(zones, referenced)?;
         let older =
             older_checkpoint_zones(&storage, &slots, (superblock.seq, root), &manifest, &opened);
         zones.keep_for_older_checkpoint(older);
@@ -252,6 +259,7 @@ fn recover_with(
         checkpoint_lsn: manifest.checkpoint_lsn,
         log_start: manifest.log,
         replaced: replay.replaced,
+        large,
     };
     Ok((storage, recovered, Some(root)))
 }
@@ -402,6 +410,7 @@ fn recover_from_creation(
         checkpoint_lsn: 0,
         log_start: log,
         replaced: replay.replaced,
+        large: Default::default(),
     };
     Ok((storage, recovered, None))
 }

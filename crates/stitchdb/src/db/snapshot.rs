@@ -5,7 +5,7 @@
 //! mainline, and then only the extents no newer run shares (stitched blocks stay shared).
 
 use super::checkpoint::{self, Trigger};
-use super::read::{scan_view, DbIter};
+use super::read::{scan_view, DbIter, LargeLookup};
 use super::Db;
 use crate::batch::TableId;
 use crate::layout::vtree::dtable::DTable;
@@ -104,6 +104,7 @@ pub struct Snapshot {
     name: String,
     held: Arc<NamedSnapshot>,
     views: BTreeMap<TableId, Arc<dyn DTable>>,
+    inner: Arc<super::Inner>,
 }
 
 impl Snapshot {
@@ -123,7 +124,7 @@ impl Snapshot {
             .held
             .tables
             .iter()
-            .filter(|t| !is_region(&t.name))
+            .filter(|t| !is_region(&t.name) && !super::large::is_hidden(&t.name))
             .map(|t| t.name.clone())
             .collect();
         names.sort();
@@ -155,8 +156,48 @@ impl Snapshot {
 
     /// The value of `key` in `table` as the snapshot holds it.
     pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let found = self.view(table)?.get(key.as_ref(), u64::MAX)?;
-        Ok(found.and_then(|(_, value)| value))
+        match self.find(table, key.as_ref())? {
+            Some(found) => found.into_bytes(&self.inner).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Bytes `offset..offset + len` of `key`'s value as the snapshot holds it (see
+    /// [`Db::get_range`]).
+    pub fn get_range(
+        &self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        match self.find(table, key.as_ref())? {
+            Some(found) => found.range(&self.inner, offset, len).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A reader over `key`'s value as the snapshot holds it.
+    pub fn value_reader(
+        &self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<super::ValueReader>> {
+        let found = self.find(table, key.as_ref())?;
+        Ok(found.map(|f| super::ValueReader::new(self.inner.clone(), f)))
+    }
+
+    fn find(&self, table: TableId, key: &[u8]) -> Result<Option<super::large::Found>> {
+        let views = (&**self.view(table)?, self.hidden_view(table));
+        let label = || format!("snapshot {:?}, table #{}", self.name, table.0);
+        super::large::find_in(&self.inner, views, key, u64::MAX, label)
+    }
+
+    /// The view of `table`'s hidden table of large values, if the snapshot holds one.
+    fn hidden_view(&self, table: TableId) -> Option<&Arc<dyn DTable>> {
+        let name = super::large::hidden_name(table);
+        let t = self.held.tables.iter().find(|t| t.name == name)?;
+        self.views.get(&t.id)
     }
 
     /// The pairs with keys in `(start, end)`, in key order.
@@ -182,7 +223,14 @@ impl Snapshot {
         reverse: bool,
     ) -> Result<DbIter> {
         let view = self.view(table)?;
-        Ok(scan_view(&**view, start, end, reverse, u64::MAX, None))
+        let iter = scan_view(&**view, start, end, reverse, u64::MAX, None);
+        Ok(
+            iter.with_large(self.hidden_view(table).map(|hidden| LargeLookup {
+                inner: self.inner.clone(),
+                hidden: hidden.clone(),
+                snapshot: u64::MAX,
+            })),
+        )
     }
 }
 
@@ -277,6 +325,7 @@ impl Db {
             name: name.to_string(),
             held,
             views,
+            inner: self.inner.clone(),
         })
     }
 

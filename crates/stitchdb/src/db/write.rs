@@ -173,6 +173,7 @@ pub(crate) fn write_batch(
     mut batch: Cow<WriteBatch>,
     durability: Durability,
 ) -> Result<()> {
+    let written = super::large::externalize(inner, &mut batch)?;
     let commit = || {
         commit_batch(
             inner,
@@ -182,7 +183,11 @@ pub(crate) fn write_batch(
             |_: &mut Oracle| Ok(()),
         )
     };
-    commit_reclaiming(inner, commit, || true)
+    let r = commit_reclaiming(inner, commit, || true);
+    if let (Err(_), Some(written)) = (&r, written) {
+        written.discard(inner);
+    }
+    r
 }
 
 /// Runs `commit`. If the store refuses it for want of space, reclaims space (see
@@ -235,6 +240,7 @@ pub(crate) fn commit_batch(
     if batch.is_empty() {
         return Ok(());
     }
+    super::large::add_hidden_deletes(&inner.version.read().clone(), batch);
     if committer == Committer::Plain {
         validate(inner, batch)?;
     }

@@ -21,7 +21,9 @@ pub use iter::TxnIter;
 
 use crate::batch::{RangeOp, TableId, WriteBatch};
 use crate::concurrency::{HeldLocks, LockError, LockManager, LockMode, Oracle, TableKey};
-use crate::db::{get_at, lock_exclusive, scan_at, Committer, Db, Inner, ReaderGuard, Span};
+use crate::db::{
+    find_at, lock_exclusive, scan_at, Committer, Db, Found, Inner, ReaderGuard, Span, Written,
+};
 use crate::entry::{within, within_any, Value};
 use crate::layout::vtree::run::FilterChoice;
 use crate::options::Durability;
@@ -102,6 +104,10 @@ pub struct Transaction<'db> {
     /// Locking only: the lock error that ended the transaction early.
     failed: Option<Error>,
     ended: bool,
+    /// Chunks of the large values this transaction wrote (given back unless it commits),
+    /// and the chunks its private references name (pinned while it is open).
+    large: Written,
+    committed: bool,
 }
 
 impl Db {
@@ -148,6 +154,8 @@ impl Db {
             owner,
             failed: None,
             ended: false,
+            large: Written::new(inner),
+            committed: false,
         })
     }
 }
@@ -223,28 +231,139 @@ impl<'db> Transaction<'db> {
     }
 
     fn read(&mut self, table: TableId, key: &[u8], for_update: bool) -> Result<Option<Vec<u8>>> {
+        match self.find(table, key, for_update)? {
+            Some(found) => found.into_bytes(&self.inner).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// What [`read`](Self::read) reads, a large value found by its reference but not read.
+    fn find(&mut self, table: TableId, key: &[u8], for_update: bool) -> Result<Option<Found>> {
         self.usable()?;
         // Own writes answer first; the key is locked exclusive already if they do.
-        if let Some(v) = self.writes.get(table, key) {
-            return Ok(v.clone());
-        }
-        if self.deleted_by_range(table, key) {
-            return Ok(None);
-        }
-        if let Some(value) = self.spilled.get(table, key)? {
-            return Ok(value);
+        if let Some(v) = self.private(table, key)? {
+            let hidden = crate::db::hidden_of(&self.inner.version.read(), table);
+            let place = || format!("transaction, table #{}, key {key:?}", table.0);
+            let reference = || match hidden {
+                Some(h) => Ok(self.private(h, key)?.flatten()),
+                None => Ok(None),
+            };
+            return crate::db::find_large(&self.inner, v, reference, place);
         }
         let mode = match for_update {
             true => LockMode::Exclusive,
             false => LockMode::Shared,
         };
         self.lock(|m, owner, timeout| m.lock_key(owner, table, key, mode, timeout))?;
-        let value = get_at(&self.inner, table, key, || self.read_seq())?;
+        let value = find_at(&self.inner, table, key, || self.read_seq())?;
         let validated = self.isolation == Isolation::Serializable || for_update;
         if validated && self.owner.is_none() {
             self.reads.insert((table, key.to_vec()));
         }
         Ok(value)
+    }
+
+    /// This transaction's own write of `key`, if it made one (`Some(None)`: deleted).
+    fn private(&self, table: TableId, key: &[u8]) -> Result<Option<Value>> {
+        if let Some(v) = self.writes.get(table, key) {
+            return Ok(Some(v.clone()));
+        }
+        if self.deleted_by_range(table, key) {
+            return Ok(Some(None));
+        }
+        self.spilled.get(table, key)
+    }
+
+    /// Bytes `offset..offset + len` of `key`'s value, as [`get`](Self::get) would read it
+    /// (see [`Db::get_range`]).
+    pub fn get_range(
+        &mut self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        match self.find(table, key.as_ref(), false)? {
+            Some(found) => found.range(&self.inner, offset, len).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Sets `key` to the `len` bytes `src` yields, streamed into extents (see
+    /// [`Db::put_from`]); their chunks are given back if the transaction does not commit.
+    pub fn put_from(
+        &mut self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+        mut src: impl std::io::Read,
+        len: u64,
+    ) -> Result<()> {
+        let key = key.as_ref();
+        if len <= crate::db::large_threshold(self.inner.zones_size()) as u64 {
+            let mut value = vec![0; len as usize];
+            src.read_exact(&mut value)
+                .map_err(|e| Error::LargeValue(format!("reading the value: {e}")))?;
+            return self.write(table, key, Some(value));
+        }
+        self.usable()?;
+        let inner = self.inner.clone();
+        let (hidden, r) =
+            crate::db::write_large(&inner, table, key, &mut src, len, &mut self.large)?;
+        self.write_reference(table, hidden, key, &r)
+    }
+
+    /// Writes `bytes` into `key`'s value at `offset` (see [`Db::put_range`]): read for update,
+    /// so a transaction that changed the key after this one's snapshot fails its commit.
+    pub fn put_range(
+        &mut self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let key = key.as_ref();
+        let found = self.find(table, key, true)?;
+        let end = offset
+            .checked_add(bytes.len() as u64)
+            .ok_or_else(|| Error::LargeValue("range past 2^64".into()))?;
+        let inner = self.inner.clone();
+        let r = match found {
+            Some(Found::Large(r, _)) => r,
+            found => {
+                let mut v = match found {
+                    Some(Found::Inline(v)) => v,
+                    _ => Vec::new(),
+                };
+                if end.max(v.len() as u64)
+                    <= crate::db::large_threshold(self.inner.zones_size()) as u64
+                {
+                    if v.len() < end as usize {
+                        v.resize(end as usize, 0);
+                    }
+                    v[offset as usize..end as usize].copy_from_slice(bytes);
+                    return self.write(table, key, Some(v));
+                }
+                // An inline value that grows large is written out first, then changed.
+                let len = v.len() as u64;
+                crate::db::write_large(&inner, table, key, &mut &v[..], len, &mut self.large)?.1
+            }
+        };
+        let hidden = crate::db::hidden_table(&inner, table)?;
+        let r = crate::db::write_large_range(&inner, &r, offset, bytes, &mut self.large)?;
+        self.write_reference(table, hidden, key, &r)
+    }
+
+    /// The private writes of a large value: the marker in the table, the reference in its
+    /// hidden table.
+    fn write_reference(
+        &mut self,
+        table: TableId,
+        hidden: TableId,
+        key: &[u8],
+        r: &crate::db::Reference,
+    ) -> Result<()> {
+        self.write(table, key, Some(crate::db::LARGE_MARKER.to_vec()))?;
+        self.write(hidden, key, Some(r.encode()))
     }
 
     /// The pairs with keys in `(start, end)` in key order: the snapshot's, with this
@@ -338,7 +457,11 @@ impl<'db> Transaction<'db> {
         key: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> Result<()> {
-        self.write(table, key.as_ref(), Some(value.as_ref().to_vec()))
+        let value = value.as_ref();
+        if value.len() > crate::db::large_threshold(self.inner.zones_size()) {
+            return self.put_from(table, key, value, value.len() as u64);
+        }
+        self.write(table, key.as_ref(), Some(value.to_vec()))
     }
 
     /// Deletes `key` of `table` when the transaction commits (seen by its own reads at once).
@@ -351,9 +474,21 @@ impl<'db> Transaction<'db> {
         self.inner.check_write(table, key, value.as_deref())?;
         self.lock(|m, owner, timeout| m.lock_key(owner, table, key, LockMode::Exclusive, timeout))?;
         self.write_bytes += key.len() + value.as_ref().map_or(0, Vec::len) + WRITE_OVERHEAD;
+        let inline = value.as_deref() != Some(crate::db::LARGE_MARKER);
         let before = self.writes.insert(table, key.to_vec(), value);
         if self.nesting > 0 {
             self.undo.push(Undo::Write((table, key.to_vec()), before));
+        }
+        // A large value this transaction wrote to the key and now replaces leaves no
+        // reference behind (the commit deletes a committed one: see `add_hidden_deletes`).
+        let hidden = crate::db::hidden_of(&self.inner.version.read(), table);
+        if let Some(h) = hidden.filter(|_| inline) {
+            if self.writes.get(h, key).is_some_and(Option::is_some) {
+                let before = self.writes.insert(h, key.to_vec(), None);
+                if self.nesting > 0 {
+                    self.undo.push(Undo::Write((h, key.to_vec()), before));
+                }
+            }
         }
         self.spill_if_full()
     }
@@ -476,6 +611,7 @@ impl<'db> Transaction<'db> {
         };
         let committed = crate::db::commit_reclaiming(&self.inner, commit, || !ended.get());
         self.ended = ended.get();
+        self.committed = committed.is_ok();
         committed
     }
 
@@ -505,6 +641,7 @@ impl<'db> Transaction<'db> {
         };
         let linked = crate::db::commit_reclaiming(&self.inner, link, || !ended.get());
         self.ended = ended.get();
+        self.committed = linked.is_ok();
         if linked.is_ok() {
             // The tables hold the runs now; dropping these references frees nothing.
             self.spilled = Spilled::default();
@@ -616,6 +753,12 @@ impl<'db> Transaction<'db> {
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         self.spilled.discard();
+        // An aborted transaction's chunks are named by nothing; a committed one's by the
+        // tables (its pins go with `large`).
+        let large = std::mem::replace(&mut self.large, Written::new(&self.inner));
+        if !self.committed {
+            large.discard(&self.inner);
+        }
         if !self.ended {
             self.ended = true;
             self.end_in(&mut self.inner.write.lock().oracle);
