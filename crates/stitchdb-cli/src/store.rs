@@ -80,6 +80,19 @@ impl Source {
         }
     }
 
+    pub fn get_range(
+        &self,
+        table: TableId,
+        key: &[u8],
+        offset: u64,
+        len: u64,
+    ) -> stitchdb::Result<Option<Vec<u8>>> {
+        match self {
+            Source::Live(db) => db.get_range(table, key, offset, len),
+            Source::Snapshot(_, snap) => snap.get_range(table, key, offset, len),
+        }
+    }
+
     pub fn range(
         &self,
         table: TableId,

@@ -205,6 +205,32 @@ fn put_get_del() {
 }
 
 #[test]
+fn a_large_value_is_put_from_a_file_and_read_back_by_range() {
+    let f = Fixture::new();
+    let value: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let file = f.file("big", &value);
+    f.ok("put", &["big", "--from-file", &file]);
+    let out = ok(&f.args("get", &["big", "--range", "2999990:100"]));
+    assert_eq!(out, &value[2_999_990..]);
+    let out = ok(&f.args("get", &["big", "--range", "1000000:4096"]));
+    assert_eq!(out, &value[1_000_000..1_004_096]);
+    assert!(ok(&f.args("get", &["big", "--range", "3000000:5"])).is_empty());
+    let mut whole = value.clone();
+    whole.push(b'\n');
+    assert_eq!(ok(&f.args("get", &["big"])), whole);
+    assert_eq!(ok(&f.args("get", &["small", "--range", "1:2"])), b"");
+    f.ok("put", &["small", "hello"]);
+    assert_eq!(ok(&f.args("get", &["small", "--range", "1:2"])), b"el");
+    f.fails(NOT_FOUND, "get", &["none", "--range", "0:1"]);
+    f.fails(USAGE, "get", &["big", "--range", "10"]);
+    f.fails(USAGE, "put", &["big"]);
+    f.fails(USAGE, "put", &["big", "v", "--from-file", &file]);
+    let err = f.fails(FAILED, "put", &["big", "--from-file", "/nonexistent/file"]);
+    assert!(err.contains("/nonexistent/file"), "{err}");
+    f.ok("check", &[]);
+}
+
+#[test]
 fn get_of_a_missing_key_exits_1_saying_not_found() {
     let f = Fixture::new();
     let err = f.fails(NOT_FOUND, "get", &["nope"]);

@@ -1,6 +1,6 @@
 //! `put`, `get` and `del`: one key at a time.
 
-use crate::error::{CliError, CliResult, Exit};
+use crate::error::{CliError, CliResult, Exit, IoContext};
 use crate::format::tsv;
 use crate::output;
 use crate::store::{self, EscapedArg, SnapshotArg, Source, StoreArg, TableArg};
@@ -14,7 +14,12 @@ pub struct PutArgs {
     /// The key: the argument's bytes, or with --escaped its TSV escapes decoded
     key: OsString,
     /// The value, read like KEY
-    value: OsString,
+    #[arg(required_unless_present = "from_file", conflicts_with = "from_file")]
+    value: Option<OsString>,
+    /// Streams the value from FILE instead (a file of any size up to the store's limit on
+    /// values, 4 GiB with the default zones; never read into memory whole)
+    #[arg(long, value_name = "FILE")]
+    from_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     table: TableArg,
     #[command(flatten)]
@@ -33,6 +38,22 @@ pub struct GetArgs {
     snapshot: SnapshotArg,
     #[command(flatten)]
     escaped: EscapedArg,
+    /// Writes only bytes OFFSET..OFFSET+LEN of the value to standard output, as they are
+    /// (no newline): those up to the value's end, nothing at or past it
+    #[arg(long, value_name = "OFFSET:LEN", value_parser = parse_range, conflicts_with = "escaped")]
+    range: Option<(u64, u64)>,
+}
+
+/// `OFFSET:LEN`, two byte counts.
+fn parse_range(text: &str) -> Result<(u64, u64), String> {
+    let (offset, len) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?} is not OFFSET:LEN"))?;
+    let number = |s: &str| {
+        s.parse::<u64>()
+            .map_err(|e| format!("{s:?} in {text:?}: {e}"))
+    };
+    Ok((number(offset)?, number(len)?))
 }
 
 #[derive(Args)]
@@ -49,10 +70,22 @@ pub struct KeyArgs {
 
 pub fn put(args: PutArgs) -> CliResult {
     let key = args.escaped.bytes("KEY", args.key)?;
-    let value = args.escaped.bytes("VALUE", args.value)?;
+    let value = match args.value {
+        Some(value) => Some(args.escaped.bytes("VALUE", value)?),
+        None => None,
+    };
     let db = store::open(&args.store.path)?;
     let table = args.table.resolve(&db)?;
-    db.put(table, key, value)?;
+    match (value, &args.from_file) {
+        (Some(value), _) => db.put(table, key, value)?,
+        (None, Some(path)) => {
+            let what = || format!("reading {}", path.display());
+            let file = std::fs::File::open(path).context(what())?;
+            let len = file.metadata().context(what())?.len();
+            db.put_from(table, key, std::io::BufReader::new(file), len)?
+        }
+        (None, None) => return Err(CliError::usage("give VALUE or --from-file FILE")),
+    }
     Ok(db.close()?)
 }
 
@@ -62,12 +95,19 @@ pub fn get(args: GetArgs) -> CliResult {
     let key = args.escaped.bytes("KEY", args.key)?;
     let source = Source::open(&args.store.path, &args.snapshot)?;
     let table = args.table.resolve_in(&source)?;
-    let Some(mut value) = source.get(table, &key)? else {
+    let value = match args.range {
+        Some((offset, len)) => source.get_range(table, &key, offset, len)?,
+        None => source.get(table, &key)?,
+    };
+    let Some(mut value) = value else {
         return Err(CliError::with_exit(
             Exit::NotFound,
             format!("key \"{}\" not found in {}", tsv::escape(&key), args.table),
         ));
     };
+    if args.range.is_some() {
+        return output::print_bytes(&value);
+    }
     if args.escaped.given() {
         value = tsv::escape(&value).into_bytes();
     }
