@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 use stitchdb::{
-    max_value_len, Db, Disk, Durability, Error, Isolation, MemDisk, Options, SimConfig, SimDisk,
-    Stitching, TableId, WriteBatch, MAX_KEY_LEN,
+    max_large_value_len, max_value_len, Db, Disk, Durability, Error, Isolation, MemDisk, Options,
+    SimConfig, SimDisk, Stitching, TableId, WriteBatch, MAX_KEY_LEN,
 };
 
 fn options() -> Options {
@@ -45,9 +45,12 @@ fn oversized_keys_and_values_are_refused_and_the_store_goes_on() {
     let t = db.default_table();
     let err = db.put(t, vec![b'k'; MAX_KEY_LEN + 1], b"v").unwrap_err();
     assert!(matches!(err, Error::TooLarge { what: "key", .. }), "{err}");
-    let limit = max_value_len(64 * 1024);
+    // A value longer than a record holds is a large value, up to its own limit.
+    let limit = max_large_value_len(64 * 1024) as usize;
+    assert!(limit > max_value_len(64 * 1024));
     let err = db.put(t, b"k", vec![0u8; limit + 1]).unwrap_err();
     assert!(err.to_string().contains("value of"), "{err}");
+    assert_eq!(db.get(t, b"k").unwrap(), None);
     db.put(t, b"k", vec![1u8; limit]).unwrap();
     assert_eq!(db.get(t, b"k").unwrap().map(|v| v.len()), Some(limit));
     assert_eq!(db.failure(), None);

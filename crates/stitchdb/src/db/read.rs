@@ -220,7 +220,12 @@ pub struct DbIter {
     _guard: Option<ReaderGuard>,
     /// Where the table's large values are found, if it has any.
     large: Option<LargeLookup>,
+    /// For repair: the keys whose large value is damaged, passed over and kept here.
+    damaged: Option<DamagedValues>,
 }
+
+/// Keys a scan passed over for their damaged large values, with the damage.
+pub(crate) type DamagedValues = Arc<parking_lot::Mutex<Vec<(Vec<u8>, crate::Error)>>>;
 
 impl DbIter {
     pub(crate) fn new(
@@ -237,7 +242,15 @@ impl DbIter {
             reverse,
             _guard: guard,
             large: None,
+            damaged: None,
         }
+    }
+
+    /// The scan, passing over keys whose large value is damaged (recorded in `damaged`)
+    /// instead of ending at them.
+    pub(crate) fn passing_damaged(mut self, damaged: DamagedValues) -> DbIter {
+        self.damaged = Some(damaged);
+        self
     }
 
     /// The scan, reading the large values it meets through `large`.
@@ -282,8 +295,12 @@ impl Iterator for DbIter {
             if stop {
                 return None;
             }
-            if !skip {
-                return Some(self.resolve(&key, value).map(|value| (key, value)));
+            if skip {
+                continue;
+            }
+            match (self.resolve(&key, value), &self.damaged) {
+                (Err(e), Some(damaged)) if e.is_corruption() => damaged.lock().push((key, e)),
+                (r, _) => return Some(r.map(|value| (key, value))),
             }
         }
     }

@@ -16,7 +16,8 @@
 //! version survives in an older run: the repaired store then holds that older version. Such
 //! keys are listed ([`RepairReport::possibly_older`]) beside the lost key ranges.
 
-use super::damage::{LostKeys, Salvage};
+use super::damage::{Damage, LostKeys, Salvage};
+use super::read::DamagedValues;
 use super::{Db, DbIter};
 use crate::batch::{TableId, WriteBatch};
 use crate::options::Durability;
@@ -30,6 +31,8 @@ use stitch_io::{Disk, FileDisk, LockMode};
 
 /// Writes per batch while copying (`Async`: one sync at the end makes them all durable).
 const BATCH_OPS: usize = 1000;
+/// Bytes of keys and values per batch while copying.
+const BATCH_BYTES: usize = 64 << 20;
 
 /// What [`Db::repair`] did and what it could not save.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,12 +55,17 @@ pub struct RepairReport {
 
 /// What a repair copies from: the damaged store's current state or one of its snapshots.
 trait Source {
+    /// What it is, for messages ("current state", "snapshot NAME").
+    fn name(&self) -> String;
     fn tables(&self) -> Vec<String>;
     fn layout(&self, table: &str) -> Result<String>;
     fn pairs(&self, table: &str) -> Result<DbIter>;
 }
 
 impl Source for Db {
+    fn name(&self) -> String {
+        "current state".into()
+    }
     fn tables(&self) -> Vec<String> {
         Db::tables(self)
     }
@@ -70,6 +78,9 @@ impl Source for Db {
 }
 
 impl Source for super::Snapshot {
+    fn name(&self) -> String {
+        format!("snapshot {:?}", super::Snapshot::name(self))
+    }
     fn tables(&self) -> Vec<String> {
         super::Snapshot::tables(self)
     }
@@ -165,11 +176,11 @@ impl Db {
         let mut previous: Option<Box<dyn Source>> = None;
         for info in &snapshots {
             let snap = old.open_snapshot(&info.name)?;
-            copy_changes(previous.as_deref(), &snap, &new)?;
+            copy_changes(previous.as_deref(), &snap, &new, &mut salvage)?;
             new.snapshot(&info.name)?;
             previous = Some(Box::new(snap));
         }
-        copy_changes(previous.as_deref(), &old, &new)?;
+        copy_changes(previous.as_deref(), &old, &new, &mut salvage)?;
         new.sync()?;
         let mut keys = 0;
         for table in new.tables() {
@@ -198,7 +209,12 @@ type Pairs = Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>>;
 
 /// Writes into `new` what turns `from`'s contents (nothing, if `None`) into `to`'s, table by
 /// table: puts for pairs new or changed, deletes for keys gone.
-fn copy_changes(from: Option<&dyn Source>, to: &dyn Source, new: &Db) -> Result<()> {
+fn copy_changes(
+    from: Option<&dyn Source>,
+    to: &dyn Source,
+    new: &Db,
+    salvage: &mut Salvage,
+) -> Result<()> {
     let mut batch = Batcher {
         db: new,
         batch: WriteBatch::new(),
@@ -213,12 +229,18 @@ fn copy_changes(from: Option<&dyn Source>, to: &dyn Source, new: &Db) -> Result<
             }
             Err(e) => return Err(e),
         };
+        // A damaged large value is dropped (the scans pass over it), as a damaged block's
+        // keys are: reported with its place and listed as lost.
+        let damaged = DamagedValues::default();
         let before: Pairs = match from.filter(|f| f.tables().contains(&table)) {
-            Some(f) => Box::new(f.pairs(&table)?),
+            Some(f) => Box::new(f.pairs(&table)?.passing_damaged(Default::default())),
             None => Box::new(std::iter::empty()),
         };
         let mut before = before.peekable();
-        let mut after = to.pairs(&table)?.peekable();
+        let mut after = to
+            .pairs(&table)?
+            .passing_damaged(damaged.clone())
+            .peekable();
         loop {
             let order = match (before.peek(), after.peek()) {
                 (None, None) => break,
@@ -244,6 +266,22 @@ fn copy_changes(from: Option<&dyn Source>, to: &dyn Source, new: &Db) -> Result<
                     }
                 }
             }
+        }
+        for (key, e) in damaged.lock().drain(..) {
+            let place = format!("{}, table {table}, key {}", to.name(), key.escape_ascii());
+            salvage
+                .damage
+                .push(Damage::from_error(&e, "large value", &place));
+            let mut end = key.clone();
+            end.push(0);
+            salvage.lost.push(LostKeys {
+                table: table.clone(),
+                run: 0,
+                start: Bound::Included(key),
+                end: Bound::Excluded(end),
+                entries: Some(1),
+                why: "its large value's chunks are damaged".into(),
+            });
         }
     }
     batch.flush()
@@ -275,7 +313,8 @@ impl Batcher<'_> {
     }
     fn count(&mut self) -> Result<()> {
         self.ops += 1;
-        if self.ops >= BATCH_OPS {
+        // Large values make a batch big with few writes: it goes once it holds 64 MiB.
+        if self.ops >= BATCH_OPS || self.batch.size() >= BATCH_BYTES {
             self.flush()?;
         }
         Ok(())

@@ -8,6 +8,10 @@ use std::iter::Peekable;
 /// A transaction's say on each key of a range, in key order (`None`: it deletes the key).
 pub(crate) type OwnSay = Box<dyn Iterator<Item = Result<(Vec<u8>, Value)>>>;
 
+/// Reads the large value a private write's marker stands for (its key, the marker); other
+/// values are returned as they are.
+pub(crate) type OwnLarge = Box<dyn Fn(&[u8], Vec<u8>) -> Result<Vec<u8>>>;
+
 /// Yields `(key, value)` pairs in key order; a private write replaces the snapshot's pair of
 /// its key, a private delete hides it, and so does a private range delete (a private write
 /// after it is among the private writes, which win).
@@ -16,6 +20,7 @@ pub struct TxnIter {
     own: Peekable<OwnPairs>,
     /// Private range deletes: `[start, end)`.
     hidden: Vec<(Vec<u8>, Vec<u8>)>,
+    large: Option<OwnLarge>,
 }
 
 impl TxnIter {
@@ -26,6 +31,7 @@ impl TxnIter {
         own: Vec<(Vec<u8>, Value)>,
         spilled: OwnSay,
         hidden: Vec<(Vec<u8>, Vec<u8>)>,
+        large: Option<OwnLarge>,
     ) -> TxnIter {
         let own = OwnPairs {
             memory: own.into_iter().peekable(),
@@ -35,6 +41,7 @@ impl TxnIter {
             store: store.peekable(),
             own: own.peekable(),
             hidden,
+            large,
         }
     }
 
@@ -75,7 +82,12 @@ impl Iterator for TxnIter {
                 }
             }
             match self.own.next() {
-                Some(Ok((key, Some(value)))) => return Some(Ok((key, value))),
+                Some(Ok((key, Some(value)))) => {
+                    return Some(match &self.large {
+                        Some(large) => large(&key, value).map(|value| (key, value)),
+                        None => Ok((key, value)),
+                    })
+                }
                 Some(Err(e)) => return Some(Err(e)),
                 _ => {}
             }

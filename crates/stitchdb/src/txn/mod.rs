@@ -406,7 +406,37 @@ impl<'db> Transaction<'db> {
                 .map_or(true, |(key, _)| !within_any(&pending, key))
         });
         hidden.extend(self.spilled.deleted_ranges(table));
-        Ok(TxnIter::new(store, own, Box::new(spilled), hidden))
+        let large = self.own_large(table, start, end)?;
+        Ok(TxnIter::new(store, own, Box::new(spilled), hidden, large))
+    }
+
+    /// How a scan of `table` reads the large values of this transaction's own writes: by
+    /// their private references in the range, taken now (with their chunks pinned).
+    fn own_large(
+        &mut self,
+        table: TableId,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> Result<Option<iter::OwnLarge>> {
+        let Some(h) = crate::db::hidden_of(&self.inner.version.read(), table) else {
+            return Ok(None);
+        };
+        let mut refs: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> =
+            self.spilled.pairs(h, start, end).collect::<Result<_>>()?;
+        refs.extend(
+            self.writes
+                .range(h, start, end)
+                .map(|(k, v)| (k.to_vec(), v.clone())),
+        );
+        let inner = self.inner.clone();
+        Ok(Some(Box::new(move |key: &[u8], value: Vec<u8>| {
+            let reference = || Ok(refs.get(key).cloned().flatten());
+            let place = || format!("transaction, table #{}, key {key:?}", table.0);
+            match crate::db::find_large(&inner, Some(value), reference, place)? {
+                Some(found) => found.into_bytes(&inner),
+                None => Ok(Vec::new()),
+            }
+        })))
     }
 
     /// Whether a private range delete covers `key` (private writes after it are in `writes`).
