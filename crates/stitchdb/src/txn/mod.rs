@@ -476,7 +476,12 @@ impl<'db> Transaction<'db> {
         if self.nesting > 0 {
             self.undo.push(Undo::RangeDelete);
         }
-        Ok(())
+        // The references of the range's large values go with them.
+        let hidden = crate::db::hidden_of(&self.inner.version.read(), table);
+        match hidden {
+            Some(h) => self.delete_range(h, start, end),
+            None => Ok(()),
+        }
     }
 
     /// Sets `key` of `table` to `value` when the transaction commits (seen by its own reads
@@ -509,15 +514,14 @@ impl<'db> Transaction<'db> {
         if self.nesting > 0 {
             self.undo.push(Undo::Write((table, key.to_vec()), before));
         }
-        // A large value this transaction wrote to the key and now replaces leaves no
-        // reference behind (the commit deletes a committed one: see `add_hidden_deletes`).
+        // An inline value or a delete of a key in a table with large values deletes its
+        // reference too (as `add_hidden_deletes` does for batches), so that a commit that
+        // spilled, which links its runs without that pass, leaves no reference behind.
         let hidden = crate::db::hidden_of(&self.inner.version.read(), table);
         if let Some(h) = hidden.filter(|_| inline) {
-            if self.writes.get(h, key).is_some_and(Option::is_some) {
-                let before = self.writes.insert(h, key.to_vec(), None);
-                if self.nesting > 0 {
-                    self.undo.push(Undo::Write((h, key.to_vec()), before));
-                }
+            let before = self.writes.insert(h, key.to_vec(), None);
+            if self.nesting > 0 {
+                self.undo.push(Undo::Write((h, key.to_vec()), before));
             }
         }
         self.spill_if_full()
