@@ -64,10 +64,17 @@ fn main() {
                 })
                 .collect();
             let start = Instant::now();
-            let src = Pattern { buf, pos: 0, left: len };
+            let src = Pattern {
+                buf,
+                pos: 0,
+                left: len,
+            };
             db.put_from(db.default_table(), KEY, src, len).expect("put");
             let secs = start.elapsed().as_secs_f64();
-            println!("write {len} bytes in {secs:.3} s: {:.1} MiB/s", mib_per_s(len, secs));
+            println!(
+                "write {len} bytes in {secs:.3} s: {:.1} MiB/s",
+                mib_per_s(len, secs)
+            );
             db.close().expect("close");
         }
         "read" => {
@@ -79,7 +86,10 @@ fn main() {
                 .expect("no value: run write first");
             let len = std::io::copy(&mut reader, &mut std::io::sink()).expect("copy");
             let secs = start.elapsed().as_secs_f64();
-            println!("read {len} bytes in {secs:.3} s: {:.1} MiB/s", mib_per_s(len, secs));
+            println!(
+                "read {len} bytes in {secs:.3} s: {:.1} MiB/s",
+                mib_per_s(len, secs)
+            );
         }
         "range" => {
             let file = FileDisk::open(&path, stitch_io::LockMode::Exclusive)
@@ -90,10 +100,15 @@ fn main() {
             let len = db.value_len(t, KEY).expect("len").expect("no value");
             let mut seed = 12345u64;
             for _ in 0..5 {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let offset = (seed >> 11) % (len - 4096);
                 let before = counting.reads();
-                let got = db.get_range(t, KEY, offset, 4096).expect("range").expect("value");
+                let got = db
+                    .get_range(t, KEY, offset, 4096)
+                    .expect("range")
+                    .expect("value");
                 assert_eq!(got.len(), 4096);
                 let reads = counting.reads() - before;
                 println!("4 KiB at offset {offset} of {len}: {reads} device read(s)");

@@ -240,7 +240,7 @@ pub(crate) fn commit_batch(
     if batch.is_empty() {
         return Ok(());
     }
-    super::large::add_hidden_deletes(&inner.version.read().clone(), batch);
+    super::large::add_hidden_deletes(&inner.version.read(), batch);
     if committer == Committer::Plain {
         validate(inner, batch)?;
     }

@@ -68,6 +68,11 @@ pub(crate) fn is_hidden(name: &str) -> bool {
 }
 
 pub(crate) fn hidden_of(version: &Version, table: TableId) -> Option<TableId> {
+    // Hidden names sort first: a store without large values pays one look at the first name
+    // on every read and write, not a name made and looked up.
+    if !version.names.keys().next().is_some_and(|n| is_hidden(n)) {
+        return None;
+    }
     version.names.get(&hidden_name(table)).copied()
 }
 
@@ -283,6 +288,9 @@ pub(crate) fn externalize(
 /// there (unless the batch writes it: a large value's reference), and the range deletes:
 /// an inline value or a delete must leave no reference behind.
 pub(crate) fn add_hidden_deletes(version: &Version, batch: &mut Cow<WriteBatch>) {
+    if !version.names.keys().next().is_some_and(|n| is_hidden(n)) {
+        return;
+    }
     let hidden: HashMap<TableId, TableId> = (batch.ops.iter().map(|op| op.0))
         .chain(batch.ranges.iter().map(|r| r.0))
         .filter_map(|t| Some((t, hidden_of(version, t)?)))
