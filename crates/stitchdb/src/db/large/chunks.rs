@@ -5,7 +5,7 @@ use super::reference::{Chunk, Reference};
 use super::registry::{Pins, Registry};
 use crate::{Error, Result};
 use std::sync::Arc;
-use stitch_zone::{ExtentAddr, ExtentKind, FramedBatch, Stream, ZoneStore};
+use stitch_zone::{ExtentAddr, ExtentKind, FramedBatch, Stream, ZoneStore, EXTENT_HEADER_LEN};
 
 /// Bytes of chunks appended (and made durable) together: what a large write holds in memory.
 const GROUP_BYTES: u64 = 16 << 20;
@@ -79,21 +79,23 @@ pub(crate) fn write_chunks(
     }
 }
 
-/// Reads chunk `i` of `r` whole and checks it against the reference.
+/// Reads chunk `i` of `r` whole and checks it against the reference: straight from the disk
+/// (a chunk is durable before anything names it), one read. Returns the extent whole: the
+/// chunk's bytes start at [`EXTENT_HEADER_LEN`] (not moved to the front: one copy less).
 pub(crate) fn read_chunk(zones: &ZoneStore, r: &Reference, i: usize) -> Result<Vec<u8>> {
     let c = r.chunks[i];
     let place = || format!("chunk {i} of {}, {}", r.len, c.addr);
-    let bytes = zones
-        .read(c.addr, ExtentKind::LARGE_VALUE)
+    let framed = zones
+        .read_durable_framed(c.addr, ExtentKind::LARGE_VALUE)
         .map_err(|e| Error::from(e).within("large value chunk", place()))?;
-    if crc32c::crc32c(&bytes) != c.crc {
+    if crc32c::crc32c(&framed[EXTENT_HEADER_LEN..]) != c.crc {
         return Err(Error::Corrupt {
             what: "large value chunk",
             place: place(),
             detail: "checksum does not match the reference's".into(),
         });
     }
-    Ok(bytes)
+    Ok(framed)
 }
 
 /// Bytes `offset..offset + len` of the value (those up to its end), one chunk read each.
@@ -106,11 +108,11 @@ pub(crate) fn read_range(
     let end = offset.saturating_add(len).min(r.len);
     let mut out = Vec::with_capacity(end.saturating_sub(offset) as usize);
     for i in r.chunks_of(offset, end) {
-        let bytes = read_chunk(zones, r, i)?;
+        let framed = read_chunk(zones, r, i)?;
         let range = r.chunk_range(i);
         let from = (offset.max(range.start) - range.start) as usize;
         let to = (end.min(range.end) - range.start) as usize;
-        out.extend_from_slice(&bytes[from..to]);
+        out.extend_from_slice(&framed[EXTENT_HEADER_LEN + from..EXTENT_HEADER_LEN + to]);
     }
     Ok(out)
 }

@@ -211,7 +211,8 @@ pub(crate) fn write_range(
             let start = i as u64 * chunk_len;
             let stop = (start + chunk_len).min(len);
             if i < r.chunks.len() {
-                buf.extend_from_slice(&chunks::read_chunk(&inner.zones, r, i)?);
+                let framed = chunks::read_chunk(&inner.zones, r, i)?;
+                buf.extend_from_slice(&framed[stitch_zone::EXTENT_HEADER_LEN..]);
             }
             buf.resize((stop - start) as usize, 0);
             let (from, to) = (offset.max(start), end.min(stop));

@@ -5,6 +5,7 @@ use super::Found;
 use crate::db::Inner;
 use std::io::Read;
 use std::sync::Arc;
+use stitch_zone::EXTENT_HEADER_LEN;
 
 /// A reader over one value as it was when the reader was made (its chunks are kept while it
 /// lives). A damaged chunk is an `io::Error` whose inner error names it.
@@ -56,7 +57,7 @@ impl Read for ValueReader {
                         read_chunk(&self.inner.zones, r, i).map_err(std::io::Error::other)?;
                     self.buf = Some((i, bytes));
                 }
-                let chunk = self.buf.as_ref().map_or(&[][..], |(_, b)| b);
+                let chunk = (self.buf.as_ref()).map_or(&[][..], |(_, b)| &b[EXTENT_HEADER_LEN..]);
                 let rest = &chunk[(self.pos - r.chunk_range(i).start) as usize..];
                 let n = rest.len().min(out.len());
                 out[..n].copy_from_slice(&rest[..n]);
