@@ -146,6 +146,18 @@ pub(crate) fn verify(
     bytes: &[u8],
     disk_offset: u64,
 ) -> Result<()> {
+    verify_with(addr, kind, bytes, disk_offset, None)
+}
+
+/// [`verify`], and if `payload_crc` is given, that the payload's CRC-32C is that: the payload
+/// is then checksummed once, its CRC combined with the header's for the extent's own.
+pub(crate) fn verify_with(
+    addr: ExtentAddr,
+    kind: ExtentKind,
+    bytes: &[u8],
+    disk_offset: u64,
+    payload_crc: Option<u32>,
+) -> Result<()> {
     // The place is only spelled out for an error: reads of good extents are the hot path.
     let corrupt = |detail: String| ZoneError::Corrupt {
         what: "extent",
@@ -179,11 +191,20 @@ pub(crate) fn verify(
         )));
     }
     let stored = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    let computed = checksum(
-        addr,
-        &bytes[..EXTENT_HEADER_LEN],
-        &bytes[EXTENT_HEADER_LEN..],
-    );
+    let payload = &bytes[EXTENT_HEADER_LEN..];
+    let computed = match payload_crc {
+        None => checksum(addr, &bytes[..EXTENT_HEADER_LEN], payload),
+        Some(expected) => {
+            let found = crc32c::crc32c(payload);
+            if found != expected {
+                return Err(corrupt(format!(
+                    "payload checksum {found:#010x} is not its referrer's {expected:#010x}"
+                )));
+            }
+            let head = checksum(addr, &bytes[..EXTENT_HEADER_LEN], &[]);
+            crc32c::crc32c_combine(head, found, payload.len())
+        }
+    };
     if stored != computed {
         return Err(corrupt(format!(
             "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
@@ -195,6 +216,19 @@ pub(crate) fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_checksum_the_referrer_holds_verifies_the_extent_in_one_pass() {
+        let addr = at(3, 4096, 16 + 100);
+        let payload = vec![7u8; 100];
+        let mut bytes = encode_header(addr, ExtentKind::LARGE_VALUE, &payload).to_vec();
+        bytes.extend_from_slice(&payload);
+        let crc = crc32c::crc32c(&payload);
+        verify_with(addr, ExtentKind::LARGE_VALUE, &bytes, 0, Some(crc)).unwrap();
+        assert!(verify_with(addr, ExtentKind::LARGE_VALUE, &bytes, 0, Some(crc ^ 1)).is_err());
+        bytes[8] ^= 1;
+        assert!(verify_with(addr, ExtentKind::LARGE_VALUE, &bytes, 0, Some(crc)).is_err());
+    }
 
     fn at(zone: u32, offset: u32, len: u32) -> ExtentAddr {
         ExtentAddr { zone, offset, len }

@@ -791,6 +791,25 @@ impl ZoneStore {
         Ok(bytes)
     }
 
+    /// [`read_durable_framed`](Self::read_durable_framed) of an extent whose payload's CRC-32C
+    /// its referrer holds (a large value's chunk): the payload must have that checksum too,
+    /// and is checksummed once for both.
+    pub fn read_durable_framed_checked(
+        &self,
+        addr: ExtentAddr,
+        kind: ExtentKind,
+        payload_crc: u32,
+    ) -> Result<Vec<u8>> {
+        self.check_addr(addr)?;
+        let disk_offset = self.extent_offset(addr);
+        let bytes = self
+            .cache
+            .disk()
+            .read_vec_at(disk_offset, addr.len as usize)?;
+        extent::verify_with(addr, kind, &bytes, disk_offset, Some(payload_crc))?;
+        Ok(bytes)
+    }
+
     /// The extent at `addr` whole (header in front), checked, read through the block cache:
     /// for an extent whose blocks may not have reached the disk yet.
     pub fn read_framed(&self, addr: ExtentAddr, kind: ExtentKind) -> Result<Vec<u8>> {

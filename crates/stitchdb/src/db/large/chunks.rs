@@ -85,17 +85,9 @@ pub(crate) fn write_chunks(
 pub(crate) fn read_chunk(zones: &ZoneStore, r: &Reference, i: usize) -> Result<Vec<u8>> {
     let c = r.chunks[i];
     let place = || format!("chunk {i} of {}, {}", r.len, c.addr);
-    let framed = zones
-        .read_durable_framed(c.addr, ExtentKind::LARGE_VALUE)
-        .map_err(|e| Error::from(e).within("large value chunk", place()))?;
-    if crc32c::crc32c(&framed[EXTENT_HEADER_LEN..]) != c.crc {
-        return Err(Error::Corrupt {
-            what: "large value chunk",
-            place: place(),
-            detail: "checksum does not match the reference's".into(),
-        });
-    }
-    Ok(framed)
+    zones
+        .read_durable_framed_checked(c.addr, ExtentKind::LARGE_VALUE, c.crc)
+        .map_err(|e| Error::from(e).within("large value chunk", place()))
 }
 
 /// Bytes `offset..offset + len` of the value (those up to its end), one chunk read each.
