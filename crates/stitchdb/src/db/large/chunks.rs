@@ -3,12 +3,14 @@
 
 use super::reference::{Chunk, Reference};
 use super::registry::{Pins, Registry};
+use crate::layout::vtree::run::write_behind::WriteBehind;
 use crate::{Error, Result};
 use std::sync::Arc;
 use stitch_zone::{ExtentAddr, ExtentKind, FramedBatch, Stream, ZoneStore, EXTENT_HEADER_LEN};
 
-/// Bytes of chunks appended (and made durable) together: what a large write holds in memory.
-const GROUP_BYTES: u64 = 16 << 20;
+/// Bytes of chunks appended (and made durable, with one sync) together: what a large write
+/// holds in memory.
+const GROUP_BYTES: u64 = 32 << 20;
 
 /// The payload of a chunk in a store with `zone_size`-byte zones: an eighth of a zone less
 /// the extent header, so eight chunk extents fill a zone exactly.
@@ -20,8 +22,10 @@ pub(crate) fn chunk_len(zone_size: u64) -> u64 {
 /// bytes `fill(i, buf)` puts in `buf` (cleared, with room), durably: the caller's commit may
 /// name them once this returns. The chunks are tracked and pinned by `pins`. On an error the
 /// chunks written are given back.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_chunks(
     zones: &ZoneStore,
+    write_behind: bool,
     registry: &Arc<Registry>,
     pins: &mut Pins,
     len: u64,
@@ -32,6 +36,9 @@ pub(crate) fn write_chunks(
     let count = len.div_ceil(chunk_len) as usize;
     let mut out: Vec<Option<Chunk>> = vec![None; count];
     let mut written: Vec<ExtentAddr> = Vec::new();
+    // Each group is flushed while the next is read and appended (on a helper thread where
+    // the store flushes runs so: not in crash tests, which want one order of writes).
+    let mut flusher = WriteBehind::new(zones.cache().clone(), write_behind);
     let result = (|| {
         let mut buf = Vec::with_capacity(chunk_len as usize);
         let per_group = (GROUP_BYTES / chunk_len).max(1) as usize;
@@ -59,20 +66,23 @@ pub(crate) fn write_chunks(
             registry.adopt(&addrs);
             pins.add(addrs.iter().copied());
             written.extend(addrs.iter().copied());
-            // Durable before anything names them (the commit's log record), and out of the
-            // cache's memory before the next group.
-            for patch in patches {
-                zones.cache().flush_patch(patch)?;
+            // Out of the cache's memory while the next group is made: one sync for the
+            // group's zones.
+            if !patches.is_empty() {
+                flusher.start_all()?;
             }
             for ((&i, addr), crc) in group.iter().zip(addrs).zip(crcs) {
                 out[i] = Some(Chunk { addr, crc });
             }
         }
-        Ok(())
+        // Durable before anything names them (the commit's log record).
+        Ok(flusher.wait()?)
     })();
     match result {
         Ok(()) => Ok(out),
         Err(e) => {
+            // The flush in flight ends before the chunks it writes are given back.
+            let _ = flusher.wait();
             registry.discard(zones, &written);
             Err(e)
         }

@@ -144,6 +144,7 @@ pub(crate) fn write_value(
     let mut read_so_far = 0u64;
     let made = chunks::write_chunks(
         &inner.zones,
+        inner.storage.write_behind,
         &inner.large,
         &mut written.pins,
         len,
@@ -202,6 +203,7 @@ pub(crate) fn write_range(
     };
     let made = chunks::write_chunks(
         &inner.zones,
+        inner.storage.write_behind,
         &inner.large,
         &mut written.pins,
         len,

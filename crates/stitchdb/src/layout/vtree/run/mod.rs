@@ -17,7 +17,7 @@ mod stitch;
 #[cfg(test)]
 mod testing;
 mod window;
-mod write_behind;
+pub(crate) mod write_behind;
 
 #[cfg(test)]
 pub(crate) use block::tests::{counted_payload, elided_payload, whole_keys_payload};

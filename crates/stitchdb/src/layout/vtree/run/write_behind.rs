@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use stitch_patch::{BlockCache, PatchError, PatchId};
 
-pub(super) struct WriteBehind {
+pub(crate) struct WriteBehind {
     cache: Arc<BlockCache>,
     /// Flush on helper threads (else in the caller's: deterministic, for crash tests).
     helper: bool,
@@ -28,19 +28,32 @@ impl WriteBehind {
     /// Flushes until `patch` is committed: on a helper thread, once the previous flush is
     /// done (one at a time bounds the dirty blocks a builder leaves behind), or here.
     pub fn start(&mut self, patch: PatchId) -> stitch_patch::Result<()> {
+        self.start_with(move |cache| cache.flush_patch(patch))
+    }
+
+    /// [`start`](Self::start) for every patch made so far (several independent ones: a
+    /// large value's chunks in several zones).
+    pub fn start_all(&mut self) -> stitch_patch::Result<()> {
+        self.start_with(BlockCache::flush_all)
+    }
+
+    fn start_with(
+        &mut self,
+        flush: impl Fn(&BlockCache) -> stitch_patch::Result<()> + Clone + Send + 'static,
+    ) -> stitch_patch::Result<()> {
         self.wait()?;
         if self.helper {
-            let cache = self.cache.clone();
+            let (cache, on_helper) = (self.cache.clone(), flush.clone());
             let spawned = std::thread::Builder::new()
                 .name("stitchdb-write".into())
-                .spawn(move || cache.flush_patch(patch));
+                .spawn(move || on_helper(&cache));
             if let Ok(handle) = spawned {
                 self.in_flight = Some(handle);
                 return Ok(());
             }
             // No thread to be had: flush here instead.
         }
-        self.cache.flush_patch(patch)
+        flush(&self.cache)
     }
 
     /// Waits for the flush in flight, if any, and returns its result.
