@@ -43,9 +43,9 @@ pub(crate) fn write_chunks(
         let mut buf = Vec::with_capacity(chunk_len as usize);
         let per_group = (GROUP_BYTES / chunk_len).max(1) as usize;
         let todo: Vec<usize> = (0..count).filter(|&i| only(i)).collect();
+        // One buffer for every group (appending empties it and keeps its memory).
+        let mut batch = FramedBatch::with_capacity((per_group as u64 * (chunk_len + 32)) as usize);
         for group in todo.chunks(per_group) {
-            let mut batch =
-                FramedBatch::with_capacity((per_group as u64 * (chunk_len + 32)) as usize);
             let mut crcs = Vec::with_capacity(group.len());
             for &i in group {
                 buf.clear();
