@@ -2,6 +2,8 @@
 //! deletes, checkpoints and reopens), crashes during large writes, transactions and
 //! snapshots holding chunks, bad input, and damage.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use rand::{Rng, SeedableRng};

@@ -117,7 +117,7 @@ mod tests {
     use super::*;
 
     fn sample() -> Reference {
-        let chunk = |zone, len| Chunk {
+        let chunk = |zone: u32, len: u32| Chunk {
             addr: ExtentAddr {
                 zone,
                 offset: 0,
