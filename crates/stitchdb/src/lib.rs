@@ -45,7 +45,8 @@
 //!    partitioned table's regions: the routing of writes to them and the view over them.
 //! 10. `concurrency/`: the transaction oracle (optimistic validation) and the lock manager.
 //! 11. `db/`: the database: opening and recovery, the write path, checkpoints, compaction,
-//!     snapshots, defragmentation, patchgroups, the public [`Db`].
+//!     snapshots, defragmentation, patchgroups, large values (`db::large`: values stored as
+//!     chunk extents outside the runs, read and written by byte range), the public [`Db`].
 //! 12. `txn/`: transactions over a [`Db`].
 //! 13. `ctable/`: column tables (Anvil's cTables), built on the public [`Db`],
 //!     [`Transaction`] and [`Snapshot`] alone.

@@ -111,6 +111,28 @@ pub struct Transaction<'db> {
 }
 
 impl Db {
+    /// Writes `bytes` into `key`'s value in `table` at `offset`; a value shorter than
+    /// `offset` is first extended with zeros (a missing key is an empty value). Of a large
+    /// value only the chunks the range touches are written again; the new value shares the
+    /// others. Atomic: a transaction, retried if another writer changed the key meanwhile.
+    pub fn put_range(
+        &self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            let mut txn = self.begin(Isolation::Snapshot)?;
+            txn.put_range(table, key.as_ref(), offset, bytes)?;
+            match txn.commit() {
+                Err(Error::Conflict { .. }) if tries < 8 => tries += 1,
+                r => return r,
+            }
+        }
+    }
+
     /// Begins a transaction over any number of tables.
     pub fn begin(&self, isolation: Isolation) -> Result<Transaction<'_>> {
         self.begin_owned(isolation)
@@ -327,8 +349,13 @@ impl<'db> Transaction<'db> {
             .checked_add(bytes.len() as u64)
             .ok_or_else(|| Error::LargeValue("range past 2^64".into()))?;
         let inner = self.inner.clone();
+        // The old chunks stay pinned while the changed ones are copied from them.
+        let mut _reading = None;
         let r = match found {
-            Some(Found::Large(r, _)) => r,
+            Some(Found::Large(r, pins)) => {
+                _reading = Some(pins);
+                r
+            }
             found => {
                 let mut v = match found {
                     Some(Found::Inline(v)) => v,

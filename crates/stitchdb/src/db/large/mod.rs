@@ -561,28 +561,6 @@ impl Db {
         }
     }
 
-    /// Writes `bytes` into `key`'s value in `table` at `offset`; a value shorter than
-    /// `offset` is first extended with zeros (a missing key is an empty value). Of a large
-    /// value only the chunks the range touches are written again; the new value shares the
-    /// others. Atomic: a transaction, retried if another writer changed the key meanwhile.
-    pub fn put_range(
-        &self,
-        table: TableId,
-        key: impl AsRef<[u8]>,
-        offset: u64,
-        bytes: &[u8],
-    ) -> Result<()> {
-        let mut tries = 0;
-        loop {
-            let mut txn = self.begin(crate::Isolation::Snapshot)?;
-            txn.put_range(table, key.as_ref(), offset, bytes)?;
-            match txn.commit() {
-                Err(Error::Conflict { .. }) if tries < 8 => tries += 1,
-                r => return r,
-            }
-        }
-    }
-
     /// Bytes of the chunk extents of large values the store holds (headers included): those
     /// the tables reference, and those a sweep has yet to find unreferenced twice.
     pub fn large_value_bytes(&self) -> u64 {
