@@ -49,6 +49,7 @@ mod repair;
 mod snapshot;
 mod space;
 mod stats;
+mod tables;
 mod verify;
 mod write;
 
@@ -521,7 +522,7 @@ impl Db {
             "" => TableLayout::default(),
             text => TableLayout::parse(text).map_err(|e| Error::BadLayout(e.to_string()))?,
         };
-        write::create_table(&self.inner, name, Arc::new(layout))
+        tables::create_table(&self.inner, name, Arc::new(layout))
     }
 
     /// The layout of a table, as `create_table_with_layout` accepts it (every parameter
@@ -711,7 +712,7 @@ impl Inner {
     /// Fails as a write of `key` (and `value`) to `table` would for its arguments alone.
     pub fn check_write(&self, table: TableId, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         self.check_writable()?;
-        write::check_op(self, &self.version.read(), table, key, value)
+        tables::check_op(self, &self.version.read(), table, key, value)
     }
 
     /// Records a failed write: from now on the store refuses writes and says why.

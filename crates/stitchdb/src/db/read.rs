@@ -12,6 +12,43 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl Db {
+    /// Bytes `offset..offset + len` of `key`'s value in `table`: those up to the value's end,
+    /// so empty at or past it; `None` if the key has no value. A range of a large value reads
+    /// only the chunks it overlaps (one device read for a range within one chunk).
+    pub fn get_range(
+        &self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        match find_at(&self.inner, table, key.as_ref(), || self.newest_seq())? {
+            Some(found) => found.range(&self.inner, offset, len).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The length of `key`'s value in `table`, without reading a large value's bytes.
+    pub fn value_len(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
+        let found = find_at(&self.inner, table, key.as_ref(), || self.newest_seq())?;
+        Ok(found.map(|f| f.len()))
+    }
+
+    /// A reader over `key`'s value in `table` as it is now (a later write does not change
+    /// what it reads): it holds one chunk in memory at a time.
+    pub fn value_reader(
+        &self,
+        table: TableId,
+        key: impl AsRef<[u8]>,
+    ) -> Result<Option<large::ValueReader>> {
+        let found = find_at(&self.inner, table, key.as_ref(), || self.newest_seq())?;
+        Ok(found.map(|f| large::ValueReader::new(self.inner.clone(), f)))
+    }
+
+    fn newest_seq(&self) -> u64 {
+        self.inner.visible_seq.load(Ordering::Acquire)
+    }
+
     /// The value of `key` in `table`, if it has one.
     pub fn get(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         // At the newest commit, taken after the view (see `get_at`): no snapshot is

@@ -233,7 +233,11 @@ fn recover_with(
     if salvage.is_none() {
         // Before the zones nobody marked are freed: chunks that only an unfinished commit
         // named are not referenced, so their zones are free.
-        let referenced = super::large::referenced(&replay.lock().version, snapshots.values());
+        let runs = (snapshots.values())
+            .flat_map(|snap| snap.tables.iter())
+            .filter(|t| super::large::is_hidden(&t.name))
+            .flat_map(|t| t.levels.iter().flatten());
+        let referenced = super::large::referenced(&replay.lock().version, runs);
         large.rebuild(zones, referenced)?;
         let older =
             older_checkpoint_zones(&storage, &slots, (superblock.seq, root), &manifest, &opened);

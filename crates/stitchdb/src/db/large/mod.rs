@@ -22,10 +22,10 @@ pub(crate) use reference::Reference;
 pub(crate) use registry::{Pins, Registry};
 pub use stream::ValueReader;
 
-use super::snapshot::NamedSnapshot;
-use super::{read, Db, Inner, Version};
+use super::{Db, Inner, Version};
 use crate::batch::{TableId, WriteBatch};
 use crate::layout::vtree::dtable::{filtered_run, DTable};
+use crate::layout::vtree::run::Run;
 use crate::layout::TableData;
 use crate::{Error, Result};
 use std::borrow::Cow;
@@ -82,7 +82,7 @@ pub(crate) fn hidden_table(inner: &Arc<Inner>, table: TableId) -> Result<TableId
         return Ok(id);
     }
     let layout = Arc::new(crate::layout::TableLayout::default());
-    match super::write::create_table(inner, &hidden_name(table), layout) {
+    match super::tables::create_table(inner, &hidden_name(table), layout) {
         Err(Error::TableExists(_)) => {
             hidden_of(&inner.version.read(), table).ok_or(Error::NoSuchTable(hidden_name(table)))
         }
@@ -125,7 +125,7 @@ fn check_large(inner: &Inner, table: TableId, key: &[u8], len: u64) -> Result<()
     if is_hidden(&version.user_table(table)?.name) {
         return Err(Error::NoSuchTable(format!("#{}", table.0)));
     }
-    super::write::check_op(inner, &version, table, key, Some(MARKER))
+    super::tables::check_op(inner, &version, table, key, Some(MARKER))
 }
 
 /// Writes `len` bytes from `src` as a large value of `key` in `table`: the chunks, durably.
@@ -404,12 +404,12 @@ pub(crate) fn find_in(
     )
 }
 
-/// Every chunk a version of a hidden table references: in `version`'s tables and in the
-/// named snapshots' runs. A reference that cannot be read is passed over (`check` reports
-/// it).
+/// Every chunk a version of a hidden table references: in `version`'s tables and in
+/// `snapshot_runs` (the named snapshots' runs of hidden tables). A reference that cannot be
+/// read is passed over (`check` reports it).
 pub(crate) fn referenced<'a>(
     version: &Version,
-    snapshots: impl IntoIterator<Item = &'a Arc<NamedSnapshot>>,
+    snapshot_runs: impl IntoIterator<Item = &'a Arc<Run>>,
 ) -> HashSet<ExtentAddr> {
     let mut out = HashSet::new();
     let mut add = |view: &dyn DTable| {
@@ -424,12 +424,8 @@ pub(crate) fn referenced<'a>(
     for t in version.tables.values().filter(|t| is_hidden(&t.name)) {
         add(&*t.data.view());
     }
-    for snap in snapshots {
-        for t in snap.tables.iter().filter(|t| is_hidden(&t.name)) {
-            for run in t.levels.iter().flatten() {
-                add(&*filtered_run(run, None));
-            }
-        }
+    for run in snapshot_runs {
+        add(&*filtered_run(run, None));
     }
     out
 }
@@ -476,52 +472,17 @@ pub(crate) fn after_checkpoint(inner: &Arc<Inner>, patch: stitch_patch::PatchId)
     inner.cache.flush_patch(patch)?;
     inner.large.sweep(&inner.zones, || {
         let version = inner.version.read().clone();
-        let snapshots: Vec<_> = inner
-            .checkpoint
-            .lock()
-            .snapshots
-            .values()
-            .cloned()
+        let runs: Vec<Arc<Run>> = (inner.checkpoint.lock().snapshots.values())
+            .flat_map(|snap| snap.tables.iter())
+            .filter(|t| is_hidden(&t.name))
+            .flat_map(|t| t.levels.iter().flatten().cloned())
             .collect();
-        Ok(referenced(&version, &snapshots))
+        Ok(referenced(&version, &runs))
     })?;
     Ok(())
 }
 
 impl Db {
-    /// Bytes `offset..offset + len` of `key`'s value in `table`: those up to the value's end,
-    /// so empty at or past it; `None` if the key has no value. A range of a large value reads
-    /// only the chunks it overlaps (one device read for a range within one chunk).
-    pub fn get_range(
-        &self,
-        table: TableId,
-        key: impl AsRef<[u8]>,
-        offset: u64,
-        len: u64,
-    ) -> Result<Option<Vec<u8>>> {
-        match read::find_at(&self.inner, table, key.as_ref(), || self.newest())? {
-            Some(found) => found.range(&self.inner, offset, len).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    /// The length of `key`'s value in `table`, without reading a large value's bytes.
-    pub fn value_len(&self, table: TableId, key: impl AsRef<[u8]>) -> Result<Option<u64>> {
-        let found = read::find_at(&self.inner, table, key.as_ref(), || self.newest())?;
-        Ok(found.map(|f| f.len()))
-    }
-
-    /// A reader over `key`'s value in `table` as it is now (a later write does not change
-    /// what it reads): it holds one chunk in memory at a time.
-    pub fn value_reader(
-        &self,
-        table: TableId,
-        key: impl AsRef<[u8]>,
-    ) -> Result<Option<ValueReader>> {
-        let found = read::find_at(&self.inner, table, key.as_ref(), || self.newest())?;
-        Ok(found.map(|f| ValueReader::new(self.inner.clone(), f)))
-    }
-
     /// Sets `key` in `table` to the `len` bytes `src` yields, streamed into extents (never
     /// held whole in memory); an error if `src` ends before `len` bytes. A value of up to
     /// [`LARGE_VALUE_THRESHOLD`] bytes (less in stores of zones below 2 MiB) is read into
@@ -565,11 +526,5 @@ impl Db {
     /// the tables reference, and those a sweep has yet to find unreferenced twice.
     pub fn large_value_bytes(&self) -> u64 {
         self.inner.large.tracked_bytes()
-    }
-
-    fn newest(&self) -> u64 {
-        self.inner
-            .visible_seq
-            .load(std::sync::atomic::Ordering::Acquire)
     }
 }
