@@ -44,7 +44,9 @@ impl Db {
     pub fn check(&self) -> Result<CheckReport> {
         let version = self.inner.version.read().clone();
         let mut report = CheckReport {
-            tables: version.names.keys().filter(|n| !is_region(n)).count(),
+            tables: (version.names.keys())
+                .filter(|n| !is_region(n) && !super::large::is_hidden(n))
+                .count(),
             ..Default::default()
         };
         let mut extents: Vec<ExtentAddr> =

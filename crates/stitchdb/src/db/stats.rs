@@ -247,7 +247,8 @@ impl Db {
         let tables = version
             .tables
             .values()
-            .filter(|t| !is_region(&t.name))
+            // Large values' hidden tables are their tables' business, as regions are.
+            .filter(|t| !is_region(&t.name) && !super::large::is_hidden(&t.name))
             .map(|t| TableStats::of_table(&version, t))
             .collect();
         let (checkpoints, flushed_bytes, linked, ingested, runs_awaiting_manifest) = {
