@@ -1,0 +1,194 @@
+//! Page changes as the log records them, and the payloads of the page store's operations.
+//!
+//! Every record that changes pages starts with its changes: a count (u16) and, per change,
+//! the page (u32), the body offset (u16), the length (u16), the before-image and the
+//! after-image. A change covering the whole body is a *full-page image*: redo writes it
+//! without reading the page, which is how a page torn by a crash is rebuilt (the first
+//! change of every page after a checkpoint is logged whole).
+
+use crate::page::BODY_LEN;
+use crate::{PageError, PageId, Result};
+use stitch_wal::Lsn;
+
+/// One page's bytes `offset..offset + after.len()` of the body, before and after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageChange {
+    /// The page changed.
+    pub page: PageId,
+    /// Where in its body the change starts.
+    pub offset: u16,
+    /// The bytes there before the change (what undo puts back).
+    pub before: Vec<u8>,
+    /// The bytes there after it (what redo writes).
+    pub after: Vec<u8>,
+}
+
+impl PageChange {
+    /// The change from body `old` to body `new` of `page`: the stretch between the first and
+    /// last bytes that differ, or the whole body when `full`. `None` when nothing differs.
+    pub fn between(page: PageId, old: &[u8], new: &[u8], full: bool) -> Option<PageChange> {
+        let first = old.iter().zip(new).position(|(a, b)| a != b)?;
+        let (start, end) = if full {
+            (0, BODY_LEN)
+        } else {
+            let last = old.iter().zip(new).rposition(|(a, b)| a != b).unwrap_or(first);
+            (first, last + 1)
+        };
+        Some(PageChange {
+            page,
+            offset: start as u16,
+            before: old[start..end].to_vec(),
+            after: new[start..end].to_vec(),
+        })
+    }
+
+    /// Whether redo can write it without the page's old contents.
+    pub fn is_full(&self) -> bool {
+        self.offset == 0 && self.after.len() == BODY_LEN
+    }
+
+    /// The change that undoes this one.
+    pub fn inverse(&self) -> PageChange {
+        PageChange {
+            page: self.page,
+            offset: self.offset,
+            before: self.after.clone(),
+            after: self.before.clone(),
+        }
+    }
+}
+
+/// Appends `changes` in the log's encoding.
+pub fn encode_changes(changes: &[PageChange], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(changes.len() as u16).to_le_bytes());
+    for c in changes {
+        out.extend_from_slice(&c.page.to_le_bytes());
+        out.extend_from_slice(&c.offset.to_le_bytes());
+        out.extend_from_slice(&(c.after.len() as u16).to_le_bytes());
+        out.extend_from_slice(&c.before);
+        out.extend_from_slice(&c.after);
+    }
+}
+
+/// A little-endian reader over a payload that turns running short into [`PageError::Corrupt`].
+pub struct Cursor<'a> {
+    bytes: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Cursor<'a> {
+    /// Reads `bytes`, naming `what` in errors.
+    pub fn new(bytes: &'a [u8], what: &'static str) -> Self {
+        Cursor { bytes, what }
+    }
+
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.bytes.len() < n {
+            return Err(PageError::Corrupt {
+                what: self.what,
+                detail: format!("ends {} bytes short", n - self.bytes.len()),
+            });
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    /// The next byte.
+    pub fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    /// The next u16.
+    pub fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes([self.u8()?, self.u8()?]))
+    }
+
+    /// The next u32.
+    pub fn u32(&mut self) -> Result<u32> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The next u64.
+    pub fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from(self.u32()?) | (u64::from(self.u32()?) << 32))
+    }
+
+    /// What is left.
+    pub fn rest(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// An error naming this payload.
+    pub fn bad(&self, detail: impl Into<String>) -> PageError {
+        PageError::Corrupt {
+            what: self.what,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Decodes the changes at the start of `payload`; returns them and the rest of the payload.
+pub fn decode_changes(payload: &[u8]) -> Result<(Vec<PageChange>, &[u8])> {
+    let mut c = Cursor::new(payload, "log record's page changes");
+    let n = c.u16()?;
+    let mut changes = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let page = c.u32()?;
+        let offset = c.u16()?;
+        let len = c.u16()? as usize;
+        if offset as usize + len > BODY_LEN {
+            return Err(c.bad(format!("change {offset}+{len} runs past the page body")));
+        }
+        let before = c.take(len)?.to_vec();
+        let after = c.take(len)?.to_vec();
+        changes.push(PageChange {
+            page,
+            offset,
+            before,
+            after,
+        });
+    }
+    Ok((changes, c.rest()))
+}
+
+/// A compensation record's payload: the LSN of the record it undoes, then its changes.
+pub fn encode_compensation(compensates: Lsn, changes: &[PageChange]) -> Vec<u8> {
+    let mut out = compensates.to_le_bytes().to_vec();
+    encode_changes(changes, &mut out);
+    out
+}
+
+/// Splits a compensation record's payload into the LSN it undoes and its changes.
+pub fn decode_compensation(payload: &[u8]) -> Result<(Lsn, Vec<PageChange>)> {
+    let mut c = Cursor::new(payload, "compensation record");
+    let lsn = c.u64()?;
+    let (changes, _) = decode_changes(c.rest())?;
+    Ok((lsn, changes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_round_trip_and_diff_is_minimal() {
+        let old = vec![0u8; BODY_LEN];
+        let mut new = old.clone();
+        new[10] = 1;
+        new[20] = 2;
+        let c = PageChange::between(5, &old, &new, false).unwrap();
+        assert_eq!((c.offset, c.after.len()), (10, 11));
+        let full = PageChange::between(5, &old, &new, true).unwrap();
+        assert!(full.is_full() && !c.is_full());
+        assert!(PageChange::between(5, &old, &old, true).is_none());
+        let mut out = Vec::new();
+        encode_changes(&[c.clone(), full.clone()], &mut out);
+        out.extend_from_slice(b"tail");
+        let (back, rest) = decode_changes(&out).unwrap();
+        assert_eq!((back, rest), (vec![c, full], &b"tail"[..]));
+        assert!(decode_changes(&out[..30]).is_err());
+    }
+}
