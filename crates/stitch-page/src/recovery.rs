@@ -69,11 +69,13 @@ impl Redone {
 pub(crate) fn collect_undo(state: &Arc<Mutex<Redone>>) -> OpFn {
     let s = state.clone();
     Box::new(move |r: &LogRecord| {
+        let payload =
+            crate::store::undo_payload(r.op, r.payload.clone()).map_err(|e| e.to_string())?;
         s.lock().undo.push(UndoEntry {
             txn: r.txn,
             lsn: r.lsn,
             op: r.op,
-            payload: r.payload.clone(),
+            payload,
         });
         Ok(())
     })

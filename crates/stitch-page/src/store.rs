@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use stitch_wal::{Flags, Lsn, OpId, OpRegistry, Wal};
 use stitch_wal::{LogRecord, TxnId};
-use stitch_zone::{ExtentAddr, Stream, ZoneStore};
+use stitch_zone::{ExtentAddr, ZoneStore};
 
 /// Log op 32: physical page writes (after-images redone, before-images undone): the
 /// changes of nested top actions (page allocation, bucket splits).
@@ -84,7 +84,8 @@ pub struct Inner {
     fresh: HashSet<PageId>,
     txns: HashMap<TxnId, TxnState>,
     next_txn: u64,
-    checkpoint: Option<ExtentAddr>,
+    /// The extents of the newest checkpoint record.
+    checkpoint: Vec<ExtentAddr>,
     locks: HashMap<LockKey, TxnId>,
     failed: Option<String>,
 }
@@ -96,7 +97,7 @@ impl PageStore {
         let mut file = PageFile::new(zones.clone(), Vec::new());
         file.grow()?;
         let wal = Arc::new(Wal::create(zones.clone(), zones.superblock().seq + 1, 1)?);
-        let mut inner = Inner::new(zones, wal, Pool::new(file, config.frames), None);
+        let mut inner = Inner::new(zones, wal, Pool::new(file, config.frames), Vec::new());
         inner.checkpoint()?;
         inner.nested(|s, t| {
             let mut header = vec![0u8; BODY_LEN];
@@ -121,8 +122,10 @@ impl PageStore {
         let addr = zones.superblock().root.ok_or_else(|| {
             PageError::Invalid("the store's superblock names no page store checkpoint".into())
         })?;
-        let cp = Checkpoint::decode(&zones.read(addr, CHECKPOINT_KIND)?)?;
-        zones.mark_live(addr, CHECKPOINT_KIND)?;
+        let (cp, extents) = Checkpoint::read(&zones, addr)?;
+        for &e in &extents {
+            zones.mark_live(e, CHECKPOINT_KIND)?;
+        }
         for &z in &cp.zones {
             zones.claim_zone(z)?;
         }
@@ -153,7 +156,7 @@ impl PageStore {
             zones.superblock().seq + 1,
             report.next_lsn,
         )?);
-        let mut inner = Inner::new(zones.clone(), wal, pool, Some(addr));
+        let mut inner = Inner::new(zones.clone(), wal, pool, extents);
         for e in &losers {
             inner.txns.entry(e.txn).or_default().undo.push(e.clone());
         }
@@ -232,6 +235,11 @@ impl PageStore {
         self.with(|s| s.checkpoint())
     }
 
+    /// Where `page` lies on the device (for tools and tests that look at it there).
+    pub fn page_offset(&self, page: PageId) -> Result<u64> {
+        self.inner.lock().pool.file().offset(page)
+    }
+
     /// The buffer pool's counters.
     pub fn pool_stats(&self) -> PoolStats {
         self.inner.lock().pool.stats()
@@ -239,7 +247,7 @@ impl PageStore {
 }
 
 impl Inner {
-    fn new(zones: Arc<ZoneStore>, wal: Arc<Wal>, pool: Pool, checkpoint: Option<ExtentAddr>) -> Inner {
+    fn new(zones: Arc<ZoneStore>, wal: Arc<Wal>, pool: Pool, checkpoint: Vec<ExtentAddr>) -> Inner {
         Inner {
             zones,
             wal,
@@ -396,6 +404,7 @@ impl Inner {
             self.logged_whole.insert(c.page);
         }
         if op != OP_COMPENSATE {
+            let payload = undo_payload(op, payload)?;
             if let Some(state) = self.txns.get_mut(&txn) {
                 state.undo.push(UndoEntry {
                     txn,
@@ -478,18 +487,29 @@ impl Inner {
             zones: self.pool.file().owned().to_vec(),
             pending,
         };
-        let (addr, patch) =
-            self.zones
-                .append_to(Stream::Manifest, CHECKPOINT_KIND, &record.encode(), &[log_patch])?;
-        let superblock = self.zones.write_superblock(Some(addr), &[patch, log_patch])?;
+        let (addr, extents, mut patches) = record.write(&self.zones, &[log_patch])?;
+        patches.push(log_patch);
+        let superblock = self.zones.write_superblock(Some(addr), &patches)?;
         self.zones.cache().flush_patch(superblock)?;
-        if let Some(old) = self.checkpoint.replace(addr) {
-            self.zones.decref(old)?;
-        }
+        let old = std::mem::replace(&mut self.checkpoint, extents);
+        self.zones.decref_all(old)?;
         self.wal.release_before(position, superblock)?;
         self.logged_whole.clear();
         Ok(())
     }
+}
+
+/// What rollback keeps of a record's payload: a logical operation's undo needs none of its
+/// page changes (they are dropped, leaving an empty list before the logical part); a
+/// physical write's needs its before-images.
+pub(crate) fn undo_payload(op: OpId, payload: Vec<u8>) -> Result<Vec<u8>> {
+    if logical_undo(op).is_none() {
+        return Ok(payload);
+    }
+    let (_, logical) = decode_changes(&payload)?;
+    let mut out = 0u16.to_le_bytes().to_vec();
+    out.extend_from_slice(logical);
+    Ok(out)
 }
 
 /// Registers the page store's own operations in `registry`, their redo and undo acting on

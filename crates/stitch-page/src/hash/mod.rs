@@ -327,16 +327,17 @@ fn set(
     if let Mode::Do = mode {
         s.lock(txn, (meta, key.to_vec()))?;
     }
+    let adding = value.map_or(0, |v| entry_len(key, v));
+    if value.is_some() && Meta::decode(&s.body(meta)?)?.wants_split(adding) {
+        s.nested(|s, t| split(s, t, meta))?;
+    }
+    // Looked up after the split, which may have moved the key.
     let old = find(s, meta, key)?;
     if old.is_none() && value.is_none() {
         if let Mode::Undo(lsn) = mode {
             s.log_pages(txn, OP_COMPENSATE, &lsn.to_le_bytes(), &[], &[])?;
         }
         return Ok(false);
-    }
-    let adding = value.map_or(0, |v| entry_len(key, v));
-    if value.is_some() && Meta::decode(&s.body(meta)?)?.wants_split(adding) {
-        s.nested(|s, t| split(s, t, meta))?;
     }
     // Where the new entry goes, decided (and any overflow page linked, a nested top action)
     // before the bodies changed below are read.

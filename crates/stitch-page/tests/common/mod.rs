@@ -159,9 +159,13 @@ pub fn open(
     }
 }
 
-/// Every entry of `hash`, sorted.
+/// Every entry of `hash`, sorted; a key stored twice fails the test.
 pub fn contents(hash: &LinearHash) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
-    hash.entries().unwrap().into_iter().collect()
+    let entries = hash.entries().unwrap();
+    let n = entries.len();
+    let map: std::collections::BTreeMap<_, _> = entries.into_iter().collect();
+    assert_eq!(map.len(), n, "a key is stored twice");
+    map
 }
 
 /// Panics with the first differences between `got` and `want` if they differ.
