@@ -10,6 +10,9 @@ use crate::page::BODY_LEN;
 use crate::{PageError, PageId, Result};
 use stitch_wal::Lsn;
 
+/// Differing stretches of a body closer than this are logged as one change.
+pub const MERGE_GAP: usize = 16;
+
 /// One page's bytes `offset..offset + after.len()` of the body, before and after.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageChange {
@@ -24,22 +27,42 @@ pub struct PageChange {
 }
 
 impl PageChange {
-    /// The change from body `old` to body `new` of `page`: the stretch between the first and
-    /// last bytes that differ, or the whole body when `full`. `None` when nothing differs.
-    pub fn between(page: PageId, old: &[u8], new: &[u8], full: bool) -> Option<PageChange> {
-        let first = old.iter().zip(new).position(|(a, b)| a != b)?;
-        let (start, end) = if full {
-            (0, BODY_LEN)
-        } else {
-            let last = old.iter().zip(new).rposition(|(a, b)| a != b).unwrap_or(first);
-            (first, last + 1)
-        };
-        Some(PageChange {
+    /// The changes from body `old` to body `new` of `page`: each stretch of differing bytes
+    /// (stretches fewer than [`MERGE_GAP`] bytes apart taken as one, so a change costs a few
+    /// records' headers at most), or one change of the whole body when `full`. Empty when
+    /// nothing differs.
+    pub fn between(page: PageId, old: &[u8], new: &[u8], full: bool) -> Vec<PageChange> {
+        let change = |start: usize, end: usize| PageChange {
             page,
             offset: start as u16,
             before: old[start..end].to_vec(),
             after: new[start..end].to_vec(),
-        })
+        };
+        if old == new {
+            return Vec::new();
+        }
+        if full {
+            return vec![change(0, BODY_LEN)];
+        }
+        let mut changes = Vec::new();
+        let mut run: Option<(usize, usize)> = None;
+        for (i, (a, b)) in old.iter().zip(new).enumerate() {
+            if a == b {
+                continue;
+            }
+            run = match run {
+                Some((start, end)) if i - end < MERGE_GAP => Some((start, i + 1)),
+                Some((start, end)) => {
+                    changes.push(change(start, end));
+                    Some((i, i + 1))
+                }
+                None => Some((i, i + 1)),
+            };
+        }
+        if let Some((start, end)) = run {
+            changes.push(change(start, end));
+        }
+        changes
     }
 
     /// Whether redo can write it without the page's old contents.
@@ -179,11 +202,15 @@ mod tests {
         let mut new = old.clone();
         new[10] = 1;
         new[20] = 2;
-        let c = PageChange::between(5, &old, &new, false).unwrap();
+        let c = PageChange::between(5, &old, &new, false).remove(0);
         assert_eq!((c.offset, c.after.len()), (10, 11));
-        let full = PageChange::between(5, &old, &new, true).unwrap();
+        new[1000] = 3;
+        let two = PageChange::between(5, &old, &new, false);
+        assert_eq!(two.len(), 2);
+        assert_eq!((two[1].offset, two[1].after.len()), (1000, 1));
+        let full = PageChange::between(5, &old, &new, true).remove(0);
         assert!(full.is_full() && !c.is_full());
-        assert!(PageChange::between(5, &old, &old, true).is_none());
+        assert!(PageChange::between(5, &old, &old, true).is_empty());
         let mut out = Vec::new();
         encode_changes(&[c.clone(), full.clone()], &mut out);
         out.extend_from_slice(b"tail");

@@ -14,7 +14,7 @@ use crate::change::{decode_changes, PageChange};
 use crate::checkpoint::{Checkpoint, UndoEntry};
 use crate::pool::{Load, Pool};
 use crate::store::OP_COMPENSATE;
-use crate::{hash, Result};
+use crate::{hash, PageId, Result};
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -40,15 +40,22 @@ impl Redone {
             &record.payload
         };
         let (changes, _) = decode_changes(payload).map_err(|e| e.to_string())?;
+        // A record may change a page in several places: whether the page is older than the
+        // record is decided at its first change.
+        let mut applying = Vec::new();
         for c in &changes {
-            self.apply(record.lsn, c).map_err(|e| e.to_string())?;
+            self.apply(record.lsn, c, &mut applying)
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
 
-    fn apply(&mut self, lsn: Lsn, c: &PageChange) -> Result<()> {
+    fn apply(&mut self, lsn: Lsn, c: &PageChange, applying: &mut Vec<PageId>) -> Result<()> {
         let f = self.pool.pin(c.page, Load::Redo, None)?;
-        let result = if self.pool.lsn(f) >= lsn {
+        if self.pool.lsn(f) < lsn {
+            applying.push(c.page);
+        }
+        let result = if !applying.contains(&c.page) {
             Ok(())
         } else if let (Some(why), false) = (self.pool.torn(f), c.is_full()) {
             Err(crate::PageError::CorruptPage {

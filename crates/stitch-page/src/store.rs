@@ -382,7 +382,7 @@ impl Inner {
         }
         let changes: Vec<PageChange> = pages
             .iter()
-            .filter_map(|&(p, old, new)| {
+            .flat_map(|&(p, old, new)| {
                 PageChange::between(p, old, new, !self.logged_whole.contains(&p))
             })
             .collect();

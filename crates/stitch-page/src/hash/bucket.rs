@@ -82,10 +82,29 @@ impl Bucket {
     }
 }
 
-/// Finds `key` in a bucket body without decoding the others' values.
+/// Finds `key` in a bucket body, copying only its value.
 pub fn lookup(body: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
-    let b = Bucket::decode(body)?;
-    Ok(b.entries.into_iter().find(|(k, _)| k == key).map(|(_, v)| v))
+    let mut c = Cursor::new(body, "hash bucket page");
+    if PageKind::of(body) != Some(PageKind::HashBucket) {
+        return Err(c.bad(format!("page kind {} is not a bucket", body[0])));
+    }
+    c.take(5)?;
+    let count = c.u16()?;
+    let end = c.u16()? as usize;
+    if end < ENTRIES_START || end > BODY_LEN {
+        return Err(c.bad(format!("entries end at {end}")));
+    }
+    let mut c = Cursor::new(&body[ENTRIES_START..end], "hash bucket page");
+    for _ in 0..count {
+        let klen = c.u16()? as usize;
+        let vlen = c.u16()? as usize;
+        let k = c.take(klen)?;
+        let v = c.take(vlen)?;
+        if k == key {
+            return Ok(Some(v.to_vec()));
+        }
+    }
+    Ok(None)
 }
 
 /// The next page of a bucket body's chain (0: none).

@@ -289,10 +289,35 @@ struct Found {
     value: Vec<u8>,
 }
 
+/// The bucket `key` hashes to and its primary page, read from the meta page in place.
+fn locate(s: &mut Inner, meta: PageId, key: &[u8]) -> Result<(u64, PageId)> {
+    let (bucket, dir) = s.read(meta, |body| {
+        let field = |at: usize| u32::from_le_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
+        let bad = |detail: String| PageError::Corrupt {
+            what: "hash meta page",
+            detail,
+        };
+        if PageKind::of(body) != Some(PageKind::HashMeta) || field(1) > 31 {
+            return Err(bad(format!("page {meta} is not a hash meta page")));
+        }
+        let (level, next, dirs) = (field(1), field(5), field(25) as usize);
+        let h = u64::from(crc32c::crc32c(key));
+        let mut bucket = h & ((1u64 << level) - 1);
+        if bucket < u64::from(next) {
+            bucket = h & ((1u64 << (level + 1)) - 1);
+        }
+        let slot = bucket as usize / DIR_SLOTS;
+        if slot >= dirs.min(MAX_DIR_PAGES) {
+            return Err(bad(format!("no directory page for bucket {bucket}")));
+        }
+        Ok((bucket, field(META_HEADER + 4 * slot)))
+    })??;
+    let primary = s.read(dir, |body| dir_get(body, bucket as usize % DIR_SLOTS))?;
+    Ok((bucket, primary))
+}
+
 fn find(s: &mut Inner, meta: PageId, key: &[u8]) -> Result<Option<Found>> {
-    let m = Meta::decode(&s.body(meta)?)?;
-    let b = m.bucket_of(key);
-    let mut page = primary(s, &m, b)?;
+    let (b, mut page) = locate(s, meta, key)?;
     let mut seen = 0usize;
     while page != 0 {
         let (hit, next) = s.read(page, |body| {
