@@ -66,8 +66,8 @@ fn main() {
     let started = Instant::now();
     {
         let disk: Arc<dyn Disk> = Arc::new(FileDisk::create(&path).unwrap());
-        let store = PageStore::create(zones_on(disk, true), PageStoreConfig { frames: 1 << 16 })
-            .unwrap();
+        let store =
+            PageStore::create(zones_on(disk, true), PageStoreConfig { frames: 1 << 16 }).unwrap();
         let hash = LinearHash::create(&store).unwrap();
         for chunk in (0..keys).collect::<Vec<_>>().chunks(10_000) {
             let t = store.begin().unwrap();

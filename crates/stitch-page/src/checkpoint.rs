@@ -59,8 +59,12 @@ impl Checkpoint {
             written.push(addr);
             patches.push(patch);
         }
-        let (addr, patch) =
-            zones.append_to(Stream::Manifest, CHECKPOINT_KIND, &self.encode(&written), deps)?;
+        let (addr, patch) = zones.append_to(
+            Stream::Manifest,
+            CHECKPOINT_KIND,
+            &self.encode(&written),
+            deps,
+        )?;
         written.push(addr);
         patches.push(patch);
         Ok((addr, written, patches))

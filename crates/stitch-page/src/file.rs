@@ -72,6 +72,9 @@ impl PageFile {
                     self.capacity()
                 ))
             })?;
-        Ok(self.zones.zone_offset(*zone) + u64::from(page % self.pages_per_zone) * PAGE_SIZE as u64)
+        Ok(
+            self.zones.zone_offset(*zone)
+                + u64::from(page % self.pages_per_zone) * PAGE_SIZE as u64,
+        )
     }
 }

@@ -1,7 +1,7 @@
 //! Layer 8 of StitchDB: Stasis's page store, and a linear hash table over it.
 //!
 //! * [`PageStore`]: an update-in-place page file of 4 KiB pages ([`page`]) in whole zones
-//!   of the [`ZoneStore`](stitch_zone::ZoneStore) ([`file`]), a buffer pool with LRU-2
+//!   of the [`ZoneStore`](stitch_zone::ZoneStore) ([`file`](mod@file)), a buffer pool with LRU-2
 //!   replacement, steal and no-force ([`pool`]), transactions over stitch-wal's log with
 //!   operations registered by id (redo and undo), nested top actions, rollback with
 //!   compensation records, checkpoints ([`checkpoint`]) and ARIES recovery ([`recovery`]).

@@ -109,8 +109,7 @@ impl Pool {
             self.stats.hits += 1;
             let frame = &mut self.frames[f];
             if frame.pins == 0 {
-                self.victims
-                    .remove(&(frame.history.0, frame.history.1, f));
+                self.victims.remove(&(frame.history.0, frame.history.1, f));
             }
             frame.pins += 1;
             frame.history = (frame.history.1, self.clock);

@@ -104,8 +104,14 @@ impl PageStore {
             header[0] = PageKind::FileHeader as u8;
             header[1..5].copy_from_slice(&1u32.to_le_bytes());
             s.fresh.insert(0);
-            s.log_pages(t, OP_PAGE_WRITE, &[], &[(0, &[0u8; BODY_LEN], &header)], &[])
-                .map(|_| ())
+            s.log_pages(
+                t,
+                OP_PAGE_WRITE,
+                &[],
+                &[(0, &[0u8; BODY_LEN], &header)],
+                &[],
+            )
+            .map(|_| ())
         })?;
         inner.checkpoint()?;
         Ok(Arc::new(PageStore {
@@ -129,7 +135,10 @@ impl PageStore {
         for &z in &cp.zones {
             zones.claim_zone(z)?;
         }
-        let pool = Pool::new(PageFile::new(zones.clone(), cp.zones.clone()), config.frames);
+        let pool = Pool::new(
+            PageFile::new(zones.clone(), cp.zones.clone()),
+            config.frames,
+        );
         let (redone, report) = crate::recovery::redo(&zones, &cp, pool)?;
         let mut pool = redone.pool;
         if let Some((page, detail)) = pool.torn_pages().into_iter().next() {
@@ -296,18 +305,26 @@ impl Inner {
     /// Runs `f` as a nested top action: a transaction of its own that commits at once
     /// (without waiting for the log), whatever becomes of the transaction that caused it.
     /// On an error its changes are rolled back physically.
-    pub(crate) fn nested<R>(&mut self, f: impl FnOnce(&mut Inner, TxnId) -> Result<R>) -> Result<R> {
+    pub(crate) fn nested<R>(
+        &mut self,
+        f: impl FnOnce(&mut Inner, TxnId) -> Result<R>,
+    ) -> Result<R> {
         let txn = self.begin_txn();
         match f(self, txn) {
             Ok(r) => {
                 let state = self.txns.remove(&txn).unwrap_or_default();
                 if !state.undo.is_empty() {
-                    self.wal.append_buffered(txn, OP_COMMIT, Flags::COMMIT, &[])?;
+                    self.wal
+                        .append_buffered(txn, OP_COMMIT, Flags::COMMIT, &[])?;
                 }
                 Ok(r)
             }
             Err(e) => {
-                let undo = self.txns.get(&txn).map(|s| s.undo.clone()).unwrap_or_default();
+                let undo = self
+                    .txns
+                    .get(&txn)
+                    .map(|s| s.undo.clone())
+                    .unwrap_or_default();
                 let rolled = undo
                     .iter()
                     .rev()
@@ -397,7 +414,11 @@ impl Inner {
         let (lsn, _) = self.wal.append_buffered(txn, op, Flags::NONE, &payload)?;
         let wal = self.wal.clone();
         for c in &changes {
-            let load = if self.fresh.remove(&c.page) { Load::Fresh } else { Load::Verify };
+            let load = if self.fresh.remove(&c.page) {
+                Load::Fresh
+            } else {
+                Load::Verify
+            };
             let f = self.pool.pin(c.page, load, Some(&wal))?;
             self.pool.write(f, c.offset as usize, &c.after, lsn);
             self.pool.unpin(f);
@@ -478,8 +499,11 @@ impl Inner {
         }
         self.pool.flush_all()?;
         let (position, log_patch) = self.wal.position();
-        let mut pending: Vec<UndoEntry> =
-            self.txns.values().flat_map(|t| t.undo.iter().cloned()).collect();
+        let mut pending: Vec<UndoEntry> = self
+            .txns
+            .values()
+            .flat_map(|t| t.undo.iter().cloned())
+            .collect();
         pending.sort_unstable_by_key(|e| e.lsn);
         let record = Checkpoint {
             epoch: self.wal.epoch(),

@@ -5,6 +5,8 @@
 //! last acknowledged and the last issued. Recovery itself is crashed at every write it
 //! makes, and each of those images recovers to the same state as the uninterrupted run.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{assert_same, contents, create, open, sim, CapturingDisk, Image};
@@ -36,7 +38,7 @@ fn workload(
 ) -> Vec<Map> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut states = vec![Map::new()];
-    let mut live: Vec<(u64, HashMap<Vec<u8>, Option<Vec<u8>>>)> = Vec::new();
+    let mut live: Vec<(u64, common::Writes)> = Vec::new();
     for _ in 0..ops() {
         if live.len() < 2 && rng.gen_bool(0.15) || live.is_empty() {
             live.push((store.begin().unwrap(), HashMap::new()));
@@ -150,12 +152,22 @@ fn recovery_crashed_at_every_write_ends_in_the_same_state() {
             if m % 7 == 0 {
                 again.every.store(3, Ordering::SeqCst);
             }
-            let (_, hash) = open(again.clone() as Arc<dyn Disk>, FRAMES).unwrap().unwrap();
-            assert_same(&contents(&hash), &clean, &format!("image {n}, recovery crashed at write {m}"));
+            let (_, hash) = open(again.clone() as Arc<dyn Disk>, FRAMES)
+                .unwrap()
+                .unwrap();
+            assert_same(
+                &contents(&hash),
+                &clean,
+                &format!("image {n}, recovery crashed at write {m}"),
+            );
             for twice in again.take_images() {
                 let disk = Arc::new(twice.disk.crash(0));
                 let (_, hash) = open(disk as Arc<dyn Disk>, FRAMES).unwrap().unwrap();
-                assert_same(&contents(&hash), &clean, &format!("image {n}, recovery crashed at write {m} and again"));
+                assert_same(
+                    &contents(&hash),
+                    &clean,
+                    &format!("image {n}, recovery crashed at write {m} and again"),
+                );
             }
             crashes += 1;
         }
@@ -170,14 +182,16 @@ fn an_abort_whose_pages_were_stolen_is_undone_and_survives_a_crash_at_every_writ
     let (store, hash) = create(disk.clone() as Arc<dyn Disk>, FRAMES);
     let base = store.begin().unwrap();
     for i in 0..100 {
-        hash.put(base, format!("base{i}").as_bytes(), &[1; 50]).unwrap();
+        hash.put(base, format!("base{i}").as_bytes(), &[1; 50])
+            .unwrap();
     }
     store.commit(base).unwrap();
     let want = contents(&hash);
     let t = store.begin().unwrap();
     let stolen = store.pool_stats().evictions_written;
     for i in 0..300 {
-        hash.put(t, format!("loser{i}").as_bytes(), &[2; 80]).unwrap();
+        hash.put(t, format!("loser{i}").as_bytes(), &[2; 80])
+            .unwrap();
         if i % 3 == 0 {
             hash.delete(t, format!("base{}", i / 3).as_bytes()).unwrap();
         }
@@ -193,12 +207,17 @@ fn an_abort_whose_pages_were_stolen_is_undone_and_survives_a_crash_at_every_writ
     for (n, image) in images.iter().enumerate() {
         let crashed = Arc::new(image.disk.crash(0));
         let (_, hash) = open(crashed as Arc<dyn Disk>, FRAMES).unwrap().unwrap();
-        assert_same(&contents(&hash), &want, &format!("crash {n} during the abort"));
+        assert_same(
+            &contents(&hash),
+            &want,
+            &format!("crash {n} during the abort"),
+        );
     }
     // And without the abort: the crash leaves the loser to recovery's undo.
     let t = store.begin().unwrap();
     for i in 0..300 {
-        hash.put(t, format!("loser{i}").as_bytes(), &[3; 80]).unwrap();
+        hash.put(t, format!("loser{i}").as_bytes(), &[3; 80])
+            .unwrap();
     }
     let crashed = Arc::new(disk.sim.crash(9));
     let (_, hash) = open(crashed as Arc<dyn Disk>, FRAMES).unwrap().unwrap();
@@ -217,7 +236,8 @@ fn an_abort_after_a_split_another_transaction_depends_on_unwinds_only_its_own_ke
     // new buckets, whose pages the splits made).
     let mut t2_keys = Map::new();
     while hash.stats().unwrap().1 < buckets_before + 6 {
-        hash.put(t1, format!("t1-{i}").as_bytes(), &[1; 200]).unwrap();
+        hash.put(t1, format!("t1-{i}").as_bytes(), &[1; 200])
+            .unwrap();
         if i % 4 == 0 {
             let k = format!("t2-{i}").into_bytes();
             hash.put(t2, &k, &[2; 100]).unwrap();
@@ -226,6 +246,14 @@ fn an_abort_after_a_split_another_transaction_depends_on_unwinds_only_its_own_ke
         i += 1;
     }
     let buckets = hash.stats().unwrap().1;
+    let in_new_buckets = t2_keys
+        .keys()
+        .filter(|k| hash.bucket_of(k).unwrap() >= buckets_before)
+        .count();
+    assert!(
+        in_new_buckets > 0,
+        "no key of T2 lies in a bucket T1's splits made"
+    );
     // Crash images while T1 is live and T2 commits: recovery undoes T1 only.
     disk.every.store(2, Ordering::SeqCst);
     store.commit(t2).unwrap();
@@ -238,7 +266,11 @@ fn an_abort_after_a_split_another_transaction_depends_on_unwinds_only_its_own_ke
         .unwrap()
         .unwrap();
     assert_same(&contents(&hash), &t2_keys, "T1 undone by recovery");
-    assert_eq!(hash.stats().unwrap().1, buckets, "the splits stay after recovery");
+    assert_eq!(
+        hash.stats().unwrap().1,
+        buckets,
+        "the splits stay after recovery"
+    );
     for (n, image) in disk.take_images().into_iter().enumerate() {
         let (_, hash) = open(Arc::new(image.disk.crash(0)) as Arc<dyn Disk>, FRAMES)
             .unwrap()
@@ -278,6 +310,9 @@ fn a_flipped_byte_in_a_page_is_named() {
         .collect();
     assert!(!errors.is_empty());
     for e in &errors {
-        assert!(e.contains("corrupt page 3") && e.contains("checksum"), "{e}");
+        assert!(
+            e.contains("corrupt page 3") && e.contains("checksum"),
+            "{e}"
+        );
     }
 }

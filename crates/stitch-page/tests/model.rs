@@ -2,6 +2,8 @@
 //! in several interleaved transactions that commit or abort, on a small buffer pool (so
 //! uncommitted pages are stolen), checked at every read and at the end, then reopened.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{contents, create, open, sim};
@@ -40,7 +42,7 @@ fn run(seed: u64) {
     let (store, hash) = create(disk.clone() as Arc<dyn Disk>, 8);
     let mut committed = Map::new();
     // Live transactions and their own writes (None: deleted).
-    let mut live: Vec<(u64, HashMap<Vec<u8>, Option<Vec<u8>>>)> = Vec::new();
+    let mut live: Vec<(u64, common::Writes)> = Vec::new();
     let (mut commits, mut aborts, mut conflicts) = (0, 0, 0);
     for _ in 0..ops() {
         if live.len() < 3 && rng.gen_bool(0.1) || live.is_empty() {
@@ -110,7 +112,11 @@ fn run(seed: u64) {
     for (txn, _) in live.drain(..) {
         store.abort(txn).unwrap();
     }
-    common::assert_same(&contents(&hash), &committed, &format!("seed {seed}: final contents"));
+    common::assert_same(
+        &contents(&hash),
+        &committed,
+        &format!("seed {seed}: final contents"),
+    );
     let stats = store.pool_stats();
     assert!(stats.evictions_written > 0, "seed {seed}: nothing stolen");
     println!(
@@ -123,7 +129,11 @@ fn run(seed: u64) {
     drop(store);
     let crashed = Arc::new(disk.crash(seed));
     let (_, hash) = open(crashed as Arc<dyn Disk>, 8).unwrap().unwrap();
-    common::assert_same(&contents(&hash), &committed, &format!("seed {seed}: after recovery"));
+    common::assert_same(
+        &contents(&hash),
+        &committed,
+        &format!("seed {seed}: after recovery"),
+    );
 }
 
 #[test]

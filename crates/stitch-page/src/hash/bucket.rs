@@ -27,28 +27,43 @@ pub fn entry_len(key: &[u8], value: &[u8]) -> usize {
     ENTRY_OVERHEAD + key.len() + value.len()
 }
 
+/// A bucket body's next page and its entries, borrowed.
+type Parsed<'a> = (PageId, Vec<(&'a [u8], &'a [u8])>);
+
+/// Parses a bucket body, checking its kind and every entry's bounds.
+fn parse(body: &[u8]) -> Result<Parsed<'_>> {
+    let mut c = Cursor::new(body, "hash bucket page");
+    if PageKind::of(body) != Some(PageKind::HashBucket) {
+        return Err(c.bad(format!("page kind {} is not a bucket", body[0])));
+    }
+    c.u8()?;
+    let next = c.u32()?;
+    let count = c.u16()?;
+    let end = c.u16()? as usize;
+    if !(ENTRIES_START..=BODY_LEN).contains(&end) {
+        return Err(c.bad(format!("entries end at {end}")));
+    }
+    let mut c = Cursor::new(&body[ENTRIES_START..end], "hash bucket page");
+    let mut entries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let klen = c.u16()? as usize;
+        let vlen = c.u16()? as usize;
+        entries.push((c.take(klen)?, c.take(vlen)?));
+    }
+    Ok((next, entries))
+}
+
 impl Bucket {
     /// Decodes a bucket body.
     pub fn decode(body: &[u8]) -> Result<Bucket> {
-        let mut c = Cursor::new(body, "hash bucket page");
-        if PageKind::of(body) != Some(PageKind::HashBucket) {
-            return Err(c.bad(format!("page kind {} is not a bucket", body[0])));
-        }
-        c.u8()?;
-        let next = c.u32()?;
-        let count = c.u16()?;
-        let end = c.u16()? as usize;
-        if end < ENTRIES_START || end > BODY_LEN {
-            return Err(c.bad(format!("entries end at {end}")));
-        }
-        let mut c = Cursor::new(&body[ENTRIES_START..end], "hash bucket page");
-        let mut entries = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            let klen = c.u16()? as usize;
-            let vlen = c.u16()? as usize;
-            entries.push((c.take(klen)?.to_vec(), c.take(vlen)?.to_vec()));
-        }
-        Ok(Bucket { next, entries })
+        let (next, entries) = parse(body)?;
+        Ok(Bucket {
+            next,
+            entries: entries
+                .into_iter()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect(),
+        })
     }
 
     /// The bytes its entries take.
@@ -84,27 +99,11 @@ impl Bucket {
 
 /// Finds `key` in a bucket body, copying only its value.
 pub fn lookup(body: &[u8], key: &[u8]) -> Result<Option<Vec<u8>>> {
-    let mut c = Cursor::new(body, "hash bucket page");
-    if PageKind::of(body) != Some(PageKind::HashBucket) {
-        return Err(c.bad(format!("page kind {} is not a bucket", body[0])));
-    }
-    c.take(5)?;
-    let count = c.u16()?;
-    let end = c.u16()? as usize;
-    if end < ENTRIES_START || end > BODY_LEN {
-        return Err(c.bad(format!("entries end at {end}")));
-    }
-    let mut c = Cursor::new(&body[ENTRIES_START..end], "hash bucket page");
-    for _ in 0..count {
-        let klen = c.u16()? as usize;
-        let vlen = c.u16()? as usize;
-        let k = c.take(klen)?;
-        let v = c.take(vlen)?;
-        if k == key {
-            return Ok(Some(v.to_vec()));
-        }
-    }
-    Ok(None)
+    let (_, entries) = parse(body)?;
+    Ok(entries
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.to_vec()))
 }
 
 /// The next page of a bucket body's chain (0: none).

@@ -36,7 +36,7 @@ pub const MAX_KEY: usize = 1024;
 /// The most bytes a key and its value take together.
 pub const MAX_ENTRY: usize = BUCKET_CAPACITY - bucket::ENTRY_OVERHEAD;
 /// The share of the buckets' capacity stored before the next split.
-pub const FILL: f64 = 0.75;
+pub const FILL: f64 = 0.85;
 const META_HEADER: usize = 29;
 const DIR_SLOTS: usize = (BODY_LEN - 4) / 4;
 const MAX_DIR_PAGES: usize = (BODY_LEN - META_HEADER) / 4;
@@ -219,6 +219,12 @@ impl LinearHash {
             .with(|s| set(s, txn, self.meta, key, None, Mode::Do))
     }
 
+    /// The bucket `key` hashes to now (splits move keys to higher buckets).
+    pub fn bucket_of(&self, key: &[u8]) -> Result<u64> {
+        self.store
+            .with(|s| locate(s, self.meta, key).map(|(bucket, _)| bucket))
+    }
+
     /// Entries stored (committed or not) and buckets.
     pub fn stats(&self) -> Result<(u64, u64)> {
         self.store.with(|s| {
@@ -292,7 +298,8 @@ struct Found {
 /// The bucket `key` hashes to and its primary page, read from the meta page in place.
 fn locate(s: &mut Inner, meta: PageId, key: &[u8]) -> Result<(u64, PageId)> {
     let (bucket, dir) = s.read(meta, |body| {
-        let field = |at: usize| u32::from_le_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
+        let field =
+            |at: usize| u32::from_le_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
         let bad = |detail: String| PageError::Corrupt {
             what: "hash meta page",
             detail,
@@ -460,7 +467,10 @@ fn room_in_chain(s: &mut Inner, m: &Meta, bucket: u64, len: usize) -> Result<Pag
             t,
             OP_PAGE_WRITE,
             &[],
-            &[(page, &zero, &Bucket::default().encode()), (last, &old, &b.encode())],
+            &[
+                (page, &zero, &Bucket::default().encode()),
+                (last, &old, &b.encode()),
+            ],
             &[],
         )?;
         Ok(page)
@@ -516,12 +526,24 @@ fn split(s: &mut Inner, t: TxnId, meta: PageId) -> Result<()> {
             next: new_pages.get(i + 1).copied().unwrap_or(0),
             entries,
         };
-        s.log_pages(t, OP_PAGE_WRITE, &[], &[(new_pages[i], &zero, &b.encode())], &[])?;
+        s.log_pages(
+            t,
+            OP_PAGE_WRITE,
+            &[],
+            &[(new_pages[i], &zero, &b.encode())],
+            &[],
+        )?;
     }
     let slot = to as usize / DIR_SLOTS;
     if slot == m.directory.len() {
         let dir = s.alloc_page(t)?;
-        s.log_pages(t, OP_PAGE_WRITE, &[], &[(dir, &zero, &empty_directory())], &[])?;
+        s.log_pages(
+            t,
+            OP_PAGE_WRITE,
+            &[],
+            &[(dir, &zero, &empty_directory())],
+            &[],
+        )?;
         m.directory.push(dir);
     }
     let dir = m.directory[slot];

@@ -11,6 +11,9 @@ use stitch_page::{LinearHash, PageStore, PageStoreConfig};
 use stitch_patch::{BlockCache, CacheConfig};
 use stitch_zone::{ZoneConfig, ZoneStore};
 
+/// A live transaction's own writes in a model (`None`: deleted).
+pub type Writes = std::collections::HashMap<Vec<u8>, Option<Vec<u8>>>;
+
 /// Small zones, so the page file grows (and checkpoints) often.
 pub const ZONE: u64 = 256 * 1024;
 
@@ -182,7 +185,9 @@ pub fn assert_same(
     for (k, v) in got {
         match want.get(k) {
             None => diffs.push(format!("extra {} ({} bytes)", show(k), v.len())),
-            Some(w) if w != v => diffs.push(format!("{}: {} bytes, want {}", show(k), v.len(), w.len())),
+            Some(w) if w != v => {
+                diffs.push(format!("{}: {} bytes, want {}", show(k), v.len(), w.len()))
+            }
             _ => {}
         }
     }
@@ -191,5 +196,11 @@ pub fn assert_same(
             diffs.push(format!("missing {} ({} bytes)", show(k), w.len()));
         }
     }
-    panic!("{what}: {} differences, {} keys vs {} wanted: {:?}", diffs.len(), got.len(), want.len(), &diffs[..diffs.len().min(8)]);
+    panic!(
+        "{what}: {} differences, {} keys vs {} wanted: {:?}",
+        diffs.len(),
+        got.len(),
+        want.len(),
+        &diffs[..diffs.len().min(8)]
+    );
 }
