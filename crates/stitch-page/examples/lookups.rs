@@ -66,8 +66,14 @@ fn main() {
     let started = Instant::now();
     {
         let disk: Arc<dyn Disk> = Arc::new(FileDisk::create(&path).unwrap());
-        let store =
-            PageStore::create(zones_on(disk, true), PageStoreConfig { frames: 1 << 16 }).unwrap();
+        let store = PageStore::create(
+            zones_on(disk, true),
+            PageStoreConfig {
+                frames: 1 << 16,
+                ..PageStoreConfig::default()
+            },
+        )
+        .unwrap();
         let hash = LinearHash::create(&store).unwrap();
         for chunk in (0..keys).collect::<Vec<_>>().chunks(10_000) {
             let t = store.begin().unwrap();
@@ -91,7 +97,10 @@ fn main() {
         let frames = (cache_mib << 20) / 4096;
         let store = PageStore::open(
             zones_on(counting.clone() as Arc<dyn Disk>, false),
-            PageStoreConfig { frames },
+            PageStoreConfig {
+                frames,
+                ..PageStoreConfig::default()
+            },
         )
         .unwrap();
         let hash = LinearHash::open(&store, 1).unwrap();

@@ -45,11 +45,18 @@ fn logical_undo(op: OpId) -> Option<LogicalUndo> {
 pub struct PageStoreConfig {
     /// Frames in the buffer pool (at least 4).
     pub frames: usize,
+    /// A commit that finds the log holding more than this many segments (zones) takes a
+    /// checkpoint, which releases them (0: only explicit checkpoints and the page file's
+    /// growth take one).
+    pub checkpoint_log_zones: usize,
 }
 
 impl Default for PageStoreConfig {
     fn default() -> Self {
-        PageStoreConfig { frames: 1024 }
+        PageStoreConfig {
+            frames: 1024,
+            checkpoint_log_zones: 16,
+        }
     }
 }
 
@@ -86,6 +93,7 @@ pub struct Inner {
     next_txn: u64,
     /// The extents of the newest checkpoint record.
     checkpoint: Vec<ExtentAddr>,
+    checkpoint_log_zones: usize,
     locks: HashMap<LockKey, TxnId>,
     failed: Option<String>,
 }
@@ -97,7 +105,8 @@ impl PageStore {
         let mut file = PageFile::new(zones.clone(), Vec::new());
         file.grow()?;
         let wal = Arc::new(Wal::create(zones.clone(), zones.superblock().seq + 1, 1)?);
-        let mut inner = Inner::new(zones, wal, Pool::new(file, config.frames), Vec::new());
+        let pool = Pool::new(file, config.frames);
+        let mut inner = Inner::new(zones, wal, pool, Vec::new(), &config);
         inner.checkpoint()?;
         inner.nested(|s, t| {
             let mut header = vec![0u8; BODY_LEN];
@@ -165,7 +174,7 @@ impl PageStore {
             zones.superblock().seq + 1,
             report.next_lsn,
         )?);
-        let mut inner = Inner::new(zones.clone(), wal, pool, extents);
+        let mut inner = Inner::new(zones.clone(), wal, pool, extents, &config);
         for e in &losers {
             inner.txns.entry(e.txn).or_default().undo.push(e.clone());
         }
@@ -218,7 +227,13 @@ impl PageStore {
     /// Commits `txn`: its commit record is durable on return (no-force: its pages are not
     /// written).
     pub fn commit(&self, txn: TxnId) -> Result<()> {
-        self.with(|s| s.end(txn, Flags::COMMIT))
+        self.with(|s| {
+            s.end(txn, Flags::COMMIT)?;
+            if s.checkpoint_log_zones > 0 && s.wal.zones().len() > s.checkpoint_log_zones {
+                s.checkpoint()?;
+            }
+            Ok(())
+        })
     }
 
     /// Aborts `txn`: each of its changes is undone, newest first (logical operations
@@ -256,7 +271,13 @@ impl PageStore {
 }
 
 impl Inner {
-    fn new(zones: Arc<ZoneStore>, wal: Arc<Wal>, pool: Pool, checkpoint: Vec<ExtentAddr>) -> Inner {
+    fn new(
+        zones: Arc<ZoneStore>,
+        wal: Arc<Wal>,
+        pool: Pool,
+        checkpoint: Vec<ExtentAddr>,
+        config: &PageStoreConfig,
+    ) -> Inner {
         Inner {
             zones,
             wal,
@@ -266,6 +287,7 @@ impl Inner {
             txns: HashMap::new(),
             next_txn: 1,
             checkpoint,
+            checkpoint_log_zones: config.checkpoint_log_zones,
             locks: HashMap::new(),
             failed: None,
         }
@@ -412,17 +434,10 @@ impl Inner {
         encode_changes(&changes, &mut payload);
         payload.extend_from_slice(tail);
         let (lsn, _) = self.wal.append_buffered(txn, op, Flags::NONE, &payload)?;
-        let wal = self.wal.clone();
-        for c in &changes {
-            let load = if self.fresh.remove(&c.page) {
-                Load::Fresh
-            } else {
-                Load::Verify
-            };
-            let f = self.pool.pin(c.page, load, Some(&wal))?;
-            self.pool.write(f, c.offset as usize, &c.after, lsn);
-            self.pool.unpin(f);
-            self.logged_whole.insert(c.page);
+        if let Err(e) = self.apply(&changes, lsn) {
+            // Logged and not applied: only recovery can make the pages agree with the log.
+            self.failed = Some(format!("applying the changes of lsn {lsn}: {e}"));
+            return Err(e);
         }
         if op != OP_COMPENSATE {
             let payload = undo_payload(op, payload)?;
@@ -436,6 +451,23 @@ impl Inner {
             }
         }
         Ok(Some(lsn))
+    }
+
+    /// Writes the changes of the record `lsn` into the pool.
+    fn apply(&mut self, changes: &[PageChange], lsn: Lsn) -> Result<()> {
+        let wal = self.wal.clone();
+        for c in changes {
+            let load = if self.fresh.remove(&c.page) {
+                Load::Fresh
+            } else {
+                Load::Verify
+            };
+            let f = self.pool.pin(c.page, load, Some(&wal))?;
+            self.pool.write(f, c.offset as usize, &c.after, lsn);
+            self.pool.unpin(f);
+            self.logged_whole.insert(c.page);
+        }
+        Ok(())
     }
 
     /// Allocates a page for `txn` (a nested top action's) and returns its number; its first

@@ -140,7 +140,7 @@ fn recovery_crashed_at_every_write_ends_in_the_same_state() {
     // A sample of crash points across the workload, each recovered once cleanly and once
     // crashed at each write of its recovery (and the recovery of that, once).
     let mut crashes = 0;
-    for (n, image) in images.iter().enumerate().step_by(images.len() / 12 + 1) {
+    for (n, image) in images.iter().enumerate().step_by(images.len() / 24 + 1) {
         let Some(clean) = check_image(image, &states, 7, n) else {
             continue;
         };

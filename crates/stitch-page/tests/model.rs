@@ -162,3 +162,46 @@ fn entries_past_the_limit_are_refused_and_nothing_changes() {
     store.commit(t).unwrap();
     assert_eq!(hash.stats().unwrap().0, 1);
 }
+
+#[test]
+fn threads_committing_and_aborting_on_one_table_keep_each_others_work() {
+    let disk = Arc::new(sim(11));
+    let (store, hash) = create(disk.clone() as Arc<dyn Disk>, 16);
+    let models: Vec<Map> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..2u64)
+            .map(|w| {
+                let (store, hash) = (store.clone(), hash.clone());
+                scope.spawn(move || {
+                    let mut rng = ChaCha8Rng::seed_from_u64(100 + w);
+                    let mut model = Map::new();
+                    for _ in 0..150 {
+                        let txn = store.begin().unwrap();
+                        let mut writes = Map::new();
+                        for _ in 0..rng.gen_range(1..12) {
+                            let k = format!("w{w}-{:04}", rng.gen_range(0..600)).into_bytes();
+                            let v = value(&mut rng);
+                            hash.put(txn, &k, &v).unwrap();
+                            writes.insert(k, v);
+                        }
+                        if rng.gen_bool(0.3) {
+                            store.abort(txn).unwrap();
+                        } else {
+                            store.commit(txn).unwrap();
+                            model.extend(writes);
+                        }
+                    }
+                    model
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let want: Map = models.into_iter().flatten().collect();
+    common::assert_same(&contents(&hash), &want, "after both threads");
+    assert!(hash.stats().unwrap().1 > 8, "the table split");
+    drop((store, hash));
+    let (_, hash) = open(Arc::new(disk.crash(1)) as Arc<dyn Disk>, 16)
+        .unwrap()
+        .unwrap();
+    common::assert_same(&contents(&hash), &want, "after a crash");
+}

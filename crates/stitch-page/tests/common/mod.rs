@@ -133,7 +133,14 @@ pub fn create(disk: Arc<dyn Disk>, frames: usize) -> (Arc<PageStore>, LinearHash
         )
         .unwrap(),
     );
-    let store = PageStore::create(zones, PageStoreConfig { frames }).unwrap();
+    let store = PageStore::create(
+        zones,
+        PageStoreConfig {
+            frames,
+            checkpoint_log_zones: 3,
+        },
+    )
+    .unwrap();
     let hash = LinearHash::create(&store).unwrap();
     assert_eq!(hash.meta_page(), 1);
     store.checkpoint().unwrap();
@@ -153,7 +160,13 @@ pub fn open(
     if sb.root.is_none() {
         return Ok(None);
     }
-    let store = PageStore::open(Arc::new(zones), PageStoreConfig { frames })?;
+    let store = PageStore::open(
+        Arc::new(zones),
+        PageStoreConfig {
+            frames,
+            checkpoint_log_zones: 3,
+        },
+    )?;
     match LinearHash::open(&store, 1) {
         Ok(hash) => Ok(Some((store, hash))),
         // The table's creation (a nested top action) was lost with the crash.
