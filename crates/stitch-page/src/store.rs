@@ -104,24 +104,19 @@ impl PageStore {
     pub fn create(zones: Arc<ZoneStore>, config: PageStoreConfig) -> Result<Arc<PageStore>> {
         let mut file = PageFile::new(zones.clone(), Vec::new());
         file.grow()?;
+        // Page 0 is written and synced before any checkpoint names the page file: its zone
+        // may hold an earlier user's bytes, and a crash before the first logged change must
+        // leave a page file that opens.
+        let mut pool = Pool::new(file, config.frames);
+        let mut header = vec![0u8; BODY_LEN];
+        header[0] = PageKind::FileHeader as u8;
+        header[1..5].copy_from_slice(&1u32.to_le_bytes());
+        let f = pool.pin(0, Load::Fresh, None)?;
+        pool.write(f, 0, &header, 0);
+        pool.unpin(f);
+        pool.flush_all()?;
         let wal = Arc::new(Wal::create(zones.clone(), zones.superblock().seq + 1, 1)?);
-        let pool = Pool::new(file, config.frames);
         let mut inner = Inner::new(zones, wal, pool, Vec::new(), &config);
-        inner.checkpoint()?;
-        inner.nested(|s, t| {
-            let mut header = vec![0u8; BODY_LEN];
-            header[0] = PageKind::FileHeader as u8;
-            header[1..5].copy_from_slice(&1u32.to_le_bytes());
-            s.fresh.insert(0);
-            s.log_pages(
-                t,
-                OP_PAGE_WRITE,
-                &[],
-                &[(0, &[0u8; BODY_LEN], &header)],
-                &[],
-            )
-            .map(|_| ())
-        })?;
         inner.checkpoint()?;
         Ok(Arc::new(PageStore {
             inner: Mutex::new(inner),

@@ -316,3 +316,29 @@ fn a_flipped_byte_in_a_page_is_named() {
         );
     }
 }
+
+#[test]
+fn a_crash_while_creating_leaves_no_store_or_one_that_works() {
+    let disk = CapturingDisk::new(sim(6));
+    disk.every.store(1, Ordering::SeqCst);
+    let (store, hash) = create(disk.clone() as Arc<dyn Disk>, FRAMES);
+    let t = store.begin().unwrap();
+    hash.put(t, b"k", b"v").unwrap();
+    store.commit(t).unwrap();
+    let images = disk.take_images();
+    assert!(images.len() > 5);
+    let mut opened = 0;
+    for (n, image) in images.iter().enumerate() {
+        let disk = Arc::new(image.disk.crash(0)) as Arc<dyn Disk>;
+        let Some((store, hash)) = open(disk, FRAMES).unwrap() else {
+            continue;
+        };
+        opened += 1;
+        let got = contents(&hash);
+        assert!(got.is_empty() || got.len() == 1, "image {n}: {got:?}");
+        let t = store.begin().unwrap();
+        hash.put(t, b"after", b"crash").unwrap();
+        store.commit(t).unwrap();
+    }
+    assert!(opened > 0);
+}
