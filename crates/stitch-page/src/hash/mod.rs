@@ -379,7 +379,8 @@ fn set(
             let in_place = match &old {
                 Some(found) => {
                     let b = Bucket::decode(&s.body(found.page)?)?;
-                    b.used() - entry_len(key, &found.value) + adding <= BUCKET_CAPACITY
+                    b.used().saturating_sub(entry_len(key, &found.value)) + adding
+                        <= BUCKET_CAPACITY
                 }
                 None => false,
             };
@@ -399,8 +400,9 @@ fn set(
         let body = s.body(found.page)?;
         let mut b = Bucket::decode(&body)?;
         b.entries.retain(|(k, _)| k != key);
-        m.bytes -= entry_len(key, &found.value) as u64;
-        m.entries -= 1;
+        // Saturating: a damaged count must not panic (`check` is where it would be reported).
+        m.bytes = m.bytes.saturating_sub(entry_len(key, &found.value) as u64);
+        m.entries = m.entries.saturating_sub(1);
         pages.push((found.page, body, b));
     }
     if let (Some(v), Some(target)) = (value, target) {
