@@ -1,8 +1,8 @@
 //! Page changes as the log records them, and the payloads of the page store's operations.
 //!
 //! Every record that changes pages starts with its changes: a count (u16) and, per change,
-//! the page (u32), the body offset (u16), the length (u16), the before-image and the
-//! after-image. A change covering the whole body is a *full-page image*: redo writes it
+//! the page (u32), the body offset (u16), the length (u16), the before-image (physical
+//! writes only: see [`Images`]) and the after-image. A change covering the whole body is a *full-page image*: redo writes it
 //! without reading the page, which is how a page torn by a crash is rebuilt (the first
 //! change of every page after a checkpoint is logged whole).
 
@@ -69,26 +69,27 @@ impl PageChange {
     pub fn is_full(&self) -> bool {
         self.offset == 0 && self.after.len() == BODY_LEN
     }
+}
 
-    /// The change that undoes this one.
-    pub fn inverse(&self) -> PageChange {
-        PageChange {
-            page: self.page,
-            offset: self.offset,
-            before: self.after.clone(),
-            after: self.before.clone(),
-        }
-    }
+/// Which images a record's changes carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Images {
+    /// Before- and after-images: a physical write, undone by its before-images.
+    Both,
+    /// After-images only: a change undone logically, or a compensation (never undone).
+    After,
 }
 
 /// Appends `changes` in the log's encoding.
-pub fn encode_changes(changes: &[PageChange], out: &mut Vec<u8>) {
+pub fn encode_changes(changes: &[PageChange], images: Images, out: &mut Vec<u8>) {
     out.extend_from_slice(&(changes.len() as u16).to_le_bytes());
     for c in changes {
         out.extend_from_slice(&c.page.to_le_bytes());
         out.extend_from_slice(&c.offset.to_le_bytes());
         out.extend_from_slice(&(c.after.len() as u16).to_le_bytes());
-        out.extend_from_slice(&c.before);
+        if images == Images::Both {
+            out.extend_from_slice(&c.before);
+        }
         out.extend_from_slice(&c.after);
     }
 }
@@ -153,8 +154,9 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Decodes the changes at the start of `payload`; returns them and the rest of the payload.
-pub fn decode_changes(payload: &[u8]) -> Result<(Vec<PageChange>, &[u8])> {
+/// Decodes the changes at the start of `payload` (their before-images empty unless `images`
+/// is [`Images::Both`]); returns them and the rest of the payload.
+pub fn decode_changes(payload: &[u8], images: Images) -> Result<(Vec<PageChange>, &[u8])> {
     let mut c = Cursor::new(payload, "log record's page changes");
     let n = c.u16()?;
     let mut changes = Vec::with_capacity(n as usize);
@@ -165,7 +167,10 @@ pub fn decode_changes(payload: &[u8]) -> Result<(Vec<PageChange>, &[u8])> {
         if offset as usize + len > BODY_LEN {
             return Err(c.bad(format!("change {offset}+{len} runs past the page body")));
         }
-        let before = c.take(len)?.to_vec();
+        let before = match images {
+            Images::Both => c.take(len)?.to_vec(),
+            Images::After => Vec::new(),
+        };
         let after = c.take(len)?.to_vec();
         changes.push(PageChange {
             page,
@@ -177,18 +182,11 @@ pub fn decode_changes(payload: &[u8]) -> Result<(Vec<PageChange>, &[u8])> {
     Ok((changes, c.rest()))
 }
 
-/// A compensation record's payload: the LSN of the record it undoes, then its changes.
-pub fn encode_compensation(compensates: Lsn, changes: &[PageChange]) -> Vec<u8> {
-    let mut out = compensates.to_le_bytes().to_vec();
-    encode_changes(changes, &mut out);
-    out
-}
-
 /// Splits a compensation record's payload into the LSN it undoes and its changes.
 pub fn decode_compensation(payload: &[u8]) -> Result<(Lsn, Vec<PageChange>)> {
     let mut c = Cursor::new(payload, "compensation record");
     let lsn = c.u64()?;
-    let (changes, _) = decode_changes(c.rest())?;
+    let (changes, _) = decode_changes(c.rest(), Images::After)?;
     Ok((lsn, changes))
 }
 
@@ -212,10 +210,14 @@ mod tests {
         assert!(full.is_full() && !c.is_full());
         assert!(PageChange::between(5, &old, &old, true).is_empty());
         let mut out = Vec::new();
-        encode_changes(&[c.clone(), full.clone()], &mut out);
+        encode_changes(&[c.clone(), full.clone()], Images::Both, &mut out);
         out.extend_from_slice(b"tail");
-        let (back, rest) = decode_changes(&out).unwrap();
-        assert_eq!((back, rest), (vec![c, full], &b"tail"[..]));
-        assert!(decode_changes(&out[..30]).is_err());
+        let (back, rest) = decode_changes(&out, Images::Both).unwrap();
+        assert_eq!((back, rest), (vec![c.clone(), full.clone()], &b"tail"[..]));
+        assert!(decode_changes(&out[..30], Images::Both).is_err());
+        let mut out = Vec::new();
+        encode_changes(&[c.clone(), full], Images::After, &mut out);
+        let (back, _) = decode_changes(&out, Images::After).unwrap();
+        assert_eq!((back[0].before.len(), &back[0].after), (0, &c.after));
     }
 }

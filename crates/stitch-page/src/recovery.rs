@@ -39,7 +39,8 @@ impl Redone {
         } else {
             &record.payload
         };
-        let (changes, _) = decode_changes(payload).map_err(|e| e.to_string())?;
+        let (changes, _) = decode_changes(payload, crate::store::images_of(record.op))
+            .map_err(|e| e.to_string())?;
         // A record may change a page in several places: whether the page is older than the
         // record is decided at its first change.
         let mut applying = Vec::new();

@@ -6,7 +6,7 @@
 //! by the structures (no-wait), so no transaction changes a key another one has changed and
 //! not yet committed.
 
-use crate::change::{decode_changes, decode_compensation, encode_changes, PageChange};
+use crate::change::{decode_changes, decode_compensation, encode_changes, Images, PageChange};
 use crate::checkpoint::{Checkpoint, UndoEntry, CHECKPOINT_KIND};
 use crate::file::PageFile;
 use crate::page::{PageKind, BODY_LEN};
@@ -55,7 +55,7 @@ impl Default for PageStoreConfig {
     fn default() -> Self {
         PageStoreConfig {
             frames: 1024,
-            checkpoint_log_zones: 16,
+            checkpoint_log_zones: 64,
         }
     }
 }
@@ -426,7 +426,7 @@ impl Inner {
             return Ok(None);
         }
         let mut payload = prefix.to_vec();
-        encode_changes(&changes, &mut payload);
+        encode_changes(&changes, images_of(op), &mut payload);
         payload.extend_from_slice(tail);
         let (lsn, _) = self.wal.append_buffered(txn, op, Flags::NONE, &payload)?;
         if let Err(e) = self.apply(&changes, lsn) {
@@ -494,7 +494,7 @@ impl Inner {
             })?;
             return undo(self, e.txn, e.lsn, &e.payload);
         }
-        let (changes, _) = decode_changes(&e.payload)?;
+        let (changes, _) = decode_changes(&e.payload, Images::Both)?;
         let mut bodies: Vec<(PageId, Vec<u8>, Vec<u8>)> = Vec::new();
         for c in changes.iter().rev() {
             let i = match bodies.iter().position(|b| b.0 == c.page) {
@@ -550,6 +550,15 @@ impl Inner {
     }
 }
 
+/// The images `op`'s records carry: before-images only where undo is physical.
+pub(crate) fn images_of(op: OpId) -> Images {
+    if op == OP_PAGE_WRITE {
+        Images::Both
+    } else {
+        Images::After
+    }
+}
+
 /// What rollback keeps of a record's payload: a logical operation's undo needs none of its
 /// page changes (they are dropped, leaving an empty list before the logical part); a
 /// physical write's needs its before-images.
@@ -557,7 +566,7 @@ pub(crate) fn undo_payload(op: OpId, payload: Vec<u8>) -> Result<Vec<u8>> {
     if logical_undo(op).is_none() {
         return Ok(payload);
     }
-    let (_, logical) = decode_changes(&payload)?;
+    let (_, logical) = decode_changes(&payload, Images::After)?;
     let mut out = 0u16.to_le_bytes().to_vec();
     out.extend_from_slice(logical);
     Ok(out)

@@ -6,7 +6,9 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use stitch_page::change::{decode_changes, decode_compensation, encode_changes, PageChange};
+use stitch_page::change::{
+    decode_changes, decode_compensation, encode_changes, Images, PageChange,
+};
 use stitch_page::checkpoint::{Checkpoint, UndoEntry};
 use stitch_page::hash::bucket::{self, Bucket};
 use stitch_page::page::{self, BODY_LEN, PAGE_SIZE};
@@ -92,9 +94,10 @@ fn log_payloads() {
     let mut changes = PageChange::between(4, &old, &new, false);
     changes.extend(PageChange::between(5, &old, &new, true));
     let mut payload = 42u64.to_le_bytes().to_vec();
-    encode_changes(&changes, &mut payload);
+    encode_changes(&changes, Images::Both, &mut payload);
     fuzz(payload, |b| {
-        let _ = decode_changes(b);
+        let _ = decode_changes(b, Images::Both);
+        let _ = decode_changes(b, Images::After);
         let _ = decode_compensation(b);
     });
 }

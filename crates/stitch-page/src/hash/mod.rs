@@ -19,7 +19,7 @@
 
 pub mod bucket;
 
-use crate::change::{decode_changes, Cursor};
+use crate::change::{decode_changes, Cursor, Images};
 use crate::page::{PageKind, BODY_LEN};
 use crate::recovery::{collect_undo, Redone};
 use crate::store::{Inner, LogicalUndo, OP_COMPENSATE, OP_PAGE_WRITE};
@@ -592,7 +592,7 @@ fn pack(entries: Vec<(Vec<u8>, Vec<u8>)>, min: usize) -> Vec<Vec<(Vec<u8>, Vec<u
 /// The logical undo of an [`OP_HASH_SET`] record: the key's old value put back, or the key
 /// deleted, wherever it lives now, logged as a compensation record.
 fn undo_set(s: &mut Inner, txn: TxnId, lsn: Lsn, payload: &[u8]) -> Result<()> {
-    let (_, tail) = decode_changes(payload)?;
+    let (_, tail) = decode_changes(payload, Images::After)?;
     let mut c = Cursor::new(tail, "linear hash record");
     let meta = c.u32()?;
     let klen = c.u16()? as usize;
