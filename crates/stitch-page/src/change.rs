@@ -46,17 +46,21 @@ impl PageChange {
         }
         let mut changes = Vec::new();
         let mut run: Option<(usize, usize)> = None;
-        for (i, (a, b)) in old.iter().zip(new).enumerate() {
+        // Compared a chunk at a time (a memcmp), bytes only inside chunks that differ.
+        for (i, (a, b)) in old.chunks(MERGE_GAP).zip(new.chunks(MERGE_GAP)).enumerate() {
             if a == b {
                 continue;
             }
+            let base = i * MERGE_GAP;
+            let first = base + a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(0);
+            let last = base + a.iter().zip(b).rposition(|(x, y)| x != y).unwrap_or(0) + 1;
             run = match run {
-                Some((start, end)) if i - end < MERGE_GAP => Some((start, i + 1)),
+                Some((start, end)) if first - end < MERGE_GAP => Some((start, last)),
                 Some((start, end)) => {
                     changes.push(change(start, end));
-                    Some((i, i + 1))
+                    Some((first, last))
                 }
-                None => Some((i, i + 1)),
+                None => Some((first, last)),
             };
         }
         if let Some((start, end)) = run {
