@@ -15,6 +15,7 @@ use crate::{hash, PageError, PageId, Result};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use stitch_patch::PatchId;
 use stitch_wal::{Flags, Lsn, OpId, OpRegistry, Wal};
 use stitch_wal::{LogRecord, TxnId};
 use stitch_zone::{ExtentAddr, ZoneStore};
@@ -93,6 +94,8 @@ pub struct Inner {
     next_txn: u64,
     /// The extents of the newest checkpoint record.
     checkpoint: Vec<ExtentAddr>,
+    /// The newest checkpoint record.
+    named: Option<Checkpoint>,
     checkpoint_log_zones: usize,
     locks: HashMap<LockKey, TxnId>,
     failed: Option<String>,
@@ -282,6 +285,7 @@ impl Inner {
             txns: HashMap::new(),
             next_txn: 1,
             checkpoint,
+            named: None,
             checkpoint_log_zones: config.checkpoint_log_zones,
             locks: HashMap::new(),
             failed: None,
@@ -476,8 +480,8 @@ impl Inner {
             .ok_or_else(|| PageError::Full("the page file has 2^32 pages".into()))?;
         if u64::from(next) > self.pool.file().capacity() {
             self.pool.file_mut().grow()?;
-            // The new zone is named by a durable checkpoint before any page in it is written.
-            self.checkpoint()?;
+            // The new zone is named durably before any page in it is written.
+            self.name_zones()?;
         }
         let mut new = header.clone();
         new[1..5].copy_from_slice(&next.to_le_bytes());
@@ -538,15 +542,36 @@ impl Inner {
             zones: self.pool.file().owned().to_vec(),
             pending,
         };
+        let superblock = self.write_record(&record, log_patch)?;
+        self.wal.release_before(position, superblock)?;
+        self.named = Some(record);
+        self.logged_whole.clear();
+        Ok(())
+    }
+
+    /// Names the page file's zones, one more now, in a new checkpoint record that is the last
+    /// one's otherwise (same log start, same undo information): no page is written back.
+    fn name_zones(&mut self) -> Result<()> {
+        let mut record = self
+            .named
+            .clone()
+            .ok_or_else(|| PageError::Invalid("no checkpoint to extend".into()))?;
+        record.zones = self.pool.file().owned().to_vec();
+        self.write_record(&record, PatchId::NONE)?;
+        self.named = Some(record);
+        Ok(())
+    }
+
+    /// Writes `record` (after `log_patch`) under a new superblock, durable on return, and
+    /// releases the previous record's extents; returns the superblock's patch.
+    fn write_record(&mut self, record: &Checkpoint, log_patch: PatchId) -> Result<PatchId> {
         let (addr, extents, mut patches) = record.write(&self.zones, &[log_patch])?;
         patches.push(log_patch);
         let superblock = self.zones.write_superblock(Some(addr), &patches)?;
         self.zones.cache().flush_patch(superblock)?;
         let old = std::mem::replace(&mut self.checkpoint, extents);
         self.zones.decref_all(old)?;
-        self.wal.release_before(position, superblock)?;
-        self.logged_whole.clear();
-        Ok(())
+        Ok(superblock)
     }
 }
 
