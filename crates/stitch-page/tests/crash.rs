@@ -4,6 +4,8 @@
 //! or reordered). Each image recovers to exactly the state after some commit between the
 //! last acknowledged and the last issued. Recovery itself is crashed at every write it
 //! makes, and each of those images recovers to the same state as the uninterrupted run.
+//! `STITCH_PAGE_CRASH_SEEDS` (workloads, 2) and `STITCH_PAGE_CRASH_OPS` (operations per
+//! workload, 1,200) make the run longer.
 
 #![allow(clippy::unwrap_used)]
 
@@ -20,6 +22,14 @@ use stitch_page::{LinearHash, PageError, PageStore};
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 const FRAMES: usize = 8;
+
+/// Workloads (seeds) crashed at every write: `STITCH_PAGE_CRASH_SEEDS`, 2 by default.
+fn seeds() -> u64 {
+    std::env::var("STITCH_PAGE_CRASH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2)
+}
 
 fn ops() -> usize {
     std::env::var("STITCH_PAGE_CRASH_OPS")
@@ -123,7 +133,7 @@ fn images_of_a_workload(seed: u64, every: u64) -> (Vec<Image>, Vec<Map>) {
 #[test]
 fn a_crash_at_every_write_recovers_a_committed_prefix() {
     let mut images_checked = 0;
-    for seed in 0..2 {
+    for seed in 0..seeds() {
         let (images, states) = images_of_a_workload(seed, 1);
         for (n, image) in images.iter().enumerate() {
             check_image(image, &states, seed, n);

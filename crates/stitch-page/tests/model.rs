@@ -1,6 +1,7 @@
 //! The linear hash against a `BTreeMap` model: thousands of random puts, deletes and gets
 //! in several interleaved transactions that commit or abort, on a small buffer pool (so
 //! uncommitted pages are stolen), checked at every read and at the end, then reopened.
+//! `STITCH_PAGE_MODEL_SEEDS` (3) and `STITCH_PAGE_MODEL_OPS` (6,000 per seed) make it longer.
 
 #![allow(clippy::unwrap_used)]
 
@@ -34,6 +35,14 @@ fn ops() -> usize {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(6000)
+}
+
+/// Seeds run: `STITCH_PAGE_MODEL_SEEDS`, 3 by default.
+fn seeds() -> u64 {
+    std::env::var("STITCH_PAGE_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
 }
 
 fn run(seed: u64) {
@@ -138,7 +147,7 @@ fn run(seed: u64) {
 
 #[test]
 fn linear_hash_matches_a_btreemap_with_interleaved_aborting_transactions() {
-    for seed in 0..3 {
+    for seed in 0..seeds() {
         run(seed);
     }
 }
