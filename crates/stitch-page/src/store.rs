@@ -9,7 +9,7 @@
 use crate::change::{decode_changes, decode_compensation, encode_changes, Images, PageChange};
 use crate::checkpoint::{Checkpoint, UndoEntry, CHECKPOINT_KIND};
 use crate::file::PageFile;
-use crate::page::{PageKind, BODY_LEN};
+use crate::page::{PageKind, BODY_LEN, PAGE_SIZE};
 use crate::pool::{Load, Pool, PoolStats};
 use crate::{hash, PageError, PageId, Result};
 use parking_lot::Mutex;
@@ -260,6 +260,26 @@ impl PageStore {
     /// Where `page` lies on the device (for tools and tests that look at it there).
     pub fn page_offset(&self, page: PageId) -> Result<u64> {
         self.inner.lock().pool.file().offset(page)
+    }
+
+    /// Checks every allocated page as the device holds it, after a checkpoint has written the
+    /// pool's dirty pages back (pages the block cache holds clean are read from it): returns
+    /// the pages failing their checks, each error naming the page and its device offset.
+    pub fn check_pages(&self) -> Result<Vec<PageError>> {
+        self.with(|s| {
+            s.checkpoint()?;
+            let pages = s.read(0, |b| u32::from_le_bytes([b[1], b[2], b[3], b[4]]))?;
+            let mut bad = Vec::new();
+            let mut image = vec![0u8; PAGE_SIZE];
+            for page in 0..pages {
+                let offset = s.pool.file().offset(page)?;
+                s.zones.cache().read(offset, &mut image)?;
+                if let Err(e) = crate::page::open(page, offset, &image) {
+                    bad.push(e);
+                }
+            }
+            Ok(bad)
+        })
     }
 
     /// The buffer pool's counters.

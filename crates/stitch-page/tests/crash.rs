@@ -305,6 +305,7 @@ fn a_flipped_byte_in_a_page_is_named() {
     store.commit(t).unwrap();
     store.checkpoint().unwrap();
     let offset = store.page_offset(3).unwrap();
+    assert!(store.check_pages().unwrap().is_empty());
     drop((store, hash));
     let mut byte = [0u8];
     disk.sim.read_at(offset + 1000, &mut byte).unwrap();
@@ -325,6 +326,15 @@ fn a_flipped_byte_in_a_page_is_named() {
             "{e}"
         );
     }
+    let named: Vec<String> = store
+        .check_pages()
+        .unwrap()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(named.len(), 1, "{named:?}");
+    let place = format!("corrupt page 3 (disk byte {offset})");
+    assert!(named[0].contains(&place), "{named:?}");
 }
 
 #[test]

@@ -236,16 +236,58 @@ impl LinearHash {
     /// Every entry stored (committed or not), unordered: for checks and tests.
     pub fn entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.store.with(|s| {
-            let m = Meta::decode(&s.body(self.meta)?)?;
             let mut out = Vec::new();
-            for b in 0..m.buckets() {
-                for page in chain(s, &m, b)? {
-                    out.extend(Bucket::decode(&s.body(page)?)?.entries);
-                }
-            }
+            walk(s, self.meta, |_, _, _, bucket| out.extend(bucket.entries))?;
             Ok(out)
         })
     }
+
+    /// Checks the table's structure: every key lies in the bucket it hashes to, and once, and
+    /// the meta page's counts are what the buckets hold. Returns the problems found; a page
+    /// failing its checks, or a chain that loops, ends the walk with that error.
+    pub fn check(&self) -> Result<Vec<String>> {
+        self.store.with(|s| {
+            let mut problems = Vec::new();
+            let (mut entries, mut bytes) = (0u64, 0u64);
+            let mut seen = std::collections::HashSet::new();
+            let m = walk(s, self.meta, |m, b, page, bucket| {
+                for (k, v) in bucket.entries {
+                    let home = m.bucket_of(&k);
+                    if home != b {
+                        problems.push(format!("page {page}: a key of bucket {home} in bucket {b}"));
+                    }
+                    entries += 1;
+                    bytes += entry_len(&k, &v) as u64;
+                    if !seen.insert(k) {
+                        problems.push(format!("page {page}: a key stored twice"));
+                    }
+                }
+            })?;
+            if (entries, bytes) != (m.entries, m.bytes) {
+                problems.push(format!(
+                    "meta page {}: counts {} entries of {} bytes, the buckets hold {entries} of {bytes}",
+                    self.meta, m.entries, m.bytes
+                ));
+            }
+            Ok(problems)
+        })
+    }
+}
+
+/// Calls `f` with the meta page, the bucket, the page and its contents for every page of
+/// every bucket's chain, in bucket order; returns the meta page.
+fn walk(
+    s: &mut Inner,
+    meta: PageId,
+    mut f: impl FnMut(&Meta, u64, PageId, Bucket),
+) -> Result<Meta> {
+    let m = Meta::decode(&s.body(meta)?)?;
+    for b in 0..m.buckets() {
+        for page in chain(s, &m, b)? {
+            f(&m, b, page, Bucket::decode(&s.body(page)?)?);
+        }
+    }
+    Ok(m)
 }
 
 fn check_sizes(key: &[u8], value: &[u8]) -> Result<()> {

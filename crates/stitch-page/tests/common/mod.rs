@@ -177,6 +177,8 @@ pub fn open(
 
 /// Every entry of `hash`, sorted; a key stored twice fails the test.
 pub fn contents(hash: &LinearHash) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    let problems = hash.check().unwrap();
+    assert!(problems.is_empty(), "check: {problems:?}");
     let entries = hash.entries().unwrap();
     let n = entries.len();
     let map: std::collections::BTreeMap<_, _> = entries.into_iter().collect();
