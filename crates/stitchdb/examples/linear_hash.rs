@@ -1,10 +1,10 @@
-//! Point lookups on uniform keys: the linear hash over the page store against the engine's
-//! default layout (the VT-tree), on the same keys and values, each in a store file of its
-//! own, each reopened cold with the same memory for caching, counting device reads per
-//! lookup (a `CountingDisk` under each store).
+//! Point lookups on uniform keys: the linear hash over the page store (`stitch-page`, not yet
+//! a layout of the engine) against the engine's default layout (the VT-tree), on the same
+//! keys and values, each in a store file of its own, each reopened cold with the same memory
+//! for caching, counting device reads per lookup (a `CountingDisk` under each store).
 //!
 //! ```text
-//! cargo run --release -p stitch-page --example lookups -- [KEYS] [LOOKUPS] [CACHE_MIB]
+//! cargo run --release -p stitchdb --example linear_hash -- [KEYS] [LOOKUPS] [CACHE_MIB]
 //! ```
 //!
 //! Defaults: 1,000,000 keys of 16 bytes with 100-byte values, 200,000 lookups of keys
