@@ -36,7 +36,7 @@ pub const MAX_KEY: usize = 1024;
 /// The most bytes a key and its value take together.
 pub const MAX_ENTRY: usize = BUCKET_CAPACITY - bucket::ENTRY_OVERHEAD;
 /// The share of the buckets' capacity stored before the next split.
-pub const FILL: f64 = 0.92;
+pub const FILL: f64 = 0.85;
 const META_HEADER: usize = 29;
 const DIR_SLOTS: usize = (BODY_LEN - 4) / 4;
 const MAX_DIR_PAGES: usize = (BODY_LEN - META_HEADER) / 4;
