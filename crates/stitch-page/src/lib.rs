@@ -16,6 +16,7 @@ pub mod checkpoint;
 mod error;
 pub mod file;
 pub mod hash;
+mod ops;
 pub mod page;
 pub mod pool;
 pub mod recovery;
@@ -23,10 +24,28 @@ mod store;
 
 pub use error::{PageError, Result};
 pub use hash::LinearHash;
+pub use ops::{OP_COMMIT, OP_COMPENSATE, OP_PAGE_WRITE, OP_ROLLED_BACK};
 pub use pool::PoolStats;
-pub use store::{
-    PageStore, PageStoreConfig, OP_COMMIT, OP_COMPENSATE, OP_PAGE_WRITE, OP_ROLLED_BACK,
-};
+pub use store::{PageStore, PageStoreConfig};
 
 /// A page's number in the page file.
 pub type PageId = u32;
+
+/// The logical undo of `op`, if a structure over the store registered `op` as logical.
+///
+/// The structures over the page store (today the linear hash) import the store to log and
+/// undo their operations; the store and its recovery reach those operations only through
+/// these two functions of the crate root, which lists the structures, so no module of the
+/// crate imports one that imports it (operations registered by the structures that use them,
+/// as Stasis has it).
+pub(crate) fn logical_undo(op: stitch_wal::OpId) -> Option<store::LogicalUndo> {
+    hash::logical_undo(op)
+}
+
+/// Registers the structures' operations for recovery, acting on recovery's `state`.
+pub(crate) fn register_structure_ops(
+    registry: &mut stitch_wal::OpRegistry,
+    state: &std::sync::Arc<parking_lot::Mutex<recovery::Redone>>,
+) -> Result<()> {
+    hash::register_ops(registry, state)
+}

@@ -10,11 +10,14 @@
 //! is kept as torn, and the first record to change it after the checkpoint, which is logged
 //! whole, rebuilds it. A page still torn when redo ends is damage, named.
 
+use crate::change::decode_compensation;
 use crate::change::{decode_changes, PageChange};
 use crate::checkpoint::{Checkpoint, UndoEntry};
+use crate::ops::{
+    images_of, undo_payload, OP_COMMIT, OP_COMPENSATE, OP_PAGE_WRITE, OP_ROLLED_BACK,
+};
 use crate::pool::{Load, Pool};
-use crate::store::OP_COMPENSATE;
-use crate::{hash, PageId, Result};
+use crate::{PageId, Result};
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -39,8 +42,8 @@ impl Redone {
         } else {
             &record.payload
         };
-        let (changes, _) = decode_changes(payload, crate::store::images_of(record.op))
-            .map_err(|e| e.to_string())?;
+        let (changes, _) =
+            decode_changes(payload, images_of(record.op)).map_err(|e| e.to_string())?;
         // A record may change a page in several places: whether the page is older than the
         // record is decided at its first change.
         let mut applying = Vec::new();
@@ -77,8 +80,7 @@ impl Redone {
 pub(crate) fn collect_undo(state: &Arc<Mutex<Redone>>) -> OpFn {
     let s = state.clone();
     Box::new(move |r: &LogRecord| {
-        let payload =
-            crate::store::undo_payload(r.op, r.payload.clone()).map_err(|e| e.to_string())?;
+        let payload = undo_payload(r.op, r.payload.clone()).map_err(|e| e.to_string())?;
         s.lock().undo.push(UndoEntry {
             txn: r.txn,
             lsn: r.lsn,
@@ -104,8 +106,8 @@ pub(crate) fn redo(
         rolled_back: HashSet::new(),
     }));
     let mut registry = OpRegistry::new();
-    crate::store::register_ops(&mut registry, &state)?;
-    hash::register_ops(&mut registry, &state)?;
+    register_ops(&mut registry, &state)?;
+    crate::register_structure_ops(&mut registry, &state)?;
     let report = Wal::recover(zones, cp.log_start, cp.epoch, &registry)?;
     drop(registry);
     let redone = Arc::try_unwrap(state)
@@ -115,4 +117,52 @@ pub(crate) fn redo(
     let mut redone = redone;
     redone.undo.sort_unstable_by_key(|e| e.lsn);
     Ok((redone, report))
+}
+
+/// Registers the page store's own operations in `registry`, their redo and undo acting on
+/// `state` (recovery's): see [`crate::recovery`].
+fn register_ops(registry: &mut OpRegistry, state: &Arc<Mutex<Redone>>) -> Result<()> {
+    let s = state.clone();
+    registry.register(
+        OP_PAGE_WRITE,
+        "page: physical write",
+        Box::new(move |r: &LogRecord| s.lock().redo(r)),
+        Some(collect_undo(state)),
+    )?;
+    let s = state.clone();
+    // Registered with an undo (that does nothing) so it is redone for losers too: a
+    // compensation is history to repeat, whoever logged it.
+    registry.register(
+        OP_COMPENSATE,
+        "page: compensation",
+        Box::new(move |r: &LogRecord| {
+            let mut st = s.lock();
+            let (lsn, _) = decode_compensation(&r.payload).map_err(|e| e.to_string())?;
+            st.compensated.insert(lsn);
+            st.redo(r)
+        }),
+        Some(Box::new(|_| Ok(()))),
+    )?;
+    let s = state.clone();
+    registry.register(
+        OP_COMMIT,
+        "page: commit",
+        Box::new(move |r: &LogRecord| {
+            s.lock().committed.insert(r.txn);
+            Ok(())
+        }),
+        None,
+    )?;
+    let s = state.clone();
+    // With an undo (that does nothing), so it is redone although its transaction is a loser.
+    registry.register(
+        OP_ROLLED_BACK,
+        "page: rolled back",
+        Box::new(move |r: &LogRecord| {
+            s.lock().rolled_back.insert(r.txn);
+            Ok(())
+        }),
+        Some(Box::new(|_| Ok(()))),
+    )?;
+    Ok(())
 }

@@ -6,40 +6,26 @@
 //! by the structures (no-wait), so no transaction changes a key another one has changed and
 //! not yet committed.
 
-use crate::change::{decode_changes, decode_compensation, encode_changes, Images, PageChange};
+use crate::change::{decode_changes, encode_changes, Images, PageChange};
 use crate::checkpoint::{Checkpoint, UndoEntry, CHECKPOINT_KIND};
 use crate::file::PageFile;
+use crate::ops::{
+    images_of, undo_payload, OP_COMMIT, OP_COMPENSATE, OP_PAGE_WRITE, OP_ROLLED_BACK,
+};
 use crate::page::{PageKind, BODY_LEN, PAGE_SIZE};
 use crate::pool::{Load, Pool, PoolStats};
-use crate::{hash, PageError, PageId, Result};
+use crate::{PageError, PageId, Result};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use stitch_patch::PatchId;
-use stitch_wal::{Flags, Lsn, OpId, OpRegistry, Wal};
-use stitch_wal::{LogRecord, TxnId};
+use stitch_wal::TxnId;
+use stitch_wal::{Flags, Lsn, OpId, Wal};
 use stitch_zone::{ExtentAddr, ZoneStore};
-
-/// Log op 32: physical page writes (after-images redone, before-images undone): the
-/// changes of nested top actions (page allocation, bucket splits).
-pub const OP_PAGE_WRITE: OpId = 32;
-/// Log op 33: a compensation record (ARIES's CLR): the changes that undid the record whose
-/// LSN it names. Redone, never undone.
-pub const OP_COMPENSATE: OpId = 33;
-/// Log op 34: a transaction's commit (flag COMMIT); a nested top action's too.
-pub const OP_COMMIT: OpId = 34;
-/// Log op 35: a transaction's abort (flag ABORT), logged once its rollback is: recovery
-/// undoes nothing more of it.
-pub const OP_ROLLED_BACK: OpId = 35;
 
 /// Undoes a logical operation: called with the transaction, the LSN of the record undone
 /// (which the compensation record names) and its payload.
 pub(crate) type LogicalUndo = fn(&mut Inner, TxnId, Lsn, &[u8]) -> Result<()>;
-
-/// The logical undo of `op`, for the ops structures registered.
-fn logical_undo(op: OpId) -> Option<LogicalUndo> {
-    hash::logical_undo(op)
-}
 
 /// How a page store is run.
 #[derive(Debug, Clone)]
@@ -513,7 +499,7 @@ impl Inner {
     /// Undoes one logged change of `e.txn`, logging the compensation.
     pub(crate) fn undo_one(&mut self, e: &UndoEntry) -> Result<()> {
         if e.op != OP_PAGE_WRITE {
-            let undo = logical_undo(e.op).ok_or_else(|| {
+            let undo = crate::logical_undo(e.op).ok_or_else(|| {
                 PageError::Invalid(format!("no undo for op {} (lsn {})", e.op, e.lsn))
             })?;
             return undo(self, e.txn, e.lsn, &e.payload);
@@ -593,77 +579,4 @@ impl Inner {
         self.zones.decref_all(old)?;
         Ok(superblock)
     }
-}
-
-/// The images `op`'s records carry: before-images only where undo is physical.
-pub(crate) fn images_of(op: OpId) -> Images {
-    if op == OP_PAGE_WRITE {
-        Images::Both
-    } else {
-        Images::After
-    }
-}
-
-/// What rollback keeps of a record's payload: a logical operation's undo needs none of its
-/// page changes (they are dropped, leaving an empty list before the logical part); a
-/// physical write's needs its before-images.
-pub(crate) fn undo_payload(op: OpId, payload: Vec<u8>) -> Result<Vec<u8>> {
-    if logical_undo(op).is_none() {
-        return Ok(payload);
-    }
-    let (_, logical) = decode_changes(&payload, Images::After)?;
-    let mut out = 0u16.to_le_bytes().to_vec();
-    out.extend_from_slice(logical);
-    Ok(out)
-}
-
-/// Registers the page store's own operations in `registry`, their redo and undo acting on
-/// `state` (recovery's): see [`crate::recovery`].
-pub(crate) fn register_ops(
-    registry: &mut OpRegistry,
-    state: &Arc<Mutex<crate::recovery::Redone>>,
-) -> Result<()> {
-    let s = state.clone();
-    registry.register(
-        OP_PAGE_WRITE,
-        "page: physical write",
-        Box::new(move |r: &LogRecord| s.lock().redo(r)),
-        Some(crate::recovery::collect_undo(state)),
-    )?;
-    let s = state.clone();
-    // Registered with an undo (that does nothing) so it is redone for losers too: a
-    // compensation is history to repeat, whoever logged it.
-    registry.register(
-        OP_COMPENSATE,
-        "page: compensation",
-        Box::new(move |r: &LogRecord| {
-            let mut st = s.lock();
-            let (lsn, _) = decode_compensation(&r.payload).map_err(|e| e.to_string())?;
-            st.compensated.insert(lsn);
-            st.redo(r)
-        }),
-        Some(Box::new(|_| Ok(()))),
-    )?;
-    let s = state.clone();
-    registry.register(
-        OP_COMMIT,
-        "page: commit",
-        Box::new(move |r: &LogRecord| {
-            s.lock().committed.insert(r.txn);
-            Ok(())
-        }),
-        None,
-    )?;
-    let s = state.clone();
-    // With an undo (that does nothing), so it is redone although its transaction is a loser.
-    registry.register(
-        OP_ROLLED_BACK,
-        "page: rolled back",
-        Box::new(move |r: &LogRecord| {
-            s.lock().rolled_back.insert(r.txn);
-            Ok(())
-        }),
-        Some(Box::new(|_| Ok(()))),
-    )?;
-    Ok(())
 }

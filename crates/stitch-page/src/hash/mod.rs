@@ -20,9 +20,10 @@
 pub mod bucket;
 
 use crate::change::{decode_changes, Cursor, Images};
+use crate::ops::{OP_COMPENSATE, OP_PAGE_WRITE};
 use crate::page::{PageKind, BODY_LEN};
 use crate::recovery::{collect_undo, Redone};
-use crate::store::{Inner, LogicalUndo, OP_COMPENSATE, OP_PAGE_WRITE};
+use crate::store::{Inner, LogicalUndo};
 use crate::{PageError, PageId, PageStore, Result};
 use bucket::{entry_len, Bucket, BUCKET_CAPACITY};
 use parking_lot::Mutex;
