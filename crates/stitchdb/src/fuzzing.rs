@@ -101,6 +101,7 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         stitching: Stitching::default(),
         layout: "managed -> exception -> fixed(size=8) -> linear".into(),
         runs: vec![run],
+        root: None,
     };
     let manifest = Manifest {
         checkpoint_lsn: 7,

@@ -564,7 +564,12 @@ impl Db {
         let ids = self.inner.version.read().with_regions(table)?;
         let change = |v: &mut Version| {
             for &id in &ids {
-                v.update(id, |t| t.data.stitching = stitching);
+                v.update(id, |t| {
+                    // A B+tree merges nothing: it has no stitching to set.
+                    if let Some(v) = t.data.vtree_mut() {
+                        v.stitching = stitching;
+                    }
+                });
             }
         };
         checkpoint::commit_change(&self.inner, change, &[], Vec::new())?;

@@ -6,8 +6,10 @@ use super::{ingest, log, Db};
 use crate::batch::{decode_ops, range_refs, RangeOp, TableId};
 use crate::codec::Reader;
 use crate::layout::vtree::run::{Run, Storage};
-use crate::layout::vtree::VTree;
-use crate::layout::{TableData, TableLayout};
+use crate::layout::cowbtree::node::Node;
+use crate::layout::cowbtree::store::{self, LostNode};
+use crate::layout::cowbtree::Durable;
+use crate::layout::{LayoutData, TableData, TableLayout};
 use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
 use crate::options::Stitching;
@@ -163,15 +165,18 @@ fn recover_with(
     if salvage.is_none() {
         zones.mark_live(root, ExtentKind::MANIFEST)?;
     }
-    // A run the mainline and snapshots share is opened once (its extents counted once).
+    // A run the mainline and snapshots share is opened once (its extents counted once), and
+    // so is a B+tree node.
     let mut opened: HashMap<u64, Arc<Run>> = HashMap::new();
+    let mut nodes = HashMap::new();
     let mut version = Version::default();
     for t in &manifest.tables {
         let layout = stored_layout(&t.name, &t.layout)?;
         // Damage in a region is the partitioned table's: repair looks its lost keys up by it.
         let label = owner_name(&t.name);
         let levels = open_levels(&storage, t, label, &mut opened, salvage.as_deref_mut())?;
-        let data = VTree::new(layout.stack(), t.stitching, levels);
+        let root = open_root(&storage, t, label, &mut nodes, salvage.as_deref_mut())?;
+        let data = LayoutData::opened(&layout, t.stitching, levels, root);
         let table = TableState {
             id: t.id,
             name: t.name.clone(),
@@ -194,6 +199,7 @@ fn recover_with(
                     stitching: t.stitching,
                     layout: stored_layout(&t.name, &t.layout)?,
                     levels: open_levels(&storage, t, &label, &mut opened, salvage.as_deref_mut())?,
+                    root: open_root(&storage, t, &label, &mut nodes, salvage.as_deref_mut())?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -355,6 +361,7 @@ fn recover_from_creation(
             stitching: opts.stitching,
             layout: String::new(),
             runs: Vec::new(),
+            root: None,
         }],
         snapshots: Vec::new(),
     };
@@ -617,6 +624,45 @@ fn empty_report(start: stitch_wal::LogPosition) -> stitch_wal::RecoveryReport {
 /// Opens the runs `table` lists, by level (the manifest lists them by level, newest first
 /// within each), reusing those already in `opened`. `label` names the table in messages.
 /// With `salvage`, damaged runs are opened as far as they can be and the damage recorded.
+/// Loads the B+tree `table` names a root of, if it does (`cowbtree::store`: its nodes'
+/// references counted); salvaging, a damaged node's keys are reported lost.
+fn open_root(
+    storage: &Arc<Storage>,
+    table: &TableMeta,
+    label: &str,
+    nodes: &mut HashMap<ExtentAddr, Arc<Node>>,
+    mut salvage: Option<&mut Salvage>,
+) -> Result<Option<Durable>> {
+    let Some(addr) = table.root else {
+        return Ok(None);
+    };
+    let salvaging = salvage.is_some();
+    let mut report = |lost: LostNode| {
+        if let Some(s) = salvage.as_deref_mut() {
+            let place = format!("table {label}, {}", lost.addr);
+            s.damage
+                .push(Damage::from_error(&lost.error, "B+tree node", &place));
+            s.lost.push(LostKeys {
+                table: label.to_string(),
+                run: 0,
+                start: lost.start,
+                end: lost.end,
+                entries: None,
+                why: format!("B+tree node {} is damaged", lost.addr),
+            });
+        }
+    };
+    let root = store::load_tree(
+        &storage.zones,
+        &storage.nodes,
+        addr,
+        nodes,
+        salvaging.then_some(&mut report as &mut dyn FnMut(LostNode)),
+    )
+    .map_err(|e| e.placed_in(format!("table {label}")))?;
+    Ok(Some(Durable { addr, root }))
+}
+
 fn open_levels(
     storage: &Arc<Storage>,
     table: &TableMeta,
@@ -688,7 +734,8 @@ fn redo_commit(
     ops: Vec<(TableId, Vec<u8>, crate::entry::Value)>,
 ) -> std::result::Result<(), String> {
     st.version
-        .apply_commit(lsn, range_refs(ranges), ops)
+        // No reader is open during replay: only the newest version is kept.
+        .apply_commit(lsn, range_refs(ranges), ops, || lsn)
         .map_err(|e| format!("replaying commit {lsn}: {e}"))
 }
 
