@@ -278,6 +278,11 @@ mod tests {
                     }],
                     seq_override: Some(40),
                 }],
+                root: Some(ExtentAddr {
+                    zone: 6,
+                    offset: 32,
+                    len: 4096,
+                }),
             }],
             snapshots: Vec::new(),
         };
@@ -302,12 +307,16 @@ mod tests {
                 .flat_map(|s| s.tables.iter_mut()),
         ) {
             t.layout.clear();
+            t.root = None;
             for r in &mut t.runs {
                 r.index_mirror.clear();
                 r.blocks_together = false;
             }
         }
-        assert_eq!(old, without, "and no layouts: every table has the default");
+        assert_eq!(
+            old, without,
+            "and no layouts (every table has the default) nor B+tree roots"
+        );
     }
 
     #[test]

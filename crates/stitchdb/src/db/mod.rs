@@ -228,7 +228,7 @@ pub(crate) struct Inner {
 
 /// An open store. Cheap to share between threads (`&Db` is `Sync`).
 pub struct Db {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     /// The background threads (memtable flushes, compaction), joined at close.
     threads: Vec<std::thread::JoinHandle<()>>,
 }

@@ -1,9 +1,10 @@
 //! A node of the copy-on-write B+tree, in memory and as an extent (kind 6).
 //!
-//! A node is immutable once another version can reach it: writers change a node only through
-//! [`Arc::make_mut`], which copies it when it is shared (shadowing, Goby's `shadow`) and
-//! changes it in place when the writer's own version is its only holder (a node this writer
-//! made since it began). So a commit of many writes copies each node on its paths once.
+//! A node is immutable once another version can reach it or it is written: writers change a
+//! node only through `tree::shadow`, which copies it when it is shared or written (Goby's
+//! shadowing) and changes it in place when the writer's own version is its only holder (a
+//! node this writer made since it began). So a commit of many writes copies each node on its
+//! paths once.
 //!
 //! A leaf holds entries `(key, seq, value)`, one per key, sorted; `value: None` is a
 //! tombstone, kept while an older version still retained may hold the key (see `versions`).

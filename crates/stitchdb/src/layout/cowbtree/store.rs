@@ -58,12 +58,6 @@ impl NodeRefs {
             self.children.lock().insert(node, children);
         }
     }
-
-    /// How many written interior nodes are known.
-    #[cfg(test)]
-    pub fn interior_nodes(&self) -> usize {
-        self.children.lock().len()
-    }
 }
 
 fn corrupt(addr: ExtentAddr, detail: impl Into<String>) -> Error {

@@ -55,7 +55,7 @@ fn insert(
     node_size: usize,
     horizon: u64,
 ) -> Option<(Vec<u8>, Arc<Node>)> {
-    let n = Arc::make_mut(node);
+    let n = shadow(node);
     match &mut n.body {
         Body::Leaf(slots) => {
             slots.retain(|s| s.value.is_some() || s.seq > horizon);
@@ -74,6 +74,17 @@ fn insert(
     }
     n.resize();
     (n.bytes > node_size).then(|| split(n)).flatten()
+}
+
+/// The node to change in place of `node`: itself if only this writer's version holds it and
+/// it is not written (a node made since the writer began), else a copy (Goby's shadowing). A
+/// written node is copied even when nothing else holds it any more: its extent must keep
+/// saying what the node says.
+fn shadow(node: &mut Arc<Node>) -> &mut Node {
+    if node.addr().is_some() {
+        *node = Arc::new(Node::clone(node));
+    }
+    Arc::make_mut(node)
 }
 
 /// Cuts an overfull node in two of about equal bytes; `None` if it cannot be cut (a leaf of
