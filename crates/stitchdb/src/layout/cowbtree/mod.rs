@@ -33,7 +33,7 @@ use std::sync::Arc;
 use stitch_zone::{ExtentAddr, Stream, ZoneStore};
 use store::NodeRefs;
 use txn::Txn;
-pub(crate) use versions::{Blessed, Versions};
+pub(crate) use versions::Blessed;
 
 /// The node size when the layout names none.
 pub const DEFAULT_NODE_SIZE: usize = 4096;
@@ -95,7 +95,7 @@ impl CowBTree {
 
     /// The versions readers see now.
     #[cfg(test)]
-    pub fn versions(&self) -> Arc<Versions> {
+    pub fn versions(&self) -> Arc<versions::Versions> {
         self.shared.blessed.load()
     }
 
