@@ -234,6 +234,7 @@ fn write_out(
             spec: t.layout.stack(),
             filter: inner.filter_choice(t.layout.stack()),
             stream: Stream::Flush,
+            nodes: &inner.nodes,
         })?;
         if let Some((written, patch)) = &run {
             flushed_bytes += written.data_bytes();

@@ -157,6 +157,7 @@ fn merge(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<Merged> {
         spec: plan.layout.stack(),
         filter: inner.filter_choice(plan.layout.stack()),
         stream,
+        nodes: &inner.nodes,
     })
 }
 

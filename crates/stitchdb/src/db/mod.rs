@@ -35,6 +35,8 @@ mod background;
 mod check;
 mod checkpoint;
 mod compact;
+#[cfg(test)]
+mod cow_btree_tests;
 mod damage;
 mod defrag;
 mod ingest;
@@ -69,6 +71,7 @@ pub use verify::{Placed, StoreCheck};
 
 use crate::batch::TableId;
 use crate::concurrency::{LockError, LockManager, Oracle};
+use crate::layout::cowbtree::store::NodeRefs;
 use crate::layout::vtree::run::{FilterChoice, Run, Storage};
 use crate::layout::TableData;
 use crate::layout::{FilterSpec, LayoutSpec, TableLayout};
@@ -152,6 +155,9 @@ pub(crate) struct Inner {
     pub(super) cache: Arc<BlockCache>,
     pub(super) zones: Arc<ZoneStore>,
     pub(crate) storage: Arc<Storage>,
+    /// The written B+tree nodes' children, for their release handler
+    /// (`crate::layout::cowbtree::store`).
+    pub(crate) nodes: Arc<NodeRefs>,
     /// `None` for a read-only handle. Locks inside; appended to under `write`.
     pub(super) wal: Option<Wal>,
     /// When the store was opened.
@@ -317,6 +323,7 @@ impl Db {
                 epoch: 0,
             },
             replaced: Vec::new(),
+            nodes: NodeRefs::install(&storage.zones),
         };
         Self::start(storage, opts, recovered, None)
     }
@@ -361,6 +368,7 @@ impl Db {
             cache,
             zones: storage.zones.clone(),
             storage,
+            nodes: recovered.nodes.clone(),
             wal,
             write: Mutex::new(WriteState {
                 next_txn: recovered.last_lsn + 1,

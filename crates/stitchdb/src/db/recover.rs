@@ -7,7 +7,7 @@ use crate::batch::{decode_ops, range_refs, RangeOp, TableId};
 use crate::codec::Reader;
 use crate::layout::vtree::run::{Run, Storage};
 use crate::layout::cowbtree::node::Node;
-use crate::layout::cowbtree::store::{self, LostNode};
+use crate::layout::cowbtree::store::{self, LostNode, NodeRefs};
 use crate::layout::cowbtree::Durable;
 use crate::layout::{LayoutData, TableData, TableLayout};
 use crate::manifest::{LogStart, Manifest, TableMeta};
@@ -41,6 +41,8 @@ pub(crate) struct Recovered {
     /// Ingested runs the manifest does not list, whose entries replay copied into memtables:
     /// the open's checkpoint retires them.
     pub replaced: Vec<Arc<Run>>,
+    /// The written B+tree nodes' children (their release handler installed).
+    pub nodes: Arc<NodeRefs>,
 }
 
 #[derive(Default)]
@@ -96,6 +98,7 @@ fn recover_with(
     let slots = stitch_zone::read_slots(&cache)?;
     let (zones, superblock) = ZoneStore::open(cache, opts.zone_config())?;
     let storage = Storage::new(Arc::new(zones), opts.read_cache_bytes, opts.background);
+    let refs = NodeRefs::install(&storage.zones);
     let zones = &storage.zones;
     let short = zones.truncated_by();
     if short > 0 {
@@ -175,7 +178,7 @@ fn recover_with(
         // Damage in a region is the partitioned table's: repair looks its lost keys up by it.
         let label = owner_name(&t.name);
         let levels = open_levels(&storage, t, label, &mut opened, salvage.as_deref_mut())?;
-        let root = open_root(&storage, t, label, &mut nodes, salvage.as_deref_mut())?;
+        let root = open_root(&storage, &refs, t, label, &mut nodes, salvage.as_deref_mut())?;
         let data = LayoutData::opened(&layout, t.stitching, levels, root);
         let table = TableState {
             id: t.id,
@@ -199,7 +202,14 @@ fn recover_with(
                     stitching: t.stitching,
                     layout: stored_layout(&t.name, &t.layout)?,
                     levels: open_levels(&storage, t, &label, &mut opened, salvage.as_deref_mut())?,
-                    root: open_root(&storage, t, &label, &mut nodes, salvage.as_deref_mut())?,
+                    root: open_root(
+                        &storage,
+                        &refs,
+                        t,
+                        &label,
+                        &mut nodes,
+                        salvage.as_deref_mut(),
+                    )?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -258,6 +268,7 @@ fn recover_with(
         checkpoint_lsn: manifest.checkpoint_lsn,
         log_start: manifest.log,
         replaced: replay.replaced,
+        nodes: refs,
     };
     Ok((storage, recovered, Some(root)))
 }
@@ -409,6 +420,7 @@ fn recover_from_creation(
         checkpoint_lsn: 0,
         log_start: log,
         replaced: replay.replaced,
+        nodes: NodeRefs::install(&storage.zones),
     };
     Ok((storage, recovered, None))
 }
@@ -628,6 +640,7 @@ fn empty_report(start: stitch_wal::LogPosition) -> stitch_wal::RecoveryReport {
 /// references counted); salvaging, a damaged node's keys are reported lost.
 fn open_root(
     storage: &Arc<Storage>,
+    refs: &NodeRefs,
     table: &TableMeta,
     label: &str,
     nodes: &mut HashMap<ExtentAddr, Arc<Node>>,
@@ -654,7 +667,7 @@ fn open_root(
     };
     let root = store::load_tree(
         &storage.zones,
-        &storage.nodes,
+        refs,
         addr,
         nodes,
         salvaging.then_some(&mut report as &mut dyn FnMut(LostNode)),

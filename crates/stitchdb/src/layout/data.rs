@@ -175,7 +175,7 @@ impl TableData for LayoutData {
         match self {
             LayoutData::VTree(v) => v.write_frozen(out),
             LayoutData::CowBTree(c) => Ok(c
-                .write_frozen(&out.storage.zones, &out.storage.nodes, out.stream)?
+                .write_frozen(&out.storage.zones, out.nodes, out.stream)?
                 .map(|(root, patch)| (Written::Root(root), patch))),
         }
     }

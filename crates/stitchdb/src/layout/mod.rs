@@ -124,4 +124,6 @@ pub(crate) struct WriteOut<'a> {
     /// The zone stream the run is appended to (a merge's: one no other merge appends to
     /// meanwhile).
     pub stream: Stream,
+    /// The written B+tree nodes' children, for their release handler.
+    pub nodes: &'a Arc<cowbtree::store::NodeRefs>,
 }

@@ -18,7 +18,7 @@ use super::txn::Txn;
 use crate::entry::{Entry, Value};
 use crate::layout::vtree::dtable::DTable;
 use crate::merge_iter::{eager, MergeIter, Source};
-use crate::Result;
+use crate::{Error, Result};
 use arc_swap::ArcSwap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -87,11 +87,18 @@ impl Versions {
 }
 
 impl DTable for Versions {
+    /// A reader older than every kept version would be an engine bug (the oldest reader is
+    /// kept): an error, never an answer from the wrong version.
     fn get(&self, key: &[u8], snapshot: u64) -> Result<Option<(u64, Value)>> {
-        Ok(self
-            .at(snapshot)
-            .and_then(|root| tree::get(root, key))
-            .map(|s| (s.seq, s.value.clone())))
+        let root = self.at(snapshot).ok_or_else(|| Error::Corrupt {
+            what: "B+tree versions",
+            place: format!("snapshot {snapshot}"),
+            detail: format!(
+                "internal error: older than every version kept (oldest {})",
+                self.horizon()
+            ),
+        })?;
+        Ok(tree::get(root, key).map(|s| (s.seq, s.value.clone())))
     }
 
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {

@@ -29,7 +29,6 @@ pub use index::BlockHandle;
 pub use stitch::{merge_runs, MergeSpec, MergeStats};
 pub(crate) use {block::BlockWriter, format::SpecialWriter, index::encode_chunks};
 
-use crate::layout::cowbtree::store::NodeRefs;
 use crate::bounds::past_end;
 use crate::codec::{put_varint, Reader};
 use crate::entry::{Entry, EntryRef, RangeDeletes, RangeTombstone, Value};
@@ -52,10 +51,6 @@ pub struct Storage {
     /// Run builders flush their finished blocks on helper threads (off: in their own, so
     /// the order of writes is deterministic, as crash tests need).
     pub write_behind: bool,
-    /// The children of the written B+tree nodes (`crate::layout::cowbtree::store`): every
-    /// layout writes through this one storage, and that layout's release handler is
-    /// installed with it.
-    pub nodes: Arc<NodeRefs>,
 }
 
 impl Storage {
@@ -64,7 +59,6 @@ impl Storage {
     /// reused, and a stale cached block must never be returned for the new extent there.
     pub fn new(zones: Arc<ZoneStore>, cache_bytes: usize, write_behind: bool) -> Arc<Storage> {
         let storage = Arc::new(Storage {
-            nodes: NodeRefs::install(&zones),
             zones,
             cache: ReadCache::new(cache_bytes),
             write_behind,
