@@ -200,7 +200,7 @@ impl CowBTree {
         self.in_commit(seq, |txn| {
             for key in tree::live_keys(txn.root(), start, end) {
                 txn.put(Slot {
-                    key,
+                    key: key.into(),
                     seq,
                     value: None,
                 });
@@ -210,9 +210,9 @@ impl CowBTree {
 
     pub fn write(&self, key: &[u8], seq: u64, value: Value) {
         let slot = Slot {
-            key: key.to_vec(),
+            key: key.into(),
             seq,
-            value,
+            value: value.map(Into::into),
         };
         self.shared
             .unfrozen

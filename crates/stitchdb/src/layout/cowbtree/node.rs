@@ -12,7 +12,6 @@
 //! keys from `keys[i - 1]` (inclusive) up to `keys[i]` (exclusive).
 
 use crate::codec::{put_bytes, put_varint, Reader};
-use crate::entry::Value;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use stitch_zone::{ExtentAddr, ExtentKind};
@@ -24,18 +23,22 @@ const NODE_FORMAT: u8 = 1;
 const LEAF: u8 = 0;
 const INTERIOR: u8 = 1;
 
-/// One key's newest version in a tree version.
+/// Bytes shared by every node holding them: shadowing a node copies its slots' handles,
+/// never their keys and values.
+pub(crate) type Bytes = Arc<[u8]>;
+
+/// One key's newest version in a tree version (`value: None`: a tombstone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Slot {
-    pub key: Vec<u8>,
+    pub key: Bytes,
     pub seq: u64,
-    pub value: Value,
+    pub value: Option<Bytes>,
 }
 
 impl Slot {
     /// Bytes the slot takes in an encoded leaf, near enough to decide splits.
     pub fn encoded_len(&self) -> usize {
-        self.key.len() + self.value.as_ref().map_or(0, Vec::len) + 14
+        self.key.len() + self.value.as_ref().map_or(0, |v| v.len()) + 14
     }
 }
 
@@ -43,7 +46,7 @@ impl Slot {
 pub(crate) enum Body {
     Leaf(Vec<Slot>),
     Interior {
-        keys: Vec<Vec<u8>>,
+        keys: Vec<Bytes>,
         children: Vec<Arc<Node>>,
     },
 }
@@ -145,7 +148,7 @@ impl Node {
 pub(crate) enum Decoded {
     Leaf(Vec<Slot>),
     Interior {
-        keys: Vec<Vec<u8>>,
+        keys: Vec<Bytes>,
         children: Vec<ExtentAddr>,
     },
 }
@@ -161,13 +164,13 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Decoded, String> {
         LEAF => {
             let n = r.len()?;
             let mut slots = Vec::with_capacity(n.min(payload.len()));
-            let mut prev: Option<Vec<u8>> = None;
+            let mut prev: Option<Bytes> = None;
             for _ in 0..n {
-                let key = r.bytes()?.to_vec();
+                let key: Bytes = r.bytes()?.into();
                 let seq = r.varint()?;
                 let value = match r.u8()? {
                     0 => None,
-                    1 => Some(r.bytes()?.to_vec()),
+                    1 => Some(r.bytes()?.into()),
                     other => return Err(format!("bad value flag {other}")),
                 };
                 if prev.as_ref().is_some_and(|p| *p >= key) {
@@ -187,8 +190,8 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Decoded, String> {
             let mut children = Vec::with_capacity(n);
             for i in 0..n {
                 if i > 0 {
-                    let key = r.bytes()?.to_vec();
-                    if keys.last().is_some_and(|p: &Vec<u8>| *p >= key) {
+                    let key: Bytes = r.bytes()?.into();
+                    if keys.last().is_some_and(|p: &Bytes| *p >= key) {
                         return Err("interior keys out of order".into());
                     }
                     keys.push(key);

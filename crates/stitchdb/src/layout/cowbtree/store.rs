@@ -204,9 +204,9 @@ impl Loader<'_, '_> {
                     self.zones.mark_live(child, NODE_KIND)?;
                     let lo = match i {
                         0 => start,
-                        _ => Bound::Included(keys[i - 1].as_slice()),
+                        _ => Bound::Included(keys[i - 1].as_ref()),
                     };
-                    let hi = keys.get(i).map_or(end, |k| Bound::Excluded(k.as_slice()));
+                    let hi = keys.get(i).map_or(end, |k| Bound::Excluded(k.as_ref()));
                     nodes.push(self.node(child, lo, hi)?);
                 }
                 self.refs.record(addr, children);

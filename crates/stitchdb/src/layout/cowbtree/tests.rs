@@ -17,9 +17,9 @@ fn key(i: u32) -> Vec<u8> {
 
 fn slot(i: u32, seq: u64, value: &str) -> Slot {
     Slot {
-        key: key(i),
+        key: key(i).into(),
         seq,
-        value: Some(value.as_bytes().to_vec()),
+        value: Some(value.as_bytes().into()),
     }
 }
 
@@ -217,7 +217,7 @@ fn tombstones_go_once_no_kept_version_is_older() {
     tree::put(
         &mut root,
         Slot {
-            key: key(3),
+            key: key(3).into(),
             seq: 2,
             value: None,
         },

@@ -7,7 +7,7 @@
 //! refills its neighbourhood (the tree's height is bounded by its largest size ever, as in
 //! many copy-on-write B-trees without rebalancing on delete).
 
-use super::node::{Body, Node, Slot};
+use super::node::{Body, Bytes, Node, Slot};
 use crate::entry::Entry;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ pub(crate) fn get<'a>(mut node: &'a Arc<Node>, key: &[u8]) -> Option<&'a Slot> {
         match &node.body {
             Body::Leaf(slots) => {
                 let i = slots
-                    .binary_search_by(|s| s.key.as_slice().cmp(key))
+                    .binary_search_by(|s| s.key.as_ref().cmp(key))
                     .ok()?;
                 return Some(&slots[i]);
             }
@@ -30,8 +30,8 @@ pub(crate) fn get<'a>(mut node: &'a Arc<Node>, key: &[u8]) -> Option<&'a Slot> {
 }
 
 /// Which child of an interior node with `keys` holds `key`.
-fn child_of(keys: &[Vec<u8>], key: &[u8]) -> usize {
-    keys.partition_point(|k| k.as_slice() <= key)
+fn child_of(keys: &[Bytes], key: &[u8]) -> usize {
+    keys.partition_point(|k| k.as_ref() <= key)
 }
 
 /// Writes `slot` into the version rooted at `root` (shadowing the path), dropping on the way
@@ -54,12 +54,12 @@ fn insert(
     slot: Slot,
     node_size: usize,
     horizon: u64,
-) -> Option<(Vec<u8>, Arc<Node>)> {
+) -> Option<(Bytes, Arc<Node>)> {
     let n = shadow(node);
     match &mut n.body {
         Body::Leaf(slots) => {
             slots.retain(|s| s.value.is_some() || s.seq > horizon);
-            match slots.binary_search_by(|s| s.key.as_slice().cmp(&slot.key)) {
+            match slots.binary_search_by(|s| s.key.cmp(&slot.key)) {
                 Ok(i) => slots[i] = slot,
                 Err(i) => slots.insert(i, slot),
             }
@@ -89,7 +89,7 @@ fn shadow(node: &mut Arc<Node>) -> &mut Node {
 
 /// Cuts an overfull node in two of about equal bytes; `None` if it cannot be cut (a leaf of
 /// one large value, an interior node of two children).
-fn split(n: &mut Node) -> Option<(Vec<u8>, Arc<Node>)> {
+fn split(n: &mut Node) -> Option<(Bytes, Arc<Node>)> {
     let (separator, right) = match &mut n.body {
         Body::Leaf(slots) => {
             if slots.len() < 2 {
@@ -174,10 +174,10 @@ impl Iter {
                         (Bound::Unbounded, true) => 0,
                         (Bound::Unbounded, false) => slots.len(),
                         (Bound::Included(k) | Bound::Excluded(k), true) => {
-                            slots.partition_point(|s| s.key < *k)
+                            slots.partition_point(|s| *s.key < **k)
                         }
                         (Bound::Included(k) | Bound::Excluded(k), false) => {
-                            slots.partition_point(|s| s.key <= *k)
+                            slots.partition_point(|s| *s.key <= **k)
                         }
                     };
                     it.stack.push((node, pos));
@@ -263,15 +263,15 @@ impl Iterator for Iter {
                 false => (&self.end, &self.start),
             };
             let skip = match before {
-                Bound::Excluded(k) => s.key == *k,
+                Bound::Excluded(k) => *s.key == **k,
                 _ => false,
             };
             let done = match (after, self.forward) {
                 (Bound::Unbounded, _) => false,
-                (Bound::Included(k), true) => s.key > *k,
-                (Bound::Excluded(k), true) => s.key >= *k,
-                (Bound::Included(k), false) => s.key < *k,
-                (Bound::Excluded(k), false) => s.key <= *k,
+                (Bound::Included(k), true) => *s.key > **k,
+                (Bound::Excluded(k), true) => *s.key >= **k,
+                (Bound::Included(k), false) => *s.key < **k,
+                (Bound::Excluded(k), false) => *s.key <= **k,
             };
             if done {
                 self.stack.clear();
@@ -279,9 +279,9 @@ impl Iterator for Iter {
             }
             if !skip {
                 return Some(Entry {
-                    key: s.key,
+                    key: s.key.to_vec(),
                     seq: s.seq,
-                    value: s.value,
+                    value: s.value.as_deref().map(<[u8]>::to_vec),
                 });
             }
         }
@@ -295,9 +295,9 @@ mod tests {
 
     fn slot(key: u32, seq: u64, value: Option<u32>) -> Slot {
         Slot {
-            key: key.to_be_bytes().to_vec(),
+            key: key.to_be_bytes().into(),
             seq,
-            value: value.map(|v| v.to_le_bytes().repeat(8)),
+            value: value.map(|v| v.to_le_bytes().repeat(8).into()),
         }
     }
 

@@ -98,7 +98,7 @@ impl DTable for Versions {
                 self.horizon()
             ),
         })?;
-        Ok(tree::get(root, key).map(|s| (s.seq, s.value.clone())))
+        Ok(tree::get(root, key).map(|s| (s.seq, s.value.as_deref().map(<[u8]>::to_vec))))
     }
 
     fn cursor(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
