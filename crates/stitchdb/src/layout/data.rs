@@ -141,19 +141,17 @@ impl TableData for LayoutData {
         }
     }
 
-    /// A B+tree's nodes made since the last freeze (the tree is resident; what is written
-    /// is counted by `stats` as its own).
     fn memory_bytes(&self) -> usize {
         match self {
             LayoutData::VTree(v) => v.memory_bytes(),
-            LayoutData::CowBTree(c) => c.unfrozen_bytes(),
+            LayoutData::CowBTree(c) => c.memory_bytes(),
         }
     }
 
     fn has_unfrozen(&self) -> bool {
         match self {
             LayoutData::VTree(v) => v.has_unfrozen(),
-            LayoutData::CowBTree(c) => c.unfrozen_bytes() > 0,
+            LayoutData::CowBTree(c) => c.has_unfrozen(),
         }
     }
 
@@ -174,37 +172,36 @@ impl TableData for LayoutData {
     fn write_frozen(&self, out: &WriteOut<'_>) -> Result<Option<(Written, PatchId)>> {
         match self {
             LayoutData::VTree(v) => v.write_frozen(out),
-            LayoutData::CowBTree(c) => Ok(c
-                .write_frozen(&out.storage.zones, out.nodes, out.stream)?
-                .map(|(root, patch)| (Written::Root(root), patch))),
+            LayoutData::CowBTree(c) => c.write_frozen(out),
         }
     }
 
     fn install_frozen(&mut self, written: Option<Written>) {
         match self {
             LayoutData::VTree(v) => v.install_frozen(written),
-            LayoutData::CowBTree(c) => c.install_frozen(match written {
-                Some(Written::Root(root)) => Some(root),
-                _ => None,
-            }),
+            LayoutData::CowBTree(c) => c.install_frozen(written),
         }
     }
 
-    /// A B+tree absorbed the runs' entries when the link committed ([`Self::absorb`]).
     fn link(&mut self, runs: &[Arc<Run>]) -> Vec<Arc<Run>> {
         match self {
             LayoutData::VTree(v) => v.link(runs),
-            LayoutData::CowBTree(_) => runs.to_vec(),
+            LayoutData::CowBTree(c) => c.link(runs),
         }
     }
 
     fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {
-        self.vtree().into_iter().flat_map(|v| v.runs())
+        let runs: Box<dyn Iterator<Item = &Arc<Run>>> = match self {
+            LayoutData::VTree(v) => Box::new(v.runs()),
+            LayoutData::CowBTree(c) => Box::new(c.runs()),
+        };
+        runs
     }
 
     fn refresh_view(&mut self) {
-        if let LayoutData::VTree(v) = self {
-            v.refresh_view();
+        match self {
+            LayoutData::VTree(v) => v.refresh_view(),
+            LayoutData::CowBTree(c) => c.refresh_view(),
         }
     }
 }

@@ -24,14 +24,15 @@ pub(crate) mod versions;
 
 use super::vtree::dtable::DTable;
 use super::vtree::run::Run;
+use super::{TableData, WriteOut, Written};
 use crate::entry::Value;
 use crate::Result;
 use node::{Node, Slot};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use stitch_zone::{ExtentAddr, Stream, ZoneStore};
-use store::NodeRefs;
+use stitch_patch::PatchId;
+use stitch_zone::ExtentAddr;
 use txn::Txn;
 pub(crate) use versions::Blessed;
 
@@ -146,34 +147,6 @@ impl CowBTree {
         std::mem::take(&mut *self.shared.retiring.lock())
     }
 
-    /// Writes the frozen version's new nodes out (see `store`).
-    pub fn write_frozen(
-        &self,
-        zones: &ZoneStore,
-        refs: &NodeRefs,
-        stream: Stream,
-    ) -> Result<Option<(Durable, stitch_patch::PatchId)>> {
-        let Some(root) = &self.frozen else {
-            return Ok(None);
-        };
-        let (addr, patch) = store::write_tree(zones, refs, root, stream)?;
-        let durable = Durable {
-            addr,
-            root: root.clone(),
-        };
-        Ok(Some((durable, patch)))
-    }
-
-    /// The written root replaces the frozen version; the one it replaces is retired.
-    pub fn install_frozen(&mut self, written: Option<Durable>) {
-        self.frozen = None;
-        if let Some(written) = written {
-            if let Some(old) = self.durable.replace(written) {
-                self.shared.retiring.lock().push(old.addr);
-            }
-        }
-    }
-
     /// Applies `runs` (a linked transaction's spills, oldest first, each with the sequence
     /// number of its commit record) as one commit each, keeping the versions a reader at
     /// `oldest_reader` may read. Every run is read before anything is applied: a run that
@@ -195,8 +168,10 @@ impl CowBTree {
         }
         Ok(())
     }
+}
 
-    pub fn delete_range(&self, start: &[u8], end: &[u8], seq: u64) {
+impl TableData for CowBTree {
+    fn delete_range(&self, start: &[u8], end: &[u8], seq: u64) {
         self.in_commit(seq, |txn| {
             for key in tree::live_keys(txn.root(), start, end) {
                 txn.put(Slot {
@@ -208,7 +183,7 @@ impl CowBTree {
         });
     }
 
-    pub fn write(&self, key: &[u8], seq: u64, value: Value) {
+    fn write(&self, key: &[u8], seq: u64, value: Value) {
         let slot = Slot {
             key: key.into(),
             seq,
@@ -220,23 +195,70 @@ impl CowBTree {
         self.in_commit(seq, |txn| txn.put(slot));
     }
 
-    pub fn view(&self) -> Arc<dyn DTable> {
+    /// The versions as they are now: a reader keeps them, however far writers go on.
+    fn view(&self) -> Arc<dyn DTable> {
         self.shared.blessed.load()
     }
 
-    pub fn unfrozen_bytes(&self) -> usize {
+    fn unfrozen_bytes(&self) -> usize {
         self.shared.unfrozen.load(Ordering::Relaxed)
     }
 
-    pub fn is_freezing(&self) -> bool {
+    /// What was written since the last freeze: the tree is resident whole, and what a
+    /// checkpoint has written out is the store's, not the table's memory to flush.
+    fn memory_bytes(&self) -> usize {
+        self.unfrozen_bytes()
+    }
+
+    fn has_unfrozen(&self) -> bool {
+        self.unfrozen_bytes() > 0
+    }
+
+    fn is_freezing(&self) -> bool {
         self.frozen.is_some()
     }
 
     /// Freezes the blessed version for the next checkpoint to write out.
-    pub fn freeze(&mut self) {
+    fn freeze(&mut self) {
         self.frozen = Some(self.shared.blessed.load().head().clone());
         self.shared.unfrozen.store(0, Ordering::Relaxed);
     }
+
+    /// Writes the frozen version's new nodes out (see `store`): its root, as written.
+    fn write_frozen(&self, out: &WriteOut<'_>) -> Result<Option<(Written, PatchId)>> {
+        let Some(root) = &self.frozen else {
+            return Ok(None);
+        };
+        let (addr, patch) = store::write_tree(&out.storage.zones, out.nodes, root, out.stream)?;
+        let durable = Durable {
+            addr,
+            root: root.clone(),
+        };
+        Ok(Some((Written::Root(durable), patch)))
+    }
+
+    /// The written root replaces the frozen version; the one it replaces is retired.
+    fn install_frozen(&mut self, written: Option<Written>) {
+        self.frozen = None;
+        if let Some(Written::Root(written)) = written {
+            if let Some(old) = self.durable.replace(written) {
+                self.shared.retiring.lock().push(old.addr);
+            }
+        }
+    }
+
+    /// None is kept: the runs' entries were absorbed when the link committed
+    /// ([`CowBTree::absorb`]).
+    fn link(&mut self, runs: &[Arc<Run>]) -> Vec<Arc<Run>> {
+        runs.to_vec()
+    }
+
+    fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {
+        std::iter::empty()
+    }
+
+    /// The view is loaded afresh by every reader: nothing to rebuild.
+    fn refresh_view(&mut self) {}
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use super::node::{Body, Node, Slot};
 use super::tree::{self, Iter};
 use super::{Blessed, CowBTree};
+use crate::layout::TableData;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Barrier};
