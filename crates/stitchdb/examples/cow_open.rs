@@ -32,7 +32,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let tmp = tempfile::tempdir_in(dir.unwrap_or_else(std::env::temp_dir))?;
     for layout in ["cow-btree", ""] {
-        let path = tmp.path().join(if layout.is_empty() { "vtree" } else { "cow" });
+        let path = tmp
+            .path()
+            .join(if layout.is_empty() { "vtree" } else { "cow" });
         let db = Db::create(&path, Options::default())?;
         let t = match layout {
             "" => db.default_table(),
@@ -43,7 +45,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut batch = WriteBatch::new();
             for &i in chunk {
                 let key = [mix(i).to_be_bytes(), mix(i ^ 0x5555).to_be_bytes()].concat();
-                batch.put(t, key, mix(i ^ 0xabcd).to_le_bytes().repeat(12).into_iter().chain([0; 4]).collect::<Vec<_>>());
+                batch.put(
+                    t,
+                    key,
+                    mix(i ^ 0xabcd)
+                        .to_le_bytes()
+                        .repeat(12)
+                        .into_iter()
+                        .chain([0; 4])
+                        .collect::<Vec<_>>(),
+                );
             }
             db.write(&batch, Durability::Async)?;
         }

@@ -12,8 +12,8 @@
 use super::Db;
 use crate::batch::TableId;
 use crate::entry::RangeTombstone;
-use crate::layout::vtree::run::{Run, RunIter};
 use crate::layout::cowbtree::store;
+use crate::layout::vtree::run::{Run, RunIter};
 use crate::layout::TableData;
 use crate::version::{is_region, table_label};
 use crate::{Error, Result};
@@ -120,12 +120,24 @@ impl Db {
         let roots = version
             .tables
             .values()
-            .map(|t| (t.name.clone(), t.data.cow_btree().and_then(|c| c.durable()).cloned()))
-            .chain(self.inner.checkpoint.lock().snapshots.iter().flat_map(|(n, s)| {
-                s.tables
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.data.cow_btree().and_then(|c| c.durable()).cloned(),
+                )
+            })
+            .chain(
+                self.inner
+                    .checkpoint
+                    .lock()
+                    .snapshots
                     .iter()
-                    .map(move |t| (format!("snapshot {n}, {}", t.name), t.root.clone()))
-            }))
+                    .flat_map(|(n, s)| {
+                        s.tables
+                            .iter()
+                            .map(move |t| (format!("snapshot {n}, {}", t.name), t.root.clone()))
+                    }),
+            )
             .collect::<Vec<_>>();
         for (table, root) in roots {
             if let Some(root) = root {

@@ -114,7 +114,10 @@ pub(crate) fn compact_all_alone(
 ) -> Result<()> {
     let version = inner.version.read().clone();
     for t in version.tables.values() {
-        let full = t.data.vtree().and_then(|v| v.plan_full_merge(t.layout.stack()));
+        let full = t
+            .data
+            .vtree()
+            .and_then(|v| v.plan_full_merge(t.layout.stack()));
         let Some(merge) = full else {
             continue;
         };

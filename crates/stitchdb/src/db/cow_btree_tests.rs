@@ -26,7 +26,8 @@ fn options() -> Options {
 }
 
 fn tree_table(db: &Db) -> TableId {
-    db.create_table_with_layout("tree", "cow-btree(node=1024)").unwrap()
+    db.create_table_with_layout("tree", "cow-btree(node=1024)")
+        .unwrap()
 }
 
 /// The written root of `table`.
@@ -36,7 +37,11 @@ fn durable_root(db: &Db, table: TableId) -> Option<Durable> {
 }
 
 /// Every written node reachable from `root`, with how many written parents name it.
-fn written(root: &Arc<Node>, parents: &mut HashMap<ExtentAddr, u32>, seen: &mut HashSet<ExtentAddr>) {
+fn written(
+    root: &Arc<Node>,
+    parents: &mut HashMap<ExtentAddr, u32>,
+    seen: &mut HashSet<ExtentAddr>,
+) {
     let Some(addr) = root.addr() else { return };
     if !seen.insert(addr) {
         return;
@@ -112,9 +117,7 @@ fn node_references_drop_to_zero_exactly_when_no_version_or_snapshot_holds_them()
     db.flush().unwrap();
     let second = durable_root(&db, t).unwrap();
     assert_ne!(second.addr, first.addr);
-    let shared = all_written(&second.root)
-        .intersection(&first_nodes)
-        .count();
+    let shared = all_written(&second.root).intersection(&first_nodes).count();
     assert!(shared > 0 && shared < first_nodes.len());
     counts_are_exact(&db, &[second.addr, first.addr], &HashSet::new());
 
@@ -195,7 +198,10 @@ fn a_damaged_node_is_named_by_check_refused_by_open_and_salvaged_by_repair() {
         .map(|r| r.unwrap())
         .collect();
     let in_lost = |k: &Vec<u8>| {
-        (lost.start.as_ref().map(|s| s.as_slice()), lost.end.as_ref().map(|e| e.as_slice()))
+        (
+            lost.start.as_ref().map(|s| s.as_slice()),
+            lost.end.as_ref().map(|e| e.as_slice()),
+        )
             .contains(k.as_slice())
     };
     let kept: BTreeMap<_, _> = model.into_iter().filter(|(k, _)| !in_lost(k)).collect();
@@ -261,7 +267,10 @@ fn concurrent_readers_see_whole_commits() {
     }
     for i in 0..accounts {
         let got = db.get(t, key(i)).unwrap().unwrap();
-        assert_eq!(u64::from_le_bytes(got.try_into().unwrap()), balances[i as usize]);
+        assert_eq!(
+            u64::from_le_bytes(got.try_into().unwrap()),
+            balances[i as usize]
+        );
     }
     db.check().unwrap();
 }

@@ -5,10 +5,10 @@ use super::snapshot::{NamedSnapshot, SnapshotTable};
 use super::{ingest, log, Db};
 use crate::batch::{decode_ops, range_refs, RangeOp, TableId};
 use crate::codec::Reader;
-use crate::layout::vtree::run::{Run, Storage};
 use crate::layout::cowbtree::node::Node;
 use crate::layout::cowbtree::store::{self, LostNode, NodeRefs};
 use crate::layout::cowbtree::Durable;
+use crate::layout::vtree::run::{Run, Storage};
 use crate::layout::{LayoutData, TableData, TableLayout};
 use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
@@ -178,7 +178,14 @@ fn recover_with(
         // Damage in a region is the partitioned table's: repair looks its lost keys up by it.
         let label = owner_name(&t.name);
         let levels = open_levels(&storage, t, label, &mut opened, salvage.as_deref_mut())?;
-        let root = open_root(&storage, &refs, t, label, &mut nodes, salvage.as_deref_mut())?;
+        let root = open_root(
+            &storage,
+            &refs,
+            t,
+            label,
+            &mut nodes,
+            salvage.as_deref_mut(),
+        )?;
         let data = LayoutData::opened(&layout, t.stitching, levels, root);
         let table = TableState {
             id: t.id,

@@ -8,11 +8,10 @@ use super::checkpoint::{self, Trigger};
 use super::read::{scan_view, DbIter};
 use super::Db;
 use crate::batch::TableId;
+use crate::layout::cowbtree::Durable;
 use crate::layout::vtree::dtable::DTable;
 use crate::layout::vtree::run::Run;
-use crate::layout::cowbtree::Durable;
 use crate::layout::LayoutData;
-use stitch_zone::ExtentAddr;
 use crate::layout::TableData;
 use crate::layout::TableLayout;
 use crate::manifest::{SnapshotMeta, TableMeta};
@@ -22,6 +21,7 @@ use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
+use stitch_zone::ExtentAddr;
 
 const MAX_SNAPSHOT_NAME: usize = 255;
 
@@ -51,7 +51,9 @@ impl NamedSnapshot {
 
     /// The B+tree roots the snapshot pins.
     pub fn roots(&self) -> impl Iterator<Item = ExtentAddr> + '_ {
-        self.tables.iter().filter_map(|t| t.root.as_ref().map(|r| r.addr))
+        self.tables
+            .iter()
+            .filter_map(|t| t.root.as_ref().map(|r| r.addr))
     }
 
     pub fn meta(&self, name: &str) -> SnapshotMeta {

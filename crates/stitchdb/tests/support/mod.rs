@@ -27,7 +27,7 @@ pub const LAYOUTS: &[&str] = &[
     // The crash workload's commit marker in the first region; range deletes and
     // transactions cross the others.
     "partition(at=\"k1\", at=\"k3\") -> [managed -> exception -> fixed(8) -> linear \
-     | managed -> bloom -> btree(node=1024) -> linear | managed -> linear]",    // Goby's copy-on-write B+tree, with small nodes so the workloads' trees grow levels.
+     | managed -> bloom -> btree(node=1024) -> linear | managed -> linear]", // Goby's copy-on-write B+tree, with small nodes so the workloads' trees grow levels.
     "cow-btree(node=1024)",
 ];
 

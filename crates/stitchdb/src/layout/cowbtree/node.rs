@@ -214,7 +214,10 @@ fn body_len(body: &Body) -> usize {
     match body {
         Body::Leaf(slots) => 8 + slots.iter().map(Slot::encoded_len).sum::<usize>(),
         Body::Interior { keys, .. } => {
-            8 + keys.iter().map(|k| k.len() + 2 + ExtentAddr::ENCODED_LEN).sum::<usize>()
+            8 + keys
+                .iter()
+                .map(|k| k.len() + 2 + ExtentAddr::ENCODED_LEN)
+                .sum::<usize>()
                 + ExtentAddr::ENCODED_LEN
         }
     }

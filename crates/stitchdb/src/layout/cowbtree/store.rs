@@ -114,10 +114,15 @@ pub(crate) fn write_tree(
         patches.extend(written);
         for (node, addr) in level.iter().zip(addrs) {
             node.set_addr(addr);
-            refs.record(addr, node.children().iter().filter_map(|c| c.addr()).collect());
+            refs.record(
+                addr,
+                node.children().iter().filter_map(|c| c.addr()).collect(),
+            );
         }
     }
-    let addr = root.addr().ok_or_else(|| corrupt_internal("the root was not written"))?;
+    let addr = root
+        .addr()
+        .ok_or_else(|| corrupt_internal("the root was not written"))?;
     Ok((addr, zones.cache().empty(&patches)?))
 }
 
@@ -250,7 +255,10 @@ pub(crate) fn check_tree(
         if let Decoded::Interior { children, .. } = decoded {
             let held: Vec<_> = node.children().iter().map(|c| c.addr()).collect();
             if held != children.iter().copied().map(Some).collect::<Vec<_>>() {
-                return Err(corrupt(addr, "names other children than the tree in memory"));
+                return Err(corrupt(
+                    addr,
+                    "names other children than the tree in memory",
+                ));
             }
             for child in children {
                 *parents.entry(child).or_default() += 1;

@@ -202,6 +202,19 @@ fn readers_keep_their_version_while_writers_commit() {
         for (k, v) in &at {
             assert_eq!(newest.get(k, seq).unwrap().map(|x| x.1), Some(v.clone()));
         }
+        // A scan told its snapshot reads that root alone, both ways, and agrees.
+        let live: BTreeMap<_, _> = at
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+            .collect();
+        for reverse in [false, true] {
+            let read: BTreeMap<_, _> = newest
+                .cursor_at(Bound::Unbounded, Bound::Unbounded, reverse, seq)
+                .map(|e| e.unwrap())
+                .filter_map(|e| Some((e.key, e.value?)))
+                .collect();
+            assert_eq!(read, live, "at {seq}, reverse {reverse}");
+        }
     }
     // With no reader left behind, only the newest version is kept.
     table.write(&key(0), 200, None);

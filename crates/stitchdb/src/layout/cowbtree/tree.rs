@@ -17,9 +17,7 @@ pub(crate) fn get<'a>(mut node: &'a Arc<Node>, key: &[u8]) -> Option<&'a Slot> {
     loop {
         match &node.body {
             Body::Leaf(slots) => {
-                let i = slots
-                    .binary_search_by(|s| s.key.as_ref().cmp(key))
-                    .ok()?;
+                let i = slots.binary_search_by(|s| s.key.as_ref().cmp(key)).ok()?;
                 return Some(&slots[i]);
             }
             Body::Interior { keys, children } => {
@@ -324,7 +322,13 @@ mod tests {
                 .collect();
             let want: Vec<_> = model
                 .iter()
-                .map(|(k, (s, v))| (k.to_be_bytes().to_vec(), *s, v.map(|v| v.to_le_bytes().repeat(8))))
+                .map(|(k, (s, v))| {
+                    (
+                        k.to_be_bytes().to_vec(),
+                        *s,
+                        v.map(|v| v.to_le_bytes().repeat(8)),
+                    )
+                })
                 .collect();
             assert_eq!(all, want);
             let mut back: Vec<_> =

@@ -8,9 +8,10 @@
 //! and a node is freed when the last version holding it goes (its children with it: the
 //! release handler Goby gives each extent, here `Drop`).
 //!
-//! A scan is not told its snapshot (`DTable::cursor` yields every version), so it merges the
-//! kept roots; a key deleted after an older kept root must then still say so, which is why a
-//! delete leaves a tombstone until no kept root is older than it (`tree::put`'s horizon).
+//! A scan at a snapshot reads its one root (`DTable::cursor_at`); a cursor told no snapshot
+//! (`DTable::cursor` yields every version) merges the kept roots, and a key deleted after an
+//! older kept root must then still say so, which is why a delete leaves a tombstone until no
+//! kept root is older than it (`tree::put`'s horizon).
 
 use super::node::Node;
 use super::tree::{self, Iter};
@@ -77,7 +78,10 @@ impl Versions {
         let mut roots = vec![(seq, root)];
         let older = self.roots.iter().filter(|(s, _)| *s < seq);
         for (s, r) in older {
-            if roots.last().is_some_and(|(newer, _)| *newer <= oldest_reader) {
+            if roots
+                .last()
+                .is_some_and(|(newer, _)| *newer <= oldest_reader)
+            {
                 break;
             }
             roots.push((*s, r.clone()));
@@ -107,6 +111,21 @@ impl DTable for Versions {
 
     fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source {
         self.merged(start, end, false)
+    }
+
+    /// The one root a reader at `snapshot` reads (the merge of them all for one older than
+    /// every kept root, which no registered reader is).
+    fn cursor_at(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        snapshot: u64,
+    ) -> Source {
+        match self.at(snapshot) {
+            Some(root) => Box::new(Iter::new(root.clone(), start, end, !reverse).map(Ok)),
+            None => self.merged(start, end, !reverse),
+        }
     }
 }
 

@@ -61,7 +61,9 @@ impl TableLayout {
                 }
             }
             _ => match text.strip_prefix(COW_BTREE) {
-                Some(rest) if !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-') => {
+                Some(rest)
+                    if !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-') =>
+                {
                     parse_cow_btree(layout).map(TableLayout::CowBTree)
                 }
                 _ => LayoutSpec::parse(layout).map(TableLayout::Stack),
