@@ -57,6 +57,10 @@ pub(crate) struct Node {
     pub body: Body,
     /// Bytes of the encoded node (kept up to date by every change, for splits).
     pub bytes: usize,
+    /// The first 8 bytes of each key (a leaf's slots', an interior node's separators), big
+    /// endian, zero-padded: searched first, in one array, so a lookup compares whole keys
+    /// (each its own allocation) only among those whose heads tie ([`head`]).
+    pub heads: Vec<u64>,
     /// Where the node is written, once a checkpoint wrote it (a copy starts unwritten).
     addr: Mutex<Option<ExtentAddr>>,
 }
@@ -67,6 +71,7 @@ impl Clone for Node {
         Node {
             body: self.body.clone(),
             bytes: self.bytes,
+            heads: self.heads.clone(),
             addr: Mutex::new(None),
         }
     }
@@ -74,12 +79,14 @@ impl Clone for Node {
 
 impl Node {
     pub fn new(body: Body) -> Node {
-        let bytes = body_len(&body);
-        Node {
+        let mut node = Node {
             body,
-            bytes,
+            bytes: 0,
+            heads: Vec::new(),
             addr: Mutex::new(None),
-        }
+        };
+        node.resize();
+        node
     }
 
     pub fn empty_leaf() -> Node {
@@ -95,9 +102,15 @@ impl Node {
         *self.addr.lock() = Some(addr);
     }
 
-    /// Recomputes [`bytes`](Self::bytes) after a change of the body.
+    /// Recomputes [`bytes`](Self::bytes) and [`heads`](Self::heads) after a change of the
+    /// body.
     pub fn resize(&mut self) {
         self.bytes = body_len(&self.body);
+        self.heads.clear();
+        match &self.body {
+            Body::Leaf(slots) => self.heads.extend(slots.iter().map(|s| head(&s.key))),
+            Body::Interior { keys, .. } => self.heads.extend(keys.iter().map(|k| head(k))),
+        }
     }
 
     /// The children, for an interior node (none for a leaf).
@@ -208,6 +221,14 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Decoded, String> {
         return Err("trailing bytes after the node".into());
     }
     Ok(decoded)
+}
+
+/// The first 8 bytes of `key`, big endian, zero-padded: `a < b` gives `head(a) <= head(b)`.
+pub(crate) fn head(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
 }
 
 fn body_len(body: &Body) -> usize {

@@ -7,21 +7,28 @@
 //! refills its neighbourhood (the tree's height is bounded by its largest size ever, as in
 //! many copy-on-write B-trees without rebalancing on delete).
 
-use super::node::{Body, Bytes, Node, Slot};
+use super::node::{head, Body, Bytes, Node, Slot};
 use crate::entry::Entry;
 use std::ops::Bound;
 use std::sync::Arc;
 
 /// The slot of `key` in the version rooted at `root`.
 pub(crate) fn get<'a>(mut node: &'a Arc<Node>, key: &[u8]) -> Option<&'a Slot> {
+    let h = head(key);
     loop {
+        // Only keys whose heads tie with the key's need a whole comparison.
+        let from = node.heads.partition_point(|x| *x < h);
+        let tied = node.heads[from..].partition_point(|x| *x == h);
         match &node.body {
             Body::Leaf(slots) => {
-                let i = slots.binary_search_by(|s| s.key.as_ref().cmp(key)).ok()?;
-                return Some(&slots[i]);
+                let i = slots[from..from + tied]
+                    .binary_search_by(|s| s.key.as_ref().cmp(key))
+                    .ok()?;
+                return Some(&slots[from + i]);
             }
             Body::Interior { keys, children } => {
-                node = &children[child_of(keys, key)];
+                let below = keys[from..from + tied].partition_point(|k| k.as_ref() <= key);
+                node = &children[from + below];
             }
         }
     }
