@@ -3,7 +3,7 @@
 //! [`CowBTree`] is a table's data in this layout. Writers shadow the path they change
 //! (`tree`); a commit's writes go into a Goby transaction derived from the blessed version
 //! (`txn`), which the end of the commit blesses at the commit's sequence number
-//! ([`CowBTree::publish`]): one atomic swap of the [`Versions`] readers load without a lock.
+//! ([`CowBTree::publish`]): one atomic swap of the [`versions::Versions`] readers load without a lock.
 //! Readers at an older sequence number read the newest root at or below it, kept for them
 //! as long as the engine's oldest reader needs it (`versions`). The engine sequences commits
 //! (the write lock, the log, conflict checks): commits reach the tree one at a time, so the
