@@ -387,10 +387,11 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     type Decoder = fn(&[u8]) -> Result<()>;
-    const DECODERS: [(&str, Decoder); 3] = [
+    const DECODERS: [(&str, Decoder); 4] = [
         ("manifest", decode_manifest),
         ("run block", decode_run_block),
         ("run index", decode_run_index),
+        ("B+tree node", decode_btree_node),
     ];
 
     #[test]
@@ -420,6 +421,7 @@ mod tests {
                 let decode = match target {
                     "manifest" => decode_manifest as Decoder,
                     "run_block" => decode_run_block,
+                    "btree_node" => decode_btree_node,
                     _ => decode_run_index,
                 };
                 (format!("{target} {name}"), decode, bytes)
