@@ -32,12 +32,13 @@ use stitch_wal::{decode_record, SegmentHeader, SEGMENT_HEADER_LEN};
 pub type Target = fn(&[u8]);
 
 /// Every target, by name (the name of its libFuzzer binary and of its corpus folder).
-pub const TARGETS: [(&str, Target); 11] = [
+pub const TARGETS: [(&str, Target); 12] = [
     ("superblock", superblock),
     ("extent", extent),
     ("manifest", manifest),
     ("run_block", run_block),
     ("run_index", run_index),
+    ("btree_node", btree_node),
     ("filter", filter),
     ("bloom", bloom),
     ("log_record", log_record),
@@ -73,6 +74,11 @@ pub fn run_block(data: &[u8]) {
 /// One extent of a sorted run's index (stitchdb).
 pub fn run_index(data: &[u8]) {
     let _ = stitchdb::fuzzing::decode_run_index(data);
+}
+
+/// A copy-on-write B+tree node (stitchdb, extent kind 6).
+pub fn btree_node(data: &[u8]) {
+    let _ = stitchdb::fuzzing::decode_btree_node(data);
 }
 
 /// A quotient filter (stitch-filter). One it accepts is queried, merged with itself, and must

@@ -186,6 +186,11 @@ fn run_index() {
 }
 
 #[test]
+fn btree_node() {
+    fuzz("btree_node");
+}
+
+#[test]
 fn filter() {
     fuzz("filter");
 }

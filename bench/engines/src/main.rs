@@ -20,7 +20,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const ENGINES: [&str; 6] = ["stitchdb", "rocksdb", "fjall", "redb", "lmdb", "sqlite"];
+const ENGINES: [&str; 7] = [
+    "stitchdb",
+    "stitchdb-cow",
+    "rocksdb",
+    "fjall",
+    "redb",
+    "lmdb",
+    "sqlite",
+];
 
 struct Args {
     engines: Vec<String>,
@@ -93,7 +101,8 @@ fn main() {
 
 fn open(name: &str, dir: &Path) -> Result<Box<dyn Engine>> {
     Ok(match name {
-        "stitchdb" => Box::new(stitch::Stitch::create(dir)?),
+        "stitchdb" => Box::new(stitch::Stitch::create(dir, None)?),
+        "stitchdb-cow" => Box::new(stitch::Stitch::create(dir, Some("cow-btree"))?),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Box::new(rocks::Rocks::create(dir)?),
         #[cfg(not(feature = "rocksdb"))]
@@ -241,6 +250,7 @@ fn parent(args: &Args) -> Result<()> {
 fn label(engine: &str) -> String {
     match engine {
         "stitchdb" => "StitchDB",
+        "stitchdb-cow" => "StitchDB cow-btree",
         "rocksdb" => "RocksDB",
         "fjall" => "fjall",
         "redb" => "redb",

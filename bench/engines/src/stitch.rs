@@ -11,10 +11,14 @@ pub struct Stitch {
 }
 
 impl Stitch {
-    /// Default options: 4 MiB memtables, 64 MiB of cached run blocks, 1% filters.
-    pub fn create(dir: &Path) -> Result<Stitch> {
+    /// Default options: 4 MiB memtables, 64 MiB of cached run blocks, 1% filters. The data
+    /// goes to a table of `layout` (`None`: the default table, a VT-tree).
+    pub fn create(dir: &Path, layout: Option<&str>) -> Result<Stitch> {
         let db = Db::create(dir.join("store"), Options::default()).map_err(err)?;
-        let table = db.default_table();
+        let table = match layout {
+            Some(layout) => db.create_table_with_layout("bench", layout).map_err(err)?,
+            None => db.default_table(),
+        };
         Ok(Stitch { db, table })
     }
 }

@@ -1,6 +1,7 @@
 //! The workloads, run against one engine in this process, and the keys and values they use.
 
 use crate::engine::{Engine, Item, Result};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Bytes per key and per value.
@@ -177,6 +178,53 @@ pub fn run(
             name: format!("random reads, {threads} thread{}", plural(threads)),
             ops_per_sec: (per * threads) as f64 / secs,
         });
+    }
+    // Readers while a writer commits: the writer inserts new keys, each its own synced
+    // commit, until the readers are done (the target: reads scale with reader threads).
+    for threads in [1, 2] {
+        let per = sizes.reads / threads;
+        let done = AtomicBool::new(false);
+        let finished = AtomicUsize::new(0);
+        let written = AtomicU64::new(0);
+        let base = next + 10_000_000 * threads as u64;
+        let secs = timed(threads + 1, |t| {
+            if t == threads {
+                let mut w = engine.writer()?;
+                let mut i = base;
+                while !done.load(Ordering::Acquire) {
+                    w.insert(&[(key(i), value(i))], true)?;
+                    i += 1;
+                }
+                written.store(i - base, Ordering::Release);
+                return Ok(());
+            }
+            let mut r = engine.reader()?;
+            let read = (|| {
+                for j in 0..per as u64 {
+                    let i = splitmix64(j ^ ((t as u64) << 40) ^ 0x77) % load;
+                    if r.get(&key(i))? != Some(VALUE_LEN) {
+                        return Err(format!("key {i} of the bulk load is missing"));
+                    }
+                }
+                Ok(())
+            })();
+            // The last reader to finish stops the writer (and a failed one at once).
+            if finished.fetch_add(1, Ordering::AcqRel) + 1 == threads || read.is_err() {
+                done.store(true, Ordering::Release);
+            }
+            read
+        })?;
+        report(Measured {
+            name: format!(
+                "random reads while a writer commits, {threads} reader{}",
+                plural(threads)
+            ),
+            ops_per_sec: (per * threads) as f64 / secs,
+        });
+        eprintln!(
+            "writer committed {} synced writes meanwhile",
+            written.load(Ordering::Acquire)
+        );
     }
     for threads in [1, 2] {
         let per = sizes.scans / threads;

@@ -401,6 +401,26 @@ fn a_table_takes_a_layout_and_refuses_what_it_cannot_hold() {
 }
 
 #[test]
+fn a_cow_btree_table_is_made_written_scanned_checked_and_reopened() {
+    let f = Fixture::new();
+    f.ok("create-table", &["tree", "--layout", "cow-btree"]);
+    assert!(f.ok("tables", &[]).contains("tree\tcow-btree(node=4096)\n"));
+    for k in ["b", "a", "c"] {
+        f.ok("put", &[k, "value", "--table", "tree"]);
+    }
+    f.ok("del", &["b", "--table", "tree"]);
+    assert_eq!(keys(&f.ok("scan", &["--table", "tree"])), ["a", "c"]);
+    f.ok("check", &[]);
+    assert_eq!(f.ok("get", &["c", "--table", "tree"]), "value\n");
+    let err = f.fails(
+        USAGE,
+        "create-table",
+        &["bad", "--layout", "cow-btree(node=1000)"],
+    );
+    assert!(err.contains("not a power of two"), "{err}");
+}
+
+#[test]
 fn a_partitioned_table_is_listed_once_and_its_regions_under_it_in_stats() {
     let f = Fixture::new();
     f.ok(

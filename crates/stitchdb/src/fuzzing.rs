@@ -6,6 +6,7 @@
 use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::entry::{EntryRef, RangeDeletes};
+use crate::layout::cowbtree::node::{self, Body, Node, Slot};
 use crate::layout::vtree::run::{
     decode_chunk, encode_chunks, Block, BlockHandle, BlockWriter, FilterPart, Framing, RunMeta,
     SpecialWriter,
@@ -14,6 +15,7 @@ use crate::layout::{BlockFormat, CodingSpec, FormatSpec};
 use crate::manifest::{LogStart, Manifest, SnapshotMeta, TableMeta};
 use crate::options::Stitching;
 use crate::{Error, Result};
+use std::sync::Arc;
 use stitch_zone::ExtentAddr;
 
 /// Where the bytes came from, for error messages.
@@ -68,9 +70,16 @@ pub fn decode_run_index(bytes: &[u8]) -> Result<()> {
     decode_chunk(bytes, &mut handles).map_err(|d| Error::corrupt("run index", PLACE, d))
 }
 
+/// Decodes a B+tree node's payload (`cow-btree` tables, extent kind 6).
+pub fn decode_btree_node(bytes: &[u8]) -> Result<()> {
+    node::decode(bytes)
+        .map(|_| ())
+        .map_err(|d| Error::corrupt("B+tree node", PLACE, d))
+}
+
 /// A well-formed input of each decoder, as the formats' encoders write it, by the name of its
-/// fuzz target: `manifest`, `run_block` (the current block version) and `run_index`. The
-/// fuzz targets' seed corpus.
+/// fuzz target: `manifest`, `run_block` (the current block version), `run_index` and
+/// `btree_node` (a leaf and an interior node). The fuzz targets' seed corpus.
 pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let at = |zone: u32, offset: u32| ExtentAddr {
         zone,
@@ -101,6 +110,7 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         stitching: Stitching::default(),
         layout: "managed -> exception -> fixed(size=8) -> linear".into(),
         runs: vec![run],
+        root: None,
     };
     let manifest = Manifest {
         checkpoint_lsn: 7,
@@ -260,6 +270,36 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         "fixed-several-widths",
         special_block(format, versions),
     ));
+    // A leaf with a value and a tombstone, and an interior node over two written leaves.
+    let slot = |key: &str, seq: u64, value: Option<&str>| Slot {
+        key: key.as_bytes().into(),
+        seq,
+        value: value.map(|v| v.as_bytes().into()),
+    };
+    let leaf = Node::new(Body::Leaf(vec![
+        slot("a", 3, Some("one")),
+        slot("b", 4, None),
+    ]));
+    let children: Vec<Arc<Node>> = (0..2u32)
+        .map(|i| {
+            let child = Arc::new(Node::empty_leaf());
+            child.set_addr(ExtentAddr {
+                zone: 5,
+                offset: 4096 * i,
+                len: 64,
+            });
+            child
+        })
+        .collect();
+    let interior = Node::new(Body::Interior {
+        keys: vec![b"m".as_slice().into()],
+        children,
+    });
+    for (name, node) in [("leaf", leaf), ("interior", interior)] {
+        if let Some(bytes) = node.encode() {
+            inputs.push(("btree_node", name, bytes));
+        }
+    }
     inputs
 }
 
@@ -347,10 +387,11 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     type Decoder = fn(&[u8]) -> Result<()>;
-    const DECODERS: [(&str, Decoder); 3] = [
+    const DECODERS: [(&str, Decoder); 4] = [
         ("manifest", decode_manifest),
         ("run block", decode_run_block),
         ("run index", decode_run_index),
+        ("B+tree node", decode_btree_node),
     ];
 
     #[test]
@@ -380,6 +421,7 @@ mod tests {
                 let decode = match target {
                     "manifest" => decode_manifest as Decoder,
                     "run_block" => decode_run_block,
+                    "btree_node" => decode_btree_node,
                     _ => decode_run_index,
                 };
                 (format!("{target} {name}"), decode, bytes)

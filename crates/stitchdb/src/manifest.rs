@@ -6,12 +6,15 @@ use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
 use crate::layout::vtree::run::RunMeta;
 use crate::options::Stitching;
+use stitch_zone::ExtentAddr;
 
 const MAGIC: &[u8; 4] = b"STMF";
 /// Version 2 added named snapshots, version 3 range tombstones in runs, version 4 a run's
-/// filter in parts, version 5 a run's index mirror, version 6 each table's layout; older
-/// manifests are still read.
-pub(crate) const MANIFEST_VERSION: u8 = 6;
+/// filter in parts, version 5 a run's index mirror, version 6 each table's layout, version 8
+/// each table's B+tree root (7 is another branch's); older manifests are still read.
+pub(crate) const MANIFEST_VERSION: u8 = 8;
+/// The last version without B+tree roots.
+const BEFORE_ROOTS: u8 = 7;
 /// The last version without table layouts (every table of it is laid out as the default).
 const BEFORE_LAYOUTS: u8 = 5;
 /// The last version without index mirrors (written by tests of stores from before them).
@@ -38,6 +41,8 @@ pub struct TableMeta {
     pub layout: String,
     /// By level, newest first within a level.
     pub runs: Vec<RunMeta>,
+    /// A B+tree's written root (`crate::layout::cowbtree`): the extent of its root node.
+    pub root: Option<ExtentAddr>,
 }
 
 /// A named snapshot: the tables as they were at commit `seq`, every commit up to it in their
@@ -88,12 +93,13 @@ impl Manifest {
         put_varint(&mut out, self.next_run_id);
         let mirrors = version > BEFORE_MIRRORS;
         let layouts = version > BEFORE_LAYOUTS;
-        encode_tables(&mut out, &self.tables, mirrors, layouts);
+        let roots = version > BEFORE_ROOTS;
+        encode_tables(&mut out, &self.tables, mirrors, layouts, roots);
         put_varint(&mut out, self.snapshots.len() as u64);
         for snap in &self.snapshots {
             put_bytes(&mut out, snap.name.as_bytes());
             put_varint(&mut out, snap.seq);
-            encode_tables(&mut out, &snap.tables, mirrors, layouts);
+            encode_tables(&mut out, &snap.tables, mirrors, layouts, roots);
         }
         out
     }
@@ -142,7 +148,13 @@ impl Manifest {
     }
 }
 
-fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta], mirrors: bool, layouts: bool) {
+fn encode_tables(
+    out: &mut Vec<u8>,
+    tables: &[TableMeta],
+    mirrors: bool,
+    layouts: bool,
+    roots: bool,
+) {
     put_varint(out, tables.len() as u64);
     for t in tables {
         put_varint(out, t.id.0 as u64);
@@ -158,6 +170,15 @@ fn encode_tables(out: &mut Vec<u8>, tables: &[TableMeta], mirrors: bool, layouts
         put_varint(out, t.runs.len() as u64);
         for r in &t.runs {
             r.encode(out, mirrors);
+        }
+        if roots {
+            match t.root {
+                Some(root) => {
+                    out.push(1);
+                    root.encode(out);
+                }
+                None => out.push(0),
+            }
         }
     }
 }
@@ -179,12 +200,24 @@ fn decode_tables(r: &mut Reader, version: u8) -> Result<Vec<TableMeta>, String> 
         let runs = (0..r.len()?)
             .map(|_| RunMeta::decode(r, version))
             .collect::<Result<Vec<_>, _>>()?;
+        let root = match version > BEFORE_ROOTS {
+            true => match r.u8()? {
+                0 => None,
+                1 => Some(
+                    ExtentAddr::decode(r.take(ExtentAddr::ENCODED_LEN)?)
+                        .ok_or("B+tree root cut short")?,
+                ),
+                other => return Err(format!("bad B+tree root flag {other}")),
+            },
+            false => None,
+        };
         tables.push(TableMeta {
             id,
             name,
             stitching,
             layout,
             runs,
+            root,
         });
     }
     Ok(tables)
@@ -245,6 +278,11 @@ mod tests {
                     }],
                     seq_override: Some(40),
                 }],
+                root: Some(ExtentAddr {
+                    zone: 6,
+                    offset: 32,
+                    len: 4096,
+                }),
             }],
             snapshots: Vec::new(),
         };
@@ -269,12 +307,16 @@ mod tests {
                 .flat_map(|s| s.tables.iter_mut()),
         ) {
             t.layout.clear();
+            t.root = None;
             for r in &mut t.runs {
                 r.index_mirror.clear();
                 r.blocks_together = false;
             }
         }
-        assert_eq!(old, without, "and no layouts: every table has the default");
+        assert_eq!(
+            old, without,
+            "and no layouts (every table has the default) nor B+tree roots"
+        );
     }
 
     #[test]

@@ -13,8 +13,7 @@ use crate::entry::Value;
 use crate::layout::partition::PartitionView;
 use crate::layout::vtree::dtable::DTable;
 use crate::layout::vtree::run::Run;
-use crate::layout::vtree::VTree;
-use crate::layout::{PartitionSpec, TableData, TableLayout};
+use crate::layout::{LayoutData, PartitionSpec, TableData, TableLayout};
 use crate::options::Stitching;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -29,7 +28,7 @@ pub(crate) struct TableState {
     /// regions), and what writes it refuses (see `crate::layout`). Fixed when the table is
     /// made.
     pub layout: Arc<TableLayout>,
-    pub data: VTree,
+    pub data: LayoutData,
 }
 
 /// An immutable picture of every table; replaced whole (copy on write) when a table is made,
@@ -199,7 +198,7 @@ impl Version {
         layout: Arc<TableLayout>,
     ) {
         self.names.insert(name.clone(), id);
-        let data = VTree::new(layout.stack(), stitching, Vec::new());
+        let data = LayoutData::new(&layout, stitching);
         let table = TableState {
             id,
             name,
@@ -214,13 +213,23 @@ impl Version {
     /// delete of the same commit does not hide (see `RangeTombstone`). The write path and
     /// replay both apply commits through this; it sends each write of a partitioned table to
     /// the region holding its key, and each range delete to the regions it reaches, cut at
-    /// their boundaries.
+    /// their boundaries. A table whose layout publishes a commit's writes as one new version
+    /// (a B+tree) does so at the end, keeping the versions a reader at `oldest_reader()` (asked
+    /// only then) may still read.
     pub fn apply_commit<'a, K: AsRef<[u8]>>(
         &self,
         seq: u64,
         ranges: impl IntoIterator<Item = (TableId, &'a [u8], &'a [u8])>,
         ops: impl IntoIterator<Item = (TableId, K, Value)>,
+        oldest_reader: impl FnOnce() -> u64,
     ) -> Result<()> {
+        // The B+trees written, to publish at the end (few: a commit writes few tables).
+        let mut trees: Vec<Arc<TableState>> = Vec::new();
+        let mut note = |t: &Arc<TableState>| {
+            if t.data.cow_btree().is_some() && !trees.iter().any(|w| Arc::ptr_eq(w, t)) {
+                trees.push(t.clone());
+            }
+        };
         for (table, start, end) in ranges {
             let t = self.table(table)?;
             match t.layout.partition() {
@@ -231,12 +240,23 @@ impl Version {
                             .delete_range(start, end, seq);
                     }
                 }
-                None => t.data.delete_range(start, end, seq),
+                None => {
+                    t.data.delete_range(start, end, seq);
+                    note(t);
+                }
             }
         }
         for (table, key, value) in ops {
             let key = key.as_ref();
-            self.route(table, key)?.data.write(key, seq, value);
+            let t = self.route(table, key)?;
+            t.data.write(key, seq, value);
+            note(t);
+        }
+        if !trees.is_empty() {
+            let oldest = oldest_reader();
+            for t in trees {
+                t.data.publish(seq, oldest);
+            }
         }
         Ok(())
     }

@@ -12,9 +12,9 @@ pub struct CreateTableArgs {
     store: StoreArg,
     /// The new table's name (1 to 255 bytes)
     name: String,
-    /// The modules its data goes through, e.g. 'managed -> btree -> fixed(8)'
-    /// (docs/layouts.md); the default is the VT-tree, 'managed -> quotient -> btree ->
-    /// linear'
+    /// The modules its data goes through, e.g. 'managed -> btree -> fixed(8)', or
+    /// 'cow-btree' for Goby's copy-on-write B+tree (docs/layouts.md); the default is the
+    /// VT-tree, 'managed -> quotient -> btree -> linear'
     #[arg(long, value_name = "LAYOUT", default_value = "")]
     layout: String,
 }

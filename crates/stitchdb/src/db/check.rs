@@ -12,6 +12,7 @@
 use super::Db;
 use crate::batch::TableId;
 use crate::entry::RangeTombstone;
+use crate::layout::cowbtree::store;
 use crate::layout::vtree::run::{Run, RunIter};
 use crate::layout::TableData;
 use crate::version::{is_region, table_label};
@@ -36,6 +37,8 @@ pub struct CheckReport {
     pub extents: usize,
     /// Chunks of large values read and verified against their references.
     pub large_chunks: u64,
+    /// B+tree nodes read and verified (the mainline's and those only snapshots hold).
+    pub nodes: usize,
 }
 
 impl Db {
@@ -114,6 +117,51 @@ impl Db {
         for t in version.tables.values() {
             check_layer_order(&table_label(&t.name), t.data.runs())?;
         }
+        // B+tree nodes: every written node of the mainline's and the snapshots' roots read
+        // back, and counted against the references it holds (one per parent and root).
+        let mut nodes = std::collections::HashMap::new();
+        let mut seen = std::collections::HashSet::new();
+        let roots = version
+            .tables
+            .values()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.data.cow_btree().and_then(|c| c.durable()).cloned(),
+                )
+            })
+            .chain(
+                self.inner
+                    .checkpoint
+                    .lock()
+                    .snapshots
+                    .iter()
+                    .flat_map(|(n, s)| {
+                        s.tables
+                            .iter()
+                            .map(move |t| (format!("snapshot {n}, {}", t.name), t.root.clone()))
+                    }),
+            )
+            .collect::<Vec<_>>();
+        for (table, root) in roots {
+            if let Some(root) = root {
+                let zones = &self.inner.zones;
+                store::check_tree(zones, &root.root, &mut nodes, &mut seen)
+                    .map_err(|e| e.placed_in(format!("table {}", table_label(&table))))?;
+            }
+        }
+        report.nodes = seen.len();
+        for (addr, count) in &nodes {
+            let refs = self.inner.zones.ref_count(*addr);
+            if refs < *count {
+                return Err(Error::corrupt(
+                    "zone map",
+                    addr,
+                    format!("{count} B+tree parents or roots name the node but it holds {refs} references"),
+                ));
+            }
+        }
+        extents.extend(seen);
         let mut listed: std::collections::HashMap<ExtentAddr, u32> = Default::default();
         for (_, run) in &runs {
             for (addr, _) in run.extents() {

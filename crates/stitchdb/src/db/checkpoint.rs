@@ -15,7 +15,7 @@ use crate::layout::{TableData, WriteOut};
 use crate::manifest::{Manifest, TableMeta};
 use crate::version::Version;
 use crate::Result;
-use parking_lot::MutexGuard;
+use parking_lot::{Mutex, MutexGuard};
 use std::sync::Arc;
 use stitch_patch::PatchId;
 use stitch_wal::{LogPosition, Wal};
@@ -239,24 +239,28 @@ fn write_out(
             spec: t.layout.stack(),
             filter: inner.filter_choice(t.layout.stack()),
             stream: Stream::Flush,
+            nodes: &inner.nodes,
         })?;
-        if let Some((run, patch)) = &run {
-            flushed_bytes += run.meta.data_bytes;
+        if let Some((written, patch)) = &run {
+            flushed_bytes += written.data_bytes();
             patches.push(*patch);
         }
-        flushed.push((t.id, run.map(|(run, _)| run)));
+        flushed.push((t.id, Mutex::new(run.map(|(written, _)| written))));
     }
     // The frozen memtables become their runs, in front of level 0; linked runs are newer
     // than everything frozen, so in front of those. Applied under the checkpoint lock to the
     // tables as they are then (merges may have reshaped them meanwhile), for the manifest
     // and then for readers, as a merge's change is.
+    // Linked runs a table does not keep (a B+tree absorbed their entries at the link's
+    // commit) are retired by the manifest.
+    let unkept = Mutex::new(Vec::new());
     let change = |v: &mut Version| {
-        for (table, run) in &flushed {
-            v.update(*table, |t| t.data.install_frozen(run.clone()));
+        for (table, written) in &flushed {
+            v.update(*table, |t| t.data.install_frozen(written.lock().take()));
         }
         for (table, runs) in &linked {
             for (holder, runs) in v.holders(*table, runs) {
-                v.update(holder, |t| t.data.link(&runs));
+                v.update(holder, |t| unkept.lock().extend(t.data.link(&runs)));
             }
         }
     };
@@ -280,6 +284,7 @@ fn write_out(
     ck.log_start = log::to_start(log_pos, epoch);
     ck.next_table_id = next_table_id;
     apply_to_live(inner, change);
+    ck.deferred.extend(unkept.into_inner());
     notify_flushed(inner);
     let superblock = write_live_manifest(inner, &mut ck)?;
     drop(ck);
@@ -410,9 +415,10 @@ pub(crate) fn write_manifest(
             .map(|t| TableMeta {
                 id: t.id,
                 name: t.name.clone(),
-                stitching: t.data.stitching,
+                stitching: t.data.stitching(),
                 layout: t.layout.to_string(),
                 runs: t.data.runs().map(|r| r.meta.clone()).collect(),
+                root: t.data.cow_btree().and_then(|c| c.durable()).map(|d| d.addr),
             })
             .collect(),
         snapshots: ck.snapshots.iter().map(|(n, s)| s.meta(n)).collect(),
@@ -457,6 +463,13 @@ pub(crate) fn write_manifest(
         .into_iter()
         .filter(|r| !held.contains(&r.meta.id))
         .collect();
+    // B+tree roots this manifest replaced: their references go once it is durable.
+    let old_roots: Vec<_> = listed
+        .tables
+        .values()
+        .filter_map(|t| t.data.cow_btree())
+        .flat_map(|c| c.take_retiring())
+        .collect();
     let old_manifest = ck.manifest.replace(addr);
     ck.checkpoints += 1;
     let zones = inner.zones.clone();
@@ -465,6 +478,9 @@ pub(crate) fn write_manifest(
         Box::new(move || {
             for run in &retired {
                 run.mark_obsolete();
+            }
+            if let Err(e) = zones.decref_all(old_roots) {
+                tracing::error!("releasing replaced B+tree roots: {e}");
             }
             if let Some(old) = old_manifest {
                 if let Err(e) = zones.decref(old) {

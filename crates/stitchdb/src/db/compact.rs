@@ -55,8 +55,10 @@ fn plan_level_merge(
 ) -> Option<Plan> {
     version.tables.values().find_map(|t| {
         let claimed = |level| busy.contains(&(t.id, level));
+        // A B+tree has no runs to merge.
         let merge = t
             .data
+            .vtree()?
             .plan_level_merge(t.layout.stack(), level_runs, claimed)?;
         Some(Plan {
             table: t.id,
@@ -112,7 +114,11 @@ pub(crate) fn compact_all_alone(
 ) -> Result<()> {
     let version = inner.version.read().clone();
     for t in version.tables.values() {
-        let Some(merge) = t.data.plan_full_merge(t.layout.stack()) else {
+        let full = t
+            .data
+            .vtree()
+            .and_then(|v| v.plan_full_merge(t.layout.stack()));
+        let Some(merge) = full else {
             continue;
         };
         let plan = Plan {
@@ -154,6 +160,7 @@ fn merge(inner: &Arc<Inner>, plan: &Plan, stream: Stream) -> Result<Merged> {
         spec: plan.layout.stack(),
         filter: inner.filter_choice(plan.layout.stack()),
         stream,
+        nodes: &inner.nodes,
     })
 }
 
@@ -162,7 +169,11 @@ fn install(inner: &Arc<Inner>, plan: &Plan, merged: Merged) -> Result<()> {
         Some((run, patch, stats)) => (Some(run), patch, stats),
         None => (None, stitch_patch::PatchId::NONE, Default::default()),
     };
-    let replace = |t: &mut TableState| t.data.replace_merged(&plan.merge, output.as_ref());
+    let replace = |t: &mut TableState| {
+        if let Some(v) = t.data.vtree_mut() {
+            v.replace_merged(&plan.merge, output.as_ref());
+        }
+    };
     let change = |v: &mut Version| v.update(plan.table, replace);
     install_deferred(inner, change, &[patch], plan.merge.inputs.clone())?;
     tracing::debug!(

@@ -136,7 +136,12 @@ fn rewrite(
 fn swap_in(inner: &Arc<Inner>, mut rewritten: Rewritten) -> Result<DefragReport> {
     // From here the new runs are the store's (a failed manifest fails the store).
     let runs = std::mem::take(&mut rewritten.runs);
-    let swap = |t: &mut TableState| t.data.swap_runs(&runs);
+    // B+tree nodes are not moved (see docs/cow-btree.md): a zone holding one stays.
+    let swap = |t: &mut TableState| {
+        if let Some(v) = t.data.vtree_mut() {
+            v.swap_runs(&runs);
+        }
+    };
     let change = |v: &mut Version| {
         let ids: Vec<_> = v.tables.keys().copied().collect();
         for id in ids {

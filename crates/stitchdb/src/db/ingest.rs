@@ -170,6 +170,9 @@ pub(crate) fn install(inner: &Inner, table: TableId, run: Arc<Run>, lsn: u64) {
         .store(ck.log_named.len(), std::sync::atomic::Ordering::Release);
     let mut version = inner.version.write();
     let mut v = (**version).clone();
-    v.update(table, |t| t.data.link(&[run]));
+    // Only a VT-tree takes an ingested run (`LayoutData::memtable_keys_in`), and keeps it.
+    v.update(table, |t| {
+        t.data.link(&[run]);
+    });
     *version = Arc::new(v);
 }

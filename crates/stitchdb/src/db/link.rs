@@ -104,6 +104,19 @@ impl<F: FnOnce(&mut Oracle) -> Result<()>> Link for Linking<'_, F> {
                 (*table, runs)
             })
             .collect();
+        // A table that keeps no runs (a B+tree) takes their entries now, under the write
+        // lock: the checkpoint this link is part of freezes it next, so its manifest holds
+        // them; the runs are then retired (`TableData::link`).
+        let version = self.inner.version.read().clone();
+        let oldest = self.inner.oldest_reader_locked(w);
+        for (table, runs) in self.runs {
+            let oldest_first: Vec<_> = runs
+                .iter()
+                .rev()
+                .map(|(spill, run)| (lsns[(*spill - 1) as usize], run.clone()))
+                .collect();
+            version.table(*table)?.data.absorb(&oldest_first, oldest)?;
+        }
         // Other open transactions validate against what this commit wrote: its keys (read
         // back from its runs: the write set is gone) and its range deletes.
         if w.oracle.tracking() {

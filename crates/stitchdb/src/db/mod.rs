@@ -35,6 +35,8 @@ mod background;
 mod check;
 mod checkpoint;
 mod compact;
+#[cfg(test)]
+mod cow_btree_tests;
 mod damage;
 mod defrag;
 mod ingest;
@@ -77,6 +79,7 @@ pub use verify::{Placed, StoreCheck};
 
 use crate::batch::TableId;
 use crate::concurrency::{LockError, LockManager, Oracle};
+use crate::layout::cowbtree::store::NodeRefs;
 use crate::layout::vtree::run::{FilterChoice, Run, Storage};
 use crate::layout::TableData;
 use crate::layout::{FilterSpec, LayoutSpec, TableLayout};
@@ -162,6 +165,9 @@ pub(crate) struct Inner {
     /// Which chunks of large values are live (see `large`).
     pub(crate) large: Arc<large::Registry>,
     pub(crate) storage: Arc<Storage>,
+    /// The written B+tree nodes' children, for their release handler
+    /// (`crate::layout::cowbtree::store`).
+    pub(crate) nodes: Arc<NodeRefs>,
     /// `None` for a read-only handle. Locks inside; appended to under `write`.
     pub(super) wal: Option<Wal>,
     /// When the store was opened.
@@ -238,7 +244,7 @@ pub(crate) struct Inner {
 
 /// An open store. Cheap to share between threads (`&Db` is `Sync`).
 pub struct Db {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     /// The background threads (memtable flushes, compaction), joined at close.
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -328,6 +334,7 @@ impl Db {
             },
             replaced: Vec::new(),
             large: Default::default(),
+            nodes: NodeRefs::install(&storage.zones),
         };
         Self::start(storage, opts, recovered, None)
     }
@@ -373,6 +380,7 @@ impl Db {
             zones: storage.zones.clone(),
             large: recovered.large.clone(),
             storage,
+            nodes: recovered.nodes.clone(),
             wal,
             write: Mutex::new(WriteState {
                 next_txn: recovered.last_lsn + 1,
@@ -585,7 +593,12 @@ impl Db {
         let ids = self.inner.version.read().with_regions(table)?;
         let change = |v: &mut Version| {
             for &id in &ids {
-                v.update(id, |t| t.data.stitching = stitching);
+                v.update(id, |t| {
+                    // A B+tree merges nothing: it has no stitching to set.
+                    if let Some(v) = t.data.vtree_mut() {
+                        v.stitching = stitching;
+                    }
+                });
             }
         };
         checkpoint::commit_change(&self.inner, change, &[], Vec::new())?;

@@ -189,11 +189,7 @@ pub(crate) fn scan_view(
     snapshot: u64,
     guard: Option<ReaderGuard>,
 ) -> DbIter {
-    let versions = if reverse {
-        view.cursor_rev(start, end)
-    } else {
-        view.cursor(start, end)
-    };
+    let versions = view.cursor_at(start, end, reverse, snapshot);
     let ranges = view.range_deletes();
     let visible = Visible::new(versions, snapshot, ranges);
     DbIter::new(visible, start, end, reverse, guard)

@@ -5,9 +5,11 @@ use super::snapshot::{NamedSnapshot, SnapshotTable};
 use super::{ingest, log, Db};
 use crate::batch::{decode_ops, range_refs, RangeOp, TableId};
 use crate::codec::Reader;
+use crate::layout::cowbtree::node::Node;
+use crate::layout::cowbtree::store::{self, LostNode, NodeRefs};
+use crate::layout::cowbtree::Durable;
 use crate::layout::vtree::run::{Run, Storage};
-use crate::layout::vtree::VTree;
-use crate::layout::{TableData, TableLayout};
+use crate::layout::{LayoutData, TableData, TableLayout};
 use crate::manifest::{LogStart, Manifest, TableMeta};
 use crate::options::Options;
 use crate::options::Stitching;
@@ -41,6 +43,8 @@ pub(crate) struct Recovered {
     pub replaced: Vec<Arc<Run>>,
     /// The chunks of large values the tables reference, counted in the zone store.
     pub large: Arc<super::large::Registry>,
+    /// The written B+tree nodes' children (their release handler installed).
+    pub nodes: Arc<NodeRefs>,
 }
 
 #[derive(Default)]
@@ -96,6 +100,7 @@ fn recover_with(
     let slots = stitch_zone::read_slots(&cache)?;
     let (zones, superblock) = ZoneStore::open(cache, opts.zone_config())?;
     let storage = Storage::new(Arc::new(zones), opts.read_cache_bytes, opts.background);
+    let refs = NodeRefs::install(&storage.zones);
     let zones = &storage.zones;
     let short = zones.truncated_by();
     if short > 0 {
@@ -165,15 +170,25 @@ fn recover_with(
     if salvage.is_none() {
         zones.mark_live(root, ExtentKind::MANIFEST)?;
     }
-    // A run the mainline and snapshots share is opened once (its extents counted once).
+    // A run the mainline and snapshots share is opened once (its extents counted once), and
+    // so is a B+tree node.
     let mut opened: HashMap<u64, Arc<Run>> = HashMap::new();
+    let mut nodes = HashMap::new();
     let mut version = Version::default();
     for t in &manifest.tables {
         let layout = stored_layout(&t.name, &t.layout)?;
         // Damage in a region is the partitioned table's: repair looks its lost keys up by it.
         let label = owner_name(&t.name);
         let levels = open_levels(&storage, t, label, &mut opened, salvage.as_deref_mut())?;
-        let data = VTree::new(layout.stack(), t.stitching, levels);
+        let root = open_root(
+            &storage,
+            &refs,
+            t,
+            label,
+            &mut nodes,
+            salvage.as_deref_mut(),
+        )?;
+        let data = LayoutData::opened(&layout, t.stitching, levels, root);
         let table = TableState {
             id: t.id,
             name: t.name.clone(),
@@ -196,6 +211,14 @@ fn recover_with(
                     stitching: t.stitching,
                     layout: stored_layout(&t.name, &t.layout)?,
                     levels: open_levels(&storage, t, &label, &mut opened, salvage.as_deref_mut())?,
+                    root: open_root(
+                        &storage,
+                        &refs,
+                        t,
+                        &label,
+                        &mut nodes,
+                        salvage.as_deref_mut(),
+                    )?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -264,6 +287,7 @@ fn recover_with(
         log_start: manifest.log,
         replaced: replay.replaced,
         large,
+        nodes: refs,
     };
     Ok((storage, recovered, Some(root)))
 }
@@ -367,6 +391,7 @@ fn recover_from_creation(
             stitching: opts.stitching,
             layout: String::new(),
             runs: Vec::new(),
+            root: None,
         }],
         snapshots: Vec::new(),
     };
@@ -415,6 +440,7 @@ fn recover_from_creation(
         log_start: log,
         replaced: replay.replaced,
         large: Default::default(),
+        nodes: NodeRefs::install(&storage.zones),
     };
     Ok((storage, recovered, None))
 }
@@ -630,6 +656,46 @@ fn empty_report(start: stitch_wal::LogPosition) -> stitch_wal::RecoveryReport {
 /// Opens the runs `table` lists, by level (the manifest lists them by level, newest first
 /// within each), reusing those already in `opened`. `label` names the table in messages.
 /// With `salvage`, damaged runs are opened as far as they can be and the damage recorded.
+/// Loads the B+tree `table` names a root of, if it does (`cowbtree::store`: its nodes'
+/// references counted); salvaging, a damaged node's keys are reported lost.
+fn open_root(
+    storage: &Arc<Storage>,
+    refs: &NodeRefs,
+    table: &TableMeta,
+    label: &str,
+    nodes: &mut HashMap<ExtentAddr, Arc<Node>>,
+    mut salvage: Option<&mut Salvage>,
+) -> Result<Option<Durable>> {
+    let Some(addr) = table.root else {
+        return Ok(None);
+    };
+    let salvaging = salvage.is_some();
+    let mut report = |lost: LostNode| {
+        if let Some(s) = salvage.as_deref_mut() {
+            let place = format!("table {label}, {}", lost.addr);
+            s.damage
+                .push(Damage::from_error(&lost.error, "B+tree node", &place));
+            s.lost.push(LostKeys {
+                table: label.to_string(),
+                run: 0,
+                start: lost.start,
+                end: lost.end,
+                entries: None,
+                why: format!("B+tree node {} is damaged", lost.addr),
+            });
+        }
+    };
+    let root = store::load_tree(
+        &storage.zones,
+        refs,
+        addr,
+        nodes,
+        salvaging.then_some(&mut report as &mut dyn FnMut(LostNode)),
+    )
+    .map_err(|e| e.placed_in(format!("table {label}")))?;
+    Ok(Some(Durable { addr, root }))
+}
+
 fn open_levels(
     storage: &Arc<Storage>,
     table: &TableMeta,
@@ -701,7 +767,8 @@ fn redo_commit(
     ops: Vec<(TableId, Vec<u8>, crate::entry::Value)>,
 ) -> std::result::Result<(), String> {
     st.version
-        .apply_commit(lsn, range_refs(ranges), ops)
+        // No reader is open during replay: only the newest version is kept.
+        .apply_commit(lsn, range_refs(ranges), ops, || lsn)
         .map_err(|e| format!("replaying commit {lsn}: {e}"))
 }
 

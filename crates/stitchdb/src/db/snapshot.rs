@@ -8,9 +8,10 @@ use super::checkpoint::{self, Trigger};
 use super::read::{scan_view, DbIter, LargeLookup};
 use super::Db;
 use crate::batch::TableId;
+use crate::layout::cowbtree::Durable;
 use crate::layout::vtree::dtable::DTable;
 use crate::layout::vtree::run::Run;
-use crate::layout::vtree::VTree;
+use crate::layout::LayoutData;
 use crate::layout::TableData;
 use crate::layout::TableLayout;
 use crate::manifest::{SnapshotMeta, TableMeta};
@@ -20,6 +21,7 @@ use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
+use stitch_zone::ExtentAddr;
 
 const MAX_SNAPSHOT_NAME: usize = 255;
 
@@ -37,12 +39,21 @@ pub(crate) struct SnapshotTable {
     pub stitching: Stitching,
     pub layout: Arc<TableLayout>,
     pub levels: Vec<Vec<Arc<Run>>>,
+    /// A B+tree's written root, pinned by one reference of the snapshot's own.
+    pub root: Option<Durable>,
 }
 
 impl NamedSnapshot {
     /// Every run the snapshot holds.
     pub fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {
         self.tables.iter().flat_map(|t| t.levels.iter().flatten())
+    }
+
+    /// The B+tree roots the snapshot pins.
+    pub fn roots(&self) -> impl Iterator<Item = ExtentAddr> + '_ {
+        self.tables
+            .iter()
+            .filter_map(|t| t.root.as_ref().map(|r| r.addr))
     }
 
     pub fn meta(&self, name: &str) -> SnapshotMeta {
@@ -58,6 +69,7 @@ impl NamedSnapshot {
                     stitching: t.stitching,
                     layout: t.layout.to_string(),
                     runs: t.levels.iter().flatten().map(|r| r.meta.clone()).collect(),
+                    root: t.root.as_ref().map(|r| r.addr),
                 })
                 .collect(),
         }
@@ -269,16 +281,23 @@ impl Db {
                 .map(|t| SnapshotTable {
                     id: t.id,
                     name: t.name.clone(),
-                    stitching: t.data.stitching,
+                    stitching: t.data.stitching(),
                     layout: t.layout.clone(),
-                    levels: t.data.levels.clone(),
+                    levels: t.data.vtree().map_or_else(Vec::new, |v| v.levels.clone()),
+                    root: t.data.cow_btree().and_then(|c| c.durable().cloned()),
                 })
                 .collect(),
         });
+        // A B+tree's root costs the snapshot one reference.
+        let pins: Vec<_> = held.roots().collect();
+        inner.zones.incref_all(&pins)?;
         ck.snapshots.insert(name.to_string(), held.clone());
         let written = checkpoint::write_manifest(inner, &mut ck, &version, &[], Vec::new());
         if written.is_err() {
             ck.snapshots.remove(name);
+            if let Err(e) = inner.zones.decref_all(pins) {
+                tracing::error!("unpinning the roots of snapshot {name}: {e}");
+            }
         }
         inner.guard(written)?;
         Ok(held.info(name))
@@ -304,7 +323,8 @@ impl Db {
             .tables
             .iter()
             .map(|t| {
-                let data = VTree::new(t.layout.stack(), t.stitching, t.levels.clone());
+                let data =
+                    LayoutData::opened(&t.layout, t.stitching, t.levels.clone(), t.root.clone());
                 (t.id, data.view())
             })
             .collect();
@@ -360,6 +380,8 @@ impl Db {
                 run.mark_obsolete();
             }
         }
+        // The manifest no longer naming them is durable: the roots' pins go.
+        inner.zones.decref_all(held.roots())?;
         Ok(())
     }
 }

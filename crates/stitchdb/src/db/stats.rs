@@ -39,13 +39,17 @@ impl TableStats {
     fn of(t: &TableState) -> TableStats {
         TableStats {
             name: t.name.clone(),
-            stitching: t.data.stitching,
+            stitching: t.data.stitching(),
             layout: t.layout.to_string(),
-            levels: t.data.levels.iter().map(Vec::len).collect(),
+            // A B+tree has no levels (nor runs, nor a record cache).
+            levels: t
+                .data
+                .vtree()
+                .map_or_else(Vec::new, |v| v.levels.iter().map(Vec::len).collect()),
             run_entries: t.data.runs().map(|r| r.meta.entries).sum(),
             run_bytes: t.data.runs().map(|r| r.meta.data_bytes).sum(),
             memtable_bytes: t.data.memory_bytes(),
-            record_cache: t.data.cache.as_ref().map(|c| {
+            record_cache: t.data.vtree().and_then(|v| v.cache.as_ref()).map(|c| {
                 let (held, hits, misses) = c.counts();
                 RecordCacheStats { held, hits, misses }
             }),

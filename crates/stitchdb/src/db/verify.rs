@@ -130,8 +130,8 @@ impl Db {
 #[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placed {
-    /// "manifest", "run index", "run index mirror", "run filter", "run block" or "log
-    /// segment".
+    /// "manifest", "run index", "run index mirror", "run filter", "run block", "B+tree
+    /// node", "B+tree leaf" or "log segment".
     pub what: &'static str,
     /// Its first byte on the disk.
     pub disk_offset: u64,
@@ -143,8 +143,8 @@ pub struct Placed {
 
 impl Db {
     /// Where the store's live structures are on its disk: the manifest, every run's index
-    /// extents, filter parts and blocks (the mainline's and the snapshots'), and the log's
-    /// start segment. For damage tests, which overwrite each one.
+    /// extents, filter parts and blocks and every written B+tree node (the mainline's and the
+    /// snapshots'), and the log's start segment. For damage tests, which overwrite each one.
     #[doc(hidden)]
     pub fn layout(&self) -> Vec<Placed> {
         let zones = &self.inner.zones;
@@ -179,7 +179,29 @@ impl Db {
                     .flat_map(|t| t.levels.iter().flatten().cloned()),
             );
         }
+        let mut roots: Vec<_> = version
+            .tables
+            .values()
+            .filter_map(|t| t.data.cow_btree()?.durable().cloned())
+            .collect();
+        roots.extend(
+            ck.snapshots
+                .values()
+                .flat_map(|s| s.tables.iter().filter_map(|t| t.root.clone())),
+        );
         drop(ck);
+        let mut nodes = HashSet::new();
+        let mut stack: Vec<_> = roots.into_iter().map(|r| r.root).collect();
+        while let Some(node) = stack.pop() {
+            if let Some(addr) = node.addr().filter(|a| nodes.insert(*a)) {
+                let what = match node.children().is_empty() {
+                    true => "B+tree leaf",
+                    false => "B+tree node",
+                };
+                out.push(extent(what, addr, addr.to_string()));
+            }
+            stack.extend(node.children().iter().cloned());
+        }
         let mut seen = HashSet::new();
         for run in runs.iter().filter(|r| seen.insert(r.meta.id)) {
             let id = run.meta.id;

@@ -285,12 +285,16 @@ pub(crate) fn commit_batch(
             Cow::Owned(b) => {
                 let ops = b.ops.iter_mut().enumerate().filter(|(i, _)| !in_run(i));
                 let ops = ops.map(|(_, (table, key, value))| (*table, &key[..], value.take()));
-                version.apply_commit(lsn, range_refs(&b.ranges), ops)?;
+                version.apply_commit(lsn, range_refs(&b.ranges), ops, || {
+                    inner.oldest_reader_locked(&w)
+                })?;
             }
             Cow::Borrowed(b) => {
                 let ops = b.ops.iter().enumerate().filter(|(i, _)| !in_run(i));
                 let ops = ops.map(|(_, (table, key, value))| (*table, &key[..], value.clone()));
-                version.apply_commit(lsn, range_refs(&b.ranges), ops)?;
+                version.apply_commit(lsn, range_refs(&b.ranges), ops, || {
+                    inner.oldest_reader_locked(&w)
+                })?;
             }
         }
         let ingested = ingested.map(|ingest| ingest::install(inner, ingest.table, ingest.run, lsn));

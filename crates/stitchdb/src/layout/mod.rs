@@ -10,19 +10,24 @@
 //! transactions, when to checkpoint, manifests, locks. What it needs of a table's data is
 //! [`TableData`]: apply a commit's writes at its sequence number, the read view, how much is
 //! in memory, freeze, write the frozen part out and install it, and what the manifest lists.
-//! Each layout is a folder implementing it; today the only one is the VT-tree (`vtree/`:
-//! memtables and levels of stitched runs), so `crate::version::TableState` holds a
-//! [`vtree::VTree`] directly and every call is static. The next layout turns that field into
-//! an enum over the layouts, each arm forwarding to its own `TableData`. A partition
+//! Each layout is a folder implementing it: the VT-tree (`vtree/`: memtables and levels of
+//! stitched runs) and Goby's copy-on-write B+tree (`cowbtree/`). `crate::version::TableState`
+//! holds a [`LayoutData`], an enum over them whose arms forward to each one's `TableData`;
+//! what only one layout has (runs to merge, stitching, a record cache) the engine reaches
+//! through [`LayoutData::vtree`], and says there what the other layout does. A partition
 //! (`partition/`) is not one: it cuts a table into regions that are tables of their own, each
 //! with its stack, and gives the routing and the read view over them (`crate::version`).
 //!
 //! Imports go one way: `db/` imports `layout/`, never the reverse; what a layout needs of the
 //! engine it is given as parameters ([`WriteOut`]).
 
+pub(crate) mod cowbtree;
+mod data;
 pub(crate) mod partition;
 mod spec;
 pub(crate) mod vtree;
+
+pub(crate) use data::LayoutData;
 
 pub use partition::{PartitionSpec, TableLayout};
 pub use spec::*;
@@ -69,21 +74,40 @@ pub(crate) trait TableData: Clone + Send + Sync {
     /// Writes the frozen writes out (not yet durable: the returned patch writes them), with
     /// what a reader at `out.oldest_reader` or newer cannot see left out; `None` if nothing
     /// is left to write.
-    fn write_frozen(&self, out: &WriteOut<'_>) -> Result<Option<(Arc<Run>, PatchId)>>;
+    fn write_frozen(&self, out: &WriteOut<'_>) -> Result<Option<(Written, PatchId)>>;
 
     /// Replaces the frozen writes by what [`write_frozen`](Self::write_frozen) wrote of them.
-    fn install_frozen(&mut self, written: Option<Arc<Run>>);
+    fn install_frozen(&mut self, written: Option<Written>);
 
-    /// Puts `runs` (newest first), written elsewhere (a transaction's, or an ingest), in front
-    /// of everything written out so far.
-    fn link(&mut self, runs: &[Arc<Run>]);
+    /// Takes `runs` (newest first), written elsewhere (a transaction's, or an ingest), in
+    /// front of everything written out so far. Returns those of them it does not keep (a
+    /// layout without runs has their entries in its own data by then): the next manifest
+    /// retires them.
+    fn link(&mut self, runs: &[Arc<Run>]) -> Vec<Arc<Run>>;
 
     /// The runs the table's data is written out in, newest first: what the manifest lists of
-    /// it, and what holds its extents (for snapshots, `check`, defragmentation).
+    /// it, and what holds its extents (for snapshots, `check`, defragmentation). None for a
+    /// layout without runs.
     fn runs(&self) -> impl Iterator<Item = &Arc<Run>>;
 
     /// Rebuilds the read view after a change.
     fn refresh_view(&mut self);
+}
+
+/// What [`TableData::write_frozen`] wrote: a run, or a tree's new root.
+pub(crate) enum Written {
+    Run(Arc<Run>),
+    Root(cowbtree::Durable),
+}
+
+impl Written {
+    /// Bytes of data written (a run's data blocks; a tree's are counted as its root only).
+    pub fn data_bytes(&self) -> u64 {
+        match self {
+            Written::Run(run) => run.meta.data_bytes,
+            Written::Root(root) => root.addr.len as u64,
+        }
+    }
 }
 
 /// What a layout needs of the engine to write a run: a table's frozen writes, or a merge.
@@ -100,4 +124,6 @@ pub(crate) struct WriteOut<'a> {
     /// The zone stream the run is appended to (a merge's: one no other merge appends to
     /// meanwhile).
     pub stream: Stream,
+    /// The written B+tree nodes' children, for their release handler.
+    pub nodes: &'a Arc<cowbtree::store::NodeRefs>,
 }

@@ -235,6 +235,63 @@ impl Default for LayoutSpec {
 /// The module that partitions a table (`crate::layout::partition`): first in a layout, never
 /// inside a stack.
 pub(crate) const PARTITION: &str = "partition";
+/// The name of the copy-on-write B+tree layout, which is a whole table's layout.
+pub(crate) const COW_BTREE: &str = "cow-btree";
+
+/// Goby's copy-on-write B+tree (`crate::layout::cowbtree`): `cow-btree(node=N)`, N a power
+/// of two in 1024..=65536, 4096 by default. Written out canonically with its node size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CowBTreeSpec {
+    /// Bytes a node is split above (a node of one larger entry is that entry's size).
+    pub node: usize,
+}
+
+impl fmt::Display for CowBTreeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{COW_BTREE}(node={})", self.node)
+    }
+}
+
+/// Parses a `cow-btree` layout string (`layout`, which starts with the name).
+pub(crate) fn parse_cow_btree(layout: &str) -> Result<CowBTreeSpec, LayoutError> {
+    let fail = |reason: String| LayoutError {
+        layout: layout.to_string(),
+        region: None,
+        module: Some((1, COW_BTREE.to_string())),
+        reason,
+    };
+    if layout.contains("->") {
+        return Err(fail(
+            "a B+tree is a whole table's layout: nothing stacks on or under it".to_string(),
+        ));
+    }
+    let (_, params) = syntax(layout.trim()).map_err(|(_, reason)| fail(reason))?;
+    let mut node = crate::layout::cowbtree::DEFAULT_NODE_SIZE;
+    for (i, p) in params.iter().enumerate() {
+        match p.key {
+            Some("node") | None if i == 0 => {
+                node = p
+                    .value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| n.is_power_of_two() && (1024..=65536).contains(n))
+                    .ok_or_else(|| {
+                        fail(format!(
+                            "node={} is not a power of two in 1024..=65536",
+                            p.value
+                        ))
+                    })?;
+            }
+            _ => {
+                return Err(fail(format!(
+                    "unknown parameter {:?} (parameters: node)",
+                    p.key.unwrap_or(p.value)
+                )))
+            }
+        }
+    }
+    Ok(CowBTreeSpec { node })
+}
 
 /// Refuses a layout string over [`MAX_LAYOUT_LEN`], showing its start.
 pub(crate) fn check_len(layout: &str) -> Result<(), LayoutError> {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use stitchdb::{Db, Options, TableId};
 
 /// Layouts that hold any key and value the crash, transaction and snapshot workloads write,
-/// so those suites run over every module: `""` is the default table as it is; the others
+/// so those suites run over every module and layout: `""` is the default table as it is; the others
 /// are a table made with the layout (specialized formats under `exception`, whose `linear`
 /// keeps what they refuse; 8-byte values are what `fixed(8)` is for, and a few of the
 /// workloads' values are what a coding or `empty` takes; not `delta-integer`, which refuses
@@ -27,7 +27,8 @@ pub const LAYOUTS: &[&str] = &[
     // The crash workload's commit marker in the first region; range deletes and
     // transactions cross the others.
     "partition(at=\"k1\", at=\"k3\") -> [managed -> exception -> fixed(8) -> linear \
-     | managed -> bloom -> btree(node=1024) -> linear | managed -> linear]",
+     | managed -> bloom -> btree(node=1024) -> linear | managed -> linear]", // Goby's copy-on-write B+tree, with small nodes so the workloads' trees grow levels.
+    "cow-btree(node=1024)",
 ];
 
 /// The name of the table [`layout_table`] makes.

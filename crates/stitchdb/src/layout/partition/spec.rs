@@ -13,8 +13,8 @@
 //! rules (`LayoutSpec::parse`), and its errors name the region and the module in it.
 
 use super::PartitionSpec;
-use crate::layout::spec::{check_len, PARTITION};
-use crate::layout::{LayoutError, LayoutSpec};
+use crate::layout::spec::{check_len, parse_cow_btree, COW_BTREE, PARTITION};
+use crate::layout::{CowBTreeSpec, LayoutError, LayoutSpec};
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
@@ -25,6 +25,8 @@ pub enum TableLayout {
     Stack(LayoutSpec),
     /// The table's key space is cut into regions, each stored as its own table of its stack.
     Partition(Arc<PartitionSpec>),
+    /// The table is Goby's copy-on-write B+tree (`crate::layout::cowbtree`), not a stack.
+    CowBTree(CowBTreeSpec),
 }
 
 impl Default for TableLayout {
@@ -58,24 +60,40 @@ impl TableLayout {
                     }),
                 }
             }
-            _ => LayoutSpec::parse(layout).map(TableLayout::Stack),
+            _ => match text.strip_prefix(COW_BTREE) {
+                Some(rest)
+                    if !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-') =>
+                {
+                    parse_cow_btree(layout).map(TableLayout::CowBTree)
+                }
+                _ => LayoutSpec::parse(layout).map(TableLayout::Stack),
+            },
         }
     }
 
     /// The stack the table's own data goes through: for a partitioned table, whose own data
-    /// stays empty, the default one.
+    /// stays empty, and a B+tree, which has no stack of runs, the default one (what it
+    /// refuses: nothing).
     pub fn stack(&self) -> &LayoutSpec {
         match self {
             TableLayout::Stack(stack) => stack,
-            TableLayout::Partition(_) => &UNWRITTEN,
+            TableLayout::Partition(_) | TableLayout::CowBTree(_) => &UNWRITTEN,
         }
     }
 
     /// The partition, for a partitioned table.
     pub fn partition(&self) -> Option<&Arc<PartitionSpec>> {
         match self {
-            TableLayout::Stack(_) => None,
             TableLayout::Partition(p) => Some(p),
+            TableLayout::Stack(_) | TableLayout::CowBTree(_) => None,
+        }
+    }
+
+    /// The B+tree's parameters, for a table laid out as one.
+    pub fn cow_btree(&self) -> Option<&CowBTreeSpec> {
+        match self {
+            TableLayout::CowBTree(spec) => Some(spec),
+            TableLayout::Stack(_) | TableLayout::Partition(_) => None,
         }
     }
 }
@@ -261,6 +279,7 @@ impl fmt::Display for TableLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = match self {
             TableLayout::Stack(stack) => return stack.fmt(f),
+            TableLayout::CowBTree(spec) => return spec.fmt(f),
             TableLayout::Partition(p) => p,
         };
         f.write_str(PARTITION)?;

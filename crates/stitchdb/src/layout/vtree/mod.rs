@@ -20,7 +20,7 @@ pub(crate) mod ingest;
 pub(crate) mod memtable;
 pub(crate) mod run;
 
-use super::{LayoutSpec, TableData, WriteOut};
+use super::{LayoutSpec, TableData, WriteOut, Written};
 use crate::entry::Value;
 use crate::merge_iter::VersionFilter;
 use crate::options::Stitching;
@@ -181,7 +181,7 @@ impl TableData for VTree {
     }
 
     /// The frozen memtable as one level-0 run, without the versions no reader can see.
-    fn write_frozen(&self, out: &WriteOut<'_>) -> Result<Option<(Arc<Run>, PatchId)>> {
+    fn write_frozen(&self, out: &WriteOut<'_>) -> Result<Option<(Written, PatchId)>> {
         let Some(imm) = &self.imm else {
             return Ok(None);
         };
@@ -200,21 +200,24 @@ impl TableData for VTree {
             builder.add(e)
         })?;
         let filter = builder.key_filter();
-        builder.finish(filter)
+        Ok(builder
+            .finish(filter)?
+            .map(|(run, patch)| (Written::Run(run), patch)))
     }
 
     /// The run replaces the frozen memtable, in front of level 0.
-    fn install_frozen(&mut self, written: Option<Arc<Run>>) {
+    fn install_frozen(&mut self, written: Option<Written>) {
         self.imm = None;
-        if let Some(run) = written {
+        if let Some(Written::Run(run)) = written {
             self.add_run(run);
         }
     }
 
-    fn link(&mut self, runs: &[Arc<Run>]) {
+    fn link(&mut self, runs: &[Arc<Run>]) -> Vec<Arc<Run>> {
         for run in runs.iter().rev() {
             self.add_run(run.clone());
         }
+        Vec::new()
     }
 
     fn runs(&self) -> impl Iterator<Item = &Arc<Run>> {

@@ -52,6 +52,22 @@ pub trait DTable: Send + Sync {
     /// dTable's cursor goes both ways).
     fn cursor_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Source;
 
+    /// [`cursor`](Self::cursor), or going `reverse` [`cursor_rev`](Self::cursor_rev), for a
+    /// reader at `snapshot` alone: it may leave out versions no reader at `snapshot` sees (a
+    /// dTable that keeps each version whole, the B+tree's roots, reads that one only).
+    fn cursor_at(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+        _snapshot: u64,
+    ) -> Source {
+        match reverse {
+            true => self.cursor_rev(start, end),
+            false => self.cursor(start, end),
+        }
+    }
+
     /// The range tombstones this dTable holds (they apply to every layer below it too; see
     /// [`crate::entry::RangeTombstone`]), indexed and shared, not copied.
     fn range_deletes(&self) -> RangeDeletes {
