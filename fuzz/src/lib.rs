@@ -32,13 +32,14 @@ use stitch_wal::{decode_record, SegmentHeader, SEGMENT_HEADER_LEN};
 pub type Target = fn(&[u8]);
 
 /// Every target, by name (the name of its libFuzzer binary and of its corpus folder).
-pub const TARGETS: [(&str, Target); 12] = [
+pub const TARGETS: [(&str, Target); 13] = [
     ("superblock", superblock),
     ("extent", extent),
     ("manifest", manifest),
     ("run_block", run_block),
     ("run_index", run_index),
     ("btree_node", btree_node),
+    ("large_reference", large_reference),
     ("filter", filter),
     ("bloom", bloom),
     ("log_record", log_record),
@@ -79,6 +80,11 @@ pub fn run_index(data: &[u8]) {
 /// A copy-on-write B+tree node (stitchdb, extent kind 6).
 pub fn btree_node(data: &[u8]) {
     let _ = stitchdb::fuzzing::decode_btree_node(data);
+}
+
+/// A large value's reference (stitchdb), its checksum appended by the decoder.
+pub fn large_reference(data: &[u8]) {
+    let _ = stitchdb::fuzzing::decode_large_reference(data);
 }
 
 /// A quotient filter (stitch-filter). One it accepts is queried, merged with itself, and must

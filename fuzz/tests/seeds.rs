@@ -178,6 +178,7 @@ fn every_seed_is_accepted_by_its_decoder() {
             "run_block" => stitchdb::fuzzing::decode_run_block(&bytes).is_ok(),
             "run_index" => stitchdb::fuzzing::decode_run_index(&bytes).is_ok(),
             "btree_node" => stitchdb::fuzzing::decode_btree_node(&bytes).is_ok(),
+            "large_reference" => stitchdb::fuzzing::decode_large_reference(&bytes).is_ok(),
             "filter" => QuotientFilter::decode(&bytes).is_ok(),
             "bloom" => BloomFilter::decode(&bytes).is_ok(),
             "log_record" => {

@@ -191,6 +191,11 @@ fn btree_node() {
 }
 
 #[test]
+fn large_reference() {
+    fuzz("large_reference");
+}
+
+#[test]
 fn filter() {
     fuzz("filter");
 }

@@ -5,6 +5,7 @@
 
 use crate::batch::TableId;
 use crate::codec::{put_bytes, put_varint, Reader};
+use crate::db::{Chunk, Reference};
 use crate::entry::{EntryRef, RangeDeletes};
 use crate::layout::cowbtree::node::{self, Body, Node, Slot};
 use crate::layout::vtree::run::{
@@ -77,9 +78,19 @@ pub fn decode_btree_node(bytes: &[u8]) -> Result<()> {
         .map_err(|d| Error::corrupt("B+tree node", PLACE, d))
 }
 
+/// Decodes a large value's reference (`db/large`, the hidden table's value). `bytes` is the
+/// reference without its trailing checksum, which is appended here: a fuzzer would rarely get
+/// past a checksum to the checks behind it (version, counts, the chunks against the length).
+pub fn decode_large_reference(bytes: &[u8]) -> Result<()> {
+    let mut framed = bytes.to_vec();
+    framed.extend_from_slice(&crc32c::crc32c(bytes).to_le_bytes());
+    Reference::decode(&framed, PLACE).map(|_| ())
+}
+
 /// A well-formed input of each decoder, as the formats' encoders write it, by the name of its
-/// fuzz target: `manifest`, `run_block` (the current block version), `run_index` and
-/// `btree_node` (a leaf and an interior node). The fuzz targets' seed corpus.
+/// fuzz target: `manifest`, `run_block` (the current block version), `run_index`,
+/// `btree_node` (a leaf and an interior node) and `large_reference` (a value of two chunks,
+/// without its checksum). The fuzz targets' seed corpus.
 pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let at = |zone: u32, offset: u32| ExtentAddr {
         zone,
@@ -300,6 +311,24 @@ pub fn sample_inputs() -> Vec<(&'static str, &'static str, Vec<u8>)> {
             inputs.push(("btree_node", name, bytes));
         }
     }
+    // 1,500 bytes in chunks of 1,024: a whole chunk and one of 476 bytes, each extent with its
+    // 16-byte header.
+    let chunk = |offset: u32, payload: u32, crc: u32| Chunk {
+        addr: ExtentAddr {
+            zone: 6,
+            offset,
+            len: payload + 16,
+        },
+        crc,
+    };
+    let mut reference = Reference {
+        len: 1500,
+        chunk_len: 1024,
+        chunks: vec![chunk(0, 1024, 0x1234_5678), chunk(1040, 476, 0x9abc_def0)],
+    }
+    .encode();
+    reference.truncate(reference.len() - 4);
+    inputs.push(("large_reference", "two-chunks", reference));
     inputs
 }
 
@@ -387,11 +416,12 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     type Decoder = fn(&[u8]) -> Result<()>;
-    const DECODERS: [(&str, Decoder); 4] = [
+    const DECODERS: [(&str, Decoder); 5] = [
         ("manifest", decode_manifest),
         ("run block", decode_run_block),
         ("run index", decode_run_index),
         ("B+tree node", decode_btree_node),
+        ("large value reference", decode_large_reference),
     ];
 
     #[test]
@@ -422,6 +452,7 @@ mod tests {
                     "manifest" => decode_manifest as Decoder,
                     "run_block" => decode_run_block,
                     "btree_node" => decode_btree_node,
+                    "large_reference" => decode_large_reference,
                     _ => decode_run_index,
                 };
                 (format!("{target} {name}"), decode, bytes)

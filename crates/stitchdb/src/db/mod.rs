@@ -57,7 +57,7 @@ mod write;
 
 pub(crate) use large::{
     find as find_large, hidden_of, hidden_table, threshold as large_threshold,
-    write_range as write_large_range, write_value as write_large, Found, Reference, Written,
+    write_range as write_large_range, write_value as write_large, Chunk, Found, Reference, Written,
     MARKER as LARGE_MARKER,
 };
 pub(crate) use link::{link_transaction, PrivateRuns};

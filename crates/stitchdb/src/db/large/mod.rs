@@ -18,7 +18,7 @@ mod reference;
 mod registry;
 mod stream;
 
-pub(crate) use reference::Reference;
+pub(crate) use reference::{Chunk, Reference};
 pub(crate) use registry::{Pins, Registry};
 pub use stream::ValueReader;
 
