@@ -110,17 +110,23 @@ impl Written {
     }
 }
 
-/// Checks a large write before anything is written: the table takes the marker, and the
-/// length is within the limit.
-fn check_large(inner: &Inner, table: TableId, key: &[u8], len: u64) -> Result<()> {
+/// Refuses a value of `len` bytes past the store's limit, before anything is written.
+fn check_limit(inner: &Inner, len: u64) -> Result<()> {
     let limit = max_large_value_len(inner.zones.zone_size());
-    if len > limit {
-        return Err(Error::TooLarge {
+    match len > limit {
+        true => Err(Error::TooLarge {
             what: "value",
             len: len as usize,
             limit: limit as usize,
-        });
+        }),
+        false => Ok(()),
     }
+}
+
+/// Checks a large write before anything is written: the table takes the marker, and the
+/// length is within the limit.
+fn check_large(inner: &Inner, table: TableId, key: &[u8], len: u64) -> Result<()> {
+    check_limit(inner, len)?;
     let version = inner.version.read().clone();
     if is_hidden(&version.user_table(table)?.name) {
         return Err(Error::NoSuchTable(format!("#{}", table.0)));
@@ -185,14 +191,7 @@ pub(crate) fn write_range(
 ) -> Result<Reference> {
     let end = offset + bytes.len() as u64;
     let len = r.len.max(end);
-    let limit = max_large_value_len(inner.zones.zone_size());
-    if len > limit {
-        return Err(Error::TooLarge {
-            what: "value",
-            len: len as usize,
-            limit: limit as usize,
-        });
-    }
+    check_limit(inner, len)?;
     let chunk_len = r.chunk_len;
     let count = len.div_ceil(chunk_len) as usize;
     // A chunk is rewritten if the range touches it, or it grows (the old last one) or is new.
