@@ -781,14 +781,7 @@ impl ZoneStore {
     /// starts at [`EXTENT_HEADER_LEN`] (not moving it to the front
     /// saves a copy of every block read).
     pub fn read_durable_framed(&self, addr: ExtentAddr, kind: ExtentKind) -> Result<Vec<u8>> {
-        self.check_addr(addr)?;
-        let disk_offset = self.extent_offset(addr);
-        let bytes = self
-            .cache
-            .disk()
-            .read_vec_at(disk_offset, addr.len as usize)?;
-        extent::verify(addr, kind, &bytes, disk_offset)?;
-        Ok(bytes)
+        self.read_durable_verified(addr, kind, None)
     }
 
     /// [`read_durable_framed`](Self::read_durable_framed) of an extent whose payload's CRC-32C
@@ -800,13 +793,24 @@ impl ZoneStore {
         kind: ExtentKind,
         payload_crc: u32,
     ) -> Result<Vec<u8>> {
+        self.read_durable_verified(addr, kind, Some(payload_crc))
+    }
+
+    /// The extent at `addr` read from the disk and verified, its payload against
+    /// `payload_crc` too if given.
+    fn read_durable_verified(
+        &self,
+        addr: ExtentAddr,
+        kind: ExtentKind,
+        payload_crc: Option<u32>,
+    ) -> Result<Vec<u8>> {
         self.check_addr(addr)?;
         let disk_offset = self.extent_offset(addr);
         let bytes = self
             .cache
             .disk()
             .read_vec_at(disk_offset, addr.len as usize)?;
-        extent::verify_with(addr, kind, &bytes, disk_offset, Some(payload_crc))?;
+        extent::verify_with(addr, kind, &bytes, disk_offset, payload_crc)?;
         Ok(bytes)
     }
 
